@@ -1,0 +1,168 @@
+//! The one error type of mailbroker. Its variants map 1:1 to the `error_type` strings of the
+//! product contract (SPEC §10), so the CLI, the MCP server and the logs all say the same thing.
+
+use std::fmt;
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What went wrong, with a human sentence and (where one exists) the next step for the user.
+///
+/// Messages are lowercase and name the operation ("uid fetch timed out"). They never contain a
+/// secret: adapters build them from protocol verbs and server text, never from credentials.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Error {
+    Validation(Detail),
+    NotFound(Detail),
+    Unsupported(Detail),
+    AuthRequired(Detail),
+    InsufficientScope(Detail),
+    RateLimited(Detail),
+    ProviderUnavailable(Detail),
+    ProviderWriteFailed(Detail),
+    OutcomeUnknown(Detail),
+    VerificationFailed(Detail),
+    StaleState(Detail),
+    ConfirmationRequired(Detail),
+    ConfirmationDeclined(Detail),
+    LimitExceeded(Detail),
+    WritesDisabled(Detail),
+    Internal(Detail),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Detail {
+    pub message: String,
+    pub next_step: Option<String>,
+}
+
+macro_rules! constructors {
+    ($($fn_name:ident => $variant:ident, $type_str:literal, $exit:literal;)*) => {
+        impl Error {
+            $(
+                pub fn $fn_name(message: impl Into<String>) -> Self {
+                    Error::$variant(Detail { message: message.into(), next_step: None })
+                }
+            )*
+
+            /// The SPEC §10 string for this error.
+            pub fn error_type(&self) -> &'static str {
+                match self { $(Error::$variant(_) => $type_str,)* }
+            }
+
+            /// The process exit code the CLI uses for this error; grouped by what the user does
+            /// next (fix input 2, fix the account 3, retry later 4, look at the server 5).
+            pub fn exit_code(&self) -> i32 {
+                match self { $(Error::$variant(_) => $exit,)* }
+            }
+
+            pub fn detail(&self) -> &Detail {
+                match self { $(Error::$variant(d) => d,)* }
+            }
+
+            fn detail_mut(&mut self) -> &mut Detail {
+                match self { $(Error::$variant(d) => d,)* }
+            }
+        }
+    };
+}
+
+constructors! {
+    validation => Validation, "validation_error", 2;
+    not_found => NotFound, "not_found", 2;
+    unsupported => Unsupported, "unsupported", 2;
+    auth_required => AuthRequired, "auth_required", 3;
+    insufficient_scope => InsufficientScope, "insufficient_scope", 3;
+    rate_limited => RateLimited, "rate_limited", 4;
+    provider_unavailable => ProviderUnavailable, "provider_unavailable", 4;
+    provider_write_failed => ProviderWriteFailed, "provider_write_failed", 5;
+    outcome_unknown => OutcomeUnknown, "outcome_unknown", 5;
+    verification_failed => VerificationFailed, "verification_failed", 5;
+    stale_state => StaleState, "stale_state", 5;
+    confirmation_required => ConfirmationRequired, "confirmation_required", 6;
+    confirmation_declined => ConfirmationDeclined, "confirmation_declined", 6;
+    limit_exceeded => LimitExceeded, "limit_exceeded", 2;
+    writes_disabled => WritesDisabled, "writes_disabled", 6;
+    internal => Internal, "internal", 1;
+}
+
+impl Error {
+    pub fn message(&self) -> &str {
+        &self.detail().message
+    }
+
+    pub fn next_step(&self) -> Option<&str> {
+        self.detail().next_step.as_deref()
+    }
+
+    /// Attaches the step the user should take next (`run: mailbroker account add …`).
+    #[must_use]
+    pub fn with_next_step(mut self, step: impl Into<String>) -> Self {
+        self.detail_mut().next_step = Some(step.into());
+        self
+    }
+
+    /// Prefixes the message with what was being done, keeping the error type.
+    #[must_use]
+    pub fn context(mut self, what: impl fmt::Display) -> Self {
+        let detail = self.detail_mut();
+        detail.message = format!("{what}: {}", detail.message);
+        self
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.error_type(), self.message())?;
+        if let Some(step) = self.next_step() {
+            write!(f, " (next: {step})")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for Error {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_types_are_the_spec_strings() {
+        let all = [
+            Error::validation("x"),
+            Error::not_found("x"),
+            Error::unsupported("x"),
+            Error::auth_required("x"),
+            Error::insufficient_scope("x"),
+            Error::rate_limited("x"),
+            Error::provider_unavailable("x"),
+            Error::provider_write_failed("x"),
+            Error::outcome_unknown("x"),
+            Error::verification_failed("x"),
+            Error::stale_state("x"),
+            Error::confirmation_required("x"),
+            Error::confirmation_declined("x"),
+            Error::limit_exceeded("x"),
+            Error::writes_disabled("x"),
+            Error::internal("x"),
+        ];
+        let spec = "validation_error, not_found, unsupported, auth_required, insufficient_scope, \
+                    rate_limited, provider_unavailable, provider_write_failed, outcome_unknown, \
+                    verification_failed, stale_state, confirmation_required, \
+                    confirmation_declined, limit_exceeded, writes_disabled, internal";
+        let ours: Vec<&str> = all.iter().map(Error::error_type).collect();
+        assert_eq!(ours.join(", "), spec);
+        assert!(all.iter().all(|e| e.exit_code() != 0));
+    }
+
+    #[test]
+    fn display_carries_next_step_and_context() {
+        let e = Error::auth_required("login refused")
+            .context("account work")
+            .with_next_step("run: mailbroker account remove work");
+        assert_eq!(
+            e.to_string(),
+            "auth_required: account work: login refused (next: run: mailbroker account remove work)"
+        );
+    }
+}

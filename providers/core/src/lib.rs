@@ -1,0 +1,17 @@
+//! The domain of mailbroker that every provider adapter and the core share: the error
+//! vocabulary, identifiers, message state and the `Provider` trait.
+//!
+//! This crate is not the store, not a CLI and not any one provider: it knows nothing of SQLite,
+//! of IMAP or of JSON-RPC. Adapters depend on it; the `mailbroker` crate drives adapters through
+//! it.
+
+mod error;
+mod model;
+mod provider;
+
+pub use error::{Error, Result};
+pub use model::{
+    AccountId, Capabilities, MailboxCursor, MailboxInfo, MailboxName, MessageFlags, MessageMeta,
+    ProviderKind, Role, SyncMode, Uid, UidValidity,
+};
+pub use provider::{MailboxSyncReport, Provider, SyncRequest, SyncSink};

@@ -1,0 +1,243 @@
+//! Identifiers and message state, parsed once at the edge so signatures never take raw strings.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::Error;
+
+/// A short slug the user picks at `account add` (`work`, `home-imap`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct AccountId(String);
+
+impl AccountId {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl FromStr for AccountId {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self, Error> {
+        let ok = !s.is_empty()
+            && s.len() <= 64
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            && s.starts_with(|c: char| c.is_ascii_alphanumeric());
+        if ok {
+            Ok(AccountId(s.to_string()))
+        } else {
+            Err(Error::validation(format!(
+                "account id {s:?} must be 1-64 letters, digits, '-' or '_', starting with a letter or digit"
+            )))
+        }
+    }
+}
+
+impl TryFrom<String> for AccountId {
+    type Error = Error;
+    fn try_from(s: String) -> Result<Self, Error> {
+        s.parse()
+    }
+}
+
+impl From<AccountId> for String {
+    fn from(id: AccountId) -> String {
+        id.0
+    }
+}
+
+impl fmt::Display for AccountId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A mailbox (folder) name exactly as the server spells it.
+pub type MailboxName = String;
+/// An IMAP UID: unique within one mailbox for one `UidValidity`.
+pub type Uid = u32;
+/// An IMAP UIDVALIDITY: when it changes, every UID of that mailbox is void.
+pub type UidValidity = u32;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProviderKind {
+    Imap,
+    Gmail,
+    Graph,
+    Applescript,
+}
+
+impl ProviderKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProviderKind::Imap => "imap",
+            ProviderKind::Gmail => "gmail",
+            ProviderKind::Graph => "graph",
+            ProviderKind::Applescript => "applescript",
+        }
+    }
+}
+
+impl FromStr for ProviderKind {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self, Error> {
+        match s {
+            "imap" => Ok(ProviderKind::Imap),
+            "gmail" => Ok(ProviderKind::Gmail),
+            "graph" => Ok(ProviderKind::Graph),
+            "applescript" => Ok(ProviderKind::Applescript),
+            other => Err(Error::validation(format!("unknown provider {other:?}"))),
+        }
+    }
+}
+
+/// The meaning of a mailbox, whatever the provider calls it (SPEC §2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Inbox,
+    Archive,
+    Junk,
+    Trash,
+    Sent,
+    Drafts,
+    All,
+}
+
+impl Role {
+    pub const ALL: [Role; 7] = [
+        Role::Inbox,
+        Role::Archive,
+        Role::Junk,
+        Role::Trash,
+        Role::Sent,
+        Role::Drafts,
+        Role::All,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Inbox => "inbox",
+            Role::Archive => "archive",
+            Role::Junk => "junk",
+            Role::Trash => "trash",
+            Role::Sent => "sent",
+            Role::Drafts => "drafts",
+            Role::All => "all",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Role> {
+        Role::ALL
+            .into_iter()
+            .find(|r| r.as_str().eq_ignore_ascii_case(s))
+    }
+}
+
+/// What an account's server can do, detected at `account add` and stored with the account.
+/// Provider-specific facts live in `extensions` by their wire names (`MOVE`, `QRESYNC`, a
+/// granted OAuth scope), so the core never grows a field per provider.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Capabilities {
+    pub extensions: Vec<String>,
+    /// The server accepts new custom tags (IMAP: PERMANENTFLAGS holds `\*`).
+    pub custom_tags: bool,
+    /// Longest tag the server accepts, when known.
+    pub max_tag_len: Option<u32>,
+}
+
+impl Capabilities {
+    pub fn has(&self, ext: &str) -> bool {
+        self.extensions.iter().any(|e| e.eq_ignore_ascii_case(ext))
+    }
+}
+
+/// One mailbox as the server lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MailboxInfo {
+    pub name: MailboxName,
+    pub role: Option<Role>,
+    pub delimiter: Option<String>,
+    /// `false` for containers that hold no messages (IMAP `\Noselect`).
+    pub selectable: bool,
+}
+
+/// Where the last sync of one mailbox stopped. Zero means "not known yet".
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MailboxCursor {
+    pub uidvalidity: UidValidity,
+    pub uidnext: Uid,
+    pub highestmodseq: u64,
+}
+
+/// Read/flagged/tag state of one message, normalised, with the provider's raw values kept
+/// beside it (IMAP flags and keywords as sent on the wire).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MessageFlags {
+    pub read: bool,
+    pub flagged: bool,
+    pub tags: Vec<String>,
+    pub raw: Vec<String>,
+}
+
+/// Everything the index keeps about one server copy of a message.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MessageMeta {
+    pub uid: Uid,
+    pub modseq: u64,
+    pub flags: MessageFlags,
+    pub message_id: Option<String>,
+    pub from: String,
+    pub to: String,
+    pub cc: String,
+    pub subject: String,
+    /// Seconds since the Unix epoch (the Date header, else the server's arrival time).
+    pub date: Option<i64>,
+    pub size: u64,
+    pub has_attachments: bool,
+    /// The first few hundred characters of the text body, for display and search.
+    pub snippet: String,
+    /// A longer prefix of the text body, indexed for full-text search but not stored.
+    pub body_prefix: String,
+}
+
+/// How a mailbox was brought up to date.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SyncMode {
+    /// Nothing changed on the server since the last sync; no messages were fetched.
+    Unchanged,
+    /// Every message was fetched (first sync, `--full`, or a UIDVALIDITY change).
+    Full,
+    /// QRESYNC: changed flags and vanished UIDs since the last modseq.
+    Qresync,
+    /// CONDSTORE: changed flags since the last modseq, expunges from a UID list.
+    Condstore,
+    /// No CONDSTORE: every message's flags compared with the index.
+    Flags,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn account_ids_are_slugs() {
+        assert!("work".parse::<AccountId>().is_ok());
+        assert!("home_2-imap".parse::<AccountId>().is_ok());
+        for bad in ["", "-x", "a b", "x/y", "ü"] {
+            let err = bad.parse::<AccountId>().unwrap_err();
+            assert_eq!(err.error_type(), "validation_error", "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn roles_parse_case_insensitively() {
+        assert_eq!(Role::parse("Trash"), Some(Role::Trash));
+        assert_eq!(Role::parse("nope"), None);
+    }
+}

@@ -1,0 +1,96 @@
+//! The seam between the core and a mail service.
+//!
+//! Architecture Invariant: adapters never touch SQLite. What an adapter learns goes through a
+//! `SyncSink`, which the core implements over its store; what the adapter needs from earlier
+//! syncs comes in a `SyncRequest`. That keeps every provider testable against a fake sink and
+//! lets the store change without touching an adapter.
+//!
+//! The trait is deliberately small. Sync is the one thing every provider does the same way from
+//! the core's side ("bring this account's index up to date"), even though the wire routes differ
+//! completely (IMAP per mailbox with modseqs, Gmail one history id per account, Graph delta
+//! links per folder). Write operations join the trait with the write pipeline; each gets a
+//! documented default of `unsupported` so a fallback provider (AppleScript) implements only what
+//! it can.
+//!
+//! We use `dyn Provider` (boxed, via `async_trait`) rather than an enum: the set of adapters
+//! grows by registry line, and the cost of one virtual call per network round trip is nothing.
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::{Capabilities, MailboxCursor, MailboxInfo, MailboxName, MessageFlags, MessageMeta};
+use crate::{Result, SyncMode, Uid, UidValidity};
+
+/// What the core asks of one sync.
+#[derive(Debug, Clone, Default)]
+pub struct SyncRequest {
+    /// Refetch everything, ignoring stored cursors.
+    pub full: bool,
+    /// The cursor of every mailbox the index knows, by name.
+    pub known: Vec<(MailboxName, MailboxCursor)>,
+}
+
+/// Receives what a sync learns, in the order the adapter learns it. Implementations batch and
+/// commit; an adapter may call any method many times per mailbox.
+#[async_trait]
+pub trait SyncSink: Send {
+    /// The server's current mailbox list; mailboxes the index has but the list lacks are gone.
+    async fn mailboxes(&mut self, list: &[MailboxInfo]) -> Result<()>;
+    /// Forget every message of this mailbox (first sync, a UIDVALIDITY change, or `--full`);
+    /// the messages that follow belong to `uidvalidity`. The cursor is cleared until
+    /// `mailbox_done`, so an interrupted sync resumes by refetching, never by trusting it.
+    async fn reset_mailbox(&mut self, mailbox: &str, uidvalidity: UidValidity) -> Result<()>;
+    /// Messages not in the index yet (or replacing the indexed copy with the same UID).
+    async fn upsert_messages(&mut self, mailbox: &str, messages: Vec<MessageMeta>) -> Result<()>;
+    /// New flag state of messages the index already has; returns how many really differed.
+    async fn update_flags(
+        &mut self,
+        mailbox: &str,
+        changes: Vec<(Uid, u64, MessageFlags)>,
+    ) -> Result<u64>;
+    /// These UIDs are gone from the server.
+    async fn remove_messages(&mut self, mailbox: &str, uids: Vec<Uid>) -> Result<u64>;
+    /// Keeps only these UIDs (a complete list from the server); returns how many were removed.
+    async fn retain_messages(&mut self, mailbox: &str, uids: Vec<Uid>) -> Result<u64>;
+    /// The mailbox is consistent with the server up to `cursor`; persist it.
+    async fn mailbox_done(&mut self, mailbox: &str, cursor: MailboxCursor) -> Result<()>;
+    /// Called as messages are fetched, for progress display.
+    fn progress(&mut self, _fetched: u64, _total_hint: u64) {}
+}
+
+/// What happened to one mailbox during a sync.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MailboxSyncReport {
+    pub mailbox: MailboxName,
+    pub mode: SyncMode,
+    pub added: u64,
+    pub changed: u64,
+    pub removed: u64,
+    /// True when the stored UIDVALIDITY no longer matched and the mailbox was refetched.
+    pub uidvalidity_reset: bool,
+}
+
+/// A connected session with one account's mail service.
+#[async_trait]
+pub trait Provider: Send {
+    /// What the server can do (re-detected on every connection).
+    fn capabilities(&self) -> &Capabilities;
+
+    /// The mailboxes on the server, with their roles.
+    async fn list_mailboxes(&mut self) -> Result<Vec<MailboxInfo>>;
+
+    /// Brings the index up to date through `sink`, incrementally where the cursors allow.
+    async fn sync(
+        &mut self,
+        request: &SyncRequest,
+        sink: &mut dyn SyncSink,
+    ) -> Result<Vec<MailboxSyncReport>>;
+
+    /// Protocol commands sent on this session so far (for benchmarks and diagnostics).
+    fn commands_sent(&self) -> u64 {
+        0
+    }
+
+    /// Ends the session politely; errors here lose nothing.
+    async fn close(&mut self) {}
+}

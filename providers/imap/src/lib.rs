@@ -1,0 +1,14 @@
+//! The IMAP adapter: mailbroker's `Provider` over IMAP4rev1 and its extensions (CONDSTORE,
+//! QRESYNC, MOVE, UIDPLUS, SPECIAL-USE), using async-imap over rustls.
+//!
+//! This crate speaks IMAP and nothing else: it does not know the store, the CLI or MCP. Its
+//! oddities (UIDVALIDITY, modseqs, unsolicited responses) stay inside it; what leaves it is the
+//! vocabulary of `mailbroker-core`.
+
+mod connect;
+mod convert;
+mod session;
+mod sync;
+
+pub use connect::{ImapConfig, ImapSettings, TlsMode};
+pub use session::ImapProvider;

@@ -1,0 +1,238 @@
+//! A logged-in IMAP session as a `Provider`: capability detection and mailbox listing.
+
+use async_imap::types::{Capability, Flag};
+use async_trait::async_trait;
+use futures::TryStreamExt;
+use mailbroker_core::{
+    Capabilities, Error, MailboxInfo, MailboxSyncReport, Provider, Result, SyncRequest, SyncSink,
+};
+
+use crate::connect::{self, COMMAND_TIMEOUT, ImapConfig, Session, imap_error, timed};
+use crate::convert;
+
+/// Extensions mailbroker uses, in the order they are reported.
+const KNOWN_EXTENSIONS: [&str; 8] = [
+    "MOVE",
+    "UIDPLUS",
+    "CONDSTORE",
+    "QRESYNC",
+    "SPECIAL-USE",
+    "LIST-STATUS",
+    "ENABLE",
+    "X-GM-EXT-1",
+];
+
+pub struct ImapProvider {
+    pub(crate) session: Session,
+    pub(crate) caps: Capabilities,
+    pub(crate) commands: u64,
+    pub(crate) qresync_enabled: bool,
+}
+
+impl std::fmt::Debug for ImapProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ImapProvider")
+            .field("caps", &self.caps)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ImapProvider {
+    /// Connects, logs in and detects what the server can do.
+    pub async fn connect(config: &ImapConfig) -> Result<ImapProvider> {
+        let mut session = connect::open(config).await?;
+        let caps = timed("capability", COMMAND_TIMEOUT, session.capabilities())
+            .await?
+            .map_err(|e| imap_error("capability", e))?;
+        let extensions: Vec<String> = KNOWN_EXTENSIONS
+            .iter()
+            .filter(|ext| caps.has_str(ext))
+            .filter(|ext| {
+                !config
+                    .disabled_extensions
+                    .iter()
+                    .any(|d| d.eq_ignore_ascii_case(ext))
+            })
+            .map(|ext| ext.to_string())
+            .collect();
+        let max_tag_len = caps.iter().find_map(|c| match c {
+            // Not standard, but some servers advertise it; Dovecot's fixed limit is 50.
+            Capability::Atom(a) if a.to_ascii_uppercase().starts_with("KEYWORDLEN=") => {
+                a[11..].parse().ok()
+            }
+            _ => None,
+        });
+        let mut provider = ImapProvider {
+            session,
+            caps: Capabilities {
+                extensions,
+                custom_tags: false,
+                max_tag_len,
+            },
+            commands: 2,
+            qresync_enabled: false,
+        };
+        if provider.caps.has("QRESYNC") {
+            provider.command_ok("ENABLE QRESYNC").await?;
+            provider.qresync_enabled = true;
+        }
+        Ok(provider)
+    }
+
+    /// Runs a command that returns nothing but OK, then drains what it sent unasked.
+    pub(crate) async fn command_ok(&mut self, command: &str) -> Result<()> {
+        let verb = command
+            .split_whitespace()
+            .next()
+            .unwrap_or(command)
+            .to_lowercase();
+        self.commands += 1;
+        timed(
+            &verb,
+            COMMAND_TIMEOUT,
+            self.session.run_command_and_check_ok(command),
+        )
+        .await?
+        .map_err(|e| imap_error(&verb, e))?;
+        self.drain_unsolicited();
+        Ok(())
+    }
+
+    /// Empties async-imap's unsolicited channel. It holds at most 100 entries and drops the
+    /// rest silently, so it is drained after every command; callers that need its content
+    /// (VANISHED, STATUS) read it themselves before calling this.
+    pub(crate) fn drain_unsolicited(&mut self) {
+        while self.session.unsolicited_responses.try_recv().is_ok() {}
+    }
+
+    /// Whether new keywords can be stored, from INBOX's PERMANENTFLAGS. SELECT, not EXAMINE:
+    /// a read-only mailbox reports no permanent flags at all.
+    pub async fn detect_custom_tags(&mut self) -> Result<bool> {
+        self.commands += 1;
+        let mailbox = timed("select", COMMAND_TIMEOUT, self.session.select("INBOX"))
+            .await?
+            .map_err(|e| imap_error("select", e))?;
+        self.drain_unsolicited();
+        let custom = mailbox.permanent_flags.contains(&Flag::MayCreate);
+        self.caps.custom_tags = custom;
+        Ok(custom)
+    }
+}
+
+#[async_trait]
+impl Provider for ImapProvider {
+    fn capabilities(&self) -> &Capabilities {
+        &self.caps
+    }
+
+    async fn list_mailboxes(&mut self) -> Result<Vec<MailboxInfo>> {
+        Ok(self.list_with_status(false).await?.0)
+    }
+
+    async fn sync(
+        &mut self,
+        request: &SyncRequest,
+        sink: &mut dyn SyncSink,
+    ) -> Result<Vec<MailboxSyncReport>> {
+        crate::sync::sync_account(self, request, sink).await
+    }
+
+    fn commands_sent(&self) -> u64 {
+        self.commands
+    }
+
+    async fn close(&mut self) {
+        self.commands += 1;
+        let _ = timed("logout", COMMAND_TIMEOUT, self.session.logout()).await;
+    }
+}
+
+impl ImapProvider {
+    /// LIST of every mailbox; with `status`, and where LIST-STATUS exists, the same command
+    /// also returns each mailbox's counters (one round trip instead of one STATUS per mailbox).
+    pub(crate) async fn list_with_status(
+        &mut self,
+        status: bool,
+    ) -> Result<(Vec<MailboxInfo>, Vec<(String, MailboxStatus)>)> {
+        let pattern = if status && self.caps.has("LIST-STATUS") {
+            let modseq = if self.caps.has("CONDSTORE") {
+                " HIGHESTMODSEQ"
+            } else {
+                ""
+            };
+            format!("\"*\" RETURN (STATUS (UIDVALIDITY UIDNEXT MESSAGES{modseq}))")
+        } else {
+            "\"*\"".to_string()
+        };
+        self.drain_unsolicited();
+        let rx = self.session.unsolicited_responses.clone();
+        self.commands += 1;
+        let mut statuses = Vec::new();
+        let mut names = Vec::new();
+        {
+            let mut stream = timed(
+                "list",
+                COMMAND_TIMEOUT,
+                self.session.list(Some(""), Some(&pattern)),
+            )
+            .await?
+            .map_err(|e| imap_error("list", e))?;
+            loop {
+                let next = timed("list", COMMAND_TIMEOUT, stream.try_next())
+                    .await?
+                    .map_err(|e| imap_error("list", e))?;
+                // STATUS answers arrive through the unsolicited channel between LIST lines;
+                // reading them as we go keeps that bounded channel from overflowing.
+                while let Ok(resp) = rx.try_recv() {
+                    if let Some(s) = MailboxStatus::from_unsolicited(resp) {
+                        statuses.push(s);
+                    }
+                }
+                match next {
+                    Some(name) => names.push(name),
+                    None => break,
+                }
+            }
+        }
+        self.drain_unsolicited();
+        if names.is_empty() {
+            return Err(Error::provider_unavailable(
+                "imap list returned no mailboxes (not even INBOX)",
+            ));
+        }
+        Ok((convert::mailboxes_of(&names), statuses))
+    }
+}
+
+/// A mailbox's counters from STATUS (or LIST-STATUS).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct MailboxStatus {
+    pub uidvalidity: u32,
+    pub uidnext: u32,
+    pub messages: u32,
+    pub highestmodseq: Option<u64>,
+}
+
+impl MailboxStatus {
+    fn from_unsolicited(resp: async_imap::types::UnsolicitedResponse) -> Option<(String, Self)> {
+        use async_imap::imap_proto::StatusAttribute as A;
+        let async_imap::types::UnsolicitedResponse::Status {
+            mailbox,
+            attributes,
+        } = resp
+        else {
+            return None;
+        };
+        let mut s = MailboxStatus::default();
+        for a in attributes {
+            match a {
+                A::UidValidity(v) => s.uidvalidity = v,
+                A::UidNext(v) => s.uidnext = v,
+                A::Messages(v) => s.messages = v,
+                A::HighestModSeq(v) => s.highestmodseq = Some(v),
+                _ => {}
+            }
+        }
+        Some((mailbox, s))
+    }
+}

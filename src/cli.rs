@@ -1,0 +1,350 @@
+//! The command line: typed arguments in, a service call, one output function out. No mail
+//! logic lives here.
+
+use std::io::BufRead;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+use mailbroker_core::{AccountId, Error, Result};
+use mailbroker_imap::{ImapConfig, TlsMode};
+
+use crate::home::Home;
+use crate::output::{print_json, progress_bar};
+use crate::store::{MessageRow, Store};
+use crate::{accounts, search, sync};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "mailbroker",
+    version,
+    about = "Change mail on the server, safely: a local index, verified writes, undo."
+)]
+pub struct Cli {
+    /// Home directory (index, locks). Default: $MAILBROKER_HOME, else $XDG_DATA_HOME/mailbroker.
+    #[arg(long, global = true, value_name = "DIR")]
+    pub home: Option<PathBuf>,
+    /// Print machine-readable JSON on stdout (field names are stable; see README).
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Add, list, show or remove accounts.
+    #[command(subcommand)]
+    Account(AccountCommand),
+    /// Bring the local index up to date with the server (incremental unless --full).
+    Sync {
+        /// Only this account (default: every account).
+        #[arg(long)]
+        account: Option<String>,
+        /// Refetch every message instead of only what changed.
+        #[arg(long)]
+        full: bool,
+    },
+    /// Search the local index (e.g. `from:alice is:unread tag:invoice "exact phrase"`).
+    Search {
+        /// Query terms; see README for the language. `-term` negates a term.
+        #[arg(required = true, allow_hyphen_values = true, trailing_var_arg = true)]
+        query: Vec<String>,
+        /// Most messages to return.
+        #[arg(long, default_value_t = 50)]
+        limit: u32,
+    },
+    /// Show one indexed message by its id.
+    Show { id: i64 },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AccountCommand {
+    /// Add an account.
+    #[command(subcommand)]
+    Add(AddCommand),
+    /// List accounts.
+    List,
+    /// Show an account, its capabilities and mailboxes.
+    Show { id: String },
+    /// Remove an account with its indexed messages and stored secrets.
+    Remove { id: String },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AddCommand {
+    /// An IMAP account (password or app password).
+    Imap(ImapArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ImapArgs {
+    /// Short name for the account (letters, digits, '-', '_').
+    #[arg(long)]
+    pub id: String,
+    #[arg(long)]
+    pub host: String,
+    #[arg(long)]
+    pub port: u16,
+    /// implicit (993), starttls (143) or none.
+    #[arg(long, default_value = "implicit")]
+    pub tls: String,
+    #[arg(long)]
+    pub username: String,
+    /// Read the password from this environment variable.
+    #[arg(long, value_name = "VAR", conflicts_with = "password_stdin")]
+    pub password_env: Option<String>,
+    /// Read the password from the first line of standard input.
+    #[arg(long)]
+    pub password_stdin: bool,
+    /// Trust this CA (PEM) in addition to the public roots.
+    #[arg(long, value_name = "PEM")]
+    pub ca_file: Option<PathBuf>,
+    /// The account's address, for display.
+    #[arg(long)]
+    pub email: Option<String>,
+    /// Do not use this advertised extension (e.g. QRESYNC on a server where it misbehaves).
+    #[arg(long = "disable-extension", value_name = "EXT")]
+    pub disable_extension: Vec<String>,
+}
+
+fn read_password(args: &ImapArgs) -> Result<String> {
+    if let Some(var) = &args.password_env {
+        return std::env::var(var).map_err(|_| {
+            Error::validation(format!("environment variable {var} is not set"))
+                .with_next_step(format!("export {var}=… or use --password-stdin"))
+        });
+    }
+    if args.password_stdin {
+        let mut line = String::new();
+        std::io::stdin()
+            .lock()
+            .read_line(&mut line)
+            .map_err(|e| Error::validation(format!("cannot read the password from stdin: {e}")))?;
+        let password = line.trim_end_matches(['\r', '\n']).to_string();
+        if password.is_empty() {
+            return Err(Error::validation("standard input held no password"));
+        }
+        return Ok(password);
+    }
+    Err(Error::validation("no password given")
+        .with_next_step("pass --password-env VAR or --password-stdin"))
+}
+
+fn imap_config(args: &ImapArgs) -> Result<ImapConfig> {
+    let tls: TlsMode = args.tls.parse()?;
+    let ca_pem = match &args.ca_file {
+        Some(path) => Some(std::fs::read(path).map_err(|e| {
+            Error::validation(format!("cannot read --ca-file {}: {e}", path.display()))
+        })?),
+        None => None,
+    };
+    Ok(ImapConfig {
+        host: args.host.clone(),
+        port: args.port,
+        tls,
+        username: args.username.clone(),
+        password: read_password(args)?,
+        ca_pem,
+        disabled_extensions: args.disable_extension.clone(),
+    })
+}
+
+/// Runs one command to completion.
+pub async fn run(cli: Cli) -> Result<()> {
+    let home = Home::resolve(cli.home.as_deref())?;
+    let store = Store::open(&home.database()).await?;
+    let outcome = dispatch(&home, &store, cli.command, cli.json).await;
+    store.close().await;
+    outcome
+}
+
+async fn dispatch(home: &Home, store: &Store, command: Command, json: bool) -> Result<()> {
+    match command {
+        Command::Account(cmd) => account(store, cmd, json).await,
+        Command::Sync { account, full } => run_sync(home, store, account, full, json).await,
+        Command::Search { query, limit } => {
+            let query = search::parse(&query.join(" "), crate::store::now_secs())?;
+            let rows = store.search(&query, limit.clamp(1, 10_000)).await?;
+            if json {
+                print_json(Some("messages"), &rows)
+            } else {
+                rows.iter().for_each(|r| println!("{}", one_line(r)));
+                Ok(())
+            }
+        }
+        Command::Show { id } => {
+            let row = store.message(id).await?;
+            if json {
+                print_json(Some("message"), &row)
+            } else {
+                print_message(&row);
+                Ok(())
+            }
+        }
+    }
+}
+
+async fn account(store: &Store, cmd: AccountCommand, json: bool) -> Result<()> {
+    match cmd {
+        AccountCommand::Add(AddCommand::Imap(args)) => {
+            let id: AccountId = args.id.parse()?;
+            let config = imap_config(&args)?;
+            let view = accounts::add_imap(store, id, args.email.clone(), config).await?;
+            if json {
+                return print_json(Some("account"), &view);
+            }
+            println!(
+                "added {} ({} mailboxes; extensions: {})",
+                view.account.id,
+                view.mailboxes.len(),
+                view.account.capabilities.extensions.join(" ")
+            );
+            println!("next: mailbroker sync --account {}", view.account.id);
+            Ok(())
+        }
+        AccountCommand::List => {
+            let list = accounts::list(store).await?;
+            if json {
+                return print_json(Some("accounts"), &list);
+            }
+            for a in &list {
+                println!(
+                    "{}\t{}\t{}\tlast sync: {}",
+                    a.id,
+                    a.provider.as_str(),
+                    a.email.as_deref().unwrap_or("-"),
+                    a.last_sync_at.map_or("never".into(), rfc3339)
+                );
+            }
+            Ok(())
+        }
+        AccountCommand::Show { id } => {
+            let view = accounts::show(store, &id.parse()?).await?;
+            if json {
+                return print_json(Some("account"), &view);
+            }
+            println!("{} ({})", view.account.id, view.account.provider.as_str());
+            println!(
+                "extensions: {}",
+                view.account.capabilities.extensions.join(" ")
+            );
+            for m in &view.mailboxes {
+                let role = m
+                    .role
+                    .map_or(String::new(), |r| format!(" [{}]", r.as_str()));
+                println!(
+                    "  {}{}: {} messages, {} unread",
+                    m.name, role, m.messages, m.unread
+                );
+            }
+            Ok(())
+        }
+        AccountCommand::Remove { id } => {
+            let id: AccountId = id.parse()?;
+            accounts::remove(store, &id).await?;
+            if json {
+                return print_json(Some("removed"), &id);
+            }
+            println!("removed {id}");
+            Ok(())
+        }
+    }
+}
+
+async fn run_sync(
+    home: &Home,
+    store: &Store,
+    account: Option<String>,
+    full: bool,
+    json: bool,
+) -> Result<()> {
+    let ids: Vec<AccountId> = match account {
+        Some(a) => vec![a.parse()?],
+        None => store.accounts().await?.into_iter().map(|a| a.id).collect(),
+    };
+    if ids.is_empty() {
+        return Err(Error::not_found("no accounts to sync")
+            .with_next_step("run: mailbroker account add imap --help"));
+    }
+    let mut reports = Vec::new();
+    for id in &ids {
+        let bar = progress_bar(json);
+        bar.set_message(format!("sync {id}"));
+        let progress_bar = bar.clone();
+        let report = sync::sync_account(home, store, id, full, move |done, total| {
+            progress_bar.set_length(total.max(done));
+            progress_bar.set_position(done);
+        })
+        .await;
+        bar.finish_and_clear();
+        let report = report?;
+        if !json {
+            println!(
+                "{}: +{} new, {} changed, {} removed in {} ms ({} commands)",
+                report.account,
+                report.added,
+                report.changed,
+                report.removed,
+                report.duration_ms,
+                report.commands
+            );
+        }
+        reports.push(report);
+    }
+    if json {
+        print_json(Some("accounts"), &reports)?;
+    }
+    Ok(())
+}
+
+fn rfc3339(secs: i64) -> String {
+    mail_parser::DateTime::from_timestamp(secs).to_rfc3339()
+}
+
+fn one_line(r: &MessageRow) -> String {
+    let mut marks = String::new();
+    marks.push(if r.read { ' ' } else { 'N' });
+    marks.push(if r.flagged { '*' } else { ' ' });
+    let tags = if r.tags.is_empty() {
+        String::new()
+    } else {
+        format!(" [{}]", r.tags.join(","))
+    };
+    format!(
+        "{:>7} {} {:<10} {:<16} {:<28} {}{}",
+        r.id,
+        marks,
+        r.date.as_deref().map_or("", |d| &d[..10.min(d.len())]),
+        r.mailbox,
+        r.from.chars().take(28).collect::<String>(),
+        r.subject,
+        tags
+    )
+}
+
+fn print_message(r: &MessageRow) {
+    println!("id:       {}", r.id);
+    println!(
+        "account:  {}  mailbox: {}  uid: {}",
+        r.account, r.mailbox, r.uid
+    );
+    println!("date:     {}", r.date.as_deref().unwrap_or("-"));
+    println!("from:     {}", r.from);
+    println!("to:       {}", r.to);
+    if !r.cc.is_empty() {
+        println!("cc:       {}", r.cc);
+    }
+    println!("subject:  {}", r.subject);
+    println!("flags:    {}", r.flags.join(" "));
+    println!(
+        "size:     {} bytes{}",
+        r.size,
+        if r.has_attachments {
+            ", attachments"
+        } else {
+            ""
+        }
+    );
+    println!();
+    println!("{}", r.snippet);
+}

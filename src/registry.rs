@@ -1,0 +1,28 @@
+//! The one place that knows which adapter serves which provider. Adding a provider means a
+//! crate under `providers/` and a line here (plus its `account add` arguments in the CLI).
+
+use mailbroker_core::{Error, Provider, ProviderKind, Result};
+
+use crate::store::{AccountRecord, Store};
+
+/// Opens a session with the account's server using its stored settings and secret.
+pub async fn connect(store: &Store, account: &AccountRecord) -> Result<Box<dyn Provider>> {
+    match account.provider {
+        ProviderKind::Imap => {
+            let settings = serde_json::from_value(account.settings.clone()).map_err(|e| {
+                Error::internal(format!("account {}: bad imap settings: {e}", account.id))
+            })?;
+            let password = store.secret(&account.id, "password").await?;
+            let config = mailbroker_imap::ImapConfig::from_settings(settings, password)?;
+            let provider = mailbroker_imap::ImapProvider::connect(&config)
+                .await
+                .map_err(|e| e.context(format!("account {}", account.id)))?;
+            Ok(Box::new(provider))
+        }
+        other => Err(Error::unsupported(format!(
+            "account {}: {} accounts are not supported by this version",
+            account.id,
+            other.as_str()
+        ))),
+    }
+}

@@ -1,0 +1,208 @@
+//! Accounts, their secrets and their mailboxes.
+
+use mailbroker_core::{AccountId, Capabilities, Error, MailboxCursor, ProviderKind, Role};
+use serde::Serialize;
+
+use super::{Store, db_error, now_secs};
+
+/// An account as stored. `settings` is the provider's own JSON; secrets are not here.
+#[derive(Debug, Clone, Serialize)]
+pub struct AccountRecord {
+    pub id: AccountId,
+    pub provider: ProviderKind,
+    pub email: Option<String>,
+    pub settings: serde_json::Value,
+    pub capabilities: Capabilities,
+    pub created_at: i64,
+    pub last_sync_at: Option<i64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct MailboxRecord {
+    #[serde(skip)]
+    pub id: i64,
+    pub name: String,
+    pub role: Option<Role>,
+    pub selectable: bool,
+    pub messages: i64,
+    pub unread: i64,
+    #[serde(skip)]
+    pub cursor: MailboxCursor,
+}
+
+type AccountRow = (
+    String,
+    String,
+    Option<String>,
+    String,
+    String,
+    i64,
+    Option<i64>,
+);
+
+fn account_of(row: AccountRow) -> Result<AccountRecord, Error> {
+    let (id, provider, email, settings, capabilities, created_at, last_sync_at) = row;
+    Ok(AccountRecord {
+        id: id.parse()?,
+        provider: provider.parse()?,
+        email,
+        settings: serde_json::from_str(&settings)
+            .map_err(|e| Error::internal(format!("account {id}: bad settings json: {e}")))?,
+        capabilities: serde_json::from_str(&capabilities)
+            .map_err(|e| Error::internal(format!("account {id}: bad capabilities json: {e}")))?,
+        created_at,
+        last_sync_at,
+    })
+}
+
+const ACCOUNT_COLUMNS: &str =
+    "SELECT id, provider, email, settings, capabilities, created_at, last_sync_at FROM accounts";
+
+impl Store {
+    /// Stores a new account, its secret and its mailboxes in one transaction: either all of it
+    /// is there afterwards or none of it.
+    pub async fn add_account(
+        &self,
+        account: &AccountRecord,
+        secret: (&str, &str),
+        mailboxes: &[mailbroker_core::MailboxInfo],
+    ) -> Result<(), Error> {
+        let mut tx = self.pool.begin().await.map_err(db_error)?;
+        let exists: Option<String> = sqlx::query_scalar("SELECT id FROM accounts WHERE id = ?")
+            .bind(account.id.as_str())
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(db_error)?;
+        if exists.is_some() {
+            return Err(
+                Error::validation(format!("account {} already exists", account.id))
+                    .with_next_step(format!("run: mailbroker account remove {}", account.id)),
+            );
+        }
+        sqlx::query(
+            "INSERT INTO accounts (id, provider, email, settings, capabilities, created_at)
+             VALUES (?, ?, ?, ?, ?, ?)",
+        )
+        .bind(account.id.as_str())
+        .bind(account.provider.as_str())
+        .bind(account.email.as_deref())
+        .bind(account.settings.to_string())
+        .bind(
+            serde_json::to_string(&account.capabilities)
+                .map_err(|e| Error::internal(e.to_string()))?,
+        )
+        .bind(account.created_at)
+        .execute(&mut *tx)
+        .await
+        .map_err(db_error)?;
+        sqlx::query("INSERT INTO credentials (account_id, kind, secret) VALUES (?, ?, ?)")
+            .bind(account.id.as_str())
+            .bind(secret.0)
+            .bind(secret.1)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_error)?;
+        for mb in mailboxes {
+            super::sink::upsert_mailbox(&mut tx, account.id.as_str(), mb).await?;
+        }
+        tx.commit().await.map_err(db_error)
+    }
+
+    pub async fn accounts(&self) -> Result<Vec<AccountRecord>, Error> {
+        let rows: Vec<AccountRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "{ACCOUNT_COLUMNS} ORDER BY id"
+        )))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_error)?;
+        rows.into_iter().map(account_of).collect()
+    }
+
+    pub async fn account(&self, id: &AccountId) -> Result<AccountRecord, Error> {
+        let row: Option<AccountRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "{ACCOUNT_COLUMNS} WHERE id = ?"
+        )))
+        .bind(id.as_str())
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db_error)?;
+        match row {
+            Some(row) => account_of(row),
+            None => Err(Error::not_found(format!("no account {id}"))
+                .with_next_step("run: mailbroker account list")),
+        }
+    }
+
+    /// The secret of one kind (`password`, `refresh_token`) for an account.
+    pub async fn secret(&self, id: &AccountId, kind: &str) -> Result<String, Error> {
+        let secret: Option<String> =
+            sqlx::query_scalar("SELECT secret FROM credentials WHERE account_id = ? AND kind = ?")
+                .bind(id.as_str())
+                .bind(kind)
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(db_error)?;
+        secret.ok_or_else(|| {
+            Error::auth_required(format!("account {id} has no stored {kind}")).with_next_step(
+                format!("run: mailbroker account remove {id}, then add it again"),
+            )
+        })
+    }
+
+    /// Removes an account with its secrets, mailboxes and messages (by cascade).
+    pub async fn remove_account(&self, id: &AccountId) -> Result<(), Error> {
+        let done = sqlx::query("DELETE FROM accounts WHERE id = ?")
+            .bind(id.as_str())
+            .execute(&self.pool)
+            .await
+            .map_err(db_error)?;
+        if done.rows_affected() == 0 {
+            return Err(Error::not_found(format!("no account {id}"))
+                .with_next_step("run: mailbroker account list"));
+        }
+        Ok(())
+    }
+
+    pub async fn mark_synced(&self, id: &AccountId) -> Result<(), Error> {
+        sqlx::query("UPDATE accounts SET last_sync_at = ? WHERE id = ?")
+            .bind(now_secs())
+            .bind(id.as_str())
+            .execute(&self.pool)
+            .await
+            .map_err(db_error)?;
+        Ok(())
+    }
+
+    /// Mailboxes of an account with message counts and stored sync cursors.
+    pub async fn mailboxes(&self, id: &AccountId) -> Result<Vec<MailboxRecord>, Error> {
+        type Row = (i64, String, Option<String>, i64, i64, i64, i64, i64, i64);
+        let rows: Vec<Row> = sqlx::query_as(
+            "SELECT b.id, b.name, b.role, b.selectable, b.uidvalidity, b.uidnext, b.highestmodseq,
+                    (SELECT count(*) FROM messages m WHERE m.mailbox_id = b.id),
+                    (SELECT count(*) FROM messages m WHERE m.mailbox_id = b.id AND m.is_read = 0)
+             FROM mailboxes b WHERE b.account_id = ? ORDER BY b.name",
+        )
+        .bind(id.as_str())
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_error)?;
+        Ok(rows
+            .into_iter()
+            .map(
+                |(mid, name, role, selectable, uv, un, hm, messages, unread)| MailboxRecord {
+                    id: mid,
+                    name,
+                    role: role.as_deref().and_then(Role::parse),
+                    selectable: selectable != 0,
+                    messages,
+                    unread,
+                    cursor: MailboxCursor {
+                        uidvalidity: uv as u32,
+                        uidnext: un as u32,
+                        highestmodseq: hm as u64,
+                    },
+                },
+            )
+            .collect())
+    }
+}

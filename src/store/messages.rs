@@ -1,0 +1,188 @@
+//! Reading messages back: lookup by id and search by query terms.
+
+use mailbroker_core::Error;
+use serde::Serialize;
+use sqlx::{QueryBuilder, Sqlite};
+
+use super::{Store, db_error};
+use crate::search::{Query, Term};
+
+/// One indexed message as the CLI and MCP show it.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct MessageRow {
+    pub id: i64,
+    pub account: String,
+    pub mailbox: String,
+    pub uidvalidity: u32,
+    pub uid: u32,
+    pub message_id: Option<String>,
+    pub from: String,
+    pub to: String,
+    pub cc: String,
+    pub subject: String,
+    /// RFC 3339, UTC.
+    pub date: Option<String>,
+    pub size: u64,
+    pub has_attachments: bool,
+    pub read: bool,
+    pub flagged: bool,
+    /// The provider's raw flag values (IMAP system flags and keywords).
+    pub flags: Vec<String>,
+    pub tags: Vec<String>,
+    pub snippet: String,
+}
+
+#[derive(sqlx::FromRow)]
+struct Row {
+    id: i64,
+    account_id: String,
+    name: String,
+    uidvalidity: i64,
+    uid: i64,
+    message_id: Option<String>,
+    from_addr: String,
+    to_addr: String,
+    cc_addr: String,
+    subject: String,
+    date: Option<i64>,
+    size: i64,
+    has_attachments: bool,
+    is_read: bool,
+    is_flagged: bool,
+    flags: String,
+    tags: String,
+    snippet: String,
+}
+
+const SELECT: &str = "SELECT m.id, b.account_id, b.name, m.uidvalidity, m.uid, m.message_id,
+    m.from_addr, m.to_addr, m.cc_addr, m.subject, m.date, m.size, m.has_attachments, m.is_read,
+    m.is_flagged, m.flags, m.tags, m.snippet
+    FROM messages m JOIN mailboxes b ON b.id = m.mailbox_id WHERE 1 = 1";
+
+fn row_of(r: Row) -> MessageRow {
+    let list = |s: &str| serde_json::from_str::<Vec<String>>(s).unwrap_or_default();
+    MessageRow {
+        id: r.id,
+        account: r.account_id,
+        mailbox: r.name,
+        uidvalidity: r.uidvalidity as u32,
+        uid: r.uid as u32,
+        message_id: r.message_id,
+        from: r.from_addr,
+        to: r.to_addr,
+        cc: r.cc_addr,
+        subject: r.subject,
+        date: r
+            .date
+            .map(|t| mail_parser::DateTime::from_timestamp(t).to_rfc3339()),
+        size: r.size as u64,
+        has_attachments: r.has_attachments,
+        read: r.is_read,
+        flagged: r.is_flagged,
+        flags: list(&r.flags),
+        tags: list(&r.tags),
+        snippet: r.snippet,
+    }
+}
+
+/// FTS5 query text for user words: each word becomes a quoted string, so punctuation and
+/// FTS operators in mail text are matched literally.
+fn fts_phrase(text: &str) -> String {
+    format!("\"{}\"", text.replace('"', "\"\""))
+}
+
+fn push_like(q: &mut QueryBuilder<Sqlite>, column: &str, value: &str) {
+    q.push(column).push(" LIKE ");
+    q.push_bind(format!(
+        "%{}%",
+        value
+            .replace('\\', "\\\\")
+            .replace('%', "\\%")
+            .replace('_', "\\_")
+    ));
+    q.push(" ESCAPE '\\'");
+}
+
+fn push_term(q: &mut QueryBuilder<Sqlite>, term: &Term) {
+    match term {
+        Term::From(v) => push_like(q, "m.from_addr", v),
+        Term::To(v) => push_like(q, "m.to_addr", v),
+        Term::Cc(v) => push_like(q, "m.cc_addr", v),
+        Term::Subject(v) => push_like(q, "m.subject", v),
+        Term::Tag(v) => {
+            q.push("m.id IN (SELECT message_id FROM message_tags WHERE tag = ");
+            q.push_bind(v.clone()).push(")");
+        }
+        Term::Mailbox(v) => {
+            q.push("(b.name = ");
+            q.push_bind(v.clone()).push(" COLLATE NOCASE OR b.role = ");
+            q.push_bind(v.to_ascii_lowercase()).push(")");
+        }
+        Term::Account(v) => {
+            q.push("b.account_id = ").push_bind(v.clone());
+        }
+        Term::Text(v) => {
+            q.push("m.id IN (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ");
+            q.push_bind(fts_phrase(v)).push(")");
+        }
+        Term::Read(r) => {
+            q.push("m.is_read = ").push_bind(*r);
+        }
+        Term::Flagged(f) => {
+            q.push("m.is_flagged = ").push_bind(*f);
+        }
+        Term::HasAttachment => {
+            q.push("m.has_attachments = 1");
+        }
+        Term::Before(t) => {
+            q.push("m.date < ").push_bind(*t);
+        }
+        Term::After(t) => {
+            q.push("m.date >= ").push_bind(*t);
+        }
+        Term::Larger(n) => {
+            q.push("m.size > ").push_bind(*n as i64);
+        }
+        Term::Smaller(n) => {
+            q.push("m.size < ").push_bind(*n as i64);
+        }
+        Term::Not(inner) => {
+            q.push("NOT (");
+            push_term(q, inner);
+            q.push(")");
+        }
+    }
+}
+
+impl Store {
+    pub async fn message(&self, id: i64) -> Result<MessageRow, Error> {
+        let mut q = QueryBuilder::<Sqlite>::new(SELECT);
+        q.push(" AND m.id = ").push_bind(id);
+        let row: Option<Row> = q
+            .build_query_as()
+            .fetch_optional(self.pool())
+            .await
+            .map_err(db_error)?;
+        row.map(row_of).ok_or_else(|| {
+            Error::not_found(format!("no message with id {id}"))
+                .with_next_step("run: mailbroker search QUERY to find message ids")
+        })
+    }
+
+    /// Messages matching every term, newest first.
+    pub async fn search(&self, query: &Query, limit: u32) -> Result<Vec<MessageRow>, Error> {
+        let mut q = QueryBuilder::<Sqlite>::new(SELECT);
+        for term in &query.terms {
+            q.push(" AND ");
+            push_term(&mut q, term);
+        }
+        q.push(" ORDER BY m.date DESC, m.id DESC LIMIT ")
+            .push_bind(i64::from(limit));
+        let rows: Vec<Row> = q
+            .build_query_as()
+            .fetch_all(self.pool())
+            .await
+            .map_err(db_error)?;
+        Ok(rows.into_iter().map(row_of).collect())
+    }
+}

@@ -1,0 +1,81 @@
+//! The local index: one SQLite database (WAL) under the home directory.
+//!
+//! Architecture Invariant: the store knows nothing about any provider. It stores settings and
+//! capabilities as opaque JSON and messages in the vocabulary of `mailbroker-core`; it never
+//! opens a network connection.
+
+mod accounts;
+mod messages;
+mod sink;
+
+use std::path::Path;
+use std::time::Duration;
+
+use mailbroker_core::Error;
+use sqlx::SqlitePool;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+
+pub use accounts::{AccountRecord, MailboxRecord};
+pub use messages::MessageRow;
+pub use sink::StoreSink;
+
+/// A handle on the index. Cheap to clone (a connection pool).
+#[derive(Clone, Debug)]
+pub struct Store {
+    pool: SqlitePool,
+}
+
+/// Maps a database failure to our vocabulary. Database errors are ours, not the user's, so
+/// they are `internal`; a locked database after the busy timeout says so.
+pub(crate) fn db_error(e: sqlx::Error) -> Error {
+    let text = e.to_string();
+    if text.contains("database is locked") {
+        Error::internal("the index is locked by another mailbroker process")
+            .with_next_step("wait for it to finish, then retry")
+    } else {
+        Error::internal(format!("index: {text}"))
+    }
+}
+
+impl Store {
+    /// Opens (creating if needed) the database at `path`, applies migrations, and makes the
+    /// file readable by its owner only.
+    pub async fn open(path: &Path) -> Result<Store, Error> {
+        let existed = path.exists();
+        let options = SqliteConnectOptions::new()
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            .busy_timeout(Duration::from_secs(30))
+            .foreign_keys(true);
+        let pool = SqlitePoolOptions::new()
+            .max_connections(4)
+            .connect_with(options)
+            .await
+            .map_err(|e| Error::internal(format!("cannot open index {}: {e}", path.display())))?;
+        if !existed {
+            crate::home::restrict_file(path)?;
+        }
+        sqlx::migrate!("./migrations")
+            .run(&pool)
+            .await
+            .map_err(|e| Error::internal(format!("index migration failed: {e}")))?;
+        Ok(Store { pool })
+    }
+
+    pub(crate) fn pool(&self) -> &SqlitePool {
+        &self.pool
+    }
+
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+pub(crate) fn now_secs() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}

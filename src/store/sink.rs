@@ -1,0 +1,296 @@
+//! The store's side of a sync: `StoreSink` writes what an adapter learns, in batches, each
+//! batch in one transaction.
+
+use std::collections::{HashMap, HashSet};
+
+use async_trait::async_trait;
+use mailbroker_core::{
+    AccountId, Error, MailboxCursor, MailboxInfo, MessageFlags, MessageMeta, Result, SyncSink, Uid,
+    UidValidity,
+};
+use sqlx::{QueryBuilder, Sqlite, SqliteConnection};
+
+use super::{Store, db_error, now_secs};
+
+/// Rows per multi-row INSERT: 17 bound values each stays far below SQLite's variable limit.
+const INSERT_CHUNK: usize = 200;
+/// UIDs per `IN (…)` list.
+const DELETE_CHUNK: usize = 500;
+
+pub(super) async fn upsert_mailbox(
+    conn: &mut SqliteConnection,
+    account: &str,
+    mb: &MailboxInfo,
+) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO mailboxes (account_id, name, role, delimiter, selectable)
+         VALUES (?, ?, ?, ?, ?)
+         ON CONFLICT(account_id, name) DO UPDATE SET
+           role = excluded.role, delimiter = excluded.delimiter, selectable = excluded.selectable",
+    )
+    .bind(account)
+    .bind(&mb.name)
+    .bind(mb.role.map(|r| r.as_str()))
+    .bind(mb.delimiter.as_deref())
+    .bind(mb.selectable)
+    .execute(conn)
+    .await
+    .map_err(db_error)?;
+    Ok(())
+}
+
+fn json_list(items: &[String]) -> String {
+    serde_json::to_string(items).unwrap_or_else(|_| "[]".to_string())
+}
+
+pub struct StoreSink {
+    store: Store,
+    account: AccountId,
+    /// Mailbox name → (row id, UIDVALIDITY the incoming messages belong to).
+    mailboxes: HashMap<String, (i64, UidValidity)>,
+    on_progress: Option<Box<dyn FnMut(u64, u64) + Send + Sync>>,
+}
+
+impl StoreSink {
+    pub fn new(store: Store, account: AccountId) -> StoreSink {
+        StoreSink {
+            store,
+            account,
+            mailboxes: HashMap::new(),
+            on_progress: None,
+        }
+    }
+
+    /// Calls `f(fetched, total_hint)` as messages arrive.
+    pub fn on_progress(mut self, f: impl FnMut(u64, u64) + Send + Sync + 'static) -> StoreSink {
+        self.on_progress = Some(Box::new(f));
+        self
+    }
+
+    fn mailbox(&self, name: &str) -> Result<(i64, UidValidity)> {
+        self.mailboxes
+            .get(name)
+            .copied()
+            .ok_or_else(|| Error::internal(format!("sync reported unknown mailbox {name:?}")))
+    }
+
+    async fn delete_uids(&self, mailbox_id: i64, uids: &[Uid]) -> Result<u64> {
+        let mut removed = 0;
+        let mut tx = self.store.pool().begin().await.map_err(db_error)?;
+        for chunk in uids.chunks(DELETE_CHUNK) {
+            let mut q = QueryBuilder::<Sqlite>::new("DELETE FROM messages WHERE mailbox_id = ");
+            q.push_bind(mailbox_id).push(" AND uid IN (");
+            let mut list = q.separated(", ");
+            for uid in chunk {
+                list.push_bind(i64::from(*uid));
+            }
+            q.push(")");
+            removed += q
+                .build()
+                .execute(&mut *tx)
+                .await
+                .map_err(db_error)?
+                .rows_affected();
+        }
+        tx.commit().await.map_err(db_error)?;
+        Ok(removed)
+    }
+}
+
+#[async_trait]
+impl SyncSink for StoreSink {
+    async fn mailboxes(&mut self, list: &[MailboxInfo]) -> Result<()> {
+        let mut tx = self.store.pool().begin().await.map_err(db_error)?;
+        for mb in list {
+            upsert_mailbox(&mut tx, self.account.as_str(), mb).await?;
+        }
+        let rows: Vec<(i64, String, i64)> =
+            sqlx::query_as("SELECT id, name, uidvalidity FROM mailboxes WHERE account_id = ?")
+                .bind(self.account.as_str())
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(db_error)?;
+        let listed: HashSet<&str> = list.iter().map(|m| m.name.as_str()).collect();
+        self.mailboxes.clear();
+        for (id, name, uidvalidity) in rows {
+            if listed.contains(name.as_str()) {
+                self.mailboxes
+                    .insert(name, (id, uidvalidity as UidValidity));
+            } else {
+                // Gone from the server: its messages go with it (cascade).
+                sqlx::query("DELETE FROM mailboxes WHERE id = ?")
+                    .bind(id)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db_error)?;
+            }
+        }
+        tx.commit().await.map_err(db_error)
+    }
+
+    async fn reset_mailbox(&mut self, mailbox: &str, uidvalidity: UidValidity) -> Result<()> {
+        let (id, _) = self.mailbox(mailbox)?;
+        let mut tx = self.store.pool().begin().await.map_err(db_error)?;
+        sqlx::query("DELETE FROM messages WHERE mailbox_id = ?")
+            .bind(id)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_error)?;
+        sqlx::query(
+            "UPDATE mailboxes SET uidvalidity = ?, uidnext = 0, highestmodseq = 0 WHERE id = ?",
+        )
+        .bind(i64::from(uidvalidity))
+        .bind(id)
+        .execute(&mut *tx)
+        .await
+        .map_err(db_error)?;
+        tx.commit().await.map_err(db_error)?;
+        self.mailboxes
+            .insert(mailbox.to_string(), (id, uidvalidity));
+        Ok(())
+    }
+
+    async fn upsert_messages(&mut self, mailbox: &str, messages: Vec<MessageMeta>) -> Result<()> {
+        let (mailbox_id, uidvalidity) = self.mailbox(mailbox)?;
+        let mut tx = self.store.pool().begin().await.map_err(db_error)?;
+        for chunk in messages.chunks(INSERT_CHUNK) {
+            let mut q = QueryBuilder::<Sqlite>::new(
+                "INSERT INTO messages (mailbox_id, uidvalidity, uid, modseq, message_id, from_addr,
+                   to_addr, cc_addr, subject, date, size, has_attachments, snippet, is_read,
+                   is_flagged, flags, tags) ",
+            );
+            q.push_values(chunk, |mut row, m| {
+                row.push_bind(mailbox_id)
+                    .push_bind(i64::from(uidvalidity))
+                    .push_bind(i64::from(m.uid))
+                    .push_bind(m.modseq as i64)
+                    .push_bind(m.message_id.clone())
+                    .push_bind(m.from.clone())
+                    .push_bind(m.to.clone())
+                    .push_bind(m.cc.clone())
+                    .push_bind(m.subject.clone())
+                    .push_bind(m.date)
+                    .push_bind(m.size as i64)
+                    .push_bind(m.has_attachments)
+                    .push_bind(m.snippet.clone())
+                    .push_bind(m.flags.read)
+                    .push_bind(m.flags.flagged)
+                    .push_bind(json_list(&m.flags.raw))
+                    .push_bind(json_list(&m.flags.tags));
+            });
+            q.push(
+                " ON CONFLICT(mailbox_id, uidvalidity, uid) DO UPDATE SET
+                   modseq = excluded.modseq, is_read = excluded.is_read,
+                   is_flagged = excluded.is_flagged, flags = excluded.flags, tags = excluded.tags
+                 RETURNING id, uid",
+            );
+            let ids: Vec<(i64, i64)> = q
+                .build_query_as()
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(db_error)?;
+            let by_uid: HashMap<i64, i64> = ids.into_iter().map(|(id, uid)| (uid, id)).collect();
+            let mut fts = QueryBuilder::<Sqlite>::new(
+                "INSERT OR REPLACE INTO messages_fts (rowid, subject, addresses, snippet, body) ",
+            );
+            fts.push_values(chunk, |mut row, m| {
+                row.push_bind(by_uid.get(&i64::from(m.uid)).copied())
+                    .push_bind(m.subject.clone())
+                    .push_bind(format!("{} {} {}", m.from, m.to, m.cc))
+                    .push_bind(m.snippet.clone())
+                    .push_bind(m.body_prefix.clone());
+            });
+            fts.build().execute(&mut *tx).await.map_err(db_error)?;
+        }
+        tx.commit().await.map_err(db_error)
+    }
+
+    async fn update_flags(
+        &mut self,
+        mailbox: &str,
+        changes: Vec<(Uid, u64, MessageFlags)>,
+    ) -> Result<u64> {
+        let (mailbox_id, uidvalidity) = self.mailbox(mailbox)?;
+        let mut changed = 0;
+        let mut tx = self.store.pool().begin().await.map_err(db_error)?;
+        for (uid, modseq, flags) in changes {
+            // Only rows whose flags really differ count as changed; the modseq is kept fresh
+            // either way so later preconditions compare against the server's latest value.
+            let raw = json_list(&flags.raw);
+            let done = sqlx::query(
+                "UPDATE messages SET flags = ?, tags = ?, is_read = ?, is_flagged = ?
+                 WHERE mailbox_id = ? AND uidvalidity = ? AND uid = ? AND flags IS NOT ?",
+            )
+            .bind(&raw)
+            .bind(json_list(&flags.tags))
+            .bind(flags.read)
+            .bind(flags.flagged)
+            .bind(mailbox_id)
+            .bind(i64::from(uidvalidity))
+            .bind(i64::from(uid))
+            .bind(&raw)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_error)?;
+            changed += done.rows_affected();
+            if modseq > 0 {
+                sqlx::query(
+                    "UPDATE messages SET modseq = ? WHERE mailbox_id = ? AND uidvalidity = ? AND uid = ?",
+                )
+                .bind(modseq as i64)
+                .bind(mailbox_id)
+                .bind(i64::from(uidvalidity))
+                .bind(i64::from(uid))
+                .execute(&mut *tx)
+                .await
+                .map_err(db_error)?;
+            }
+        }
+        tx.commit().await.map_err(db_error)?;
+        Ok(changed)
+    }
+
+    async fn remove_messages(&mut self, mailbox: &str, uids: Vec<Uid>) -> Result<u64> {
+        let (mailbox_id, _) = self.mailbox(mailbox)?;
+        self.delete_uids(mailbox_id, &uids).await
+    }
+
+    async fn retain_messages(&mut self, mailbox: &str, uids: Vec<Uid>) -> Result<u64> {
+        let (mailbox_id, _) = self.mailbox(mailbox)?;
+        let keep: HashSet<Uid> = uids.into_iter().collect();
+        let local: Vec<i64> = sqlx::query_scalar("SELECT uid FROM messages WHERE mailbox_id = ?")
+            .bind(mailbox_id)
+            .fetch_all(self.store.pool())
+            .await
+            .map_err(db_error)?;
+        let gone: Vec<Uid> = local
+            .into_iter()
+            .map(|u| u as Uid)
+            .filter(|u| !keep.contains(u))
+            .collect();
+        self.delete_uids(mailbox_id, &gone).await
+    }
+
+    async fn mailbox_done(&mut self, mailbox: &str, cursor: MailboxCursor) -> Result<()> {
+        let (mailbox_id, _) = self.mailbox(mailbox)?;
+        sqlx::query(
+            "UPDATE mailboxes SET uidvalidity = ?, uidnext = ?, highestmodseq = ?, synced_at = ?
+             WHERE id = ?",
+        )
+        .bind(i64::from(cursor.uidvalidity))
+        .bind(i64::from(cursor.uidnext))
+        .bind(cursor.highestmodseq as i64)
+        .bind(now_secs())
+        .bind(mailbox_id)
+        .execute(self.store.pool())
+        .await
+        .map_err(db_error)?;
+        Ok(())
+    }
+
+    fn progress(&mut self, fetched: u64, total_hint: u64) {
+        if let Some(f) = self.on_progress.as_mut() {
+            f(fetched, total_hint);
+        }
+    }
+}

@@ -1,0 +1,62 @@
+//! Sync orchestration: for each account, take its lock, connect through the registry, let the
+//! adapter feed a `StoreSink`, and report what changed.
+
+use std::time::{Duration, Instant};
+
+use mailbroker_core::{AccountId, MailboxSyncReport, Result, SyncRequest};
+use serde::Serialize;
+
+use crate::home::Home;
+use crate::registry;
+use crate::store::{Store, StoreSink};
+
+/// How long a sync waits for another process's sync or write on the same account.
+const LOCK_WAIT: Duration = Duration::from_secs(300);
+
+#[derive(Debug, Serialize)]
+pub struct AccountSyncReport {
+    pub account: AccountId,
+    pub mailboxes: Vec<MailboxSyncReport>,
+    pub added: u64,
+    pub changed: u64,
+    pub removed: u64,
+    /// Protocol commands sent, login and logout included.
+    pub commands: u64,
+    pub duration_ms: u64,
+}
+
+/// Syncs one account. `progress` is called with (fetched, expected) as messages arrive.
+pub async fn sync_account(
+    home: &Home,
+    store: &Store,
+    id: &AccountId,
+    full: bool,
+    progress: impl FnMut(u64, u64) + Send + Sync + 'static,
+) -> Result<AccountSyncReport> {
+    let started = Instant::now();
+    let _lock = home.lock_account(id, LOCK_WAIT).await?;
+    let account = store.account(id).await?;
+    let known = store
+        .mailboxes(id)
+        .await?
+        .into_iter()
+        .filter(|m| m.cursor.uidvalidity != 0)
+        .map(|m| (m.name, m.cursor))
+        .collect();
+    let request = SyncRequest { full, known };
+    let mut provider = registry::connect(store, &account).await?;
+    let mut sink = StoreSink::new(store.clone(), id.clone()).on_progress(progress);
+    let outcome = provider.sync(&request, &mut sink).await;
+    provider.close().await;
+    let mailboxes = outcome.map_err(|e| e.context(format!("sync of account {id}")))?;
+    store.mark_synced(id).await?;
+    Ok(AccountSyncReport {
+        account: id.clone(),
+        added: mailboxes.iter().map(|m| m.added).sum(),
+        changed: mailboxes.iter().map(|m| m.changed).sum(),
+        removed: mailboxes.iter().map(|m| m.removed).sum(),
+        mailboxes,
+        commands: provider.commands_sent(),
+        duration_ms: started.elapsed().as_millis() as u64,
+    })
+}

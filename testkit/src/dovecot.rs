@@ -1,0 +1,323 @@
+//! Starting and stopping a private Dovecot (facts in the project's Dovecot notes: guard the
+//! system service, `first_valid_uid = 1` as root, no auth penalty, loopback only).
+
+use std::net::TcpListener;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow, bail};
+
+use crate::certs::TestCa;
+
+/// Every user of a test Dovecot has this password (a static passdb: any user name works).
+pub const PASSWORD: &str = "test-password-1";
+
+pub struct Dovecot {
+    dir: tempfile::TempDir,
+    child: Option<Child>,
+    /// Plain port; STARTTLS is offered on it.
+    pub imap_port: u16,
+    /// Implicit-TLS port.
+    pub imaps_port: u16,
+    pub ca: TestCa,
+    mail_uid: u32,
+    mail_gid: u32,
+}
+
+fn free_port() -> Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+fn find_binary(name: &str) -> Option<PathBuf> {
+    ["/usr/sbin", "/usr/bin", "/usr/local/sbin", "/usr/local/bin"]
+        .iter()
+        .map(|d| Path::new(d).join(name))
+        .find(|p| p.exists())
+}
+
+/// uid/gid of a system user, from /etc/passwd.
+fn system_user(name: &str) -> Option<(u32, u32)> {
+    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
+    passwd.lines().find_map(|line| {
+        let f: Vec<&str> = line.split(':').collect();
+        (f.first() == Some(&name))
+            .then(|| Some((f.get(2)?.parse().ok()?, f.get(3)?.parse().ok()?)))?
+    })
+}
+
+fn current_user_name(uid: u32) -> Option<String> {
+    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
+    passwd.lines().find_map(|line| {
+        let f: Vec<&str> = line.split(':').collect();
+        (f.get(2).and_then(|u| u.parse::<u32>().ok()) == Some(uid)).then(|| f[0].to_string())
+    })
+}
+
+impl Dovecot {
+    /// Whether a Dovecot binary is installed.
+    pub fn available() -> bool {
+        find_binary("dovecot").is_some()
+    }
+
+    /// Starts a private Dovecot and waits until it accepts connections.
+    pub fn start() -> Result<Dovecot> {
+        let binary = find_binary("dovecot")
+            .ok_or_else(|| anyhow!("dovecot is not installed (apt-get install dovecot-imapd)"))?;
+        let dir = tempfile::Builder::new()
+            .prefix("mailbroker-dovecot-")
+            .tempdir()?;
+        // Dovecot's unprivileged processes must reach the config, certs and homes.
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))?;
+        let ca = TestCa::generate(dir.path())?;
+        let root = unsafe { libc::geteuid() } == 0;
+        let (internal_user, login_user, mail_uid, mail_gid) = if root {
+            let (uid, gid) = system_user("dovecot")
+                .ok_or_else(|| anyhow!("the dovecot system user is missing"))?;
+            let login = if system_user("dovenull").is_some() {
+                "dovenull"
+            } else {
+                "dovecot"
+            };
+            ("dovecot".to_string(), login.to_string(), uid, gid)
+        } else {
+            let uid = unsafe { libc::getuid() };
+            let gid = unsafe { libc::getgid() };
+            let name = current_user_name(uid).ok_or_else(|| anyhow!("cannot name uid {uid}"))?;
+            (name.clone(), name, uid, gid)
+        };
+        let home = dir.path().join("home");
+        std::fs::create_dir_all(&home)?;
+        chown(&home, mail_uid, mail_gid)?;
+        let imap_port = free_port()?;
+        let imaps_port = free_port()?;
+        let d = dir.path().display();
+        let config = format!(
+            r#"
+base_dir = {d}/run
+state_dir = {d}/state
+instance_name = mailbroker-test-{imap_port}
+log_path = {d}/dovecot.log
+protocols = imap
+listen = 127.0.0.1
+ssl = yes
+ssl_cert = <{cert}
+ssl_key = <{key}
+disable_plaintext_auth = no
+auth_mechanisms = plain login
+auth_failure_delay = 0
+login_trusted_networks = 127.0.0.0/8
+first_valid_uid = 1
+default_internal_user = {internal_user}
+default_login_user = {login_user}
+mail_location = maildir:~/Maildir
+mail_home = {d}/home/%u
+passdb {{
+  driver = static
+  args = password={PASSWORD}
+}}
+userdb {{
+  driver = static
+  args = uid={mail_uid} gid={mail_gid} home={d}/home/%u
+}}
+namespace inbox {{
+  inbox = yes
+  separator = /
+  mailbox Drafts {{
+    special_use = \Drafts
+    auto = subscribe
+  }}
+  mailbox Sent {{
+    special_use = \Sent
+    auto = subscribe
+  }}
+  mailbox Junk {{
+    special_use = \Junk
+    auto = subscribe
+  }}
+  mailbox Trash {{
+    special_use = \Trash
+    auto = subscribe
+  }}
+  mailbox Archive {{
+    special_use = \Archive
+    auto = subscribe
+  }}
+}}
+protocol imap {{
+  mail_max_userip_connections = 1000
+}}
+service anvil {{
+  unix_listener anvil-auth-penalty {{
+    mode = 0
+  }}
+}}
+service imap-login {{
+  inet_listener imap {{
+    address = 127.0.0.1
+    port = {imap_port}
+  }}
+  inet_listener imaps {{
+    address = 127.0.0.1
+    port = {imaps_port}
+    ssl = yes
+  }}
+}}
+"#,
+            cert = ca.cert_pem.display(),
+            key = ca.key_pem.display(),
+        );
+        let conf = dir.path().join("dovecot.conf");
+        std::fs::write(&conf, config)?;
+        let child = spawn_tied_to_process(&binary, &conf)?;
+        let mut server = Dovecot {
+            dir,
+            child: Some(child),
+            imap_port,
+            imaps_port,
+            ca,
+            mail_uid,
+            mail_gid,
+        };
+        server.wait_ready()?;
+        Ok(server)
+    }
+
+    fn wait_ready(&mut self) -> Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while Instant::now() < deadline {
+            if let Some(child) = self.child.as_mut()
+                && let Some(status) = child.try_wait()?
+            {
+                bail!("dovecot exited at start ({status}): {}", self.log());
+            }
+            let both = [self.imap_port, self.imaps_port]
+                .iter()
+                .all(|p| std::net::TcpStream::connect(("127.0.0.1", *p)).is_ok());
+            if both {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        bail!(
+            "dovecot did not start listening within 15 s: {}",
+            self.log()
+        )
+    }
+
+    /// Dovecot's log so far (for failure messages).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("dovecot.log")).unwrap_or_default()
+    }
+
+    pub fn config_path(&self) -> PathBuf {
+        self.dir.path().join("dovecot.conf")
+    }
+
+    /// The Maildir of `user` (created on first login or by `seed_maildir`).
+    pub fn maildir(&self, user: &str) -> PathBuf {
+        self.dir.path().join("home").join(user).join("Maildir")
+    }
+
+    /// Writes messages straight into `user`'s INBOX Maildir and makes Dovecot index them:
+    /// far faster than APPEND for large seeds (100k messages in seconds).
+    pub fn seed_maildir(&self, user: &str, messages: impl Iterator<Item = Vec<u8>>) -> Result<u64> {
+        let maildir = self.maildir(user);
+        for sub in ["cur", "new", "tmp"] {
+            std::fs::create_dir_all(maildir.join(sub))?;
+        }
+        let mut n = 0u64;
+        for (i, body) in messages.enumerate() {
+            let name = format!(
+                "{}.M{i}P1.seed,S={}:2,",
+                1_700_000_000 + i as u64,
+                body.len()
+            );
+            std::fs::write(maildir.join("cur").join(name), body)?;
+            n += 1;
+        }
+        chown_tree(
+            &self.dir.path().join("home").join(user),
+            self.mail_uid,
+            self.mail_gid,
+        )?;
+        self.doveadm(&["force-resync", "-u", user, "INBOX"])?;
+        Ok(n)
+    }
+
+    /// Runs `doveadm -c <our config> ARGS…`.
+    pub fn doveadm(&self, args: &[&str]) -> Result<String> {
+        let doveadm = find_binary("doveadm").ok_or_else(|| anyhow!("doveadm is not installed"))?;
+        let out = Command::new(doveadm)
+            .arg("-c")
+            .arg(self.config_path())
+            .args(args)
+            .output()
+            .context("running doveadm")?;
+        if !out.status.success() {
+            bail!(
+                "doveadm {args:?} failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+}
+
+impl Drop for Dovecot {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            unsafe {
+                libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
+            }
+            let _ = child.wait();
+        }
+    }
+}
+
+fn chown(path: &Path, uid: u32, gid: u32) -> Result<()> {
+    std::os::unix::fs::chown(path, Some(uid), Some(gid))
+        .with_context(|| format!("chown {}", path.display()))
+}
+
+fn chown_tree(path: &Path, uid: u32, gid: u32) -> Result<()> {
+    chown(path, uid, gid)?;
+    if path.is_dir() {
+        for entry in std::fs::read_dir(path)? {
+            chown_tree(&entry?.path(), uid, gid)?;
+        }
+    }
+    Ok(())
+}
+
+/// Spawns `dovecot -F` from a thread that lives as long as the process, with a parent-death
+/// signal: when the test process exits (even on a crash) Dovecot gets SIGTERM. The signal is
+/// tied to the spawning thread, hence the parked thread.
+fn spawn_tied_to_process(binary: &Path, conf: &Path) -> Result<Child> {
+    let (tx, rx) = mpsc::channel();
+    let binary = binary.to_path_buf();
+    let conf = conf.to_path_buf();
+    std::thread::spawn(move || {
+        let mut cmd = Command::new(binary);
+        cmd.arg("-F")
+            .arg("-c")
+            .arg(conf)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                Ok(())
+            });
+        }
+        let _ = tx.send(cmd.spawn());
+        loop {
+            std::thread::park();
+        }
+    });
+    Ok(rx.recv()??)
+}

@@ -1,0 +1,167 @@
+//! "Another IMAP client": what the tests use to seed mail and to check the server's truth
+//! independently of mailbroker.
+
+use std::collections::BTreeMap;
+
+use anyhow::{Result, anyhow};
+use async_imap::types::Flag;
+use futures::TryStreamExt;
+use tokio::net::TcpStream;
+
+use crate::dovecot::{Dovecot, PASSWORD};
+
+pub struct ImapClient {
+    session: async_imap::Session<TcpStream>,
+}
+
+/// A small RFC 5322 message.
+pub fn message(i: usize, from: &str, subject: &str, body: &str) -> Vec<u8> {
+    format!(
+        "From: {from}\r\nTo: user@example.test\r\nSubject: {subject}\r\n\
+         Date: Mon, 2 Nov 2026 10:{:02}:{:02} +0000\r\nMessage-ID: <m{i}@example.test>\r\n\
+         MIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n{body}\r\n",
+        (i / 60) % 60,
+        i % 60
+    )
+    .into_bytes()
+}
+
+fn flag_name(f: &Flag<'_>) -> Option<String> {
+    Some(match f {
+        Flag::Seen => "\\Seen".into(),
+        Flag::Answered => "\\Answered".into(),
+        Flag::Flagged => "\\Flagged".into(),
+        Flag::Deleted => "\\Deleted".into(),
+        Flag::Draft => "\\Draft".into(),
+        Flag::Recent | Flag::MayCreate => return None,
+        Flag::Custom(c) => c.to_string(),
+    })
+}
+
+impl ImapClient {
+    /// Logs in as `user` on the plain port.
+    pub async fn connect(server: &Dovecot, user: &str) -> Result<ImapClient> {
+        let tcp = TcpStream::connect(("127.0.0.1", server.imap_port)).await?;
+        let mut client = async_imap::Client::new(tcp);
+        client
+            .read_response()
+            .await?
+            .ok_or_else(|| anyhow!("no greeting"))?;
+        let session = client.login(user, PASSWORD).await.map_err(|(e, _)| e)?;
+        Ok(ImapClient { session })
+    }
+
+    fn drain(&mut self) {
+        while self.session.unsolicited_responses.try_recv().is_ok() {}
+    }
+
+    pub async fn append(&mut self, mailbox: &str, flags: &str, body: &[u8]) -> Result<()> {
+        let flags = (!flags.is_empty()).then(|| format!("({flags})"));
+        self.session
+            .append(mailbox, flags.as_deref(), None, body)
+            .await?;
+        self.drain();
+        Ok(())
+    }
+
+    pub async fn create(&mut self, mailbox: &str) -> Result<()> {
+        self.session.create(mailbox).await?;
+        self.drain();
+        Ok(())
+    }
+
+    pub async fn delete(&mut self, mailbox: &str) -> Result<()> {
+        self.session.delete(mailbox).await?;
+        self.drain();
+        Ok(())
+    }
+
+    pub async fn select(&mut self, mailbox: &str) -> Result<async_imap::types::Mailbox> {
+        let mb = self.session.select(mailbox).await?;
+        self.drain();
+        Ok(mb)
+    }
+
+    /// `UID FETCH 1:* (FLAGS)`: UID → sorted flags (without the session-only `\Recent`).
+    pub async fn flags(&mut self, mailbox: &str) -> Result<BTreeMap<u32, Vec<String>>> {
+        let mb = self.select(mailbox).await?;
+        let mut out = BTreeMap::new();
+        if mb.exists == 0 {
+            return Ok(out);
+        }
+        {
+            let mut stream = self.session.uid_fetch("1:*", "(UID FLAGS)").await?;
+            while let Some(f) = stream.try_next().await? {
+                let uid = f.uid.ok_or_else(|| anyhow!("fetch without uid"))?;
+                let mut flags: Vec<String> = f.flags().filter_map(|f| flag_name(&f)).collect();
+                flags.sort();
+                out.insert(uid, flags);
+            }
+        }
+        self.drain();
+        Ok(out)
+    }
+
+    /// `UID STORE uid <action> (<flags>)`, e.g. `store("INBOX", 3, "+FLAGS", "\\Flagged")`.
+    pub async fn store(
+        &mut self,
+        mailbox: &str,
+        uid: u32,
+        action: &str,
+        flags: &str,
+    ) -> Result<()> {
+        self.select(mailbox).await?;
+        {
+            let mut s = self
+                .session
+                .uid_store(uid.to_string(), format!("{action} ({flags})"))
+                .await?;
+            while s.try_next().await?.is_some() {}
+        }
+        self.drain();
+        Ok(())
+    }
+
+    /// Expunges exactly these UIDs (`\Deleted` + `UID EXPUNGE`).
+    pub async fn expunge(&mut self, mailbox: &str, uids: &[u32]) -> Result<()> {
+        let set = uids
+            .iter()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join(",");
+        self.select(mailbox).await?;
+        {
+            let mut s = self
+                .session
+                .uid_store(&set, "+FLAGS.SILENT (\\Deleted)")
+                .await?;
+            while s.try_next().await?.is_some() {}
+        }
+        {
+            let s = self.session.uid_expunge(&set).await?;
+            futures::pin_mut!(s);
+            while s.try_next().await?.is_some() {}
+        }
+        self.drain();
+        Ok(())
+    }
+
+    /// Times a raw `UID FETCH 1:* <items>` and returns how many messages came back.
+    pub async fn fetch_all(&mut self, mailbox: &str, items: &str) -> Result<u64> {
+        self.select(mailbox).await?;
+        let mut n = 0;
+        {
+            let mut stream = self.session.uid_fetch("1:*", items).await?;
+            while stream.try_next().await?.is_some() {
+                n += 1;
+            }
+        }
+        self.drain();
+        Ok(n)
+    }
+
+    pub async fn logout(mut self) -> Result<()> {
+        self.session.logout().await?;
+        Ok(())
+    }
+}

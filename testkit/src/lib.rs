@@ -1,0 +1,19 @@
+//! Test servers for mailbroker's own tests and benchmarks: a throw-away Dovecot with a
+//! private CA, plus helpers to seed and inspect mail from "another client".
+//!
+//! Not part of the product. Each `Dovecot` runs from a private config in a temp directory on
+//! free loopback ports and is stopped when dropped (or, if the test process dies, by the
+//! parent-death signal set when it was spawned).
+
+mod certs;
+mod dovecot;
+mod imap;
+
+pub use certs::TestCa;
+pub use dovecot::{Dovecot, PASSWORD};
+pub use imap::{ImapClient, message};
+
+/// Whether a missing Dovecot must fail the test run (CI) rather than skip.
+pub fn dovecot_required() -> bool {
+    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0")
+}

@@ -1,0 +1,316 @@
+//! `account add|list|show|remove` against a real Dovecot: TLS modes, errors, nothing stored
+//! on failure, secrets never printed, and removal taking messages and secrets with it.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+
+use common::{add_account, mb, ok, seed, server};
+
+#[test]
+fn add_over_implicit_tls_detects_capabilities_and_roles() {
+    let Some(server) = server() else { return };
+    let home = tempfile::tempdir().unwrap();
+    let json = add_account(
+        server,
+        home.path(),
+        "work",
+        "alice-add",
+        &["--email", "alice@example.test"],
+    );
+    let account = &json["account"];
+    assert_eq!(account["id"], "work");
+    assert_eq!(account["provider"], "imap");
+    let exts: Vec<&str> = account["capabilities"]["extensions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    for ext in ["MOVE", "UIDPLUS", "CONDSTORE", "QRESYNC", "SPECIAL-USE"] {
+        assert!(exts.contains(&ext), "{ext} missing from {exts:?}");
+    }
+    assert_eq!(
+        account["capabilities"]["custom_tags"], true,
+        "PERMANENTFLAGS \\* not detected"
+    );
+    let roles: Vec<(String, String)> = account["mailboxes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| !m["role"].is_null())
+        .map(|m| {
+            (
+                m["name"].as_str().unwrap().into(),
+                m["role"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    for (name, role) in [
+        ("INBOX", "inbox"),
+        ("Trash", "trash"),
+        ("Junk", "junk"),
+        ("Sent", "sent"),
+        ("Archive", "archive"),
+        ("Drafts", "drafts"),
+    ] {
+        assert!(
+            roles.contains(&(name.to_string(), role.to_string())),
+            "{name}→{role} missing: {roles:?}"
+        );
+    }
+    // The settings stored and shown hold no secret.
+    assert!(!json.to_string().contains("password\":"), "{json}");
+
+    let db = home.path().join("index.sqlite3");
+    assert_eq!(
+        std::fs::metadata(&db).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    assert_eq!(
+        std::fs::metadata(home.path()).unwrap().permissions().mode() & 0o777,
+        0o700
+    );
+}
+
+#[test]
+fn add_over_starttls_with_password_on_stdin() {
+    let Some(server) = server() else { return };
+    let home = tempfile::tempdir().unwrap();
+    let port = server.imap_port.to_string();
+    let ca = server.ca.ca_pem.display().to_string();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_mailbroker"))
+        .args([
+            "--home",
+            home.path().to_str().unwrap(),
+            "--json",
+            "account",
+            "add",
+            "imap",
+        ])
+        .args([
+            "--id",
+            "plain",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            &port,
+            "--tls",
+            "starttls",
+        ])
+        .args([
+            "--username",
+            "bob-starttls",
+            "--password-stdin",
+            "--ca-file",
+            &ca,
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    writeln!(
+        child.stdin.take().unwrap(),
+        "{}",
+        mailbroker_testkit::PASSWORD
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let list = ok(home.path(), &["account", "list"]);
+    assert_eq!(list["accounts"][0]["id"], "plain");
+    assert_eq!(list["accounts"][0]["settings"]["tls"], "starttls");
+}
+
+#[test]
+fn wrong_password_is_auth_required_and_stores_nothing() {
+    let Some(server) = server() else { return };
+    let home = tempfile::tempdir().unwrap();
+    let port = server.imaps_port.to_string();
+    let ca = server.ca.ca_pem.display().to_string();
+    let run = common::mb_with(
+        home.path(),
+        &[
+            "account",
+            "add",
+            "imap",
+            "--id",
+            "bad",
+            "--host",
+            "localhost",
+            "--port",
+            &port,
+            "--username",
+            "carol",
+            "--password-env",
+            "WRONG_PW",
+            "--ca-file",
+            &ca,
+        ],
+        &[("WRONG_PW", "not-the-password")],
+    );
+    assert_ne!(run.code, 0);
+    assert_eq!(run.json["success"], false);
+    assert_eq!(run.json["error_type"], "auth_required", "{}", run.stdout);
+    assert!(
+        !run.stdout.contains("not-the-password"),
+        "password echoed: {}",
+        run.stdout
+    );
+    let list = ok(home.path(), &["account", "list"]);
+    assert_eq!(list["accounts"].as_array().unwrap().len(), 0);
+}
+
+#[test]
+fn untrusted_certificate_and_closed_port_are_provider_unavailable() {
+    let Some(server) = server() else { return };
+    let home = tempfile::tempdir().unwrap();
+    let port = server.imaps_port.to_string();
+    // No --ca-file: the test CA is not a public root.
+    let run = mb(
+        home.path(),
+        &[
+            "account",
+            "add",
+            "imap",
+            "--id",
+            "x",
+            "--host",
+            "localhost",
+            "--port",
+            &port,
+            "--username",
+            "dave",
+            "--password-env",
+            "MB_TEST_PW",
+        ],
+    );
+    assert_ne!(run.code, 0);
+    assert_eq!(
+        run.json["error_type"], "provider_unavailable",
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.json["error"].as_str().unwrap().contains("tls"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.json["next_step"]
+            .as_str()
+            .unwrap()
+            .contains("--ca-file")
+    );
+
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let run = mb(
+        home.path(),
+        &[
+            "account",
+            "add",
+            "imap",
+            "--id",
+            "x",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            &closed.to_string(),
+            "--username",
+            "dave",
+            "--password-env",
+            "MB_TEST_PW",
+        ],
+    );
+    assert_ne!(run.code, 0);
+    assert_eq!(
+        run.json["error_type"], "provider_unavailable",
+        "{}",
+        run.stdout
+    );
+    let list = ok(home.path(), &["account", "list"]);
+    assert_eq!(list["accounts"].as_array().unwrap().len(), 0);
+}
+
+#[test]
+fn bad_input_is_a_validation_error() {
+    let home = tempfile::tempdir().unwrap();
+    let run = mb(
+        home.path(),
+        &[
+            "account",
+            "add",
+            "imap",
+            "--id",
+            "no spaces",
+            "--host",
+            "h",
+            "--port",
+            "1",
+            "--username",
+            "u",
+            "--password-env",
+            "MB_TEST_PW",
+        ],
+    );
+    assert_eq!(run.json["error_type"], "validation_error", "{}", run.stdout);
+    let run = mb(home.path(), &["account", "show", "ghost"]);
+    assert_eq!(run.json["error_type"], "not_found");
+    assert!(
+        run.json["next_step"]
+            .as_str()
+            .unwrap()
+            .contains("account list")
+    );
+    let run = mb(home.path(), &["search", "bogus:1"]);
+    assert_eq!(run.json["error_type"], "validation_error");
+}
+
+#[tokio::test]
+async fn remove_takes_messages_and_secrets_along() {
+    let Some(server) = server() else { return };
+    let home = tempfile::tempdir().unwrap();
+    seed(server, "erin-remove", "INBOX", 3)
+        .await
+        .logout()
+        .await
+        .unwrap();
+    add_account(server, home.path(), "gone", "erin-remove", &[]);
+    ok(home.path(), &["sync"]);
+    assert_eq!(
+        ok(home.path(), &["search", "account:gone"])["messages"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
+    ok(home.path(), &["account", "remove", "gone"]);
+    assert_eq!(
+        ok(home.path(), &["search", "account:gone"])["messages"]
+            .as_array()
+            .unwrap()
+            .len(),
+        0
+    );
+    let run = mb(home.path(), &["account", "show", "gone"]);
+    assert_eq!(run.json["error_type"], "not_found");
+
+    let store = mailbroker::store::Store::open(&home.path().join("index.sqlite3"))
+        .await
+        .unwrap();
+    let err = store
+        .secret(&"gone".parse().unwrap(), "password")
+        .await
+        .unwrap_err();
+    assert_eq!(err.error_type(), "auth_required");
+}

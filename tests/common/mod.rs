@@ -1,0 +1,173 @@
+//! Shared harness for the integration tests: one Dovecot per test binary, a user per test,
+//! and a runner for the real `mailbroker` binary.
+
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+
+use mailbroker_testkit::{Dovecot, ImapClient, PASSWORD, dovecot_required, message};
+use serde_json::Value;
+
+static SERVER: OnceLock<Option<Dovecot>> = OnceLock::new();
+
+/// The shared Dovecot, or `None` (test skipped) when it is not installed outside CI.
+/// In CI a missing or broken Dovecot fails the test.
+pub fn server() -> Option<&'static Dovecot> {
+    SERVER
+        .get_or_init(|| {
+            if !Dovecot::available() {
+                assert!(
+                    !dovecot_required(),
+                    "CI=true but dovecot is not installed: .ci/run must install dovecot-imapd"
+                );
+                eprintln!("skipping: dovecot is not installed (apt-get install dovecot-imapd)");
+                return None;
+            }
+            Some(Dovecot::start().expect("start dovecot"))
+        })
+        .as_ref()
+}
+
+/// Result of one `mailbroker` run.
+pub struct Run {
+    pub code: i32,
+    pub json: Value,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs `mailbroker --home HOME --json ARGS…` with `MB_TEST_PW` set to the test password.
+pub fn mb(home: &Path, args: &[&str]) -> Run {
+    mb_with(home, args, &[])
+}
+
+pub fn mb_with(home: &Path, args: &[&str], env: &[(&str, &str)]) -> Run {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mailbroker"));
+    cmd.arg("--home")
+        .arg(home)
+        .arg("--json")
+        .args(args)
+        .env("MB_TEST_PW", PASSWORD)
+        .env_remove("MAILBROKER_HOME")
+        .stdin(Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("run mailbroker");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        !stdout.contains(PASSWORD) && !stderr.contains(PASSWORD),
+        "a secret was printed by {args:?}"
+    );
+    let json = serde_json::from_str(stdout.trim()).unwrap_or(Value::Null);
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        json,
+        stdout,
+        stderr,
+    }
+}
+
+/// Runs and insists on success, returning the JSON.
+pub fn ok(home: &Path, args: &[&str]) -> Value {
+    let run = mb(home, args);
+    assert_eq!(
+        run.code, 0,
+        "mailbroker {args:?} failed\nstdout: {}\nstderr: {}",
+        run.stdout, run.stderr
+    );
+    assert_eq!(run.json["success"], true, "{}", run.stdout);
+    run.json
+}
+
+/// Adds IMAP account `id` for `user` over implicit TLS with the test CA.
+pub fn add_account(server: &Dovecot, home: &Path, id: &str, user: &str, extra: &[&str]) -> Value {
+    let port = server.imaps_port.to_string();
+    let ca = server.ca.ca_pem.display().to_string();
+    let mut args = vec![
+        "account",
+        "add",
+        "imap",
+        "--id",
+        id,
+        "--host",
+        "localhost",
+        "--port",
+        &port,
+        "--tls",
+        "implicit",
+        "--username",
+        user,
+        "--password-env",
+        "MB_TEST_PW",
+        "--ca-file",
+        &ca,
+    ];
+    args.extend_from_slice(extra);
+    ok(home, &args)
+}
+
+/// Appends `n` messages to `mailbox`, with a mix of flags and keywords.
+pub async fn seed(server: &Dovecot, user: &str, mailbox: &str, n: usize) -> ImapClient {
+    let mut client = ImapClient::connect(server, user).await.expect("imap login");
+    for i in 0..n {
+        let flags = match i % 5 {
+            0 => "\\Seen",
+            1 => "\\Seen \\Flagged",
+            2 => "$Invoice",
+            3 => "\\Seen $Invoice Work",
+            _ => "",
+        };
+        let from = if i % 2 == 0 {
+            "Alice <alice@example.test>"
+        } else {
+            "bob@example.test"
+        };
+        let body = message(
+            i,
+            from,
+            &format!("Report number {i}"),
+            &format!("body text {i} zebra"),
+        );
+        client.append(mailbox, flags, &body).await.expect("append");
+    }
+    client
+}
+
+/// Every indexed message of `mailbox` for `account`: UID → sorted raw flags.
+pub fn indexed_flags(
+    home: &Path,
+    account: &str,
+    mailbox: &str,
+) -> std::collections::BTreeMap<u32, Vec<String>> {
+    let q = format!("account:{account} in:\"{mailbox}\"");
+    let json = ok(home, &["search", "--limit", "100000", &q]);
+    json["messages"]
+        .as_array()
+        .expect("messages array")
+        .iter()
+        .map(|m| {
+            let mut flags: Vec<String> = m["flags"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|f| f.as_str().unwrap().to_string())
+                .collect();
+            flags.sort();
+            (m["uid"].as_u64().unwrap() as u32, flags)
+        })
+        .collect()
+}
+
+/// The sync report of one mailbox from a `sync --json` answer.
+pub fn mailbox_report<'a>(sync: &'a Value, mailbox: &str) -> &'a Value {
+    sync["accounts"][0]["mailboxes"]
+        .as_array()
+        .expect("mailboxes")
+        .iter()
+        .find(|m| m["mailbox"] == mailbox)
+        .unwrap_or_else(|| panic!("no report for {mailbox}: {sync}"))
+}

@@ -1,0 +1,236 @@
+//! `mailbroker sync` against a real Dovecot: the index equals the server, incremental syncs
+//! pick up exactly what another client changed (by QRESYNC, CONDSTORE or a flag compare), a
+//! UIDVALIDITY change rebuilds the mailbox, and a no-change resync fetches nothing.
+
+mod common;
+
+use common::{add_account, indexed_flags, mailbox_report, ok, seed, server};
+use mailbroker_testkit::{ImapClient, message};
+
+#[tokio::test]
+async fn first_sync_matches_the_server_flag_for_flag() {
+    let Some(server) = server() else { return };
+    let home = tempfile::tempdir().unwrap();
+    let mut client = seed(server, "sync-first", "INBOX", 25).await;
+    for i in 0..4 {
+        let body = message(100 + i, "carol@example.test", "Archived thing", "old");
+        client.append("Archive", "\\Seen Old", &body).await.unwrap();
+    }
+    add_account(server, home.path(), "a", "sync-first", &[]);
+    let sync = ok(home.path(), &["sync", "--account", "a"]);
+    assert_eq!(mailbox_report(&sync, "INBOX")["mode"], "full");
+    assert_eq!(mailbox_report(&sync, "INBOX")["added"], 25);
+    assert_eq!(sync["accounts"][0]["added"], 29);
+
+    for mailbox in ["INBOX", "Archive", "Trash"] {
+        let server_flags = client.flags(mailbox).await.unwrap();
+        assert_eq!(
+            indexed_flags(home.path(), "a", mailbox),
+            server_flags,
+            "{mailbox}"
+        );
+    }
+    // Keywords are tags too.
+    let tagged = ok(home.path(), &["search", "--limit", "1000", "tag:$Invoice"]);
+    assert_eq!(tagged["messages"].as_array().unwrap().len(), 10);
+    client.logout().await.unwrap();
+}
+
+/// Another client flags, unflags, tags, expunges two and appends one; the next sync must find
+/// exactly those changes through `expected_mode`.
+async fn incremental_case(user: &str, extra: &[&str], expected_mode: &str) {
+    let Some(server) = server() else { return };
+    let home = tempfile::tempdir().unwrap();
+    let mut client = seed(server, user, "INBOX", 12).await;
+    add_account(server, home.path(), "acc", user, extra);
+    ok(home.path(), &["sync"]);
+    assert_eq!(
+        indexed_flags(home.path(), "acc", "INBOX"),
+        client.flags("INBOX").await.unwrap()
+    );
+
+    client
+        .store("INBOX", 3, "+FLAGS", "\\Flagged")
+        .await
+        .unwrap();
+    client.store("INBOX", 1, "-FLAGS", "\\Seen").await.unwrap();
+    client.store("INBOX", 5, "+FLAGS", "$Triage").await.unwrap();
+    client.expunge("INBOX", &[7, 9]).await.unwrap();
+    let body = message(500, "dan@example.test", "Fresh arrival", "new mail");
+    client.append("INBOX", "", &body).await.unwrap();
+
+    let sync = ok(home.path(), &["sync"]);
+    let inbox = mailbox_report(&sync, "INBOX");
+    assert_eq!(inbox["mode"], expected_mode, "{sync}");
+    assert_eq!(inbox["added"], 1, "{sync}");
+    assert_eq!(inbox["changed"], 3, "{sync}");
+    assert_eq!(inbox["removed"], 2, "{sync}");
+    assert_eq!(inbox["uidvalidity_reset"], false);
+    // Mailboxes nobody touched were not even selected.
+    if expected_mode != "flags" {
+        assert_eq!(
+            mailbox_report(&sync, "Archive")["mode"],
+            "unchanged",
+            "{sync}"
+        );
+    }
+    assert_eq!(
+        indexed_flags(home.path(), "acc", "INBOX"),
+        client.flags("INBOX").await.unwrap()
+    );
+    let fresh = ok(home.path(), &["search", "subject:\"Fresh arrival\""]);
+    assert_eq!(fresh["messages"].as_array().unwrap().len(), 1);
+    client.logout().await.unwrap();
+}
+
+#[tokio::test]
+async fn incremental_sync_uses_qresync() {
+    incremental_case("inc-qresync", &[], "qresync").await;
+}
+
+#[tokio::test]
+async fn incremental_sync_uses_condstore_without_qresync() {
+    incremental_case(
+        "inc-condstore",
+        &["--disable-extension", "QRESYNC"],
+        "condstore",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn incremental_sync_compares_flags_without_condstore() {
+    incremental_case(
+        "inc-flags",
+        &[
+            "--disable-extension",
+            "QRESYNC",
+            "--disable-extension",
+            "CONDSTORE",
+        ],
+        "flags",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn uidvalidity_change_resyncs_the_mailbox() {
+    let Some(server) = server() else { return };
+    let home = tempfile::tempdir().unwrap();
+    let mut client = ImapClient::connect(server, "uidvalidity").await.unwrap();
+    client.create("Projects").await.unwrap();
+    for i in 0..3 {
+        client
+            .append(
+                "Projects",
+                "",
+                &message(i, "a@example.test", &format!("old {i}"), "x"),
+            )
+            .await
+            .unwrap();
+    }
+    add_account(server, home.path(), "u", "uidvalidity", &[]);
+    ok(home.path(), &["sync"]);
+    assert_eq!(indexed_flags(home.path(), "u", "Projects").len(), 3);
+
+    // Recreating the mailbox gives it a new UIDVALIDITY; UIDs 1 and 2 now name other mail.
+    client.delete("Projects").await.unwrap();
+    client.create("Projects").await.unwrap();
+    for i in 0..2 {
+        client
+            .append(
+                "Projects",
+                "\\Seen",
+                &message(10 + i, "b@example.test", &format!("new {i}"), "y"),
+            )
+            .await
+            .unwrap();
+    }
+    let sync = ok(home.path(), &["sync"]);
+    let report = mailbox_report(&sync, "Projects");
+    assert_eq!(report["uidvalidity_reset"], true, "{sync}");
+    assert_eq!(report["mode"], "full");
+    assert_eq!(
+        indexed_flags(home.path(), "u", "Projects"),
+        client.flags("Projects").await.unwrap()
+    );
+    let old = ok(home.path(), &["search", "in:Projects", "subject:old"]);
+    assert_eq!(
+        old["messages"].as_array().unwrap().len(),
+        0,
+        "stale rows remain: {old}"
+    );
+    let new = ok(home.path(), &["search", "in:Projects", "subject:new"]);
+    assert_eq!(new["messages"].as_array().unwrap().len(), 2);
+    client.logout().await.unwrap();
+}
+
+#[tokio::test]
+async fn no_change_resync_fetches_nothing() {
+    let Some(server) = server() else { return };
+    let home = tempfile::tempdir().unwrap();
+    seed(server, "nochange", "INBOX", 5)
+        .await
+        .logout()
+        .await
+        .unwrap();
+    add_account(server, home.path(), "n", "nochange", &[]);
+    ok(home.path(), &["sync"]);
+    let sync = ok(home.path(), &["sync"]);
+    for m in sync["accounts"][0]["mailboxes"].as_array().unwrap() {
+        assert_eq!(m["mode"], "unchanged", "{sync}");
+    }
+    // LOGIN, CAPABILITY, ENABLE, LIST-STATUS, LOGOUT.
+    assert!(
+        sync["accounts"][0]["commands"].as_u64().unwrap() <= 5,
+        "{sync}"
+    );
+    // --full refetches regardless.
+    let full = ok(home.path(), &["sync", "--full"]);
+    assert_eq!(mailbox_report(&full, "INBOX")["mode"], "full");
+    assert_eq!(mailbox_report(&full, "INBOX")["added"], 5);
+}
+
+#[tokio::test]
+async fn search_and_show_read_the_index() {
+    let Some(server) = server() else { return };
+    let home = tempfile::tempdir().unwrap();
+    seed(server, "searcher", "INBOX", 10)
+        .await
+        .logout()
+        .await
+        .unwrap();
+    add_account(server, home.path(), "s", "searcher", &[]);
+    ok(home.path(), &["sync"]);
+    let count = |q: &str| {
+        ok(home.path(), &["search", "--limit", "1000", q])["messages"]
+            .as_array()
+            .unwrap()
+            .len()
+    };
+    // seed(): i%5 → 0 \Seen, 1 \Seen \Flagged, 2 $Invoice, 3 \Seen $Invoice Work, 4 none.
+    assert_eq!(count("from:alice"), 5);
+    assert_eq!(count("is:flagged"), 2);
+    assert_eq!(count("is:unread"), 4);
+    assert_eq!(count("tag:work"), 2, "tags match case-insensitively");
+    assert_eq!(count("-tag:$Invoice"), 6);
+    assert_eq!(count("in:inbox is:read"), 6);
+    assert_eq!(count("subject:\"number 7\""), 1);
+    assert_eq!(count("zebra"), 10, "free text reaches the body");
+    assert_eq!(count("from:bob is:flagged"), 1);
+
+    let one = ok(home.path(), &["search", "subject:\"Report number 3\""]);
+    let row = &one["messages"][0];
+    assert_eq!(row["tags"], serde_json::json!(["$Invoice", "Work"]));
+    assert_eq!(row["message_id"], "m3@example.test");
+    assert!(
+        row["snippet"]
+            .as_str()
+            .unwrap()
+            .contains("body text 3 zebra")
+    );
+    let id = row["id"].as_i64().unwrap().to_string();
+    let shown = ok(home.path(), &["show", &id]);
+    assert_eq!(shown["message"]["subject"], "Report number 3");
+    assert_eq!(shown["message"]["date"], "2026-11-02T10:00:03Z");
+}
