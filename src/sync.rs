@@ -36,13 +36,7 @@ pub async fn sync_account(
     let started = Instant::now();
     let _lock = home.lock_account(id, LOCK_WAIT).await?;
     let account = store.account(id).await?;
-    let known = store
-        .mailboxes(id)
-        .await?
-        .into_iter()
-        .filter(|m| m.cursor.uidvalidity != 0)
-        .map(|m| (m.name, m.cursor))
-        .collect();
+    let known = store.cursors(id).await?;
     let request = SyncRequest { full, known };
     let mut provider = registry::connect(store, &account).await?;
     let mut sink = StoreSink::new(store.clone(), id.clone()).on_progress(progress);

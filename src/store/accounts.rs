@@ -26,8 +26,6 @@ pub struct MailboxRecord {
     pub selectable: bool,
     pub messages: i64,
     pub unread: i64,
-    #[serde(skip)]
-    pub cursor: MailboxCursor,
 }
 
 type AccountRow = (
@@ -173,11 +171,34 @@ impl Store {
         Ok(())
     }
 
-    /// Mailboxes of an account with message counts and stored sync cursors.
+    /// Where the last sync of each mailbox stopped, for mailboxes synced at least once.
+    pub async fn cursors(&self, id: &AccountId) -> Result<Vec<(String, MailboxCursor)>, Error> {
+        let rows: Vec<(String, i64, i64, i64)> = sqlx::query_as(
+            "SELECT name, uidvalidity, uidnext, highestmodseq FROM mailboxes
+             WHERE account_id = ? AND uidvalidity != 0",
+        )
+        .bind(id.as_str())
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_error)?;
+        Ok(rows
+            .into_iter()
+            .map(|(name, uv, un, hm)| {
+                let cursor = MailboxCursor {
+                    uidvalidity: uv as u32,
+                    uidnext: un as u32,
+                    highestmodseq: hm as u64,
+                };
+                (name, cursor)
+            })
+            .collect())
+    }
+
+    /// Mailboxes of an account with message counts.
     pub async fn mailboxes(&self, id: &AccountId) -> Result<Vec<MailboxRecord>, Error> {
-        type Row = (i64, String, Option<String>, i64, i64, i64, i64, i64, i64);
+        type Row = (i64, String, Option<String>, i64, i64, i64);
         let rows: Vec<Row> = sqlx::query_as(
-            "SELECT b.id, b.name, b.role, b.selectable, b.uidvalidity, b.uidnext, b.highestmodseq,
+            "SELECT b.id, b.name, b.role, b.selectable,
                     (SELECT count(*) FROM messages m WHERE m.mailbox_id = b.id),
                     (SELECT count(*) FROM messages m WHERE m.mailbox_id = b.id AND m.is_read = 0)
              FROM mailboxes b WHERE b.account_id = ? ORDER BY b.name",
@@ -188,21 +209,14 @@ impl Store {
         .map_err(db_error)?;
         Ok(rows
             .into_iter()
-            .map(
-                |(mid, name, role, selectable, uv, un, hm, messages, unread)| MailboxRecord {
-                    id: mid,
-                    name,
-                    role: role.as_deref().and_then(Role::parse),
-                    selectable: selectable != 0,
-                    messages,
-                    unread,
-                    cursor: MailboxCursor {
-                        uidvalidity: uv as u32,
-                        uidnext: un as u32,
-                        highestmodseq: hm as u64,
-                    },
-                },
-            )
+            .map(|(mid, name, role, selectable, messages, unread)| MailboxRecord {
+                id: mid,
+                name,
+                role: role.as_deref().and_then(Role::parse),
+                selectable: selectable != 0,
+                messages,
+                unread,
+            })
             .collect())
     }
 }

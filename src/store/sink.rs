@@ -9,6 +9,7 @@ use mailbroker_core::{
     UidValidity,
 };
 use sqlx::{QueryBuilder, Sqlite, SqliteConnection};
+use tokio::sync::mpsc;
 
 use super::{Store, db_error, now_secs};
 
@@ -49,7 +50,15 @@ pub struct StoreSink {
     /// Mailbox name → (row id, UIDVALIDITY the incoming messages belong to).
     mailboxes: HashMap<String, (i64, UidValidity)>,
     on_progress: Option<Box<dyn FnMut(u64, u64) + Send + Sync>>,
+    /// Message batches are written by a separate task, so fetching the next batch from the
+    /// server overlaps with writing the last one. Everything else waits for it (`flush`).
+    writer: Option<Writer>,
 }
+
+type Writer = (
+    mpsc::Sender<(i64, UidValidity, Vec<MessageMeta>)>,
+    tokio::task::JoinHandle<Result<()>>,
+);
 
 impl StoreSink {
     pub fn new(store: Store, account: AccountId) -> StoreSink {
@@ -58,7 +67,18 @@ impl StoreSink {
             account,
             mailboxes: HashMap::new(),
             on_progress: None,
+            writer: None,
         }
+    }
+
+    /// Waits until every batch handed to the writer is committed.
+    async fn flush(&mut self) -> Result<()> {
+        if let Some((tx, task)) = self.writer.take() {
+            drop(tx);
+            task.await
+                .map_err(|e| Error::internal(format!("index writer failed: {e}")))??;
+        }
+        Ok(())
     }
 
     /// Calls `f(fetched, total_hint)` as messages arrive.
@@ -100,6 +120,7 @@ impl StoreSink {
 #[async_trait]
 impl SyncSink for StoreSink {
     async fn mailboxes(&mut self, list: &[MailboxInfo]) -> Result<()> {
+        self.flush().await?;
         let mut tx = self.store.pool().begin().await.map_err(db_error)?;
         for mb in list {
             upsert_mailbox(&mut tx, self.account.as_str(), mb).await?;
@@ -129,6 +150,7 @@ impl SyncSink for StoreSink {
     }
 
     async fn reset_mailbox(&mut self, mailbox: &str, uidvalidity: UidValidity) -> Result<()> {
+        self.flush().await?;
         let (id, _) = self.mailbox(mailbox)?;
         let mut tx = self.store.pool().begin().await.map_err(db_error)?;
         sqlx::query("DELETE FROM messages WHERE mailbox_id = ?")
@@ -152,7 +174,129 @@ impl SyncSink for StoreSink {
 
     async fn upsert_messages(&mut self, mailbox: &str, messages: Vec<MessageMeta>) -> Result<()> {
         let (mailbox_id, uidvalidity) = self.mailbox(mailbox)?;
+        if self.writer.is_none() {
+            let (tx, mut rx) = mpsc::channel::<(i64, UidValidity, Vec<MessageMeta>)>(2);
+            let store = self.store.clone();
+            let task = tokio::spawn(async move {
+                while let Some((mailbox_id, uidvalidity, batch)) = rx.recv().await {
+                    insert_batch(&store, mailbox_id, uidvalidity, &batch).await?;
+                }
+                Ok(())
+            });
+            self.writer = Some((tx, task));
+        }
+        if let Some((tx, _)) = &self.writer
+            && tx.send((mailbox_id, uidvalidity, messages)).await.is_ok()
+        {
+            return Ok(());
+        }
+        // The writer stopped: its error says why.
+        self.flush().await?;
+        Err(Error::internal("index writer stopped unexpectedly"))
+    }
+
+    async fn update_flags(
+        &mut self,
+        mailbox: &str,
+        changes: Vec<(Uid, u64, MessageFlags)>,
+    ) -> Result<u64> {
+        self.flush().await?;
+        let (mailbox_id, uidvalidity) = self.mailbox(mailbox)?;
+        let mut changed = 0;
         let mut tx = self.store.pool().begin().await.map_err(db_error)?;
+        for (uid, modseq, flags) in changes {
+            // Only rows whose flags really differ count as changed; the modseq is kept fresh
+            // either way so later preconditions compare against the server's latest value.
+            let raw = json_list(&flags.raw);
+            let done = sqlx::query(
+                "UPDATE messages SET flags = ?, tags = ?, is_read = ?, is_flagged = ?
+                 WHERE mailbox_id = ? AND uidvalidity = ? AND uid = ? AND flags IS NOT ?",
+            )
+            .bind(&raw)
+            .bind(json_list(&flags.tags))
+            .bind(flags.read)
+            .bind(flags.flagged)
+            .bind(mailbox_id)
+            .bind(i64::from(uidvalidity))
+            .bind(i64::from(uid))
+            .bind(&raw)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_error)?;
+            changed += done.rows_affected();
+            if modseq > 0 {
+                sqlx::query(
+                    "UPDATE messages SET modseq = ? WHERE mailbox_id = ? AND uidvalidity = ? AND uid = ?",
+                )
+                .bind(modseq as i64)
+                .bind(mailbox_id)
+                .bind(i64::from(uidvalidity))
+                .bind(i64::from(uid))
+                .execute(&mut *tx)
+                .await
+                .map_err(db_error)?;
+            }
+        }
+        tx.commit().await.map_err(db_error)?;
+        Ok(changed)
+    }
+
+    async fn remove_messages(&mut self, mailbox: &str, uids: Vec<Uid>) -> Result<u64> {
+        self.flush().await?;
+        let (mailbox_id, _) = self.mailbox(mailbox)?;
+        self.delete_uids(mailbox_id, &uids).await
+    }
+
+    async fn retain_messages(&mut self, mailbox: &str, uids: Vec<Uid>) -> Result<u64> {
+        self.flush().await?;
+        let (mailbox_id, _) = self.mailbox(mailbox)?;
+        let keep: HashSet<Uid> = uids.into_iter().collect();
+        let local: Vec<i64> = sqlx::query_scalar("SELECT uid FROM messages WHERE mailbox_id = ?")
+            .bind(mailbox_id)
+            .fetch_all(self.store.pool())
+            .await
+            .map_err(db_error)?;
+        let gone: Vec<Uid> = local
+            .into_iter()
+            .map(|u| u as Uid)
+            .filter(|u| !keep.contains(u))
+            .collect();
+        self.delete_uids(mailbox_id, &gone).await
+    }
+
+    async fn mailbox_done(&mut self, mailbox: &str, cursor: MailboxCursor) -> Result<()> {
+        self.flush().await?;
+        let (mailbox_id, _) = self.mailbox(mailbox)?;
+        sqlx::query(
+            "UPDATE mailboxes SET uidvalidity = ?, uidnext = ?, highestmodseq = ?, synced_at = ?
+             WHERE id = ?",
+        )
+        .bind(i64::from(cursor.uidvalidity))
+        .bind(i64::from(cursor.uidnext))
+        .bind(cursor.highestmodseq as i64)
+        .bind(now_secs())
+        .bind(mailbox_id)
+        .execute(self.store.pool())
+        .await
+        .map_err(db_error)?;
+        Ok(())
+    }
+
+    fn progress(&mut self, fetched: u64, total_hint: u64) {
+        if let Some(f) = self.on_progress.as_mut() {
+            f(fetched, total_hint);
+        }
+    }
+}
+
+/// Inserts (or refreshes) one batch of messages and their full-text rows in one transaction.
+async fn insert_batch(
+    store: &Store,
+    mailbox_id: i64,
+    uidvalidity: UidValidity,
+    messages: &[MessageMeta],
+) -> Result<()> {
+        let mut tx = store.pool().begin().await.map_err(db_error)?;
         for chunk in messages.chunks(INSERT_CHUNK) {
             let mut q = QueryBuilder::<Sqlite>::new(
                 "INSERT INTO messages (mailbox_id, uidvalidity, uid, modseq, message_id, from_addr,
@@ -203,94 +347,4 @@ impl SyncSink for StoreSink {
             fts.build().execute(&mut *tx).await.map_err(db_error)?;
         }
         tx.commit().await.map_err(db_error)
-    }
-
-    async fn update_flags(
-        &mut self,
-        mailbox: &str,
-        changes: Vec<(Uid, u64, MessageFlags)>,
-    ) -> Result<u64> {
-        let (mailbox_id, uidvalidity) = self.mailbox(mailbox)?;
-        let mut changed = 0;
-        let mut tx = self.store.pool().begin().await.map_err(db_error)?;
-        for (uid, modseq, flags) in changes {
-            // Only rows whose flags really differ count as changed; the modseq is kept fresh
-            // either way so later preconditions compare against the server's latest value.
-            let raw = json_list(&flags.raw);
-            let done = sqlx::query(
-                "UPDATE messages SET flags = ?, tags = ?, is_read = ?, is_flagged = ?
-                 WHERE mailbox_id = ? AND uidvalidity = ? AND uid = ? AND flags IS NOT ?",
-            )
-            .bind(&raw)
-            .bind(json_list(&flags.tags))
-            .bind(flags.read)
-            .bind(flags.flagged)
-            .bind(mailbox_id)
-            .bind(i64::from(uidvalidity))
-            .bind(i64::from(uid))
-            .bind(&raw)
-            .execute(&mut *tx)
-            .await
-            .map_err(db_error)?;
-            changed += done.rows_affected();
-            if modseq > 0 {
-                sqlx::query(
-                    "UPDATE messages SET modseq = ? WHERE mailbox_id = ? AND uidvalidity = ? AND uid = ?",
-                )
-                .bind(modseq as i64)
-                .bind(mailbox_id)
-                .bind(i64::from(uidvalidity))
-                .bind(i64::from(uid))
-                .execute(&mut *tx)
-                .await
-                .map_err(db_error)?;
-            }
-        }
-        tx.commit().await.map_err(db_error)?;
-        Ok(changed)
-    }
-
-    async fn remove_messages(&mut self, mailbox: &str, uids: Vec<Uid>) -> Result<u64> {
-        let (mailbox_id, _) = self.mailbox(mailbox)?;
-        self.delete_uids(mailbox_id, &uids).await
-    }
-
-    async fn retain_messages(&mut self, mailbox: &str, uids: Vec<Uid>) -> Result<u64> {
-        let (mailbox_id, _) = self.mailbox(mailbox)?;
-        let keep: HashSet<Uid> = uids.into_iter().collect();
-        let local: Vec<i64> = sqlx::query_scalar("SELECT uid FROM messages WHERE mailbox_id = ?")
-            .bind(mailbox_id)
-            .fetch_all(self.store.pool())
-            .await
-            .map_err(db_error)?;
-        let gone: Vec<Uid> = local
-            .into_iter()
-            .map(|u| u as Uid)
-            .filter(|u| !keep.contains(u))
-            .collect();
-        self.delete_uids(mailbox_id, &gone).await
-    }
-
-    async fn mailbox_done(&mut self, mailbox: &str, cursor: MailboxCursor) -> Result<()> {
-        let (mailbox_id, _) = self.mailbox(mailbox)?;
-        sqlx::query(
-            "UPDATE mailboxes SET uidvalidity = ?, uidnext = ?, highestmodseq = ?, synced_at = ?
-             WHERE id = ?",
-        )
-        .bind(i64::from(cursor.uidvalidity))
-        .bind(i64::from(cursor.uidnext))
-        .bind(cursor.highestmodseq as i64)
-        .bind(now_secs())
-        .bind(mailbox_id)
-        .execute(self.store.pool())
-        .await
-        .map_err(db_error)?;
-        Ok(())
-    }
-
-    fn progress(&mut self, fetched: u64, total_hint: u64) {
-        if let Some(f) = self.on_progress.as_mut() {
-            f(fetched, total_hint);
-        }
-    }
 }

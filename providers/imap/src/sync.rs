@@ -30,9 +30,12 @@ use crate::session::{ImapProvider, MailboxStatus};
 const BATCH: usize = 1000;
 
 /// What a new message's fetch asks for: flags and counters, the structure (attachments), the
-/// whole header and a prefix of the text for the snippet. PEEK keeps `\Seen` untouched.
-const NEW_MESSAGE_ITEMS: &str =
-    "(UID FLAGS RFC822.SIZE INTERNALDATE BODYSTRUCTURE BODY.PEEK[HEADER] BODY.PEEK[TEXT]<0.2048>";
+/// header fields the index keeps (servers cache these, unlike the whole header) and a prefix
+/// of the text for the snippet. PEEK keeps `\Seen` untouched. Content-Type and
+/// Content-Transfer-Encoding come along so the text prefix can be decoded.
+const NEW_MESSAGE_ITEMS: &str = "(UID FLAGS RFC822.SIZE INTERNALDATE BODYSTRUCTURE \
+     BODY.PEEK[HEADER.FIELDS (FROM TO CC SUBJECT DATE MESSAGE-ID MIME-VERSION CONTENT-TYPE \
+     CONTENT-TRANSFER-ENCODING)] BODY.PEEK[TEXT]<0.2048>";
 
 pub(crate) async fn sync_account(
     imap: &mut ImapProvider,

@@ -1,0 +1,152 @@
+//! `bench sync --messages N`: seeds a private Dovecot with N messages and measures, in one run,
+//! the raw IMAP floor (`UID FETCH 1:* (UID FLAGS ENVELOPE)`, cold then warm) against
+//! mailbroker's first sync (cold and warm server cache) and its no-change resync, with peak RSS
+//! and the number of IMAP commands. Figures go to BENCHMARKS.md; no test asserts on time.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use mailbroker_testkit::{Dovecot, ImapClient, PASSWORD};
+
+struct Measured {
+    wall: Duration,
+    max_rss_kb: i64,
+    json: serde_json::Value,
+}
+
+fn mailbroker_binary() -> Result<PathBuf> {
+    let me = std::env::current_exe()?;
+    let bin = me.with_file_name("mailbroker");
+    if !bin.exists() {
+        bail!("{} not found: build it first (cargo build --release)", bin.display());
+    }
+    Ok(bin)
+}
+
+/// Runs mailbroker and returns wall time, its own peak RSS (wait4) and its JSON output.
+fn run_mailbroker(bin: &Path, home: &Path, args: &[&str]) -> Result<Measured> {
+    let start = Instant::now();
+    let child = Command::new(bin)
+        .arg("--home")
+        .arg(home)
+        .arg("--json")
+        .args(args)
+        .env("BENCH_PW", PASSWORD)
+        .stdout(std::process::Stdio::piped())
+        .spawn()?;
+    let pid = child.id() as libc::pid_t;
+    let mut stdout = child.stdout.context("stdout")?;
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut out)?;
+    let mut status = 0;
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    let wall = start.elapsed();
+    if status != 0 {
+        bail!("mailbroker {args:?} failed: {out}");
+    }
+    Ok(Measured {
+        wall,
+        max_rss_kb: usage.ru_maxrss,
+        json: serde_json::from_str(out.trim()).context("mailbroker json")?,
+    })
+}
+
+fn bench_message(i: usize) -> Vec<u8> {
+    let senders = ["news@shop.example", "Alice Example <alice@example.test>", "billing@vendor.example", "team@work.example"];
+    let body = "Hello,\r\n\r\nthis is a benchmark message with a few lines of text so that the \
+                snippet and the indexed prefix have something to hold.\r\n\r\nRegards\r\n";
+    format!(
+        "Return-Path: <bounce@example.test>\r\nReceived: from mx.example.test by imap.example.test; \
+         Mon, 2 Nov 2026 10:00:00 +0000\r\nFrom: {}\r\nTo: user@example.test\r\n\
+         Subject: Benchmark message {i} about invoices and meetings\r\n\
+         Date: Mon, 2 Nov 2026 10:{:02}:{:02} +0000\r\nMessage-ID: <bench{i}@example.test>\r\n\
+         MIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n{body}",
+        senders[i % senders.len()],
+        (i / 60) % 60,
+        i % 60
+    )
+    .into_bytes()
+}
+
+fn secs(d: Duration) -> f64 {
+    d.as_secs_f64()
+}
+
+async fn floor(server: &Dovecot) -> Result<Duration> {
+    let mut client = ImapClient::connect(server, "bench").await?;
+    let start = Instant::now();
+    let n = client.fetch_all("INBOX", "(UID FLAGS ENVELOPE)").await?;
+    let took = start.elapsed();
+    client.logout().await?;
+    if n == 0 {
+        bail!("floor fetch returned nothing");
+    }
+    Ok(took)
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    let messages: usize = match args.iter().position(|a| a == "--messages") {
+        Some(i) => args.get(i + 1).context("--messages N")?.parse()?,
+        None => 100_000,
+    };
+    if args.get(1).map(String::as_str) != Some("sync") {
+        bail!("usage: bench sync [--messages N]");
+    }
+    let bin = mailbroker_binary()?;
+    let server = Dovecot::start()?;
+    let seed_start = Instant::now();
+    server.import_messages("bench", (0..messages).map(bench_message))?;
+    println!("seeded {messages} messages in {:.2} s", secs(seed_start.elapsed()));
+
+    let floor_cold = floor(&server).await?;
+    let floor_warm = [floor(&server).await?, floor(&server).await?, floor(&server).await?]
+        .into_iter()
+        .min()
+        .unwrap_or_default();
+
+    let port = server.imaps_port.to_string();
+    let ca = server.ca.ca_pem.display().to_string();
+    let add = |home: &Path| {
+        run_mailbroker(&bin, home, &["account", "add", "imap", "--id", "bench", "--host", "localhost",
+            "--port", &port, "--username", "bench", "--password-env", "BENCH_PW", "--ca-file", &ca])
+    };
+    let cold_home = tempfile::tempdir()?;
+    add(cold_home.path())?;
+    let first_cold = run_mailbroker(&bin, cold_home.path(), &["sync"])?;
+    let warm_home = tempfile::tempdir()?;
+    add(warm_home.path())?;
+    let first_warm = run_mailbroker(&bin, warm_home.path(), &["sync"])?;
+    let added = first_warm.json["accounts"][0]["added"].as_u64().unwrap_or(0);
+    if added != messages as u64 {
+        bail!("first sync indexed {added} of {messages} messages");
+    }
+    let mut resyncs = Vec::new();
+    for _ in 0..5 {
+        resyncs.push(run_mailbroker(&bin, warm_home.path(), &["sync"])?);
+    }
+    resyncs.sort_by_key(|m| m.wall);
+    let resync = &resyncs[resyncs.len() / 2];
+    let resync_internal = resync.json["accounts"][0]["duration_ms"].as_u64().unwrap_or(0);
+    let commands = resync.json["accounts"][0]["commands"].as_u64().unwrap_or(0);
+
+    println!("floor  UID FETCH 1:* (UID FLAGS ENVELOPE): cold {:.3} s, warm {:.3} s", secs(floor_cold), secs(floor_warm));
+    println!("mailbroker first sync: cold {:.3} s, warm {:.3} s (peak RSS {} MB)",
+        secs(first_cold.wall), secs(first_warm.wall), first_warm.max_rss_kb.max(first_cold.max_rss_kb) / 1024);
+    println!("ratio first sync (warm) / floor (warm): {:.2}x", secs(first_warm.wall) / secs(floor_warm));
+    println!("no-change resync: {:.1} ms wall incl. process start, {} ms inside sync, {} IMAP commands, peak RSS {} MB",
+        resync.wall.as_secs_f64() * 1000.0, resync_internal, commands, resync.max_rss_kb / 1024);
+    if std::env::var_os("BENCH_KEEP").is_some() {
+        // For profiling by hand: keep the server and the synced index until interrupted.
+        let home = warm_home.keep();
+        println!("kept: --home {} (imaps port {port}, ca {ca}); Ctrl-C to stop", home.display());
+        loop {
+            std::thread::park();
+        }
+    }
+    Ok(())
+}
