@@ -23,6 +23,8 @@ pub struct AccountSyncReport {
     /// Protocol commands sent, login and logout included.
     pub commands: u64,
     pub duration_ms: u64,
+    /// Of `duration_ms`, the time to connect, secure the connection and log in.
+    pub connect_ms: u64,
 }
 
 /// Syncs one account. `progress` is called with (fetched, expected) as messages arrive.
@@ -38,7 +40,9 @@ pub async fn sync_account(
     let account = store.account(id).await?;
     let known = store.cursors(id).await?;
     let request = SyncRequest { full, known };
+    let connecting = Instant::now();
     let mut provider = registry::connect(store, &account).await?;
+    let connect_ms = connecting.elapsed().as_millis() as u64;
     let mut sink = StoreSink::new(store.clone(), id.clone()).on_progress(progress);
     let outcome = provider.sync(&request, &mut sink).await;
     provider.close().await;
@@ -52,5 +56,6 @@ pub async fn sync_account(
         mailboxes,
         commands: provider.commands_sent(),
         duration_ms: started.elapsed().as_millis() as u64,
+        connect_ms,
     })
 }

@@ -5,7 +5,7 @@ mod common;
 
 use std::os::unix::fs::PermissionsExt;
 
-use common::{add_account, mb, ok, seed, server};
+use common::{add_account, add_args, mb, mb_args, ok, seed, server};
 
 #[test]
 fn add_over_implicit_tls_detects_capabilities_and_roles() {
@@ -132,29 +132,15 @@ fn add_over_starttls_with_password_on_stdin() {
 fn wrong_password_is_auth_required_and_stores_nothing() {
     let Some(server) = server() else { return };
     let home = tempfile::tempdir().unwrap();
-    let port = server.imaps_port.to_string();
-    let ca = server.ca.ca_pem.display().to_string();
-    let run = common::mb_with(
-        home.path(),
-        &[
-            "account",
-            "add",
-            "imap",
-            "--id",
-            "bad",
-            "--host",
-            "localhost",
-            "--port",
-            &port,
-            "--username",
-            "carol",
-            "--password-env",
-            "WRONG_PW",
-            "--ca-file",
-            &ca,
-        ],
-        &[("WRONG_PW", "not-the-password")],
-    );
+    let mut args = add_args("bad", "localhost", server.imaps_port, "carol");
+    let env_at = args.len() - 1;
+    args[env_at] = "WRONG_PW".to_string();
+    args.extend([
+        "--ca-file".to_string(),
+        server.ca.ca_pem.display().to_string(),
+    ]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let run = common::mb_with(home.path(), &args, &[("WRONG_PW", "not-the-password")]);
     assert_ne!(run.code, 0);
     assert_eq!(run.json["success"], false);
     assert_eq!(run.json["error_type"], "auth_required", "{}", run.stdout);
@@ -171,25 +157,10 @@ fn wrong_password_is_auth_required_and_stores_nothing() {
 fn untrusted_certificate_and_closed_port_are_provider_unavailable() {
     let Some(server) = server() else { return };
     let home = tempfile::tempdir().unwrap();
-    let port = server.imaps_port.to_string();
     // No --ca-file: the test CA is not a public root.
-    let run = mb(
+    let run = mb_args(
         home.path(),
-        &[
-            "account",
-            "add",
-            "imap",
-            "--id",
-            "x",
-            "--host",
-            "localhost",
-            "--port",
-            &port,
-            "--username",
-            "dave",
-            "--password-env",
-            "MB_TEST_PW",
-        ],
+        &add_args("x", "localhost", server.imaps_port, "dave"),
     );
     assert_ne!(run.code, 0);
     assert_eq!(
@@ -214,24 +185,7 @@ fn untrusted_certificate_and_closed_port_are_provider_unavailable() {
         .local_addr()
         .unwrap()
         .port();
-    let run = mb(
-        home.path(),
-        &[
-            "account",
-            "add",
-            "imap",
-            "--id",
-            "x",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            &closed.to_string(),
-            "--username",
-            "dave",
-            "--password-env",
-            "MB_TEST_PW",
-        ],
-    );
+    let run = mb_args(home.path(), &add_args("x", "127.0.0.1", closed, "dave"));
     assert_ne!(run.code, 0);
     assert_eq!(
         run.json["error_type"], "provider_unavailable",
@@ -245,24 +199,7 @@ fn untrusted_certificate_and_closed_port_are_provider_unavailable() {
 #[test]
 fn bad_input_is_a_validation_error() {
     let home = tempfile::tempdir().unwrap();
-    let run = mb(
-        home.path(),
-        &[
-            "account",
-            "add",
-            "imap",
-            "--id",
-            "no spaces",
-            "--host",
-            "h",
-            "--port",
-            "1",
-            "--username",
-            "u",
-            "--password-env",
-            "MB_TEST_PW",
-        ],
-    );
+    let run = mb_args(home.path(), &add_args("no spaces", "h", 1, "u"));
     assert_eq!(run.json["error_type"], "validation_error", "{}", run.stdout);
     let run = mb(home.path(), &["account", "show", "ghost"]);
     assert_eq!(run.json["error_type"], "not_found");

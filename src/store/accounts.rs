@@ -209,14 +209,16 @@ impl Store {
         .map_err(db_error)?;
         Ok(rows
             .into_iter()
-            .map(|(mid, name, role, selectable, messages, unread)| MailboxRecord {
-                id: mid,
-                name,
-                role: role.as_deref().and_then(Role::parse),
-                selectable: selectable != 0,
-                messages,
-                unread,
-            })
+            .map(
+                |(mid, name, role, selectable, messages, unread)| MailboxRecord {
+                    id: mid,
+                    name,
+                    role: role.as_deref().and_then(Role::parse),
+                    selectable: selectable != 0,
+                    messages,
+                    unread,
+                },
+            )
             .collect())
     }
 }

@@ -296,55 +296,55 @@ async fn insert_batch(
     uidvalidity: UidValidity,
     messages: &[MessageMeta],
 ) -> Result<()> {
-        let mut tx = store.pool().begin().await.map_err(db_error)?;
-        for chunk in messages.chunks(INSERT_CHUNK) {
-            let mut q = QueryBuilder::<Sqlite>::new(
-                "INSERT INTO messages (mailbox_id, uidvalidity, uid, modseq, message_id, from_addr,
+    let mut tx = store.pool().begin().await.map_err(db_error)?;
+    for chunk in messages.chunks(INSERT_CHUNK) {
+        let mut q = QueryBuilder::<Sqlite>::new(
+            "INSERT INTO messages (mailbox_id, uidvalidity, uid, modseq, message_id, from_addr,
                    to_addr, cc_addr, subject, date, size, has_attachments, snippet, is_read,
                    is_flagged, flags, tags) ",
-            );
-            q.push_values(chunk, |mut row, m| {
-                row.push_bind(mailbox_id)
-                    .push_bind(i64::from(uidvalidity))
-                    .push_bind(i64::from(m.uid))
-                    .push_bind(m.modseq as i64)
-                    .push_bind(m.message_id.clone())
-                    .push_bind(m.from.clone())
-                    .push_bind(m.to.clone())
-                    .push_bind(m.cc.clone())
-                    .push_bind(m.subject.clone())
-                    .push_bind(m.date)
-                    .push_bind(m.size as i64)
-                    .push_bind(m.has_attachments)
-                    .push_bind(m.snippet.clone())
-                    .push_bind(m.flags.read)
-                    .push_bind(m.flags.flagged)
-                    .push_bind(json_list(&m.flags.raw))
-                    .push_bind(json_list(&m.flags.tags));
-            });
-            q.push(
-                " ON CONFLICT(mailbox_id, uidvalidity, uid) DO UPDATE SET
+        );
+        q.push_values(chunk, |mut row, m| {
+            row.push_bind(mailbox_id)
+                .push_bind(i64::from(uidvalidity))
+                .push_bind(i64::from(m.uid))
+                .push_bind(m.modseq as i64)
+                .push_bind(m.message_id.clone())
+                .push_bind(m.from.clone())
+                .push_bind(m.to.clone())
+                .push_bind(m.cc.clone())
+                .push_bind(m.subject.clone())
+                .push_bind(m.date)
+                .push_bind(m.size as i64)
+                .push_bind(m.has_attachments)
+                .push_bind(m.snippet.clone())
+                .push_bind(m.flags.read)
+                .push_bind(m.flags.flagged)
+                .push_bind(json_list(&m.flags.raw))
+                .push_bind(json_list(&m.flags.tags));
+        });
+        q.push(
+            " ON CONFLICT(mailbox_id, uidvalidity, uid) DO UPDATE SET
                    modseq = excluded.modseq, is_read = excluded.is_read,
                    is_flagged = excluded.is_flagged, flags = excluded.flags, tags = excluded.tags
                  RETURNING id, uid",
-            );
-            let ids: Vec<(i64, i64)> = q
-                .build_query_as()
-                .fetch_all(&mut *tx)
-                .await
-                .map_err(db_error)?;
-            let by_uid: HashMap<i64, i64> = ids.into_iter().map(|(id, uid)| (uid, id)).collect();
-            let mut fts = QueryBuilder::<Sqlite>::new(
-                "INSERT OR REPLACE INTO messages_fts (rowid, subject, addresses, snippet, body) ",
-            );
-            fts.push_values(chunk, |mut row, m| {
-                row.push_bind(by_uid.get(&i64::from(m.uid)).copied())
-                    .push_bind(m.subject.clone())
-                    .push_bind(format!("{} {} {}", m.from, m.to, m.cc))
-                    .push_bind(m.snippet.clone())
-                    .push_bind(m.body_prefix.clone());
-            });
-            fts.build().execute(&mut *tx).await.map_err(db_error)?;
-        }
-        tx.commit().await.map_err(db_error)
+        );
+        let ids: Vec<(i64, i64)> = q
+            .build_query_as()
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(db_error)?;
+        let by_uid: HashMap<i64, i64> = ids.into_iter().map(|(id, uid)| (uid, id)).collect();
+        let mut fts = QueryBuilder::<Sqlite>::new(
+            "INSERT OR REPLACE INTO messages_fts (rowid, subject, addresses, snippet, body) ",
+        );
+        fts.push_values(chunk, |mut row, m| {
+            row.push_bind(by_uid.get(&i64::from(m.uid)).copied())
+                .push_bind(m.subject.clone())
+                .push_bind(format!("{} {} {}", m.from, m.to, m.cc))
+                .push_bind(m.snippet.clone())
+                .push_bind(m.body_prefix.clone());
+        });
+        fts.build().execute(&mut *tx).await.map_err(db_error)?;
+    }
+    tx.commit().await.map_err(db_error)
 }

@@ -112,6 +112,8 @@ first_valid_uid = 1
 default_internal_user = {internal_user}
 default_login_user = {login_user}
 mail_location = sdbox:~/mail
+# Throw-away data: no fsync, or seeding 100k messages waits on the disk.
+mail_fsync = never
 mail_home = {d}/home/%u
 passdb {{
   driver = static
@@ -216,26 +218,31 @@ service imap-login {{
     /// Adds messages to `user`'s INBOX fast: MULTIAPPEND with non-synchronising literals
     /// (LITERAL+), a thousand messages per command. One APPEND per message would take minutes
     /// for 100k messages; `doveadm import` from a Maildir is slower still.
-    pub fn import_messages(&self, user: &str, messages: impl Iterator<Item = Vec<u8>>) -> Result<u64> {
+    pub fn import_messages(
+        &self,
+        user: &str,
+        messages: impl Iterator<Item = Vec<u8>>,
+    ) -> Result<u64> {
         use std::io::{BufRead, BufReader, Write};
         let stream = std::net::TcpStream::connect(("127.0.0.1", self.imap_port))?;
         let mut reader = BufReader::new(stream.try_clone()?);
         let mut writer = std::io::BufWriter::with_capacity(1 << 20, stream);
         let mut line = String::new();
-        let mut expect_ok = |reader: &mut BufReader<std::net::TcpStream>, tag: &str| -> Result<()> {
-            loop {
-                line.clear();
-                if reader.read_line(&mut line)? == 0 {
-                    bail!("imap server closed the connection while seeding");
-                }
-                if let Some(rest) = line.strip_prefix(tag) {
-                    if rest.starts_with(" OK") {
-                        return Ok(());
+        let mut expect_ok =
+            |reader: &mut BufReader<std::net::TcpStream>, tag: &str| -> Result<()> {
+                loop {
+                    line.clear();
+                    if reader.read_line(&mut line)? == 0 {
+                        bail!("imap server closed the connection while seeding");
                     }
-                    bail!("seeding failed: {line}");
+                    if let Some(rest) = line.strip_prefix(tag) {
+                        if rest.starts_with(" OK") {
+                            return Ok(());
+                        }
+                        bail!("seeding failed: {line}");
+                    }
                 }
-            }
-        };
+            };
         expect_ok(&mut reader, "*")?;
         write!(writer, "s0 LOGIN \"{user}\" \"{PASSWORD}\"\r\n")?;
         writer.flush()?;
@@ -252,7 +259,7 @@ service imap-login {{
             write!(writer, " {{{}+}}\r\n", body.len())?;
             writer.write_all(&body)?;
             n += 1;
-            if n % 1000 == 0 {
+            if n.is_multiple_of(1000) {
                 writer.write_all(b"\r\n")?;
                 writer.flush()?;
                 expect_ok(&mut reader, &format!("s{batch}"))?;

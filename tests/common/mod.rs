@@ -83,31 +83,47 @@ pub fn ok(home: &Path, args: &[&str]) -> Value {
     run.json
 }
 
-/// Adds IMAP account `id` for `user` over implicit TLS with the test CA.
-pub fn add_account(server: &Dovecot, home: &Path, id: &str, user: &str, extra: &[&str]) -> Value {
-    let port = server.imaps_port.to_string();
-    let ca = server.ca.ca_pem.display().to_string();
-    let mut args = vec![
+/// `account add imap` arguments for `user` at `host:port`, password from `MB_TEST_PW`.
+pub fn add_args(id: &str, host: &str, port: u16, user: &str) -> Vec<String> {
+    let port = port.to_string();
+    [
         "account",
         "add",
         "imap",
         "--id",
         id,
         "--host",
-        "localhost",
+        host,
         "--port",
         &port,
-        "--tls",
-        "implicit",
         "--username",
         user,
         "--password-env",
         "MB_TEST_PW",
-        "--ca-file",
-        &ca,
-    ];
-    args.extend_from_slice(extra);
-    ok(home, &args)
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+/// Runs with owned arguments (built by `add_args` and friends).
+pub fn mb_args(home: &Path, args: &[String]) -> Run {
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    mb(home, &args)
+}
+
+/// Adds IMAP account `id` for `user` over implicit TLS with the test CA.
+pub fn add_account(server: &Dovecot, home: &Path, id: &str, user: &str, extra: &[&str]) -> Value {
+    let mut args = add_args(id, "localhost", server.imaps_port, user);
+    args.extend(["--tls", "implicit", "--ca-file"].map(String::from));
+    args.push(server.ca.ca_pem.display().to_string());
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let run = mb_args(home, &args);
+    assert_eq!(
+        run.code, 0,
+        "account add failed\nstdout: {}\nstderr: {}",
+        run.stdout, run.stderr
+    );
+    run.json
 }
 
 /// Appends `n` messages to `mailbox`, with a mix of flags and keywords.

@@ -12,3 +12,5 @@ mod sync;
 
 pub use connect::{ImapConfig, ImapSettings, TlsMode};
 pub use session::ImapProvider;
+/// The FETCH items of a first sync (without the parentheses), for benchmarks to compare with.
+pub use sync::NEW_MESSAGE_ITEMS;

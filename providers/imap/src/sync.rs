@@ -33,7 +33,7 @@ const BATCH: usize = 1000;
 /// header fields the index keeps (servers cache these, unlike the whole header) and a prefix
 /// of the text for the snippet. PEEK keeps `\Seen` untouched. Content-Type and
 /// Content-Transfer-Encoding come along so the text prefix can be decoded.
-const NEW_MESSAGE_ITEMS: &str = "(UID FLAGS RFC822.SIZE INTERNALDATE BODYSTRUCTURE \
+pub const NEW_MESSAGE_ITEMS: &str = "UID FLAGS RFC822.SIZE INTERNALDATE BODYSTRUCTURE \
      BODY.PEEK[HEADER.FIELDS (FROM TO CC SUBJECT DATE MESSAGE-ID MIME-VERSION CONTENT-TYPE \
      CONTENT-TRANSFER-ENCODING)] BODY.PEEK[TEXT]<0.2048>";
 
@@ -169,11 +169,11 @@ async fn fetch_new(
     sink: &mut dyn SyncSink,
 ) -> Result<u64> {
     let modseq = if imap.caps.has("CONDSTORE") {
-        " MODSEQ)"
+        " MODSEQ"
     } else {
-        ")"
+        ""
     };
-    let items = format!("{NEW_MESSAGE_ITEMS}{modseq}");
+    let items = format!("({NEW_MESSAGE_ITEMS}{modseq})");
     let range = format!("{from}:*");
     imap.commands += 1;
     let mut added = 0u64;

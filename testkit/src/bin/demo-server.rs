@@ -11,8 +11,20 @@ fn main() -> anyhow::Result<()> {
         "Alice Example <alice@example.test>",
         "Weekly News <news@letter.example>",
     ];
-    let subjects = ["You appeared in 9 searches", "Invoice 2026-11", "Lunch on Friday?", "This week in Rust"];
-    let mail = (0..40).map(|i| message(i, senders[i % 4], &format!("{} #{i}", subjects[i % 4]), "Hello from the demo mailbox."));
+    let subjects = [
+        "You appeared in 9 searches",
+        "Invoice 2026-11",
+        "Lunch on Friday?",
+        "This week in Rust",
+    ];
+    let mail = (0..40).map(|i| {
+        message(
+            i,
+            senders[i % 4],
+            &format!("{} #{i}", subjects[i % 4]),
+            "Hello from the demo mailbox.",
+        )
+    });
     server.import_messages("demo", mail)?;
     println!(
         "{}",
