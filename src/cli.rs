@@ -11,7 +11,7 @@ use mailbroker_imap::{ImapConfig, TlsMode};
 use crate::home::Home;
 use crate::output::{print_json, progress_bar};
 use crate::store::{MessageRow, Store};
-use crate::{accounts, search, sync};
+use crate::{accounts, search, sync, write};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -55,6 +55,69 @@ pub enum Command {
     },
     /// Show one indexed message by its id.
     Show { id: i64 },
+    /// Change messages on the server (patch semantics: only what you ask changes).
+    Update(UpdateArgs),
+    /// Undo a change (only messages still as that change left them).
+    Undo {
+        change: i64,
+        /// Print the plan and change nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// List the change journal, or show one change with its messages.
+    Changes {
+        id: Option<i64>,
+        #[arg(long, default_value_t = 20)]
+        limit: u32,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct UpdateArgs {
+    /// Message ids (from `search`).
+    #[arg(required_unless_present = "query", conflicts_with = "query")]
+    pub ids: Vec<i64>,
+    /// Select messages by a search query instead of ids.
+    #[arg(long, allow_hyphen_values = true)]
+    pub query: Option<String>,
+    #[arg(long, conflicts_with = "unread")]
+    pub read: bool,
+    #[arg(long)]
+    pub unread: bool,
+    #[arg(long, conflicts_with = "unflag")]
+    pub flag: bool,
+    #[arg(long)]
+    pub unflag: bool,
+    /// Add a tag (IMAP keyword); repeatable.
+    #[arg(long = "add-tag", value_name = "TAG")]
+    pub add_tag: Vec<String>,
+    /// Remove a tag; repeatable.
+    #[arg(long = "remove-tag", value_name = "TAG")]
+    pub remove_tag: Vec<String>,
+    /// Move to a mailbox name or a role (inbox, archive, junk, trash).
+    #[arg(long, value_name = "MAILBOX")]
+    pub move_to: Option<String>,
+    /// Print the plan and change nothing, on the server or locally.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+impl UpdateArgs {
+    fn patch(&self) -> mailbroker_core::Patch {
+        let pick = |yes: bool, no: bool| match (yes, no) {
+            (true, _) => Some(true),
+            (_, true) => Some(false),
+            _ => None,
+        };
+        mailbroker_core::Patch {
+            read: pick(self.read, self.unread),
+            flagged: pick(self.flag, self.unflag),
+            add_tags: self.add_tag.clone(),
+            remove_tags: self.remove_tag.clone(),
+            move_to: self.move_to.clone(),
+            delete: None,
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -149,8 +212,8 @@ fn imap_config(args: &ImapArgs) -> Result<ImapConfig> {
     })
 }
 
-/// Runs one command to completion.
-pub async fn run(cli: Cli) -> Result<()> {
+/// Runs one command to completion; returns the exit code.
+pub async fn run(cli: Cli) -> Result<u8> {
     let home = Home::resolve(cli.home.as_deref())?;
     let store = Store::open(&home.database()).await?;
     let outcome = dispatch(&home, &store, cli.command, cli.json).await;
@@ -158,8 +221,34 @@ pub async fn run(cli: Cli) -> Result<()> {
     outcome
 }
 
-async fn dispatch(home: &Home, store: &Store, command: Command, json: bool) -> Result<()> {
+async fn dispatch(home: &Home, store: &Store, command: Command, json: bool) -> Result<u8> {
     match command {
+        Command::Update(args) => update(home, store, &args, json).await,
+        Command::Undo { change, dry_run } => {
+            let report = write::undo(home, store, change, dry_run).await?;
+            print_change(&report, json)
+        }
+        other => dispatch_read(home, store, other, json).await.map(|()| 0),
+    }
+}
+
+async fn update(home: &Home, store: &Store, args: &UpdateArgs, json: bool) -> Result<u8> {
+    let patch = args.patch();
+    let (selection, rows) = match &args.query {
+        Some(q) => {
+            let query = search::parse(q, crate::store::now_secs())?;
+            let rows = store.search(&query, u32::MAX).await?;
+            (serde_json::json!({ "query": q }), rows)
+        }
+        None => (serde_json::json!({ "ids": args.ids }), store.messages(&args.ids).await?),
+    };
+    let report = write::update(home, store, "cli", selection, rows, &patch, args.dry_run).await?;
+    print_change(&report, json)
+}
+
+async fn dispatch_read(home: &Home, store: &Store, command: Command, json: bool) -> Result<()> {
+    match command {
+        Command::Update(_) | Command::Undo { .. } => Ok(()),
         Command::Account(cmd) => account(store, cmd, json).await,
         Command::Sync { account, full } => run_sync(home, store, account, full, json).await,
         Command::Search { query, limit } => {
@@ -171,6 +260,30 @@ async fn dispatch(home: &Home, store: &Store, command: Command, json: bool) -> R
                 rows.iter().for_each(|r| println!("{}", one_line(r)));
                 Ok(())
             }
+        }
+        Command::Changes { id: Some(id), .. } => {
+            let change = store.change(id).await?;
+            if json {
+                return print_json(Some("change"), &change);
+            }
+            print_change_record(&change);
+            for item in &change.items {
+                println!(
+                    "  message {}: {}{}",
+                    item.message_id,
+                    item.outcome,
+                    item.error.as_deref().map_or(String::new(), |e| format!(" ({e})"))
+                );
+            }
+            Ok(())
+        }
+        Command::Changes { id: None, limit } => {
+            let list = store.changes(limit).await?;
+            if json {
+                return print_json(Some("changes"), &list);
+            }
+            list.iter().for_each(print_change_record);
+            Ok(())
         }
         Command::Show { id } => {
             let row = store.message(id).await?;
@@ -295,6 +408,50 @@ async fn run_sync(
         print_json(Some("accounts"), &reports)?;
     }
     Ok(())
+}
+
+/// Prints a change report; exits non-zero (as `verification_failed`/`stale_state`/…) when any
+/// message failed, so scripts notice.
+fn print_change(report: &write::ChangeReport, json: bool) -> Result<u8> {
+    if json {
+        print_json(None, report)?;
+    } else {
+        if report.dry_run {
+            println!("dry run: nothing was changed");
+        }
+        for line in &report.plan {
+            println!("  {line}");
+        }
+        if let Some(id) = report.change_id {
+            println!("change {id}");
+        }
+        println!(
+            "applied: {}, unchanged: {}, stale: {}, failed: {}",
+            report.applied, report.unchanged, report.stale, report.failed
+        );
+        for f in &report.failures {
+            println!("  message {}: {} {}", f.id, f.error_type, f.error);
+        }
+    }
+    // The report is the output; the exit code only tells scripts that not everything happened.
+    Ok(if report.failed + report.stale > 0 { CHANGE_INCOMPLETE } else { 0 })
+}
+
+/// Exit code of an update or undo that left some messages stale or failed.
+const CHANGE_INCOMPLETE: u8 = 5;
+
+fn print_change_record(c: &crate::store::ChangeRecord) {
+    println!(
+        "{}\t{}\t{}\t{}\tapplied {} unchanged {} stale {} failed {}",
+        c.id,
+        rfc3339(c.created_at),
+        c.origin,
+        c.patch,
+        c.applied,
+        c.unchanged,
+        c.stale,
+        c.failed
+    );
 }
 
 fn rfc3339(secs: i64) -> String {

@@ -13,5 +13,6 @@ pub mod registry;
 pub mod search;
 pub mod store;
 pub mod sync;
+pub mod write;
 
 pub use mailbroker_core::{Error, Result};

@@ -24,7 +24,7 @@ fn main() -> ExitCode {
     };
     let json = cli.json;
     match runtime.block_on(mailbroker::cli::run(cli)) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => ExitCode::from(code),
         Err(e) => {
             mailbroker::output::print_error(&e, json);
             ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(1))

@@ -1,7 +1,7 @@
 //! The one place that knows which adapter serves which provider. Adding a provider means a
 //! crate under `providers/` and a line here (plus its `account add` arguments in the CLI).
 
-use mailbroker_core::{Error, Provider, ProviderKind, Result};
+use mailbroker_core::{Error, Provider, ProviderKind, Result, WriteBatch};
 
 use crate::store::{AccountRecord, Store};
 
@@ -24,5 +24,26 @@ pub async fn connect(store: &Store, account: &AccountRecord) -> Result<Box<dyn P
             account.id,
             other.as_str()
         ))),
+    }
+}
+
+/// Checks a tag against the account's provider rules, from stored capabilities (nothing sent).
+pub fn validate_tag(account: &AccountRecord, tag: &str, new: bool) -> Result<()> {
+    match account.provider {
+        ProviderKind::Imap => mailbroker_imap::validate_tag(&account.capabilities, tag, new),
+        _ => Ok(()),
+    }
+}
+
+/// The commands a batch will send, for dry runs and the journal.
+pub fn plan(account: &AccountRecord, batch: &WriteBatch) -> Vec<String> {
+    match account.provider {
+        ProviderKind::Imap => mailbroker_imap::plan(&account.capabilities, batch),
+        other => vec![format!(
+            "{}: {} messages in {:?}",
+            other.as_str(),
+            batch.targets.len(),
+            batch.mailbox
+        )],
     }
 }

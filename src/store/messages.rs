@@ -15,6 +15,8 @@ pub struct MessageRow {
     pub mailbox: String,
     pub uidvalidity: u32,
     pub uid: u32,
+    /// The server's modification sequence when last seen (0 without CONDSTORE).
+    pub modseq: u64,
     pub message_id: Option<String>,
     pub from: String,
     pub to: String,
@@ -39,6 +41,7 @@ struct Row {
     name: String,
     uidvalidity: i64,
     uid: i64,
+    modseq: i64,
     message_id: Option<String>,
     from_addr: String,
     to_addr: String,
@@ -54,7 +57,7 @@ struct Row {
     snippet: String,
 }
 
-const SELECT: &str = "SELECT m.id, b.account_id, b.name, m.uidvalidity, m.uid, m.message_id,
+const SELECT: &str = "SELECT m.id, b.account_id, b.name, m.uidvalidity, m.uid, m.modseq, m.message_id,
     m.from_addr, m.to_addr, m.cc_addr, m.subject, m.date, m.size, m.has_attachments, m.is_read,
     m.is_flagged, m.flags, m.tags, m.snippet
     FROM messages m JOIN mailboxes b ON b.id = m.mailbox_id WHERE 1 = 1";
@@ -67,6 +70,7 @@ fn row_of(r: Row) -> MessageRow {
         mailbox: r.name,
         uidvalidity: r.uidvalidity as u32,
         uid: r.uid as u32,
+        modseq: r.modseq as u64,
         message_id: r.message_id,
         from: r.from_addr,
         to: r.to_addr,
@@ -167,6 +171,27 @@ impl Store {
             Error::not_found(format!("no message with id {id}"))
                 .with_next_step("run: mailbroker search QUERY to find message ids")
         })
+    }
+
+    /// The messages with these ids; an unknown id is `not_found`.
+    pub async fn messages(&self, ids: &[i64]) -> Result<Vec<MessageRow>, Error> {
+        let mut out = Vec::with_capacity(ids.len());
+        for chunk in ids.chunks(500) {
+            let mut q = QueryBuilder::<Sqlite>::new(SELECT);
+            q.push(" AND m.id IN (");
+            let mut list = q.separated(", ");
+            for id in chunk {
+                list.push_bind(*id);
+            }
+            q.push(")");
+            let rows: Vec<Row> = q.build_query_as().fetch_all(self.pool()).await.map_err(db_error)?;
+            out.extend(rows.into_iter().map(row_of));
+        }
+        if let Some(missing) = ids.iter().find(|id| !out.iter().any(|r| r.id == **id)) {
+            return Err(Error::not_found(format!("no message with id {missing}"))
+                .with_next_step("run: mailbroker search QUERY to find message ids"));
+        }
+        Ok(out)
     }
 
     /// Messages matching every term, newest first.

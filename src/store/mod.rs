@@ -5,6 +5,7 @@
 //! opens a network connection.
 
 mod accounts;
+mod journal;
 mod messages;
 mod sink;
 
@@ -16,6 +17,7 @@ use sqlx::SqlitePool;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 
 pub use accounts::{AccountRecord, MailboxRecord};
+pub use journal::{ChangeRecord, JournalItem, MessageState};
 pub use messages::MessageRow;
 pub use sink::StoreSink;
 

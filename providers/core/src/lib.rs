@@ -8,6 +8,7 @@
 mod error;
 mod model;
 mod provider;
+mod write;
 
 pub use error::{Error, Result};
 pub use model::{
@@ -15,3 +16,4 @@ pub use model::{
     ProviderKind, Role, SyncMode, Uid, UidValidity,
 };
 pub use provider::{MailboxSyncReport, Provider, SyncRequest, SyncSink};
+pub use write::{DeleteMode, FlagOp, ItemResult, Outcome, Patch, WriteBatch, WriteTarget};

@@ -19,7 +19,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use crate::{Capabilities, MailboxCursor, MailboxInfo, MailboxName, MessageFlags, MessageMeta};
-use crate::{Result, SyncMode, Uid, UidValidity};
+use crate::{Error, ItemResult, Result, SyncMode, Uid, UidValidity, WriteBatch};
 
 /// What the core asks of one sync.
 #[derive(Debug, Clone, Default)]
@@ -85,6 +85,12 @@ pub trait Provider: Send {
         request: &SyncRequest,
         sink: &mut dyn SyncSink,
     ) -> Result<Vec<MailboxSyncReport>>;
+
+    /// Executes one batch with preconditions and read-back verification, reporting each
+    /// message. An error means nothing of the batch is known to have been sent.
+    async fn apply(&mut self, _batch: &WriteBatch) -> Result<Vec<ItemResult>> {
+        Err(Error::unsupported("this provider cannot change messages"))
+    }
 
     /// Protocol commands sent on this session so far (for benchmarks and diagnostics).
     fn commands_sent(&self) -> u64 {

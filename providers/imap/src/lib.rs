@@ -9,8 +9,11 @@ mod connect;
 mod convert;
 mod session;
 mod sync;
+mod uidset;
+mod write;
 
 pub use connect::{ImapConfig, ImapSettings, TlsMode};
 pub use session::ImapProvider;
+pub use write::{plan, validate_tag};
 /// The FETCH items of a first sync (without the parentheses), for benchmarks to compare with.
 pub use sync::NEW_MESSAGE_ITEMS;

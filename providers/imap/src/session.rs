@@ -4,7 +4,8 @@ use async_imap::types::{Capability, Flag};
 use async_trait::async_trait;
 use futures::TryStreamExt;
 use mailbroker_core::{
-    Capabilities, Error, MailboxInfo, MailboxSyncReport, Provider, Result, SyncRequest, SyncSink,
+    Capabilities, Error, ItemResult, MailboxInfo, MailboxSyncReport, Provider, Result, SyncRequest,
+    SyncSink, WriteBatch,
 };
 
 use crate::connect::{self, COMMAND_TIMEOUT, ImapConfig, Session, imap_error, timed};
@@ -135,6 +136,10 @@ impl Provider for ImapProvider {
         sink: &mut dyn SyncSink,
     ) -> Result<Vec<MailboxSyncReport>> {
         crate::sync::sync_account(self, request, sink).await
+    }
+
+    async fn apply(&mut self, batch: &WriteBatch) -> Result<Vec<ItemResult>> {
+        self.apply_batch(batch).await
     }
 
     fn commands_sent(&self) -> u64 {

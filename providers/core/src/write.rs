@@ -1,0 +1,198 @@
+//! The write side of the domain: a `Patch` as the user states it, the per-mailbox `WriteBatch`
+//! a provider executes, and what came of each message.
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Error, MessageFlags, Result, Uid, UidValidity};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DeleteMode {
+    Trash,
+    Permanent,
+}
+
+/// A change request with patch semantics: a field left out is unchanged (SPEC §2).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Patch {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flagged: Option<bool>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub add_tags: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub remove_tags: Vec<String>,
+    /// A mailbox name or a role (`inbox`, `archive`, `junk`, `trash`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub move_to: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delete: Option<DeleteMode>,
+}
+
+impl Patch {
+    /// Checks what can be checked without an account: at least one field, no tag both added
+    /// and removed, and no direct deletion.
+    pub fn validate(&self) -> Result<()> {
+        let empty = self.read.is_none()
+            && self.flagged.is_none()
+            && self.add_tags.is_empty()
+            && self.remove_tags.is_empty()
+            && self.move_to.is_none()
+            && self.delete.is_none();
+        if empty {
+            return Err(Error::validation("the patch changes nothing").with_next_step(
+                "give at least one of --read/--unread, --flag/--unflag, --add-tag, --remove-tag, --move-to",
+            ));
+        }
+        if let Some(tag) = self
+            .add_tags
+            .iter()
+            .find(|t| self.remove_tags.iter().any(|r| r.eq_ignore_ascii_case(t)))
+        {
+            return Err(Error::validation(format!(
+                "tag {tag:?} is both added and removed"
+            )));
+        }
+        if self.delete.is_some() {
+            return Err(Error::unsupported(
+                "deletion is only ever staged as a manifest, and staging is not available yet",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The flag part of a change that is the same for every message of a batch. `None`/empty
+/// fields are left alone.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct FlagOp {
+    pub read: Option<bool>,
+    pub flagged: Option<bool>,
+    pub add_tags: Vec<String>,
+    pub remove_tags: Vec<String>,
+}
+
+impl FlagOp {
+    pub fn is_empty(&self) -> bool {
+        self.read.is_none()
+            && self.flagged.is_none()
+            && self.add_tags.is_empty()
+            && self.remove_tags.is_empty()
+    }
+
+    /// Whether `flags` shows this operation done.
+    pub fn holds_in(&self, flags: &MessageFlags) -> bool {
+        let has = |t: &String| flags.tags.iter().any(|x| x.eq_ignore_ascii_case(t));
+        self.read.is_none_or(|r| flags.read == r)
+            && self.flagged.is_none_or(|f| flags.flagged == f)
+            && self.add_tags.iter().all(has)
+            && !self.remove_tags.iter().any(has)
+    }
+}
+
+/// One message to change, with the modseq the index last saw for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WriteTarget {
+    pub uid: Uid,
+    pub modseq: u64,
+}
+
+/// Messages of one mailbox that get the same operation: one provider round of commands.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WriteBatch {
+    pub mailbox: String,
+    pub uidvalidity: UidValidity,
+    pub op: FlagOp,
+    /// Target mailbox name (already resolved from a role), applied after the flags.
+    pub move_to: Option<String>,
+    pub targets: Vec<WriteTarget>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    Applied,
+    Unchanged,
+    Stale,
+    Failed,
+    Unknown,
+}
+
+/// What happened to one message of a batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ItemResult {
+    pub uid: Uid,
+    pub outcome: Outcome,
+    /// The server's state as read back (after the write, or the newer state that made it stale).
+    pub observed: Option<(u64, MessageFlags)>,
+    /// Where the message is now, when it moved: (mailbox, uidvalidity, uid).
+    pub moved_to: Option<(String, UidValidity, Uid)>,
+    pub error: Option<Error>,
+}
+
+impl ItemResult {
+    pub fn new(uid: Uid, outcome: Outcome) -> ItemResult {
+        ItemResult {
+            uid,
+            outcome,
+            observed: None,
+            moved_to: None,
+            error: None,
+        }
+    }
+
+    #[must_use]
+    pub fn with_error(mut self, error: Error) -> ItemResult {
+        self.error = Some(error);
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn patch_validation() {
+        assert_eq!(Patch::default().validate().unwrap_err().error_type(), "validation_error");
+        let both = Patch {
+            add_tags: vec!["Work".into()],
+            remove_tags: vec!["work".into()],
+            ..Patch::default()
+        };
+        assert_eq!(both.validate().unwrap_err().error_type(), "validation_error");
+        let delete = Patch {
+            delete: Some(DeleteMode::Trash),
+            ..Patch::default()
+        };
+        assert_eq!(delete.validate().unwrap_err().error_type(), "unsupported");
+        let ok = Patch {
+            read: Some(true),
+            ..Patch::default()
+        };
+        ok.validate().unwrap();
+    }
+
+    #[test]
+    fn flag_op_holds() {
+        let flags = MessageFlags {
+            read: true,
+            flagged: false,
+            tags: vec!["$Triage".into()],
+            raw: vec![],
+        };
+        let op = FlagOp {
+            read: Some(true),
+            add_tags: vec!["$triage".into()],
+            remove_tags: vec!["Done".into()],
+            ..FlagOp::default()
+        };
+        assert!(op.holds_in(&flags));
+        let op = FlagOp {
+            flagged: Some(true),
+            ..FlagOp::default()
+        };
+        assert!(!op.holds_in(&flags));
+    }
+}

@@ -1,0 +1,424 @@
+//! Changing messages over IMAP: preconditions (UIDVALIDITY, CONDSTORE modseqs), STORE over
+//! compressed UID sets, MOVE with COPYUID, and verification by read-back.
+//!
+//! Preconditions without one STORE per message: the index knows each message's modseq from
+//! its last sync. After SELECT (which reports the mailbox's HIGHESTMODSEQ `h`), one
+//! `UID FETCH … (CHANGEDSINCE <lowest indexed modseq>)` finds every target that changed since
+//! it was indexed (its modseq is above its own indexed one): those are stale and left out. The
+//! STORE then carries `UNCHANGEDSINCE h`, so a change by another client after the SELECT makes
+//! the server skip that message (MODIFIED), which the read-back then reports as stale.
+
+use std::collections::HashMap;
+
+use async_imap::imap_proto::rfc4315::UidSetMember;
+use async_imap::imap_proto::{Response, ResponseCode, Status};
+use futures::TryStreamExt;
+use mailbroker_core::{
+    Capabilities, Error, FlagOp, ItemResult, MessageFlags, Outcome, Result, Uid, UidValidity, WriteBatch,
+};
+
+use crate::connect::{COMMAND_TIMEOUT, imap_error, timed};
+use crate::convert;
+use crate::session::ImapProvider;
+use crate::uidset;
+
+/// Characters RFC 3501 forbids in an atom (a keyword is an atom), besides controls and space.
+const ATOM_SPECIALS: &[char] = &['(', ')', '{', '%', '*', '"', '\\', ']'];
+/// Dovecot's keyword limit; used when the server does not advertise one.
+const DEFAULT_MAX_TAG_LEN: u32 = 50;
+
+/// Checks a tag before anything is sent: IMAP atom syntax, the length limit, and (for a tag no
+/// indexed message carries yet) whether the server accepts new keywords at all.
+pub fn validate_tag(caps: &Capabilities, tag: &str, new: bool) -> Result<()> {
+    validate_keyword(tag, caps.max_tag_len)?;
+    if new && !caps.custom_tags {
+        return Err(Error::unsupported(format!(
+            "this server does not accept new keywords (no \\* in PERMANENTFLAGS), so tag {tag:?} cannot be created"
+        )));
+    }
+    Ok(())
+}
+
+fn validate_keyword(tag: &str, max_len: Option<u32>) -> Result<()> {
+    let max = max_len.unwrap_or(DEFAULT_MAX_TAG_LEN) as usize;
+    if tag.is_empty() {
+        return Err(Error::validation("a tag cannot be empty"));
+    }
+    if let Some(c) = tag
+        .chars()
+        .find(|c| !c.is_ascii() || c.is_ascii_control() || *c == ' ' || ATOM_SPECIALS.contains(c))
+    {
+        return Err(Error::validation(format!(
+            "tag {tag:?} contains {c:?}, which an IMAP keyword cannot hold"
+        ))
+        .with_next_step("use letters, digits and $-_./ only"));
+    }
+    if tag.len() > max {
+        return Err(Error::validation(format!(
+            "tag {tag:?} is {} characters; this server accepts at most {max}",
+            tag.len()
+        )));
+    }
+    Ok(())
+}
+
+/// The raw flags a `FlagOp` adds and removes on IMAP.
+fn store_lists(op: &FlagOp) -> (Vec<String>, Vec<String>) {
+    let mut add = Vec::new();
+    let mut remove = Vec::new();
+    for (set, flag) in [(op.read, "\\Seen"), (op.flagged, "\\Flagged")] {
+        match set {
+            Some(true) => add.push(flag.to_string()),
+            Some(false) => remove.push(flag.to_string()),
+            None => {}
+        }
+    }
+    add.extend(op.add_tags.iter().cloned());
+    remove.extend(op.remove_tags.iter().cloned());
+    (add, remove)
+}
+
+fn uids_of(batch: &WriteBatch) -> Vec<Uid> {
+    batch.targets.iter().map(|t| t.uid).collect()
+}
+
+/// The commands `apply` sends for `batch` on a server with `caps`, one line each.
+pub fn plan(caps: &Capabilities, batch: &WriteBatch) -> Vec<String> {
+    {
+        let condstore = if caps.has("CONDSTORE") {
+            " (UNCHANGEDSINCE <highestmodseq at select>)"
+        } else {
+            ""
+        };
+        let uids = uids_of(batch);
+        let mut lines = Vec::new();
+        let (add, remove) = store_lists(&batch.op);
+        for (sign, list) in [("+", add), ("-", remove)] {
+            if list.is_empty() {
+                continue;
+            }
+            for set in uidset::chunks(&uids, 200) {
+                lines.push(format!(
+                    "imap {}: UID STORE {set}{condstore} {sign}FLAGS.SILENT ({})",
+                    batch.mailbox,
+                    list.join(" ")
+                ));
+            }
+        }
+        if let Some(target) = &batch.move_to {
+            let verb = if caps.has("MOVE") {
+                "UID MOVE"
+            } else {
+                "UID COPY + \\Deleted + UID EXPUNGE"
+            };
+            for set in uidset::chunks(&uids, 200) {
+                lines.push(format!("imap {}: {verb} {set} {target:?}", batch.mailbox));
+            }
+        }
+        lines
+    }
+}
+
+impl ImapProvider {
+    pub(crate) async fn apply_batch(&mut self, batch: &WriteBatch) -> Result<Vec<ItemResult>> {
+        if batch.move_to.is_some() && !self.caps.has("MOVE") && !self.caps.has("UIDPLUS") {
+            return Err(Error::unsupported(
+                "this server has neither MOVE nor UIDPLUS, so a move could expunge other messages",
+            ));
+        }
+        let condstore = self.caps.has("CONDSTORE");
+        let selected = self.select(&batch.mailbox, condstore).await?;
+        let mut results: HashMap<Uid, ItemResult> = HashMap::new();
+        if selected.uid_validity != Some(batch.uidvalidity) {
+            let err = Error::stale_state(format!(
+                "mailbox {:?} was recreated on the server (new UIDVALIDITY)",
+                batch.mailbox
+            ))
+            .with_next_step("run: mailbroker sync, then retry");
+            return Ok(batch
+                .targets
+                .iter()
+                .map(|t| ItemResult::new(t.uid, Outcome::Stale).with_error(err.clone()))
+                .collect());
+        }
+        let highest = selected.highest_modseq.unwrap_or(0);
+        let mut live: Vec<Uid> = uids_of(batch);
+        if condstore {
+            let min = batch.targets.iter().map(|t| t.modseq).min().unwrap_or(0);
+            let indexed: HashMap<Uid, u64> =
+                batch.targets.iter().map(|t| (t.uid, t.modseq)).collect();
+            for (uid, modseq, flags) in self.read_flags(&live, Some(min)).await? {
+                if !indexed.get(&uid).is_some_and(|m| modseq > *m) {
+                    continue;
+                }
+                // Changed since indexed. If it already shows what was asked (an earlier run
+                // whose answer was lost), there is nothing to do; otherwise leave it alone.
+                let result = if batch.move_to.is_none() && batch.op.holds_in(&flags) {
+                    ItemResult {
+                        observed: Some((modseq, flags)),
+                        ..ItemResult::new(uid, Outcome::Unchanged)
+                    }
+                } else {
+                    stale(uid, modseq, flags)
+                };
+                results.insert(uid, result);
+            }
+            live.retain(|u| !results.contains_key(u));
+        }
+        if !batch.op.is_empty() && !live.is_empty() {
+            self.store_flags(&live, &batch.op, condstore.then_some(highest))
+                .await
+                .map_err(|e| unknown_if_lost(e, &live))?;
+            let verified = self.read_flags(&live, None).await?;
+            let seen: HashMap<Uid, (u64, MessageFlags)> =
+                verified.into_iter().map(|(u, m, f)| (u, (m, f))).collect();
+            for uid in &live {
+                let result = match seen.get(uid) {
+                    Some((modseq, flags)) if batch.op.holds_in(flags) => ItemResult {
+                        observed: Some((*modseq, flags.clone())),
+                        ..ItemResult::new(*uid, Outcome::Applied)
+                    },
+                    // Changed by someone else after our SELECT: the server refused (MODIFIED).
+                    Some((modseq, flags)) if condstore && *modseq > highest => {
+                        stale(*uid, *modseq, flags.clone())
+                    }
+                    Some((modseq, flags)) => ItemResult {
+                        observed: Some((*modseq, flags.clone())),
+                        ..ItemResult::new(*uid, Outcome::Failed).with_error(
+                            Error::verification_failed(format!(
+                                "uid {uid} in {:?} does not show the change after the write",
+                                batch.mailbox
+                            )),
+                        )
+                    },
+                    None => ItemResult::new(*uid, Outcome::Stale).with_error(Error::stale_state(
+                        format!("uid {uid} is no longer in {:?}", batch.mailbox),
+                    )),
+                };
+                results.insert(*uid, result);
+            }
+            live.retain(|u| results.get(u).is_some_and(|r| r.outcome == Outcome::Applied));
+        }
+        if let Some(target) = &batch.move_to
+            && !live.is_empty()
+        {
+            let moved = self
+                .move_uids(&live, target)
+                .await
+                .map_err(|e| unknown_if_lost(e, &live))?;
+            // Read the moved messages back where they landed: that verifies the move and
+            // gives the index their new modseqs for later preconditions.
+            self.select(target, condstore).await?;
+            let new_uids: Vec<Uid> = moved.values().map(|(_, u)| *u).collect();
+            let landed: HashMap<Uid, (u64, MessageFlags)> = self
+                .read_flags(&new_uids, None)
+                .await?
+                .into_iter()
+                .map(|(u, m, f)| (u, (m, f)))
+                .collect();
+            for uid in &live {
+                let entry = results
+                    .entry(*uid)
+                    .or_insert_with(|| ItemResult::new(*uid, Outcome::Applied));
+                match moved.get(uid).and_then(|(v, n)| Some((*v, *n, landed.get(n)?))) {
+                    Some((validity, new_uid, (modseq, flags))) => {
+                        entry.moved_to = Some((target.clone(), validity, new_uid));
+                        entry.observed = Some((*modseq, flags.clone()));
+                    }
+                    None => {
+                        entry.outcome = Outcome::Failed;
+                        entry.error = Some(Error::verification_failed(format!(
+                            "uid {uid} was not found in {target:?} after the move"
+                        )));
+                    }
+                }
+            }
+        }
+        let mut out: Vec<ItemResult> = results.into_values().collect();
+        out.sort_by_key(|r| r.uid);
+        Ok(out)
+    }
+
+    /// `UID FETCH <uids> (UID FLAGS MODSEQ) [(CHANGEDSINCE m)]`, one command per line-sized set.
+    async fn read_flags(
+        &mut self,
+        uids: &[Uid],
+        changed_since: Option<u64>,
+    ) -> Result<Vec<(Uid, u64, MessageFlags)>> {
+        let items = match changed_since {
+            Some(m) => format!("(UID FLAGS MODSEQ) (CHANGEDSINCE {m})"),
+            None if self.caps.has("CONDSTORE") => "(UID FLAGS MODSEQ)".to_string(),
+            None => "(UID FLAGS)".to_string(),
+        };
+        let mut out = Vec::new();
+        for set in uidset::chunks(uids, items.len() + 32) {
+            self.commands += 1;
+            {
+                let mut stream =
+                    timed("uid fetch", COMMAND_TIMEOUT, self.session.uid_fetch(&set, &items))
+                        .await?
+                        .map_err(|e| imap_error("uid fetch", e))?;
+                while let Some(f) = timed("uid fetch", COMMAND_TIMEOUT, stream.try_next())
+                    .await?
+                    .map_err(|e| imap_error("uid fetch", e))?
+                {
+                    if let Some(uid) = f.uid {
+                        out.push((uid, f.modseq.unwrap_or(0), convert::flags_of(f.flags())));
+                    }
+                }
+            }
+            self.drain_unsolicited();
+        }
+        Ok(out)
+    }
+
+    async fn store_flags(&mut self, uids: &[Uid], op: &FlagOp, unchanged_since: Option<u64>) -> Result<()> {
+        let modifier = unchanged_since
+            .map(|m| format!("(UNCHANGEDSINCE {m}) "))
+            .unwrap_or_default();
+        let (add, remove) = store_lists(op);
+        for (sign, list) in [("+", add), ("-", remove)] {
+            if list.is_empty() {
+                continue;
+            }
+            let query = format!("{modifier}{sign}FLAGS.SILENT ({})", list.join(" "));
+            for set in uidset::chunks(uids, query.len() + 32) {
+                self.commands += 1;
+                {
+                    let mut stream =
+                        timed("uid store", COMMAND_TIMEOUT, self.session.uid_store(&set, &query))
+                            .await?
+                            .map_err(|e| imap_error("uid store", e))?;
+                    while timed("uid store", COMMAND_TIMEOUT, stream.try_next())
+                        .await?
+                        .map_err(|e| imap_error("uid store", e))?
+                        .is_some()
+                    {}
+                }
+                self.drain_unsolicited();
+            }
+        }
+        Ok(())
+    }
+
+    /// Moves `uids` to `target` and returns where each went, from the server's COPYUID.
+    async fn move_uids(&mut self, uids: &[Uid], target: &str) -> Result<HashMap<Uid, (UidValidity, Uid)>> {
+        let quoted = format!("\"{}\"", target.replace('\\', "\\\\").replace('"', "\\\""));
+        let mut moved = HashMap::new();
+        for set in uidset::chunks(uids, quoted.len() + 32) {
+            if self.caps.has("MOVE") {
+                let codes = self.command_codes(&format!("UID MOVE {set} {quoted}")).await?;
+                collect_copyuid(&codes, &mut moved);
+            } else {
+                // UIDPLUS fallback: expunge exactly these UIDs, never a bare EXPUNGE.
+                let codes = self.command_codes(&format!("UID COPY {set} {quoted}")).await?;
+                collect_copyuid(&codes, &mut moved);
+                self.command_codes(&format!("UID STORE {set} +FLAGS.SILENT (\\Deleted)")).await?;
+                self.command_codes(&format!("UID EXPUNGE {set}")).await?;
+            }
+        }
+        Ok(moved)
+    }
+
+    /// Sends one command and collects the COPYUID codes of its untagged and tagged answers
+    /// (async-imap's own calls drop the tagged response code).
+    async fn command_codes(&mut self, command: &str) -> Result<Vec<(u32, Vec<UidSetMember>, Vec<UidSetMember>)>> {
+        let verb = command.split_whitespace().take(2).collect::<Vec<_>>().join(" ").to_lowercase();
+        self.commands += 1;
+        self.drain_unsolicited();
+        let id = timed(&verb, COMMAND_TIMEOUT, self.session.run_command(command))
+            .await?
+            .map_err(|e| imap_error(&verb, e))?;
+        let mut codes = Vec::new();
+        loop {
+            let resp = timed(&verb, COMMAND_TIMEOUT, self.session.read_response())
+                .await?
+                .map_err(|e| Error::provider_unavailable(format!("imap {verb}: {e}")))?
+                .ok_or_else(|| Error::provider_unavailable(format!("imap {verb}: connection lost")))?;
+            match resp.parsed() {
+                Response::Data { outcome, .. } => {
+                    if let Some(ResponseCode::CopyUid(v, from, to)) = &outcome.code {
+                        codes.push((*v, from.clone(), to.clone()));
+                    }
+                }
+                Response::Done { tag, status, outcome } if *tag == id => {
+                    if let Some(ResponseCode::CopyUid(v, from, to)) = &outcome.code {
+                        codes.push((*v, from.clone(), to.clone()));
+                    }
+                    if *status != Status::Ok {
+                        return Err(Error::provider_write_failed(format!(
+                            "imap {verb} refused: {}",
+                            outcome.information.as_deref().unwrap_or("")
+                        )));
+                    }
+                    break;
+                }
+                _ => {}
+            }
+        }
+        self.drain_unsolicited();
+        Ok(codes)
+    }
+}
+
+fn stale(uid: Uid, modseq: u64, flags: MessageFlags) -> ItemResult {
+    ItemResult {
+        observed: Some((modseq, flags)),
+        ..ItemResult::new(uid, Outcome::Stale).with_error(Error::stale_state(format!(
+            "uid {uid} changed on the server since it was indexed; left alone"
+        )))
+    }
+}
+
+/// A connection lost after a write was sent: the caller must re-read before anything else.
+fn unknown_if_lost(e: Error, uids: &[Uid]) -> Error {
+    match e {
+        Error::ProviderUnavailable(d) => Error::outcome_unknown(format!(
+            "{} (write to {} messages may or may not have happened)",
+            d.message,
+            uids.len()
+        ))
+        .with_next_step("run: mailbroker sync, then repeat the request; nothing is resent blindly"),
+        other => other,
+    }
+}
+
+fn expand(set: &[UidSetMember]) -> Vec<Uid> {
+    set.iter()
+        .flat_map(|m| match m {
+            UidSetMember::Uid(u) => *u..=*u,
+            UidSetMember::UidRange(r) => r.clone(),
+        })
+        .collect()
+}
+
+fn collect_copyuid(
+    codes: &[(u32, Vec<UidSetMember>, Vec<UidSetMember>)],
+    into: &mut HashMap<Uid, (UidValidity, Uid)>,
+) {
+    for (validity, from, to) in codes {
+        for (src, dst) in expand(from).into_iter().zip(expand(to)) {
+            into.insert(src, (*validity, dst));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keyword_rules() {
+        validate_keyword("$Triage", None).unwrap();
+        validate_keyword("Work.2026", None).unwrap();
+        for bad in ["", "two words", "a(b", "x\r\n", "quote\"", "back\\slash", "ü"] {
+            assert_eq!(
+                validate_keyword(bad, None).unwrap_err().error_type(),
+                "validation_error",
+                "{bad:?}"
+            );
+        }
+        assert!(validate_keyword(&"x".repeat(51), None).is_err());
+        assert!(validate_keyword(&"x".repeat(60), Some(100)).is_ok());
+    }
+}

@@ -1,0 +1,359 @@
+//! The write pipeline (SPEC §3), shared by every surface: resolve → plan → (dry run) →
+//! execute per account under its lock → verify (inside the adapter) → journal + index update.
+//!
+//! Architecture Invariant: the index is only updated from what the server read back, in the
+//! same transaction as the journal entry that explains it.
+
+use std::collections::BTreeMap;
+
+use mailbroker_core::{
+    AccountId, Error, FlagOp, ItemResult, Outcome, Patch, Result, WriteBatch, WriteTarget,
+};
+use serde::Serialize;
+
+use crate::home::Home;
+use crate::registry;
+use crate::store::{ChangeRecord, JournalItem, MessageRow, MessageState, Store};
+
+/// How long a write waits for a sync or another write on the same account.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// What one message should get: a flag operation and/or a move.
+#[derive(Debug, Clone)]
+pub struct Intent {
+    pub row: MessageRow,
+    pub op: FlagOp,
+    pub move_to: Option<String>,
+}
+
+/// The result of a change request, as the CLI and MCP report it.
+#[derive(Debug, Serialize)]
+pub struct ChangeReport {
+    /// The journal id; absent for a dry run or when nothing needed changing.
+    pub change_id: Option<i64>,
+    pub dry_run: bool,
+    pub plan: Vec<String>,
+    pub applied: u64,
+    pub unchanged: u64,
+    pub stale: u64,
+    pub failed: u64,
+    pub failures: Vec<Failure>,
+    /// Protocol commands sent (0 when nothing needed changing).
+    pub commands: u64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Failure {
+    pub id: i64,
+    pub outcome: Outcome,
+    pub error_type: String,
+    pub error: String,
+}
+
+fn has_tag(row: &MessageRow, tag: &str) -> bool {
+    row.tags.iter().any(|t| t.eq_ignore_ascii_case(tag))
+}
+
+fn state_of(row: &MessageRow) -> MessageState {
+    MessageState {
+        mailbox: row.mailbox.clone(),
+        uidvalidity: row.uidvalidity,
+        uid: row.uid,
+        read: row.read,
+        flagged: row.flagged,
+        tags: row.tags.clone(),
+    }
+}
+
+/// What `patch` still has to do to `row`: only the parts that would change something.
+async fn intent_of(store: &Store, row: MessageRow, patch: &Patch) -> Result<Intent> {
+    let op = FlagOp {
+        read: patch.read.filter(|r| *r != row.read),
+        flagged: patch.flagged.filter(|f| *f != row.flagged),
+        add_tags: patch.add_tags.iter().filter(|t| !has_tag(&row, t)).cloned().collect(),
+        remove_tags: row
+            .tags
+            .iter()
+            .filter(|t| patch.remove_tags.iter().any(|r| r.eq_ignore_ascii_case(t)))
+            .cloned()
+            .collect(),
+    };
+    let move_to = match &patch.move_to {
+        Some(target) => {
+            let name = store.resolve_mailbox(&row.account, target).await?;
+            (name != row.mailbox).then_some(name)
+        }
+        None => None,
+    };
+    Ok(Intent { row, op, move_to })
+}
+
+/// Resolves and plans an update with patch semantics, then executes it unless `dry_run`.
+pub async fn update(
+    home: &Home,
+    store: &Store,
+    origin: &str,
+    selection: serde_json::Value,
+    rows: Vec<MessageRow>,
+    patch: &Patch,
+    dry_run: bool,
+) -> Result<ChangeReport> {
+    patch.validate()?;
+    for tag in patch.add_tags.iter().chain(&patch.remove_tags) {
+        for account in rows.iter().map(|r| r.account.as_str()).collect::<std::collections::BTreeSet<_>>() {
+            let record = store.account(&account.parse()?).await?;
+            let new = !store.tag_in_use(account, tag).await?;
+            registry::validate_tag(&record, tag, new && patch.add_tags.contains(tag))?;
+        }
+    }
+    let mut intents = Vec::with_capacity(rows.len());
+    for row in rows {
+        intents.push(intent_of(store, row, patch).await?);
+    }
+    let patch_json = serde_json::to_value(patch).map_err(|e| Error::internal(e.to_string()))?;
+    execute(home, store, origin, selection, patch_json, None, intents, dry_run).await
+}
+
+type BatchKey = (String, String, u32, FlagOp, Option<String>);
+
+/// Groups intents into provider batches: same account, mailbox, operation and target.
+fn batches(intents: &[Intent]) -> BTreeMap<BatchKey, Vec<usize>> {
+    let mut out: BTreeMap<BatchKey, Vec<usize>> = BTreeMap::new();
+    for (i, it) in intents.iter().enumerate() {
+        if it.op.is_empty() && it.move_to.is_none() {
+            continue;
+        }
+        let key = (
+            it.row.account.clone(),
+            it.row.mailbox.clone(),
+            it.row.uidvalidity,
+            it.op.clone(),
+            it.move_to.clone(),
+        );
+        out.entry(key).or_default().push(i);
+    }
+    out
+}
+
+fn batch_of(key: &BatchKey, intents: &[Intent], members: &[usize]) -> WriteBatch {
+    WriteBatch {
+        mailbox: key.1.clone(),
+        uidvalidity: key.2,
+        op: key.3.clone(),
+        move_to: key.4.clone(),
+        targets: members
+            .iter()
+            .map(|i| WriteTarget {
+                uid: intents[*i].row.uid,
+                modseq: intents[*i].row.modseq,
+            })
+            .collect(),
+    }
+}
+
+/// Plans, executes and journals a set of intents (an update or an undo).
+#[allow(clippy::too_many_arguments)]
+pub async fn execute(
+    home: &Home,
+    store: &Store,
+    origin: &str,
+    selection: serde_json::Value,
+    patch: serde_json::Value,
+    undo_of: Option<i64>,
+    intents: Vec<Intent>,
+    dry_run: bool,
+) -> Result<ChangeReport> {
+    let groups = batches(&intents);
+    let mut plan = Vec::new();
+    for (key, members) in &groups {
+        let record = store.account(&key.0.parse()?).await?;
+        plan.extend(registry::plan(&record, &batch_of(key, &intents, members)));
+    }
+    let mut report = ChangeReport {
+        change_id: None,
+        dry_run,
+        plan,
+        applied: 0,
+        unchanged: 0,
+        stale: 0,
+        failed: 0,
+        failures: Vec::new(),
+        commands: 0,
+    };
+    let mut results: Vec<Option<ItemResult>> = vec![None; intents.len()];
+    if !dry_run {
+        report.commands = run_batches(home, store, &groups, &intents, &mut results).await?;
+    }
+    let mut items = Vec::new();
+    for (intent, result) in intents.iter().zip(results) {
+        let result = result.unwrap_or_else(|| ItemResult::new(intent.row.uid, Outcome::Unchanged));
+        match result.outcome {
+            Outcome::Applied => report.applied += 1,
+            Outcome::Unchanged => report.unchanged += 1,
+            Outcome::Stale => report.stale += 1,
+            Outcome::Failed | Outcome::Unknown => report.failed += 1,
+        }
+        if let Some(e) = &result.error {
+            report.failures.push(Failure {
+                id: intent.row.id,
+                outcome: result.outcome,
+                error_type: e.error_type().to_string(),
+                error: e.message().to_string(),
+            });
+        }
+        items.push(journal_item(intent, result));
+    }
+    if dry_run || items.iter().all(|i| i.outcome == "unchanged" && i.observed.is_none()) {
+        return Ok(report);
+    }
+    let change = ChangeRecord {
+        id: 0,
+        created_at: 0,
+        origin: origin.to_string(),
+        selection,
+        patch,
+        plan: report.plan.clone(),
+        undo_of,
+        applied: report.applied as i64,
+        unchanged: report.unchanged as i64,
+        stale: report.stale as i64,
+        failed: report.failed as i64,
+        items,
+    };
+    report.change_id = Some(store.record_change(&change).await?);
+    Ok(report)
+}
+
+fn journal_item(intent: &Intent, result: ItemResult) -> JournalItem {
+    let outcome = serde_json::to_value(result.outcome)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default();
+    let before = state_of(&intent.row);
+    let after = result.observed.as_ref().map(|(_, flags)| {
+        let (mailbox, uidvalidity, uid) = result.moved_to.clone().unwrap_or((
+            before.mailbox.clone(),
+            before.uidvalidity,
+            before.uid,
+        ));
+        MessageState {
+            mailbox,
+            uidvalidity,
+            uid,
+            read: flags.read,
+            flagged: flags.flagged,
+            tags: flags.tags.clone(),
+        }
+    });
+    JournalItem {
+        message_id: intent.row.id,
+        account: intent.row.account.clone(),
+        outcome,
+        error_type: result.error.as_ref().map(|e| e.error_type().to_string()),
+        error: result.error.as_ref().map(|e| e.message().to_string()),
+        before,
+        after,
+        observed: result.observed,
+    }
+}
+
+/// Runs every batch, account by account, each account under its lock. A batch that fails
+/// marks its messages (unknown outcome when the connection dropped mid-write) and ends that
+/// account's work: nothing more is sent on a connection whose state is unknown.
+async fn run_batches(
+    home: &Home,
+    store: &Store,
+    groups: &BTreeMap<BatchKey, Vec<usize>>,
+    intents: &[Intent],
+    results: &mut [Option<ItemResult>],
+) -> Result<u64> {
+    let mut commands = 0;
+    let mut by_account: BTreeMap<&str, Vec<(&BatchKey, &Vec<usize>)>> = BTreeMap::new();
+    for (key, members) in groups {
+        by_account.entry(key.0.as_str()).or_default().push((key, members));
+    }
+    for (account, batches) in by_account {
+        let id: AccountId = account.parse()?;
+        let _lock = home.lock_account(&id, LOCK_WAIT).await?;
+        let record = store.account(&id).await?;
+        let mut provider = registry::connect(store, &record).await?;
+        let mut broken: Option<Error> = None;
+        for (key, members) in batches {
+            let outcome = match &broken {
+                Some(e) => Err(Error::provider_unavailable(format!(
+                    "not attempted after an earlier failure: {}",
+                    e.message()
+                ))),
+                None => provider.apply(&batch_of(key, intents, members)).await,
+            };
+            match outcome {
+                Ok(items) => {
+                    for item in items {
+                        if let Some(i) = members.iter().find(|i| intents[**i].row.uid == item.uid) {
+                            results[*i] = Some(item);
+                        }
+                    }
+                }
+                Err(e) => {
+                    let outcome = if e.error_type() == "outcome_unknown" {
+                        Outcome::Unknown
+                    } else {
+                        Outcome::Failed
+                    };
+                    for i in members {
+                        results[*i] =
+                            Some(ItemResult::new(intents[*i].row.uid, outcome).with_error(e.clone()));
+                    }
+                    broken.get_or_insert(e);
+                }
+            }
+        }
+        provider.close().await;
+        commands += provider.commands_sent();
+    }
+    Ok(commands)
+}
+
+/// The inverse of a journaled change, for the messages whose current state still equals the
+/// change's after-state; the others are reported `stale_state` and left alone.
+pub async fn undo(home: &Home, store: &Store, change_id: i64, dry_run: bool) -> Result<ChangeReport> {
+    let change = store.change(change_id).await?;
+    let applied: Vec<&JournalItem> = change.items.iter().filter(|i| i.outcome == "applied").collect();
+    if applied.is_empty() {
+        return Err(Error::not_found(format!("change {change_id} applied nothing to undo")));
+    }
+    let rows = store.messages(&applied.iter().map(|i| i.message_id).collect::<Vec<_>>()).await?;
+    let mut intents = Vec::new();
+    let mut stale = Vec::new();
+    for item in applied {
+        let (Some(after), Some(row)) = (&item.after, rows.iter().find(|r| r.id == item.message_id)) else {
+            continue;
+        };
+        if state_of(row) != *after {
+            stale.push(row.id);
+            continue;
+        }
+        let before = &item.before;
+        let op = FlagOp {
+            read: (before.read != after.read).then_some(before.read),
+            flagged: (before.flagged != after.flagged).then_some(before.flagged),
+            add_tags: before.tags.iter().filter(|t| !after.tags.contains(t)).cloned().collect(),
+            remove_tags: after.tags.iter().filter(|t| !before.tags.contains(t)).cloned().collect(),
+        };
+        let move_to = (before.mailbox != after.mailbox).then(|| before.mailbox.clone());
+        intents.push(Intent { row: row.clone(), op, move_to });
+    }
+    let selection = serde_json::json!({ "undo_of": change_id });
+    let patch = serde_json::json!({ "undo_of": change_id });
+    let mut report = execute(home, store, "cli", selection, patch, Some(change_id), intents, dry_run).await?;
+    for id in stale {
+        report.stale += 1;
+        report.failures.push(Failure {
+            id,
+            outcome: Outcome::Stale,
+            error_type: "stale_state".into(),
+            error: format!("message {id} changed after change {change_id}; left alone"),
+        });
+    }
+    Ok(report)
+}

@@ -1,0 +1,198 @@
+//! The write pipeline against a real Dovecot: patch semantics, idempotence, stale state,
+//! move + undo, dry runs, validation before anything is sent, and a connection lost mid-write.
+
+mod common;
+
+use common::{add_account, mb, ok, server};
+use mailbroker_testkit::{ImapClient, message};
+use serde_json::Value;
+
+fn ids(json: &Value) -> Vec<String> {
+    json["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].to_string())
+        .collect()
+}
+
+fn one_id(home: &std::path::Path, query: &str) -> String {
+    let found = ids(&ok(home, &["search", query]));
+    assert_eq!(found.len(), 1, "{query}: {found:?}");
+    found[0].clone()
+}
+
+/// A user with three INBOX messages: 1 `\Seen \Flagged $Other`, 2 `\Seen $Invoice`, 3 none.
+async fn setup(user: &str) -> (tempfile::TempDir, ImapClient) {
+    let server = server().expect("dovecot");
+    let home = tempfile::tempdir().unwrap();
+    let mut client = ImapClient::connect(server, user).await.unwrap();
+    for (i, flags) in ["\\Seen \\Flagged $Other", "\\Seen $Invoice", ""].iter().enumerate() {
+        let body = message(i, "alice@example.test", &format!("Note {i}"), "text");
+        client.append("INBOX", flags, &body).await.unwrap();
+    }
+    add_account(server, home.path(), "w", user, &[]);
+    ok(home.path(), &["sync"]);
+    (home, client)
+}
+
+#[tokio::test]
+async fn adding_a_tag_leaves_everything_else_alone() {
+    if server().is_none() {
+        return;
+    }
+    let (home, mut client) = setup("w-patch").await;
+    let before = client.flags("INBOX").await.unwrap();
+    let id = one_id(home.path(), "subject:\"Note 0\"");
+    let report = ok(home.path(), &["update", &id, "--add-tag", "Work"]);
+    assert_eq!(report["applied"], 1, "{report}");
+    let after = client.flags("INBOX").await.unwrap();
+    assert_eq!(after[&1], vec!["$Other", "Work", "\\Flagged", "\\Seen"], "server: {after:?}");
+    assert_eq!(after[&2], before[&2]);
+    assert_eq!(after[&3], before[&3]);
+    assert!(client.flags("Archive").await.unwrap().is_empty());
+    // The index says what the server says.
+    assert_eq!(common::indexed_flags(home.path(), "w", "INBOX"), after);
+}
+
+#[tokio::test]
+async fn repeating_a_request_sends_nothing() {
+    if server().is_none() {
+        return;
+    }
+    let (home, _client) = setup("w-twice").await;
+    let first = ok(home.path(), &["update", "--query", "in:inbox", "--add-tag", "$Triage", "--read"]);
+    assert_eq!(first["applied"], 3, "{first}");
+    assert!(first["commands"].as_u64().unwrap() > 0);
+    let plan: Vec<&str> = first["plan"].as_array().unwrap().iter().map(|l| l.as_str().unwrap()).collect();
+    assert!(plan.iter().any(|l| l.contains("UID STORE") && l.contains("+FLAGS.SILENT")), "{plan:?}");
+    let second = ok(home.path(), &["update", "--query", "in:inbox", "--add-tag", "$Triage", "--read"]);
+    assert_eq!(second["applied"], 0, "{second}");
+    assert_eq!(second["unchanged"], 3);
+    assert_eq!(second["commands"], 0, "a repeated request must not talk to the server");
+    assert!(second["plan"].as_array().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_concurrent_change_is_stale_and_not_overwritten() {
+    if server().is_none() {
+        return;
+    }
+    let (home, mut client) = setup("w-stale").await;
+    let id = one_id(home.path(), "subject:\"Note 2\"");
+    // Another client flags message 3 after mailbroker indexed it.
+    client.store("INBOX", 3, "+FLAGS", "\\Flagged").await.unwrap();
+    let run = mb(home.path(), &["update", &id, "--add-tag", "Later", "--unflag"]);
+    assert_eq!(run.code, 5, "{}", run.stdout);
+    assert_eq!(run.json["stale"], 1, "{}", run.stdout);
+    assert_eq!(run.json["failures"][0]["error_type"], "stale_state");
+    let server_flags = client.flags("INBOX").await.unwrap();
+    assert_eq!(server_flags[&3], vec!["\\Flagged"], "overwritten: {server_flags:?}");
+    // The index was refreshed from what the server showed.
+    let shown = ok(home.path(), &["show", &id]);
+    assert_eq!(shown["message"]["flagged"], true);
+}
+
+#[tokio::test]
+async fn move_to_archive_and_undo() {
+    if server().is_none() {
+        return;
+    }
+    let (home, mut client) = setup("w-move").await;
+    let id = one_id(home.path(), "subject:\"Note 1\"");
+    let moved = ok(home.path(), &["update", &id, "--move-to", "archive"]);
+    assert_eq!(moved["applied"], 1, "{moved}");
+    assert!(!client.flags("INBOX").await.unwrap().contains_key(&2));
+    let archive = client.flags("Archive").await.unwrap();
+    assert_eq!(archive.values().next().unwrap(), &vec!["$Invoice", "\\Seen"]);
+    // The same local id now points at the Archive copy.
+    let shown = ok(home.path(), &["show", &id]);
+    assert_eq!(shown["message"]["mailbox"], "Archive");
+
+    let change = moved["change_id"].as_i64().unwrap().to_string();
+    let undone = ok(home.path(), &["undo", &change]);
+    assert_eq!(undone["applied"], 1, "{undone}");
+    assert!(client.flags("Archive").await.unwrap().is_empty());
+    let inbox = client.flags("INBOX").await.unwrap();
+    assert_eq!(inbox.len(), 3);
+    assert!(inbox.values().any(|f| f == &vec!["$Invoice", "\\Seen"]), "{inbox:?}");
+    assert_eq!(ok(home.path(), &["show", &id])["message"]["mailbox"], "INBOX");
+
+    let journal = ok(home.path(), &["changes"]);
+    let list = journal["changes"].as_array().unwrap();
+    assert_eq!(list.len(), 2, "{journal}");
+    assert_eq!(list[0]["undo_of"].as_i64().unwrap().to_string(), change);
+    let detail = ok(home.path(), &["changes", &change]);
+    assert_eq!(detail["change"]["items"][0]["before"]["mailbox"], "INBOX");
+    assert_eq!(detail["change"]["items"][0]["after"]["mailbox"], "Archive");
+}
+
+/// Everything the index holds, as text, for before/after comparisons.
+async fn dump(home: &std::path::Path) -> String {
+    let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", home.join("index.sqlite3").display()))
+        .await
+        .unwrap();
+    let mut out = String::new();
+    for table in ["accounts", "mailboxes", "messages", "message_tags", "changes", "change_items"] {
+        let rows: Vec<(String,)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT json_array(*) FROM (SELECT * FROM {table}) ORDER BY 1"
+        )))
+        .fetch_all(&pool)
+        .await
+        .unwrap_or_default();
+        out.push_str(&format!("{table}: {rows:?}\n"));
+    }
+    pool.close().await;
+    out
+}
+
+#[tokio::test]
+async fn a_dry_run_changes_nothing_anywhere() {
+    if server().is_none() {
+        return;
+    }
+    let (home, mut client) = setup("w-dry").await;
+    let server_before = client.flags("INBOX").await.unwrap();
+    let index_before = dump(home.path()).await;
+    let report = ok(
+        home.path(),
+        &["update", "--query", "in:inbox", "--add-tag", "X1", "--unread", "--move-to", "junk", "--dry-run"],
+    );
+    assert_eq!(report["dry_run"], true);
+    assert!(report["change_id"].is_null());
+    assert!(report["plan"].as_array().unwrap().iter().any(|l| l.as_str().unwrap().contains("UID MOVE")), "{report}");
+    assert_eq!(client.flags("INBOX").await.unwrap(), server_before);
+    assert!(client.flags("Junk").await.unwrap().is_empty());
+    assert_eq!(dump(home.path()).await, index_before);
+}
+
+/// Successful logins of `user` in Dovecot's log.
+fn logins(user: &str) -> usize {
+    let needle = format!("Login: user=<{user}>");
+    server().unwrap().log().matches(&needle).count()
+}
+
+#[tokio::test]
+async fn invalid_keywords_are_refused_before_anything_is_sent() {
+    if server().is_none() {
+        return;
+    }
+    let (home, mut client) = setup("w-invalid").await;
+    let before = client.flags("INBOX").await.unwrap();
+    let id = one_id(home.path(), "subject:\"Note 0\"");
+    let long = "k".repeat(51);
+    let logins_before = logins("w-invalid");
+    for bad in ["two words", "par(en", "line\r\nbreak", long.as_str()] {
+        let run = mb(home.path(), &["update", &id, "--add-tag", bad]);
+        assert_ne!(run.code, 0);
+        assert_eq!(run.json["error_type"], "validation_error", "{bad:?}: {}", run.stdout);
+    }
+    for invalid in [&["update", &id, "--add-tag", "A", "--remove-tag", "a"][..], &["update", &id][..], &["update", &id, "--move-to", "nowhere"][..]] {
+        let run = mb(home.path(), invalid);
+        assert_ne!(run.code, 0, "{invalid:?}");
+        let expected = if invalid.contains(&"nowhere") { "not_found" } else { "validation_error" };
+        assert_eq!(run.json["error_type"], expected, "{invalid:?}: {}", run.stdout);
+    }
+    assert_eq!(logins("w-invalid"), logins_before, "mailbroker logged in to the server");
+    assert_eq!(client.flags("INBOX").await.unwrap(), before);
+}
