@@ -240,7 +240,10 @@ async fn update(home: &Home, store: &Store, args: &UpdateArgs, json: bool) -> Re
             let rows = store.search(&query, u32::MAX).await?;
             (serde_json::json!({ "query": q }), rows)
         }
-        None => (serde_json::json!({ "ids": args.ids }), store.messages(&args.ids).await?),
+        None => (
+            serde_json::json!({ "ids": args.ids }),
+            store.messages(&args.ids).await?,
+        ),
     };
     let report = write::update(home, store, "cli", selection, rows, &patch, args.dry_run).await?;
     print_change(&report, json)
@@ -272,7 +275,9 @@ async fn dispatch_read(home: &Home, store: &Store, command: Command, json: bool)
                     "  message {}: {}{}",
                     item.message_id,
                     item.outcome,
-                    item.error.as_deref().map_or(String::new(), |e| format!(" ({e})"))
+                    item.error
+                        .as_deref()
+                        .map_or(String::new(), |e| format!(" ({e})"))
                 );
             }
             Ok(())
@@ -434,7 +439,11 @@ fn print_change(report: &write::ChangeReport, json: bool) -> Result<u8> {
         }
     }
     // The report is the output; the exit code only tells scripts that not everything happened.
-    Ok(if report.failed + report.stale > 0 { CHANGE_INCOMPLETE } else { 0 })
+    Ok(if report.failed + report.stale > 0 {
+        CHANGE_INCOMPLETE
+    } else {
+        0
+    })
 }
 
 /// Exit code of an update or undo that left some messages stale or failed.

@@ -70,7 +70,12 @@ async fn intent_of(store: &Store, row: MessageRow, patch: &Patch) -> Result<Inte
     let op = FlagOp {
         read: patch.read.filter(|r| *r != row.read),
         flagged: patch.flagged.filter(|f| *f != row.flagged),
-        add_tags: patch.add_tags.iter().filter(|t| !has_tag(&row, t)).cloned().collect(),
+        add_tags: patch
+            .add_tags
+            .iter()
+            .filter(|t| !has_tag(&row, t))
+            .cloned()
+            .collect(),
         remove_tags: row
             .tags
             .iter()
@@ -100,7 +105,11 @@ pub async fn update(
 ) -> Result<ChangeReport> {
     patch.validate()?;
     for tag in patch.add_tags.iter().chain(&patch.remove_tags) {
-        for account in rows.iter().map(|r| r.account.as_str()).collect::<std::collections::BTreeSet<_>>() {
+        for account in rows
+            .iter()
+            .map(|r| r.account.as_str())
+            .collect::<std::collections::BTreeSet<_>>()
+        {
             let record = store.account(&account.parse()?).await?;
             let new = !store.tag_in_use(account, tag).await?;
             registry::validate_tag(&record, tag, new && patch.add_tags.contains(tag))?;
@@ -111,7 +120,10 @@ pub async fn update(
         intents.push(intent_of(store, row, patch).await?);
     }
     let patch_json = serde_json::to_value(patch).map_err(|e| Error::internal(e.to_string()))?;
-    execute(home, store, origin, selection, patch_json, None, intents, dry_run).await
+    execute(
+        home, store, origin, selection, patch_json, None, intents, dry_run,
+    )
+    .await
 }
 
 type BatchKey = (String, String, u32, FlagOp, Option<String>);
@@ -203,7 +215,11 @@ pub async fn execute(
         }
         items.push(journal_item(intent, result));
     }
-    if dry_run || items.iter().all(|i| i.outcome == "unchanged" && i.observed.is_none()) {
+    if dry_run
+        || items
+            .iter()
+            .all(|i| i.outcome == "unchanged" && i.observed.is_none())
+    {
         return Ok(report);
     }
     let change = ChangeRecord {
@@ -270,7 +286,10 @@ async fn run_batches(
     let mut commands = 0;
     let mut by_account: BTreeMap<&str, Vec<(&BatchKey, &Vec<usize>)>> = BTreeMap::new();
     for (key, members) in groups {
-        by_account.entry(key.0.as_str()).or_default().push((key, members));
+        by_account
+            .entry(key.0.as_str())
+            .or_default()
+            .push((key, members));
     }
     for (account, batches) in by_account {
         let id: AccountId = account.parse()?;
@@ -301,8 +320,9 @@ async fn run_batches(
                         Outcome::Failed
                     };
                     for i in members {
-                        results[*i] =
-                            Some(ItemResult::new(intents[*i].row.uid, outcome).with_error(e.clone()));
+                        results[*i] = Some(
+                            ItemResult::new(intents[*i].row.uid, outcome).with_error(e.clone()),
+                        );
                     }
                     broken.get_or_insert(e);
                 }
@@ -316,17 +336,31 @@ async fn run_batches(
 
 /// The inverse of a journaled change, for the messages whose current state still equals the
 /// change's after-state; the others are reported `stale_state` and left alone.
-pub async fn undo(home: &Home, store: &Store, change_id: i64, dry_run: bool) -> Result<ChangeReport> {
+pub async fn undo(
+    home: &Home,
+    store: &Store,
+    change_id: i64,
+    dry_run: bool,
+) -> Result<ChangeReport> {
     let change = store.change(change_id).await?;
-    let applied: Vec<&JournalItem> = change.items.iter().filter(|i| i.outcome == "applied").collect();
+    let applied: Vec<&JournalItem> = change
+        .items
+        .iter()
+        .filter(|i| i.outcome == "applied")
+        .collect();
     if applied.is_empty() {
-        return Err(Error::not_found(format!("change {change_id} applied nothing to undo")));
+        return Err(Error::not_found(format!(
+            "change {change_id} applied nothing to undo"
+        )));
     }
-    let rows = store.messages(&applied.iter().map(|i| i.message_id).collect::<Vec<_>>()).await?;
+    let rows = store
+        .messages(&applied.iter().map(|i| i.message_id).collect::<Vec<_>>())
+        .await?;
     let mut intents = Vec::new();
     let mut stale = Vec::new();
     for item in applied {
-        let (Some(after), Some(row)) = (&item.after, rows.iter().find(|r| r.id == item.message_id)) else {
+        let (Some(after), Some(row)) = (&item.after, rows.iter().find(|r| r.id == item.message_id))
+        else {
             continue;
         };
         if state_of(row) != *after {
@@ -337,15 +371,39 @@ pub async fn undo(home: &Home, store: &Store, change_id: i64, dry_run: bool) -> 
         let op = FlagOp {
             read: (before.read != after.read).then_some(before.read),
             flagged: (before.flagged != after.flagged).then_some(before.flagged),
-            add_tags: before.tags.iter().filter(|t| !after.tags.contains(t)).cloned().collect(),
-            remove_tags: after.tags.iter().filter(|t| !before.tags.contains(t)).cloned().collect(),
+            add_tags: before
+                .tags
+                .iter()
+                .filter(|t| !after.tags.contains(t))
+                .cloned()
+                .collect(),
+            remove_tags: after
+                .tags
+                .iter()
+                .filter(|t| !before.tags.contains(t))
+                .cloned()
+                .collect(),
         };
         let move_to = (before.mailbox != after.mailbox).then(|| before.mailbox.clone());
-        intents.push(Intent { row: row.clone(), op, move_to });
+        intents.push(Intent {
+            row: row.clone(),
+            op,
+            move_to,
+        });
     }
     let selection = serde_json::json!({ "undo_of": change_id });
     let patch = serde_json::json!({ "undo_of": change_id });
-    let mut report = execute(home, store, "cli", selection, patch, Some(change_id), intents, dry_run).await?;
+    let mut report = execute(
+        home,
+        store,
+        "cli",
+        selection,
+        patch,
+        Some(change_id),
+        intents,
+        dry_run,
+    )
+    .await?;
     for id in stale {
         report.stale += 1;
         report.failures.push(Failure {

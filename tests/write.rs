@@ -27,7 +27,10 @@ async fn setup(user: &str) -> (tempfile::TempDir, ImapClient) {
     let server = server().expect("dovecot");
     let home = tempfile::tempdir().unwrap();
     let mut client = ImapClient::connect(server, user).await.unwrap();
-    for (i, flags) in ["\\Seen \\Flagged $Other", "\\Seen $Invoice", ""].iter().enumerate() {
+    for (i, flags) in ["\\Seen \\Flagged $Other", "\\Seen $Invoice", ""]
+        .iter()
+        .enumerate()
+    {
         let body = message(i, "alice@example.test", &format!("Note {i}"), "text");
         client.append("INBOX", flags, &body).await.unwrap();
     }
@@ -47,7 +50,11 @@ async fn adding_a_tag_leaves_everything_else_alone() {
     let report = ok(home.path(), &["update", &id, "--add-tag", "Work"]);
     assert_eq!(report["applied"], 1, "{report}");
     let after = client.flags("INBOX").await.unwrap();
-    assert_eq!(after[&1], vec!["$Other", "Work", "\\Flagged", "\\Seen"], "server: {after:?}");
+    assert_eq!(
+        after[&1],
+        vec!["$Other", "Work", "\\Flagged", "\\Seen"],
+        "server: {after:?}"
+    );
     assert_eq!(after[&2], before[&2]);
     assert_eq!(after[&3], before[&3]);
     assert!(client.flags("Archive").await.unwrap().is_empty());
@@ -61,15 +68,47 @@ async fn repeating_a_request_sends_nothing() {
         return;
     }
     let (home, _client) = setup("w-twice").await;
-    let first = ok(home.path(), &["update", "--query", "in:inbox", "--add-tag", "$Triage", "--read"]);
+    let first = ok(
+        home.path(),
+        &[
+            "update",
+            "--query",
+            "in:inbox",
+            "--add-tag",
+            "$Triage",
+            "--read",
+        ],
+    );
     assert_eq!(first["applied"], 3, "{first}");
     assert!(first["commands"].as_u64().unwrap() > 0);
-    let plan: Vec<&str> = first["plan"].as_array().unwrap().iter().map(|l| l.as_str().unwrap()).collect();
-    assert!(plan.iter().any(|l| l.contains("UID STORE") && l.contains("+FLAGS.SILENT")), "{plan:?}");
-    let second = ok(home.path(), &["update", "--query", "in:inbox", "--add-tag", "$Triage", "--read"]);
+    let plan: Vec<&str> = first["plan"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l.as_str().unwrap())
+        .collect();
+    assert!(
+        plan.iter()
+            .any(|l| l.contains("UID STORE") && l.contains("+FLAGS.SILENT")),
+        "{plan:?}"
+    );
+    let second = ok(
+        home.path(),
+        &[
+            "update",
+            "--query",
+            "in:inbox",
+            "--add-tag",
+            "$Triage",
+            "--read",
+        ],
+    );
     assert_eq!(second["applied"], 0, "{second}");
     assert_eq!(second["unchanged"], 3);
-    assert_eq!(second["commands"], 0, "a repeated request must not talk to the server");
+    assert_eq!(
+        second["commands"], 0,
+        "a repeated request must not talk to the server"
+    );
     assert!(second["plan"].as_array().unwrap().is_empty());
 }
 
@@ -81,13 +120,23 @@ async fn a_concurrent_change_is_stale_and_not_overwritten() {
     let (home, mut client) = setup("w-stale").await;
     let id = one_id(home.path(), "subject:\"Note 2\"");
     // Another client flags message 3 after mailbroker indexed it.
-    client.store("INBOX", 3, "+FLAGS", "\\Flagged").await.unwrap();
-    let run = mb(home.path(), &["update", &id, "--add-tag", "Later", "--unflag"]);
+    client
+        .store("INBOX", 3, "+FLAGS", "\\Flagged")
+        .await
+        .unwrap();
+    let run = mb(
+        home.path(),
+        &["update", &id, "--add-tag", "Later", "--unflag"],
+    );
     assert_eq!(run.code, 5, "{}", run.stdout);
     assert_eq!(run.json["stale"], 1, "{}", run.stdout);
     assert_eq!(run.json["failures"][0]["error_type"], "stale_state");
     let server_flags = client.flags("INBOX").await.unwrap();
-    assert_eq!(server_flags[&3], vec!["\\Flagged"], "overwritten: {server_flags:?}");
+    assert_eq!(
+        server_flags[&3],
+        vec!["\\Flagged"],
+        "overwritten: {server_flags:?}"
+    );
     // The index was refreshed from what the server showed.
     let shown = ok(home.path(), &["show", &id]);
     assert_eq!(shown["message"]["flagged"], true);
@@ -104,7 +153,10 @@ async fn move_to_archive_and_undo() {
     assert_eq!(moved["applied"], 1, "{moved}");
     assert!(!client.flags("INBOX").await.unwrap().contains_key(&2));
     let archive = client.flags("Archive").await.unwrap();
-    assert_eq!(archive.values().next().unwrap(), &vec!["$Invoice", "\\Seen"]);
+    assert_eq!(
+        archive.values().next().unwrap(),
+        &vec!["$Invoice", "\\Seen"]
+    );
     // The same local id now points at the Archive copy.
     let shown = ok(home.path(), &["show", &id]);
     assert_eq!(shown["message"]["mailbox"], "Archive");
@@ -115,8 +167,14 @@ async fn move_to_archive_and_undo() {
     assert!(client.flags("Archive").await.unwrap().is_empty());
     let inbox = client.flags("INBOX").await.unwrap();
     assert_eq!(inbox.len(), 3);
-    assert!(inbox.values().any(|f| f == &vec!["$Invoice", "\\Seen"]), "{inbox:?}");
-    assert_eq!(ok(home.path(), &["show", &id])["message"]["mailbox"], "INBOX");
+    assert!(
+        inbox.values().any(|f| f == &vec!["$Invoice", "\\Seen"]),
+        "{inbox:?}"
+    );
+    assert_eq!(
+        ok(home.path(), &["show", &id])["message"]["mailbox"],
+        "INBOX"
+    );
 
     let journal = ok(home.path(), &["changes"]);
     let list = journal["changes"].as_array().unwrap();
@@ -129,11 +187,21 @@ async fn move_to_archive_and_undo() {
 
 /// Everything the index holds, as text, for before/after comparisons.
 async fn dump(home: &std::path::Path) -> String {
-    let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", home.join("index.sqlite3").display()))
-        .await
-        .unwrap();
+    let pool = sqlx::SqlitePool::connect(&format!(
+        "sqlite://{}",
+        home.join("index.sqlite3").display()
+    ))
+    .await
+    .unwrap();
     let mut out = String::new();
-    for table in ["accounts", "mailboxes", "messages", "message_tags", "changes", "change_items"] {
+    for table in [
+        "accounts",
+        "mailboxes",
+        "messages",
+        "message_tags",
+        "changes",
+        "change_items",
+    ] {
         let rows: Vec<(String,)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
             "SELECT json_array(*) FROM (SELECT * FROM {table}) ORDER BY 1"
         )))
@@ -156,11 +224,28 @@ async fn a_dry_run_changes_nothing_anywhere() {
     let index_before = dump(home.path()).await;
     let report = ok(
         home.path(),
-        &["update", "--query", "in:inbox", "--add-tag", "X1", "--unread", "--move-to", "junk", "--dry-run"],
+        &[
+            "update",
+            "--query",
+            "in:inbox",
+            "--add-tag",
+            "X1",
+            "--unread",
+            "--move-to",
+            "junk",
+            "--dry-run",
+        ],
     );
     assert_eq!(report["dry_run"], true);
     assert!(report["change_id"].is_null());
-    assert!(report["plan"].as_array().unwrap().iter().any(|l| l.as_str().unwrap().contains("UID MOVE")), "{report}");
+    assert!(
+        report["plan"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|l| l.as_str().unwrap().contains("UID MOVE")),
+        "{report}"
+    );
     assert_eq!(client.flags("INBOX").await.unwrap(), server_before);
     assert!(client.flags("Junk").await.unwrap().is_empty());
     assert_eq!(dump(home.path()).await, index_before);
@@ -185,14 +270,97 @@ async fn invalid_keywords_are_refused_before_anything_is_sent() {
     for bad in ["two words", "par(en", "line\r\nbreak", long.as_str()] {
         let run = mb(home.path(), &["update", &id, "--add-tag", bad]);
         assert_ne!(run.code, 0);
-        assert_eq!(run.json["error_type"], "validation_error", "{bad:?}: {}", run.stdout);
+        assert_eq!(
+            run.json["error_type"], "validation_error",
+            "{bad:?}: {}",
+            run.stdout
+        );
     }
-    for invalid in [&["update", &id, "--add-tag", "A", "--remove-tag", "a"][..], &["update", &id][..], &["update", &id, "--move-to", "nowhere"][..]] {
+    for invalid in [
+        &["update", &id, "--add-tag", "A", "--remove-tag", "a"][..],
+        &["update", &id][..],
+        &["update", &id, "--move-to", "nowhere"][..],
+    ] {
         let run = mb(home.path(), invalid);
         assert_ne!(run.code, 0, "{invalid:?}");
-        let expected = if invalid.contains(&"nowhere") { "not_found" } else { "validation_error" };
-        assert_eq!(run.json["error_type"], expected, "{invalid:?}: {}", run.stdout);
+        let expected = if invalid.contains(&"nowhere") {
+            "not_found"
+        } else {
+            "validation_error"
+        };
+        assert_eq!(
+            run.json["error_type"], expected,
+            "{invalid:?}: {}",
+            run.stdout
+        );
     }
-    assert_eq!(logins("w-invalid"), logins_before, "mailbroker logged in to the server");
+    assert_eq!(
+        logins("w-invalid"),
+        logins_before,
+        "mailbroker logged in to the server"
+    );
     assert_eq!(client.flags("INBOX").await.unwrap(), before);
+}
+
+#[tokio::test]
+async fn a_write_whose_answer_is_lost_is_unknown_and_a_rerun_converges() {
+    let Some(server) = server() else { return };
+    let home = tempfile::tempdir().unwrap();
+    let user = "w-lost";
+    let mut client = ImapClient::connect(server, user).await.unwrap();
+    for i in 0..4 {
+        let body = message(i, "bob@example.test", &format!("Lost {i}"), "text");
+        client
+            .append("INBOX", if i == 0 { "\\Seen" } else { "" }, &body)
+            .await
+            .unwrap();
+    }
+    let proxy =
+        mailbroker_testkit::Proxy::start(server.imap_port, std::time::Duration::ZERO).unwrap();
+    let mut args = common::add_args("p", "127.0.0.1", proxy.port, user);
+    args.extend(["--tls", "none"].map(String::from));
+    assert_eq!(common::mb_args(home.path(), &args).code, 0);
+    ok(home.path(), &["sync"]);
+
+    // The STORE reaches the server, but its answer never comes back.
+    proxy.cut_after("UID STORE");
+    let run = mb(
+        home.path(),
+        &["update", "--query", "in:inbox", "--add-tag", "Kept"],
+    );
+    assert_eq!(run.code, 5, "{}", run.stdout);
+    assert_eq!(run.json["applied"], 0, "{}", run.stdout);
+    assert_eq!(run.json["failed"], 4, "{}", run.stdout);
+    let failures = run.json["failures"].as_array().unwrap();
+    assert!(
+        failures
+            .iter()
+            .all(|f| f["error_type"] == "outcome_unknown" && f["outcome"] == "unknown"),
+        "{}",
+        run.stdout
+    );
+    let on_server = client.flags("INBOX").await.unwrap();
+    assert!(
+        on_server.values().all(|f| f.contains(&"Kept".to_string())),
+        "{on_server:?}"
+    );
+
+    // Rerun: the server already shows the change, so nothing is stored again.
+    let rerun = ok(
+        home.path(),
+        &["update", "--query", "in:inbox", "--add-tag", "Kept"],
+    );
+    assert_eq!(rerun["applied"], 0, "{rerun}");
+    assert_eq!(rerun["unchanged"], 4, "{rerun}");
+    assert_eq!(rerun["failed"], 0, "{rerun}");
+    assert_eq!(
+        common::indexed_flags(home.path(), "p", "INBOX"),
+        client.flags("INBOX").await.unwrap()
+    );
+    // And now the index knows, so a third run does not even connect.
+    let third = ok(
+        home.path(),
+        &["update", "--query", "in:inbox", "--add-tag", "Kept"],
+    );
+    assert_eq!(third["commands"], 0, "{third}");
 }

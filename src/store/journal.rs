@@ -114,7 +114,19 @@ impl Store {
     }
 
     pub async fn change(&self, id: i64) -> Result<ChangeRecord, Error> {
-        type Row = (i64, i64, String, String, String, String, Option<i64>, i64, i64, i64, i64);
+        type Row = (
+            i64,
+            i64,
+            String,
+            String,
+            String,
+            String,
+            Option<i64>,
+            i64,
+            i64,
+            i64,
+            i64,
+        );
         let row: Option<Row> = sqlx::query_as(
             "SELECT id, created_at, origin, selection, patch, plan, undo_of, applied, unchanged,
                stale, failed FROM changes WHERE id = ?",
@@ -127,7 +139,15 @@ impl Store {
             return Err(Error::not_found(format!("no change {id}"))
                 .with_next_step("run: mailbroker changes"));
         };
-        type ItemRow = (i64, String, String, Option<String>, Option<String>, String, Option<String>);
+        type ItemRow = (
+            i64,
+            String,
+            String,
+            Option<String>,
+            Option<String>,
+            String,
+            Option<String>,
+        );
         let items: Vec<ItemRow> = sqlx::query_as(
             "SELECT message_id, account_id, outcome, error_type, error, before, after
              FROM change_items WHERE change_id = ? ORDER BY message_id",
@@ -136,21 +156,27 @@ impl Store {
         .fetch_all(self.pool())
         .await
         .map_err(db_error)?;
-        let bad = |e: serde_json::Error| Error::internal(format!("change {id}: bad journal json: {e}"));
+        let bad =
+            |e: serde_json::Error| Error::internal(format!("change {id}: bad journal json: {e}"));
         let items = items
             .into_iter()
-            .map(|(message_id, account, outcome, error_type, error, before, after)| {
-                Ok(JournalItem {
-                    message_id,
-                    account,
-                    outcome,
-                    error_type,
-                    error,
-                    before: serde_json::from_str(&before).map_err(bad)?,
-                    after: after.map(|a| serde_json::from_str(&a)).transpose().map_err(bad)?,
-                    observed: None,
-                })
-            })
+            .map(
+                |(message_id, account, outcome, error_type, error, before, after)| {
+                    Ok(JournalItem {
+                        message_id,
+                        account,
+                        outcome,
+                        error_type,
+                        error,
+                        before: serde_json::from_str(&before).map_err(bad)?,
+                        after: after
+                            .map(|a| serde_json::from_str(&a))
+                            .transpose()
+                            .map_err(bad)?,
+                        observed: None,
+                    })
+                },
+            )
             .collect::<Result<Vec<_>, Error>>()?;
         Ok(ChangeRecord {
             id: r.0,

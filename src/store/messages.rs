@@ -57,7 +57,8 @@ struct Row {
     snippet: String,
 }
 
-const SELECT: &str = "SELECT m.id, b.account_id, b.name, m.uidvalidity, m.uid, m.modseq, m.message_id,
+const SELECT: &str =
+    "SELECT m.id, b.account_id, b.name, m.uidvalidity, m.uid, m.modseq, m.message_id,
     m.from_addr, m.to_addr, m.cc_addr, m.subject, m.date, m.size, m.has_attachments, m.is_read,
     m.is_flagged, m.flags, m.tags, m.snippet
     FROM messages m JOIN mailboxes b ON b.id = m.mailbox_id WHERE 1 = 1";
@@ -184,7 +185,11 @@ impl Store {
                 list.push_bind(*id);
             }
             q.push(")");
-            let rows: Vec<Row> = q.build_query_as().fetch_all(self.pool()).await.map_err(db_error)?;
+            let rows: Vec<Row> = q
+                .build_query_as()
+                .fetch_all(self.pool())
+                .await
+                .map_err(db_error)?;
             out.extend(rows.into_iter().map(row_of));
         }
         if let Some(missing) = ids.iter().find(|id| !out.iter().any(|r| r.id == **id)) {

@@ -41,7 +41,12 @@ fn flag_name(f: &Flag<'_>) -> Option<String> {
 impl ImapClient {
     /// Logs in as `user` on the plain port.
     pub async fn connect(server: &Dovecot, user: &str) -> Result<ImapClient> {
-        let tcp = TcpStream::connect(("127.0.0.1", server.imap_port)).await?;
+        Self::connect_port(server.imap_port, user).await
+    }
+
+    /// Logs in as `user` on a plain port (the server's, or a proxy's in front of it).
+    pub async fn connect_port(port: u16, user: &str) -> Result<ImapClient> {
+        let tcp = TcpStream::connect(("127.0.0.1", port)).await?;
         let mut client = async_imap::Client::new(tcp);
         client
             .read_response()
@@ -158,6 +163,26 @@ impl ImapClient {
         }
         self.drain();
         Ok(n)
+    }
+
+    /// Runs `UID STORE <uid> <query>` once per UID (the per-message path, for comparison).
+    pub async fn store_each(&mut self, uids: &[u32], query: &str) -> Result<()> {
+        for uid in uids {
+            let mut s = self.session.uid_store(uid.to_string(), query).await?;
+            while s.try_next().await?.is_some() {}
+        }
+        self.drain();
+        Ok(())
+    }
+
+    /// Runs `UID STORE <set> <query>` once.
+    pub async fn store_set(&mut self, set: &str, query: &str) -> Result<()> {
+        {
+            let mut s = self.session.uid_store(set, query).await?;
+            while s.try_next().await?.is_some() {}
+        }
+        self.drain();
+        Ok(())
     }
 
     pub async fn logout(mut self) -> Result<()> {

@@ -8,10 +8,12 @@
 mod certs;
 mod dovecot;
 mod imap;
+mod proxy;
 
 pub use certs::TestCa;
 pub use dovecot::{Dovecot, PASSWORD};
 pub use imap::{ImapClient, message};
+pub use proxy::Proxy;
 
 /// Whether a missing Dovecot must fail the test run (CI) rather than skip.
 pub fn dovecot_required() -> bool {

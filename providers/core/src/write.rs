@@ -155,13 +155,19 @@ mod tests {
 
     #[test]
     fn patch_validation() {
-        assert_eq!(Patch::default().validate().unwrap_err().error_type(), "validation_error");
+        assert_eq!(
+            Patch::default().validate().unwrap_err().error_type(),
+            "validation_error"
+        );
         let both = Patch {
             add_tags: vec!["Work".into()],
             remove_tags: vec!["work".into()],
             ..Patch::default()
         };
-        assert_eq!(both.validate().unwrap_err().error_type(), "validation_error");
+        assert_eq!(
+            both.validate().unwrap_err().error_type(),
+            "validation_error"
+        );
         let delete = Patch {
             delete: Some(DeleteMode::Trash),
             ..Patch::default()

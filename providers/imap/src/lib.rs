@@ -14,6 +14,6 @@ mod write;
 
 pub use connect::{ImapConfig, ImapSettings, TlsMode};
 pub use session::ImapProvider;
-pub use write::{plan, validate_tag};
 /// The FETCH items of a first sync (without the parentheses), for benchmarks to compare with.
 pub use sync::NEW_MESSAGE_ITEMS;
+pub use write::{plan, validate_tag};

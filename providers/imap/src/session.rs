@@ -1,11 +1,12 @@
 //! A logged-in IMAP session as a `Provider`: capability detection and mailbox listing.
 
+use async_imap::imap_proto::{AttributeValue, Response, Status};
 use async_imap::types::{Capability, Flag};
 use async_trait::async_trait;
 use futures::TryStreamExt;
 use mailbroker_core::{
-    Capabilities, Error, ItemResult, MailboxInfo, MailboxSyncReport, Provider, Result, SyncRequest,
-    SyncSink, WriteBatch,
+    Capabilities, Error, ItemResult, MailboxInfo, MailboxSyncReport, MessageFlags, Provider,
+    Result, SyncRequest, SyncSink, WriteBatch,
 };
 
 use crate::connect::{self, COMMAND_TIMEOUT, ImapConfig, Session, imap_error, timed};
@@ -239,5 +240,91 @@ impl MailboxStatus {
             }
         }
         Some((mailbox, s))
+    }
+}
+
+impl ImapProvider {
+    /// Sends one command and hands every untagged answer to `on_data` until the command's own
+    /// tagged answer. Unlike async-imap's streams, which end quietly on a dropped connection
+    /// or a NO, this fails: `provider_unavailable` when the connection is gone (a write's
+    /// outcome is then unknown), `provider_write_failed` on NO/BAD.
+    pub(crate) async fn command(
+        &mut self,
+        command: &str,
+        mut on_data: impl FnMut(&Response<'_>),
+    ) -> Result<()> {
+        let verb: String = command
+            .split_whitespace()
+            .take(if command.starts_with("UID ") { 2 } else { 1 })
+            .collect::<Vec<_>>()
+            .join(" ")
+            .to_lowercase();
+        self.commands += 1;
+        self.drain_unsolicited();
+        let id = timed(&verb, COMMAND_TIMEOUT, self.session.run_command(command))
+            .await?
+            .map_err(|e| imap_error(&verb, e))?;
+        loop {
+            let resp = timed(&verb, COMMAND_TIMEOUT, self.session.read_response())
+                .await?
+                .map_err(|e| Error::provider_unavailable(format!("imap {verb}: {e}")))?
+                .ok_or_else(|| {
+                    Error::provider_unavailable(format!("imap {verb}: connection lost"))
+                })?;
+            let parsed = resp.parsed();
+            if let Response::Done {
+                tag,
+                status,
+                outcome,
+            } = parsed
+                && *tag == id
+            {
+                on_data(parsed);
+                if *status != Status::Ok {
+                    return Err(Error::provider_write_failed(format!(
+                        "imap {verb} refused: {}",
+                        outcome.information.as_deref().unwrap_or("")
+                    )));
+                }
+                return Ok(());
+            }
+            on_data(parsed);
+        }
+    }
+
+    /// Runs a FETCH of flags, collecting (uid, modseq, flags) and any VANISHED UIDs.
+    pub(crate) async fn fetch_flags(
+        &mut self,
+        command: &str,
+        out: &mut Vec<(u32, u64, MessageFlags)>,
+        vanished: &mut Vec<u32>,
+    ) -> Result<()> {
+        self.command(command, |resp| match resp {
+            Response::Fetch(_, attrs) => {
+                let mut uid = None;
+                let mut modseq = 0;
+                let mut flags = Vec::new();
+                for attr in attrs {
+                    match attr {
+                        AttributeValue::Uid(u) => uid = Some(*u),
+                        AttributeValue::ModSeq(m) => modseq = *m,
+                        AttributeValue::Flags(f) => {
+                            flags = f.iter().map(|s| Flag::from(s.to_string())).collect();
+                        }
+                        _ => {}
+                    }
+                }
+                if let Some(uid) = uid {
+                    out.push((uid, modseq, convert::flags_of(flags.into_iter())));
+                }
+            }
+            Response::Vanished { uids, .. } => {
+                for range in uids {
+                    vanished.extend(range.clone());
+                }
+            }
+            _ => {}
+        })
+        .await
     }
 }

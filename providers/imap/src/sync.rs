@@ -13,8 +13,6 @@
 
 use std::collections::HashMap;
 
-use async_imap::imap_proto::Response;
-use async_imap::types::UnsolicitedResponse;
 use futures::TryStreamExt;
 use mailbroker_core::{
     Error, MailboxCursor, MailboxInfo, MailboxSyncReport, MessageFlags, Result, SyncMode,
@@ -203,7 +201,9 @@ async fn fetch_new(
             }
         }
     }
-    imap.drain_unsolicited();
+    // async-imap's stream ends quietly when the connection drops; a NOOP that fails tells a
+    // truncated fetch from a complete one before the cursor is trusted.
+    imap.command("NOOP", |_| {}).await?;
     added += batch.len() as u64;
     if !batch.is_empty() {
         sink.upsert_messages(mailbox, batch).await?;
@@ -223,84 +223,31 @@ async fn changed_since(
     sink: &mut dyn SyncSink,
 ) -> Result<(u64, Vec<Uid>)> {
     let modifier = if vanished { " VANISHED" } else { "" };
-    let items = format!("(UID FLAGS MODSEQ) (CHANGEDSINCE {modseq}{modifier})");
-    imap.drain_unsolicited();
-    let rx = imap.session.unsolicited_responses.clone();
-    imap.commands += 1;
+    let command = format!("UID FETCH {range} (UID FLAGS MODSEQ) (CHANGEDSINCE {modseq}{modifier})");
     let mut changes = Vec::new();
     let mut gone = Vec::new();
-    {
-        let mut stream = timed(
-            "uid fetch",
-            COMMAND_TIMEOUT,
-            imap.session.uid_fetch(range, &items),
-        )
-        .await?
-        .map_err(|e| imap_error("uid fetch", e))?;
-        loop {
-            let next = timed("uid fetch", COMMAND_TIMEOUT, stream.try_next())
-                .await?
-                .map_err(|e| imap_error("uid fetch", e))?;
-            while let Ok(resp) = rx.try_recv() {
-                collect_vanished(resp, &mut gone);
-            }
-            let Some(fetch) = next else { break };
-            if let Some(uid) = fetch.uid {
-                let flags = convert::flags_of(fetch.flags());
-                changes.push((uid, fetch.modseq.unwrap_or(0), flags));
-            }
-        }
-    }
-    imap.drain_unsolicited();
+    imap.fetch_flags(&command, &mut changes, &mut gone).await?;
     let changed = flush_flags(sink, mailbox, changes).await?;
     Ok((changed, gone))
 }
 
-fn collect_vanished(resp: UnsolicitedResponse, into: &mut Vec<Uid>) {
-    if let UnsolicitedResponse::Other(data) = resp
-        && let Response::Vanished { uids, .. } = data.parsed()
-    {
-        for range in uids {
-            into.extend(range.clone());
-        }
-    }
-}
-
-/// Without CONDSTORE: every indexed message's flags, compared by the sink.
+/// Without CONDSTORE: every indexed message's flags, compared by the sink. The list is one
+/// UID and a few flags per message, so even 100k messages stay a few megabytes.
 async fn compare_all_flags(
     imap: &mut ImapProvider,
     mailbox: &str,
     range: &str,
     sink: &mut dyn SyncSink,
 ) -> Result<(u64, Vec<Uid>)> {
-    imap.commands += 1;
-    let mut present = Vec::new();
-    let mut changes = Vec::new();
-    let mut changed = 0;
-    {
-        let mut stream = timed(
-            "uid fetch",
-            COMMAND_TIMEOUT,
-            imap.session.uid_fetch(range, "(UID FLAGS)"),
-        )
-        .await?
-        .map_err(|e| imap_error("uid fetch", e))?;
-        while let Some(fetch) = timed("uid fetch", COMMAND_TIMEOUT, stream.try_next())
-            .await?
-            .map_err(|e| imap_error("uid fetch", e))?
-        {
-            let Some(uid) = fetch.uid else { continue };
-            present.push(uid);
-            changes.push((uid, 0, convert::flags_of(fetch.flags())));
-            if changes.len() == BATCH {
-                changed += sink
-                    .update_flags(mailbox, std::mem::take(&mut changes))
-                    .await?;
-            }
-        }
-    }
-    imap.drain_unsolicited();
-    changed += flush_flags(sink, mailbox, changes).await?;
+    let mut all = Vec::new();
+    imap.fetch_flags(
+        &format!("UID FETCH {range} (UID FLAGS)"),
+        &mut all,
+        &mut Vec::new(),
+    )
+    .await?;
+    let present = all.iter().map(|(uid, _, _)| *uid).collect();
+    let changed = flush_flags(sink, mailbox, all).await?;
     Ok((changed, present))
 }
 

@@ -11,14 +11,12 @@
 use std::collections::HashMap;
 
 use async_imap::imap_proto::rfc4315::UidSetMember;
-use async_imap::imap_proto::{Response, ResponseCode, Status};
-use futures::TryStreamExt;
+use async_imap::imap_proto::{Response, ResponseCode};
 use mailbroker_core::{
-    Capabilities, Error, FlagOp, ItemResult, MessageFlags, Outcome, Result, Uid, UidValidity, WriteBatch,
+    Capabilities, Error, FlagOp, ItemResult, MessageFlags, Outcome, Result, Uid, UidValidity,
+    WriteBatch,
 };
 
-use crate::connect::{COMMAND_TIMEOUT, imap_error, timed};
-use crate::convert;
 use crate::session::ImapProvider;
 use crate::uidset;
 
@@ -148,7 +146,7 @@ impl ImapProvider {
             let indexed: HashMap<Uid, u64> =
                 batch.targets.iter().map(|t| (t.uid, t.modseq)).collect();
             for (uid, modseq, flags) in self.read_flags(&live, Some(min)).await? {
-                if !indexed.get(&uid).is_some_and(|m| modseq > *m) {
+                if indexed.get(&uid).is_none_or(|m| modseq <= *m) {
                     continue;
                 }
                 // Changed since indexed. If it already shows what was asked (an earlier run
@@ -169,7 +167,10 @@ impl ImapProvider {
             self.store_flags(&live, &batch.op, condstore.then_some(highest))
                 .await
                 .map_err(|e| unknown_if_lost(e, &live))?;
-            let verified = self.read_flags(&live, None).await?;
+            let verified = self
+                .read_flags(&live, None)
+                .await
+                .map_err(|e| unknown_if_lost(e, &live))?;
             let seen: HashMap<Uid, (u64, MessageFlags)> =
                 verified.into_iter().map(|(u, m, f)| (u, (m, f))).collect();
             for uid in &live {
@@ -197,7 +198,11 @@ impl ImapProvider {
                 };
                 results.insert(*uid, result);
             }
-            live.retain(|u| results.get(u).is_some_and(|r| r.outcome == Outcome::Applied));
+            live.retain(|u| {
+                results
+                    .get(u)
+                    .is_some_and(|r| r.outcome == Outcome::Applied)
+            });
         }
         if let Some(target) = &batch.move_to
             && !live.is_empty()
@@ -208,11 +213,14 @@ impl ImapProvider {
                 .map_err(|e| unknown_if_lost(e, &live))?;
             // Read the moved messages back where they landed: that verifies the move and
             // gives the index their new modseqs for later preconditions.
-            self.select(target, condstore).await?;
+            self.select(target, condstore)
+                .await
+                .map_err(|e| unknown_if_lost(e, &live))?;
             let new_uids: Vec<Uid> = moved.values().map(|(_, u)| *u).collect();
             let landed: HashMap<Uid, (u64, MessageFlags)> = self
                 .read_flags(&new_uids, None)
-                .await?
+                .await
+                .map_err(|e| unknown_if_lost(e, &live))?
                 .into_iter()
                 .map(|(u, m, f)| (u, (m, f)))
                 .collect();
@@ -220,7 +228,10 @@ impl ImapProvider {
                 let entry = results
                     .entry(*uid)
                     .or_insert_with(|| ItemResult::new(*uid, Outcome::Applied));
-                match moved.get(uid).and_then(|(v, n)| Some((*v, *n, landed.get(n)?))) {
+                match moved
+                    .get(uid)
+                    .and_then(|(v, n)| Some((*v, *n, landed.get(n)?)))
+                {
                     Some((validity, new_uid, (modseq, flags))) => {
                         entry.moved_to = Some((target.clone(), validity, new_uid));
                         entry.observed = Some((*modseq, flags.clone()));
@@ -240,7 +251,7 @@ impl ImapProvider {
     }
 
     /// `UID FETCH <uids> (UID FLAGS MODSEQ) [(CHANGEDSINCE m)]`, one command per line-sized set.
-    async fn read_flags(
+    pub(crate) async fn read_flags(
         &mut self,
         uids: &[Uid],
         changed_since: Option<u64>,
@@ -252,27 +263,22 @@ impl ImapProvider {
         };
         let mut out = Vec::new();
         for set in uidset::chunks(uids, items.len() + 32) {
-            self.commands += 1;
-            {
-                let mut stream =
-                    timed("uid fetch", COMMAND_TIMEOUT, self.session.uid_fetch(&set, &items))
-                        .await?
-                        .map_err(|e| imap_error("uid fetch", e))?;
-                while let Some(f) = timed("uid fetch", COMMAND_TIMEOUT, stream.try_next())
-                    .await?
-                    .map_err(|e| imap_error("uid fetch", e))?
-                {
-                    if let Some(uid) = f.uid {
-                        out.push((uid, f.modseq.unwrap_or(0), convert::flags_of(f.flags())));
-                    }
-                }
-            }
-            self.drain_unsolicited();
+            self.fetch_flags(
+                &format!("UID FETCH {set} {items}"),
+                &mut out,
+                &mut Vec::new(),
+            )
+            .await?;
         }
         Ok(out)
     }
 
-    async fn store_flags(&mut self, uids: &[Uid], op: &FlagOp, unchanged_since: Option<u64>) -> Result<()> {
+    async fn store_flags(
+        &mut self,
+        uids: &[Uid],
+        op: &FlagOp,
+        unchanged_since: Option<u64>,
+    ) -> Result<()> {
         let modifier = unchanged_since
             .map(|m| format!("(UNCHANGEDSINCE {m}) "))
             .unwrap_or_default();
@@ -283,37 +289,35 @@ impl ImapProvider {
             }
             let query = format!("{modifier}{sign}FLAGS.SILENT ({})", list.join(" "));
             for set in uidset::chunks(uids, query.len() + 32) {
-                self.commands += 1;
-                {
-                    let mut stream =
-                        timed("uid store", COMMAND_TIMEOUT, self.session.uid_store(&set, &query))
-                            .await?
-                            .map_err(|e| imap_error("uid store", e))?;
-                    while timed("uid store", COMMAND_TIMEOUT, stream.try_next())
-                        .await?
-                        .map_err(|e| imap_error("uid store", e))?
-                        .is_some()
-                    {}
-                }
-                self.drain_unsolicited();
+                self.command(&format!("UID STORE {set} {query}"), |_| {})
+                    .await?;
             }
         }
         Ok(())
     }
 
     /// Moves `uids` to `target` and returns where each went, from the server's COPYUID.
-    async fn move_uids(&mut self, uids: &[Uid], target: &str) -> Result<HashMap<Uid, (UidValidity, Uid)>> {
+    async fn move_uids(
+        &mut self,
+        uids: &[Uid],
+        target: &str,
+    ) -> Result<HashMap<Uid, (UidValidity, Uid)>> {
         let quoted = format!("\"{}\"", target.replace('\\', "\\\\").replace('"', "\\\""));
         let mut moved = HashMap::new();
         for set in uidset::chunks(uids, quoted.len() + 32) {
             if self.caps.has("MOVE") {
-                let codes = self.command_codes(&format!("UID MOVE {set} {quoted}")).await?;
+                let codes = self
+                    .command_codes(&format!("UID MOVE {set} {quoted}"))
+                    .await?;
                 collect_copyuid(&codes, &mut moved);
             } else {
                 // UIDPLUS fallback: expunge exactly these UIDs, never a bare EXPUNGE.
-                let codes = self.command_codes(&format!("UID COPY {set} {quoted}")).await?;
+                let codes = self
+                    .command_codes(&format!("UID COPY {set} {quoted}"))
+                    .await?;
                 collect_copyuid(&codes, &mut moved);
-                self.command_codes(&format!("UID STORE {set} +FLAGS.SILENT (\\Deleted)")).await?;
+                self.command_codes(&format!("UID STORE {set} +FLAGS.SILENT (\\Deleted)"))
+                    .await?;
                 self.command_codes(&format!("UID EXPUNGE {set}")).await?;
             }
         }
@@ -322,44 +326,21 @@ impl ImapProvider {
 
     /// Sends one command and collects the COPYUID codes of its untagged and tagged answers
     /// (async-imap's own calls drop the tagged response code).
-    async fn command_codes(&mut self, command: &str) -> Result<Vec<(u32, Vec<UidSetMember>, Vec<UidSetMember>)>> {
-        let verb = command.split_whitespace().take(2).collect::<Vec<_>>().join(" ").to_lowercase();
-        self.commands += 1;
-        self.drain_unsolicited();
-        let id = timed(&verb, COMMAND_TIMEOUT, self.session.run_command(command))
-            .await?
-            .map_err(|e| imap_error(&verb, e))?;
+    async fn command_codes(&mut self, command: &str) -> Result<Vec<CopyUid>> {
         let mut codes = Vec::new();
-        loop {
-            let resp = timed(&verb, COMMAND_TIMEOUT, self.session.read_response())
-                .await?
-                .map_err(|e| Error::provider_unavailable(format!("imap {verb}: {e}")))?
-                .ok_or_else(|| Error::provider_unavailable(format!("imap {verb}: connection lost")))?;
-            match resp.parsed() {
-                Response::Data { outcome, .. } => {
-                    if let Some(ResponseCode::CopyUid(v, from, to)) = &outcome.code {
-                        codes.push((*v, from.clone(), to.clone()));
-                    }
-                }
-                Response::Done { tag, status, outcome } if *tag == id => {
-                    if let Some(ResponseCode::CopyUid(v, from, to)) = &outcome.code {
-                        codes.push((*v, from.clone(), to.clone()));
-                    }
-                    if *status != Status::Ok {
-                        return Err(Error::provider_write_failed(format!(
-                            "imap {verb} refused: {}",
-                            outcome.information.as_deref().unwrap_or("")
-                        )));
-                    }
-                    break;
-                }
-                _ => {}
+        self.command(command, |resp| {
+            if let Response::Data { outcome, .. } | Response::Done { outcome, .. } = resp
+                && let Some(ResponseCode::CopyUid(v, from, to)) = &outcome.code
+            {
+                codes.push((*v, from.clone(), to.clone()));
             }
-        }
-        self.drain_unsolicited();
+        })
+        .await?;
         Ok(codes)
     }
 }
+
+type CopyUid = (u32, Vec<UidSetMember>, Vec<UidSetMember>);
 
 fn stale(uid: Uid, modseq: u64, flags: MessageFlags) -> ItemResult {
     ItemResult {
@@ -392,10 +373,7 @@ fn expand(set: &[UidSetMember]) -> Vec<Uid> {
         .collect()
 }
 
-fn collect_copyuid(
-    codes: &[(u32, Vec<UidSetMember>, Vec<UidSetMember>)],
-    into: &mut HashMap<Uid, (UidValidity, Uid)>,
-) {
+fn collect_copyuid(codes: &[CopyUid], into: &mut HashMap<Uid, (UidValidity, Uid)>) {
     for (validity, from, to) in codes {
         for (src, dst) in expand(from).into_iter().zip(expand(to)) {
             into.insert(src, (*validity, dst));
@@ -411,7 +389,15 @@ mod tests {
     fn keyword_rules() {
         validate_keyword("$Triage", None).unwrap();
         validate_keyword("Work.2026", None).unwrap();
-        for bad in ["", "two words", "a(b", "x\r\n", "quote\"", "back\\slash", "ü"] {
+        for bad in [
+            "",
+            "two words",
+            "a(b",
+            "x\r\n",
+            "quote\"",
+            "back\\slash",
+            "ü",
+        ] {
             assert_eq!(
                 validate_keyword(bad, None).unwrap_err().error_type(),
                 "validation_error",

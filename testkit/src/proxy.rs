@@ -1,0 +1,138 @@
+//! A TCP proxy in front of a test server that can add latency (like a remote server) and cut
+//! the connection right after a chosen command has been forwarded (a write whose answer is
+//! lost).
+
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::Result;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+pub struct Proxy {
+    pub port: u16,
+    cut_after: Arc<Mutex<Option<String>>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Proxy {
+    /// Listens on a free loopback port and forwards to `127.0.0.1:upstream`, delaying every
+    /// chunk by `delay` in each direction.
+    pub fn start(upstream: u16, delay: Duration) -> Result<Proxy> {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+        listener.set_nonblocking(true)?;
+        let port = listener.local_addr()?.port();
+        let cut_after = Arc::new(Mutex::new(None));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (cut, halt) = (cut_after.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            rt.block_on(async move {
+                let Ok(listener) = TcpListener::from_std(listener) else {
+                    return;
+                };
+                while !halt.load(Ordering::Relaxed) {
+                    let Ok(Ok((client, _))) =
+                        tokio::time::timeout(Duration::from_millis(200), listener.accept()).await
+                    else {
+                        continue;
+                    };
+                    let cut = cut.clone();
+                    tokio::spawn(async move {
+                        if let Ok(server) = TcpStream::connect(("127.0.0.1", upstream)).await {
+                            let _ = pipe(client, server, delay, cut).await;
+                        }
+                    });
+                }
+            });
+        });
+        Ok(Proxy {
+            port,
+            cut_after,
+            stop,
+        })
+    }
+
+    /// The next time a client sends a line containing `pattern`, forward it, then close both
+    /// connections without passing on the server's answer.
+    pub fn cut_after(&self, pattern: &str) {
+        if let Ok(mut c) = self.cut_after.lock() {
+            *c = Some(pattern.to_string());
+        }
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+async fn pipe(
+    client: TcpStream,
+    server: TcpStream,
+    delay: Duration,
+    cut: Arc<Mutex<Option<String>>>,
+) -> Result<()> {
+    let _ = client.set_nodelay(true);
+    let _ = server.set_nodelay(true);
+    let (mut cr, mut cw) = client.into_split();
+    let (mut sr, mut sw) = server.into_split();
+    // Set once the cut command has gone up: nothing more comes down.
+    let silenced = Arc::new(AtomicBool::new(false));
+    let silenced_up = silenced.clone();
+    let down = async move {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let n = sr.read(&mut buf).await?;
+            if n == 0 {
+                return Ok::<_, anyhow::Error>(());
+            }
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
+            if silenced.load(Ordering::SeqCst) {
+                return Ok(());
+            }
+            cw.write_all(&buf[..n]).await?;
+        }
+    };
+    let up = async move {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let n = cr.read(&mut buf).await?;
+            if n == 0 {
+                return Ok::<_, anyhow::Error>(());
+            }
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
+            let pattern = cut.lock().ok().and_then(|c| c.clone());
+            let cutting = pattern.is_some_and(|p| String::from_utf8_lossy(&buf[..n]).contains(&p));
+            if cutting {
+                silenced_up.store(true, Ordering::SeqCst);
+            }
+            sw.write_all(&buf[..n]).await?;
+            if cutting {
+                if let Ok(mut c) = cut.lock() {
+                    *c = None;
+                }
+                // Let the server act on the command, then drop both sides unanswered.
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                return Ok(());
+            }
+        }
+    };
+    // Whichever direction ends first ends the connection.
+    tokio::select! {
+        r = down => r,
+        r = up => r,
+    }
+}
