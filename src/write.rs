@@ -40,6 +40,10 @@ pub struct ChangeReport {
     pub failures: Vec<Failure>,
     /// Protocol commands sent (0 when nothing needed changing).
     pub commands: u64,
+    /// Time spent with the provider (connect, preconditions, write, verify).
+    pub provider_ms: u64,
+    /// Time spent locally: planning, journaling and the index update.
+    pub local_ms: u64,
 }
 
 #[derive(Debug, Serialize)]
@@ -103,6 +107,7 @@ pub async fn update(
     patch: &Patch,
     dry_run: bool,
 ) -> Result<ChangeReport> {
+    let started = std::time::Instant::now();
     patch.validate()?;
     for tag in patch.add_tags.iter().chain(&patch.remove_tags) {
         for account in rows
@@ -120,10 +125,13 @@ pub async fn update(
         intents.push(intent_of(store, row, patch).await?);
     }
     let patch_json = serde_json::to_value(patch).map_err(|e| Error::internal(e.to_string()))?;
-    execute(
+    let resolve = started.elapsed();
+    let mut report = execute(
         home, store, origin, selection, patch_json, None, intents, dry_run,
     )
-    .await
+    .await?;
+    report.local_ms += resolve.as_millis() as u64;
+    Ok(report)
 }
 
 type BatchKey = (String, String, u32, FlagOp, Option<String>);
@@ -175,6 +183,7 @@ pub async fn execute(
     intents: Vec<Intent>,
     dry_run: bool,
 ) -> Result<ChangeReport> {
+    let started = std::time::Instant::now();
     let groups = batches(&intents);
     let mut plan = Vec::new();
     for (key, members) in &groups {
@@ -191,10 +200,14 @@ pub async fn execute(
         failed: 0,
         failures: Vec::new(),
         commands: 0,
+        provider_ms: 0,
+        local_ms: 0,
     };
     let mut results: Vec<Option<ItemResult>> = vec![None; intents.len()];
     if !dry_run {
+        let provider_started = std::time::Instant::now();
         report.commands = run_batches(home, store, &groups, &intents, &mut results).await?;
+        report.provider_ms = provider_started.elapsed().as_millis() as u64;
     }
     let mut items = Vec::new();
     for (intent, result) in intents.iter().zip(results) {
@@ -237,6 +250,7 @@ pub async fn execute(
         items,
     };
     report.change_id = Some(store.record_change(&change).await?);
+    report.local_ms = (started.elapsed().as_millis() as u64).saturating_sub(report.provider_ms);
     Ok(report)
 }
 
@@ -307,8 +321,10 @@ async fn run_batches(
             };
             match outcome {
                 Ok(items) => {
+                    let by_uid: std::collections::HashMap<u32, usize> =
+                        members.iter().map(|i| (intents[*i].row.uid, *i)).collect();
                     for item in items {
-                        if let Some(i) = members.iter().find(|i| intents[**i].row.uid == item.uid) {
+                        if let Some(i) = by_uid.get(&item.uid) {
                             results[*i] = Some(item);
                         }
                     }

@@ -2,7 +2,9 @@
 
 use mailbroker_core::{Error, MessageFlags};
 use serde::{Deserialize, Serialize};
-use sqlx::{Sqlite, Transaction};
+use std::collections::HashMap;
+
+use sqlx::{QueryBuilder, Sqlite, Transaction};
 
 use super::{Store, db_error, now_secs};
 
@@ -76,24 +78,24 @@ impl Store {
         .fetch_one(&mut *tx)
         .await
         .map_err(db_error)?;
-        for item in &change.items {
-            sqlx::query(
+        for chunk in change.items.chunks(ROWS_PER_STATEMENT) {
+            let mut q = QueryBuilder::<Sqlite>::new(
                 "INSERT INTO change_items (change_id, message_id, account_id, outcome, error_type,
-                   error, before, after) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            )
-            .bind(id)
-            .bind(item.message_id)
-            .bind(&item.account)
-            .bind(&item.outcome)
-            .bind(item.error_type.as_deref())
-            .bind(item.error.as_deref())
-            .bind(json(&item.before))
-            .bind(item.after.as_ref().map(json))
-            .execute(&mut *tx)
-            .await
-            .map_err(db_error)?;
-            update_index(&mut tx, item).await?;
+                   error, before, after) ",
+            );
+            q.push_values(chunk, |mut row, item| {
+                row.push_bind(id)
+                    .push_bind(item.message_id)
+                    .push_bind(item.account.clone())
+                    .push_bind(item.outcome.clone())
+                    .push_bind(item.error_type.clone())
+                    .push_bind(item.error.clone())
+                    .push_bind(json(&item.before))
+                    .push_bind(item.after.as_ref().map(json));
+            });
+            q.build().execute(&mut *tx).await.map_err(db_error)?;
         }
+        update_index(&mut tx, &change.items).await?;
         tx.commit().await.map_err(db_error)?;
         Ok(id)
     }
@@ -229,37 +231,88 @@ impl Store {
     }
 }
 
-/// Brings one message's index row in line with what the server showed.
-async fn update_index(tx: &mut Transaction<'_, Sqlite>, item: &JournalItem) -> Result<(), Error> {
-    let Some((modseq, flags)) = &item.observed else {
-        return Ok(());
-    };
-    let place = item.after.as_ref().unwrap_or(&item.before);
-    let mailbox_id: Option<i64> =
-        sqlx::query_scalar("SELECT id FROM mailboxes WHERE account_id = ? AND name = ?")
-            .bind(&item.account)
-            .bind(&place.mailbox)
-            .fetch_optional(&mut **tx)
-            .await
-            .map_err(db_error)?;
-    let Some(mailbox_id) = mailbox_id else {
-        return Ok(());
-    };
-    sqlx::query(
-        "UPDATE messages SET mailbox_id = ?, uidvalidity = ?, uid = ?, modseq = ?, flags = ?,
-           tags = ?, is_read = ?, is_flagged = ? WHERE id = ?",
-    )
-    .bind(mailbox_id)
-    .bind(i64::from(place.uidvalidity))
-    .bind(i64::from(place.uid))
-    .bind(*modseq as i64)
-    .bind(json(&flags.raw))
-    .bind(json(&flags.tags))
-    .bind(flags.read)
-    .bind(flags.flagged)
-    .bind(item.message_id)
-    .execute(&mut **tx)
-    .await
-    .map_err(db_error)?;
+/// Rows per multi-row statement: at most 9 bound values each, far below SQLite's limit.
+const ROWS_PER_STATEMENT: usize = 500;
+
+/// Brings the index rows of observed messages in line with what the server showed: one
+/// `UPDATE … FROM (VALUES …)` per 500 messages rather than one statement per message.
+async fn update_index(
+    tx: &mut Transaction<'_, Sqlite>,
+    items: &[JournalItem],
+) -> Result<(), Error> {
+    let mut mailbox_ids: HashMap<(String, String), i64> = HashMap::new();
+    let mut rows = Vec::new();
+    for item in items {
+        let Some((modseq, flags)) = &item.observed else {
+            continue;
+        };
+        let place = item.after.as_ref().unwrap_or(&item.before);
+        let key = (item.account.clone(), place.mailbox.clone());
+        let mailbox_id = match mailbox_ids.get(&key) {
+            Some(id) => *id,
+            None => {
+                let found: Option<i64> = sqlx::query_scalar(
+                    "SELECT id FROM mailboxes WHERE account_id = ? AND name = ?",
+                )
+                .bind(&key.0)
+                .bind(&key.1)
+                .fetch_optional(&mut **tx)
+                .await
+                .map_err(db_error)?;
+                let Some(id) = found else { continue };
+                mailbox_ids.insert(key, id);
+                id
+            }
+        };
+        let moved = item
+            .after
+            .as_ref()
+            .is_some_and(|a| a.mailbox != item.before.mailbox);
+        rows.push((item.message_id, mailbox_id, place, *modseq, flags, moved));
+    }
+    // Moved messages change their identity columns; the rest only their flags, which keeps
+    // SQLite from touching the (mailbox, uidvalidity, uid) index for them.
+    let (moved, stayed): (Vec<_>, Vec<_>) = rows.into_iter().partition(|r| r.5);
+    for chunk in moved.chunks(ROWS_PER_STATEMENT) {
+        let mut q = QueryBuilder::<Sqlite>::new(
+            "UPDATE messages SET mailbox_id = v.column2, uidvalidity = v.column3, uid = v.column4,
+               modseq = v.column5, flags = v.column6, tags = v.column7, is_read = v.column8,
+               is_flagged = v.column9
+             FROM (",
+        );
+        q.push_values(
+            chunk,
+            |mut row, (id, mailbox_id, place, modseq, flags, _)| {
+                row.push_bind(*id)
+                    .push_bind(*mailbox_id)
+                    .push_bind(i64::from(place.uidvalidity))
+                    .push_bind(i64::from(place.uid))
+                    .push_bind(*modseq as i64)
+                    .push_bind(json(&flags.raw))
+                    .push_bind(json(&flags.tags))
+                    .push_bind(flags.read)
+                    .push_bind(flags.flagged);
+            },
+        );
+        q.push(") AS v WHERE messages.id = v.column1");
+        q.build().execute(&mut **tx).await.map_err(db_error)?;
+    }
+    for chunk in stayed.chunks(ROWS_PER_STATEMENT) {
+        let mut q = QueryBuilder::<Sqlite>::new(
+            "UPDATE messages SET modseq = v.column2, flags = v.column3, tags = v.column4,
+               is_read = v.column5, is_flagged = v.column6
+             FROM (",
+        );
+        q.push_values(chunk, |mut row, (id, _, _, modseq, flags, _)| {
+            row.push_bind(*id)
+                .push_bind(*modseq as i64)
+                .push_bind(json(&flags.raw))
+                .push_bind(json(&flags.tags))
+                .push_bind(flags.read)
+                .push_bind(flags.flagged);
+        });
+        q.push(") AS v WHERE messages.id = v.column1");
+        q.build().execute(&mut **tx).await.map_err(db_error)?;
+    }
     Ok(())
 }

@@ -97,14 +97,20 @@ async fn floor(server: &Dovecot, items: &str) -> Result<Duration> {
 
 #[tokio::main]
 async fn main() -> Result<()> {
+    // `bench write` defaults to 10,000 messages, `bench sync` to 100,000.
     let args: Vec<String> = std::env::args().collect();
     let messages: usize = match args.iter().position(|a| a == "--messages") {
         Some(i) => args.get(i + 1).context("--messages N")?.parse()?,
         None => 100_000,
     };
-    if args.get(1).map(String::as_str) != Some("sync") {
-        bail!("usage: bench sync [--messages N]");
+    match args.get(1).map(String::as_str) {
+        Some("sync") => bench_sync(messages).await,
+        Some("write") => bench_write(messages.min(1_000_000)).await,
+        _ => bail!("usage: bench sync|write [--messages N]"),
     }
+}
+
+async fn bench_sync(messages: usize) -> Result<()> {
     let bin = mailbroker_binary()?;
     let server = Dovecot::start()?;
     let seed_start = Instant::now();
@@ -216,5 +222,130 @@ async fn main() -> Result<()> {
             std::thread::park();
         }
     }
+    Ok(())
+}
+
+/// One-way delay of the latency proxy: a 20 ms round trip, like a real remote server.
+const ONE_WAY: Duration = Duration::from_millis(10);
+
+/// Times `f` and returns its wall time.
+async fn timed<T>(f: impl Future<Output = Result<T>>) -> Result<(T, Duration)> {
+    let start = Instant::now();
+    let out = f.await?;
+    Ok((out, start.elapsed()))
+}
+
+/// `bench write --messages N`: tags N contiguous and N scattered messages with a new keyword
+/// through a 20 ms round-trip proxy, and compares with the per-message STORE loop and with
+/// the protocol's minimum round trips measured through the same proxy.
+async fn bench_write(n: usize) -> Result<()> {
+    let bin = mailbroker_binary()?;
+    let server = Dovecot::start()?;
+    server.import_messages("bw", (0..2 * n).map(bench_message))?;
+    let total = (2 * n) as u32;
+    let low = format!("1:{n}");
+    let odd: Vec<String> = (1..=total).step_by(2).map(|u| u.to_string()).collect();
+    let mut direct = ImapClient::connect(&server, "bw").await?;
+    direct.select("INBOX").await?;
+    direct.store_set(&low, "+FLAGS.SILENT ($Low)").await?;
+    for chunk in odd.chunks(500) {
+        direct
+            .store_set(&chunk.join(","), "+FLAGS.SILENT ($Odd)")
+            .await?;
+    }
+    direct.logout().await?;
+
+    let proxy = mailbroker_testkit::Proxy::start(server.imap_port, ONE_WAY)?;
+    let home = tempfile::tempdir()?;
+    let port = proxy.port.to_string();
+    run_mailbroker(
+        &bin,
+        home.path(),
+        &[
+            "account",
+            "add",
+            "imap",
+            "--id",
+            "bw",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            &port,
+            "--tls",
+            "none",
+            "--username",
+            "bw",
+            "--password-env",
+            "BENCH_PW",
+        ],
+    )?;
+    run_mailbroker(&bin, home.path(), &["sync"])?;
+
+    let contiguous = run_mailbroker(
+        &bin,
+        home.path(),
+        &["update", "--query", "tag:$Low", "--add-tag", "BenchA"],
+    )?;
+    let scattered = run_mailbroker(
+        &bin,
+        home.path(),
+        &["update", "--query", "tag:$Odd", "--add-tag", "BenchB"],
+    )?;
+    for (name, m) in [("contiguous", &contiguous), ("scattered", &scattered)] {
+        if m.json["applied"].as_u64() != Some(n as u64) {
+            bail!("{name}: expected {n} applied: {}", m.json);
+        }
+    }
+
+    // The per-message path: one UID STORE per message, 200 of them, scaled to N.
+    let sample = 200.min(n);
+    let uids: Vec<u32> = (1..=sample as u32).collect();
+    let mut client = ImapClient::connect_port(proxy.port, "bw").await?;
+    client.select("INBOX").await?;
+    let ((), loop_time) = timed(client.store_each(&uids, "+FLAGS.SILENT (BenchC)")).await?;
+    client.logout().await?;
+    let loop_scaled = loop_time.as_secs_f64() * n as f64 / sample as f64;
+
+    // The protocol's minimum: connect + login + select + one STORE + one verifying FETCH.
+    let ((), minimum) = timed(async {
+        let mut c = ImapClient::connect_port(proxy.port, "bw").await?;
+        c.select("INBOX").await?;
+        c.store_set(&low, "+FLAGS.SILENT (BenchD)").await?;
+        c.fetch_all("INBOX", "(UID FLAGS)").await?;
+        Ok(())
+    })
+    .await?;
+
+    println!(
+        "tagging {n} messages with a new keyword through a {} ms round-trip proxy",
+        2 * ONE_WAY.as_millis()
+    );
+    for (name, m) in [("contiguous", &contiguous), ("scattered", &scattered)] {
+        println!(
+            "mailbroker {name}: {:.3} s wall, {} IMAP commands, {} ms with the server, {} ms local (plan, journal, index)",
+            secs(m.wall),
+            m.json["commands"],
+            m.json["provider_ms"],
+            m.json["local_ms"]
+        );
+    }
+    println!(
+        "per-message UID STORE loop: {:.3} s for {sample}, scaled to {n}: {:.1} s",
+        secs(loop_time),
+        loop_scaled
+    );
+    println!(
+        "protocol minimum (raw connect+login+select+STORE+FETCH): {:.3} s",
+        secs(minimum)
+    );
+    println!(
+        "speed-up vs per-message loop (contiguous): {:.0}x",
+        loop_scaled / secs(contiguous.wall)
+    );
+    println!(
+        "mailbroker / protocol minimum: contiguous {:.2}x, scattered {:.2}x",
+        secs(contiguous.wall) / secs(minimum),
+        secs(scattered.wall) / secs(minimum)
+    );
     Ok(())
 }
