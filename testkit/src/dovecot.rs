@@ -295,6 +295,39 @@ service imap-login {{
     }
 }
 
+/// Servers kept in a `static` for a whole test binary are never dropped; these are stopped and
+/// their directories removed when the process exits.
+static AT_EXIT: std::sync::Mutex<Vec<(u32, PathBuf)>> = std::sync::Mutex::new(Vec::new());
+
+extern "C" fn stop_shared_servers() {
+    if let Ok(mut servers) = AT_EXIT.lock() {
+        for (pid, dir) in servers.drain(..) {
+            unsafe {
+                libc::kill(pid as libc::pid_t, libc::SIGTERM);
+            }
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+impl Dovecot {
+    /// Stops this server and removes its files when the process exits, for a server that lives
+    /// in a `static` (whose `Drop` never runs).
+    pub fn stop_at_exit(&self) {
+        let Some(pid) = self.child.as_ref().map(Child::id) else {
+            return;
+        };
+        if let Ok(mut servers) = AT_EXIT.lock() {
+            if servers.is_empty() {
+                unsafe {
+                    libc::atexit(stop_shared_servers);
+                }
+            }
+            servers.push((pid, self.dir.path().to_path_buf()));
+        }
+    }
+}
+
 impl Drop for Dovecot {
     fn drop(&mut self) {
         if let Some(mut child) = self.child.take() {

@@ -99,7 +99,9 @@ async fn pipe(
                 tokio::time::sleep(delay).await;
             }
             if silenced.load(Ordering::SeqCst) {
-                return Ok(());
+                // Swallow the answer but keep the connection open until the up side closes
+                // it, so the server finishes the command undisturbed.
+                continue;
             }
             cw.write_all(&buf[..n]).await?;
         }

@@ -25,7 +25,9 @@ pub fn server() -> Option<&'static Dovecot> {
                 eprintln!("skipping: dovecot is not installed (apt-get install dovecot-imapd)");
                 return None;
             }
-            Some(Dovecot::start().expect("start dovecot"))
+            let server = Dovecot::start().expect("start dovecot");
+            server.stop_at_exit();
+            Some(server)
         })
         .as_ref()
 }
