@@ -88,6 +88,9 @@ async fn pipe(
     // Set once the cut command has gone up: nothing more comes down.
     let silenced = Arc::new(AtomicBool::new(false));
     let silenced_up = silenced.clone();
+    // Signalled when the server has answered the cut command (its tagged OK went by).
+    let answered = Arc::new(tokio::sync::Notify::new());
+    let answered_up = answered.clone();
     let down = async move {
         let mut buf = vec![0u8; 64 * 1024];
         loop {
@@ -101,6 +104,9 @@ async fn pipe(
             if silenced.load(Ordering::SeqCst) {
                 // Swallow the answer but keep the connection open until the up side closes
                 // it, so the server finishes the command undisturbed.
+                if String::from_utf8_lossy(&buf[..n]).contains(" OK ") {
+                    answered.notify_one();
+                }
                 continue;
             }
             cw.write_all(&buf[..n]).await?;
@@ -126,8 +132,8 @@ async fn pipe(
                 if let Ok(mut c) = cut.lock() {
                     *c = None;
                 }
-                // Let the server act on the command, then drop both sides unanswered.
-                tokio::time::sleep(Duration::from_millis(300)).await;
+                // Let the server finish the command, then drop both sides unanswered.
+                let _ = tokio::time::timeout(Duration::from_secs(10), answered_up.notified()).await;
                 return Ok(());
             }
         }
