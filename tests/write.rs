@@ -49,6 +49,8 @@ async fn adding_a_tag_leaves_everything_else_alone() {
     let id = one_id(home.path(), "subject:\"Note 0\"");
     let report = ok(home.path(), &["update", &id, "--add-tag", "Work"]);
     assert_eq!(report["applied"], 1, "{report}");
+    // LOGIN, SELECT, precondition FETCH, STORE, verifying FETCH, LOGOUT.
+    assert_eq!(report["commands"], 6, "{report}");
     let after = client.flags("INBOX").await.unwrap();
     assert_eq!(
         after[&1],

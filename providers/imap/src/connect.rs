@@ -207,8 +207,11 @@ async fn read_greeting(client: &mut async_imap::Client<Transport>) -> Result<()>
     }
 }
 
-/// Connects, secures and logs in.
-pub(crate) async fn open(config: &ImapConfig) -> Result<Session> {
+/// Connects, secures and logs in. Returns the capabilities the server sent with its LOGIN
+/// answer, when it did (saves a CAPABILITY round trip).
+pub(crate) async fn open(
+    config: &ImapConfig,
+) -> Result<(Session, Option<async_imap::types::Capabilities>)> {
     let addr = format!("{}:{}", config.host, config.port);
     let tcp = timed("connect", CONNECT_TIMEOUT, TcpStream::connect(&addr))
         .await?
@@ -249,7 +252,7 @@ pub(crate) async fn open(config: &ImapConfig) -> Result<Session> {
     let login = timed(
         "login",
         CONNECT_TIMEOUT,
-        client.login(&config.username, &config.password),
+        client.login_with_capabilities(&config.username, &config.password),
     )
     .await?;
     login.map_err(|(e, _client)| match e {

@@ -42,10 +42,17 @@ impl std::fmt::Debug for ImapProvider {
 impl ImapProvider {
     /// Connects, logs in and detects what the server can do.
     pub async fn connect(config: &ImapConfig) -> Result<ImapProvider> {
-        let mut session = connect::open(config).await?;
-        let caps = timed("capability", COMMAND_TIMEOUT, session.capabilities())
-            .await?
-            .map_err(|e| imap_error("capability", e))?;
+        let (mut session, login_caps) = connect::open(config).await?;
+        let mut commands = 1;
+        let caps = match login_caps {
+            Some(caps) => caps,
+            None => {
+                commands += 1;
+                timed("capability", COMMAND_TIMEOUT, session.capabilities())
+                    .await?
+                    .map_err(|e| imap_error("capability", e))?
+            }
+        };
         let extensions: Vec<String> = KNOWN_EXTENSIONS
             .iter()
             .filter(|ext| caps.has_str(ext))
@@ -64,21 +71,26 @@ impl ImapProvider {
             }
             _ => None,
         });
-        let mut provider = ImapProvider {
+        Ok(ImapProvider {
             session,
             caps: Capabilities {
                 extensions,
                 custom_tags: false,
                 max_tag_len,
             },
-            commands: 2,
+            commands,
             qresync_enabled: false,
-        };
-        if provider.caps.has("QRESYNC") {
-            provider.command_ok("ENABLE QRESYNC").await?;
-            provider.qresync_enabled = true;
+        })
+    }
+
+    /// Turns QRESYNC on for this session (once), for syncs: it changes how the server reports
+    /// expunges, which writes do not need.
+    pub(crate) async fn enable_qresync(&mut self) -> Result<()> {
+        if self.caps.has("QRESYNC") && !self.qresync_enabled {
+            self.command_ok("ENABLE QRESYNC").await?;
+            self.qresync_enabled = true;
         }
-        Ok(provider)
+        Ok(())
     }
 
     /// Runs a command that returns nothing but OK, then drains what it sent unasked.

@@ -40,6 +40,7 @@ pub(crate) async fn sync_account(
     request: &SyncRequest,
     sink: &mut dyn SyncSink,
 ) -> Result<Vec<MailboxSyncReport>> {
+    imap.enable_qresync().await?;
     let (mailboxes, statuses) = imap.list_with_status(true).await?;
     sink.mailboxes(&mailboxes).await?;
     let statuses: HashMap<String, MailboxStatus> = statuses.into_iter().collect();
