@@ -145,7 +145,7 @@ impl ImapProvider {
             let min = batch.targets.iter().map(|t| t.modseq).min().unwrap_or(0);
             let indexed: HashMap<Uid, u64> =
                 batch.targets.iter().map(|t| (t.uid, t.modseq)).collect();
-            for (uid, modseq, flags) in self.read_flags(&live, Some(min)).await? {
+            for (uid, modseq, flags) in self.read_changed(min).await? {
                 if indexed.get(&uid).is_none_or(|m| modseq <= *m) {
                     continue;
                 }
@@ -167,10 +167,31 @@ impl ImapProvider {
             self.store_flags(&live, &batch.op, condstore.then_some(highest))
                 .await
                 .map_err(|e| unknown_if_lost(e, &live))?;
-            let verified = self
-                .read_flags(&live, None)
-                .await
-                .map_err(|e| unknown_if_lost(e, &live))?;
+            // With CONDSTORE one FETCH of what changed since the SELECT reads back every
+            // message we wrote, however scattered; the few that did not change are then
+            // looked up by UID to tell a failed write from a vanished message.
+            let mut verified = if condstore {
+                self.read_changed(highest).await
+            } else {
+                self.read_flags(&live).await
+            }
+            .map_err(|e| unknown_if_lost(e, &live))?;
+            if condstore {
+                let changed: std::collections::HashSet<Uid> =
+                    verified.iter().map(|(u, _, _)| *u).collect();
+                let quiet: Vec<Uid> = live
+                    .iter()
+                    .copied()
+                    .filter(|u| !changed.contains(u))
+                    .collect();
+                if !quiet.is_empty() {
+                    let rest = self
+                        .read_flags(&quiet)
+                        .await
+                        .map_err(|e| unknown_if_lost(e, &live))?;
+                    verified.extend(rest);
+                }
+            }
             let seen: HashMap<Uid, (u64, MessageFlags)> =
                 verified.into_iter().map(|(u, m, f)| (u, (m, f))).collect();
             for uid in &live {
@@ -218,7 +239,7 @@ impl ImapProvider {
                 .map_err(|e| unknown_if_lost(e, &live))?;
             let new_uids: Vec<Uid> = moved.values().map(|(_, u)| *u).collect();
             let landed: HashMap<Uid, (u64, MessageFlags)> = self
-                .read_flags(&new_uids, None)
+                .read_flags(&new_uids)
                 .await
                 .map_err(|e| unknown_if_lost(e, &live))?
                 .into_iter()
@@ -250,19 +271,28 @@ impl ImapProvider {
         Ok(out)
     }
 
-    /// `UID FETCH <uids> (UID FLAGS MODSEQ) [(CHANGEDSINCE m)]`, one command per line-sized set.
+    /// Every message of the selected mailbox whose modseq is above `modseq`: one command,
+    /// whatever the UIDs.
+    async fn read_changed(&mut self, modseq: u64) -> Result<Vec<(Uid, u64, MessageFlags)>> {
+        let mut out = Vec::new();
+        let command = format!("UID FETCH 1:* (UID FLAGS MODSEQ) (CHANGEDSINCE {modseq})");
+        self.fetch_flags(&command, &mut out, &mut Vec::new())
+            .await?;
+        Ok(out)
+    }
+
+    /// `UID FETCH <uids> (UID FLAGS [MODSEQ])`, one command per line-sized set.
     pub(crate) async fn read_flags(
         &mut self,
         uids: &[Uid],
-        changed_since: Option<u64>,
     ) -> Result<Vec<(Uid, u64, MessageFlags)>> {
-        let items = match changed_since {
-            Some(m) => format!("(UID FLAGS MODSEQ) (CHANGEDSINCE {m})"),
-            None if self.caps.has("CONDSTORE") => "(UID FLAGS MODSEQ)".to_string(),
-            None => "(UID FLAGS)".to_string(),
+        let items = if self.caps.has("CONDSTORE") {
+            "(UID FLAGS MODSEQ)"
+        } else {
+            "(UID FLAGS)"
         };
         let mut out = Vec::new();
-        for set in uidset::chunks(uids, items.len() + 32) {
+        for set in uidset::chunks(uids, items.len() + 16) {
             self.fetch_flags(
                 &format!("UID FETCH {set} {items}"),
                 &mut out,
