@@ -23,8 +23,9 @@ fn one_id(home: &std::path::Path, query: &str) -> String {
 }
 
 /// A user with three INBOX messages: 1 `\Seen \Flagged $Other`, 2 `\Seen $Invoice`, 3 none.
-async fn setup(user: &str) -> (tempfile::TempDir, ImapClient) {
-    let server = server().expect("dovecot");
+/// `None` (test skipped) when Dovecot is not installed outside CI.
+async fn setup(user: &str) -> Option<(tempfile::TempDir, ImapClient)> {
+    let server = server()?;
     let home = tempfile::tempdir().unwrap();
     let mut client = ImapClient::connect(server, user).await.unwrap();
     for (i, flags) in ["\\Seen \\Flagged $Other", "\\Seen $Invoice", ""]
@@ -36,15 +37,14 @@ async fn setup(user: &str) -> (tempfile::TempDir, ImapClient) {
     }
     add_account(server, home.path(), "w", user, &[]);
     ok(home.path(), &["sync"]);
-    (home, client)
+    Some((home, client))
 }
 
 #[tokio::test]
 async fn adding_a_tag_leaves_everything_else_alone() {
-    if server().is_none() {
+    let Some((home, mut client)) = setup("w-patch").await else {
         return;
-    }
-    let (home, mut client) = setup("w-patch").await;
+    };
     let before = client.flags("INBOX").await.unwrap();
     let id = one_id(home.path(), "subject:\"Note 0\"");
     let report = ok(home.path(), &["update", &id, "--add-tag", "Work"]);
@@ -66,10 +66,9 @@ async fn adding_a_tag_leaves_everything_else_alone() {
 
 #[tokio::test]
 async fn repeating_a_request_sends_nothing() {
-    if server().is_none() {
+    let Some((home, _client)) = setup("w-twice").await else {
         return;
-    }
-    let (home, _client) = setup("w-twice").await;
+    };
     let first = ok(
         home.path(),
         &[
@@ -116,10 +115,9 @@ async fn repeating_a_request_sends_nothing() {
 
 #[tokio::test]
 async fn a_concurrent_change_is_stale_and_not_overwritten() {
-    if server().is_none() {
+    let Some((home, mut client)) = setup("w-stale").await else {
         return;
-    }
-    let (home, mut client) = setup("w-stale").await;
+    };
     let id = one_id(home.path(), "subject:\"Note 2\"");
     // Another client flags message 3 after mailbroker indexed it.
     client
@@ -146,10 +144,9 @@ async fn a_concurrent_change_is_stale_and_not_overwritten() {
 
 #[tokio::test]
 async fn move_to_archive_and_undo() {
-    if server().is_none() {
+    let Some((home, mut client)) = setup("w-move").await else {
         return;
-    }
-    let (home, mut client) = setup("w-move").await;
+    };
     let id = one_id(home.path(), "subject:\"Note 1\"");
     let moved = ok(home.path(), &["update", &id, "--move-to", "archive"]);
     assert_eq!(moved["applied"], 1, "{moved}");
@@ -218,10 +215,9 @@ async fn dump(home: &std::path::Path) -> String {
 
 #[tokio::test]
 async fn a_dry_run_changes_nothing_anywhere() {
-    if server().is_none() {
+    let Some((home, mut client)) = setup("w-dry").await else {
         return;
-    }
-    let (home, mut client) = setup("w-dry").await;
+    };
     let server_before = client.flags("INBOX").await.unwrap();
     let index_before = dump(home.path()).await;
     let report = ok(
@@ -261,10 +257,9 @@ fn logins(user: &str) -> usize {
 
 #[tokio::test]
 async fn invalid_keywords_are_refused_before_anything_is_sent() {
-    if server().is_none() {
+    let Some((home, mut client)) = setup("w-invalid").await else {
         return;
-    }
-    let (home, mut client) = setup("w-invalid").await;
+    };
     let before = client.flags("INBOX").await.unwrap();
     let id = one_id(home.path(), "subject:\"Note 0\"");
     let long = "k".repeat(51);

@@ -99,13 +99,13 @@ async fn floor(server: &Dovecot, items: &str) -> Result<Duration> {
 async fn main() -> Result<()> {
     // `bench write` defaults to 10,000 messages, `bench sync` to 100,000.
     let args: Vec<String> = std::env::args().collect();
-    let messages: usize = match args.iter().position(|a| a == "--messages") {
-        Some(i) => args.get(i + 1).context("--messages N")?.parse()?,
-        None => 100_000,
+    let messages: Option<usize> = match args.iter().position(|a| a == "--messages") {
+        Some(i) => Some(args.get(i + 1).context("--messages N")?.parse()?),
+        None => None,
     };
     match args.get(1).map(String::as_str) {
-        Some("sync") => bench_sync(messages).await,
-        Some("write") => bench_write(messages.min(1_000_000)).await,
+        Some("sync") => bench_sync(messages.unwrap_or(100_000)).await,
+        Some("write") => bench_write(messages.unwrap_or(10_000)).await,
         _ => bail!("usage: bench sync|write [--messages N]"),
     }
 }
