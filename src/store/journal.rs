@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use sqlx::{QueryBuilder, Sqlite, Transaction};
 
-use super::{Store, db_error, now_secs};
+use super::{ROWS_PER_STATEMENT, Store, db_error, now_secs, replace_tags};
 
 /// A message's place and state, as the journal records it before and after a change.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -231,9 +231,6 @@ impl Store {
     }
 }
 
-/// Rows per multi-row statement: at most 9 bound values each, far below SQLite's limit.
-const ROWS_PER_STATEMENT: usize = 500;
-
 /// Brings the index rows of observed messages in line with what the server showed: one
 /// `UPDATE … FROM (VALUES …)` per 500 messages rather than one statement per message.
 async fn update_index(
@@ -270,6 +267,7 @@ async fn update_index(
             .is_some_and(|a| a.mailbox != item.before.mailbox);
         rows.push((item.message_id, mailbox_id, place, *modseq, flags, moved));
     }
+    let tags: Vec<(i64, String)> = rows.iter().map(|r| (r.0, json(&r.4.tags))).collect();
     // Moved messages change their identity columns; the rest only their flags, which keeps
     // SQLite from touching the (mailbox, uidvalidity, uid) index for them.
     let (moved, stayed): (Vec<_>, Vec<_>) = rows.into_iter().partition(|r| r.5);
@@ -314,5 +312,6 @@ async fn update_index(
         q.push(") AS v WHERE messages.id = v.column1");
         q.build().execute(&mut **tx).await.map_err(db_error)?;
     }
+    replace_tags(tx, &tags).await?;
     Ok(())
 }

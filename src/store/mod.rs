@@ -75,6 +75,38 @@ impl Store {
     }
 }
 
+/// Rows per multi-row statement; with at most 17 bound values a row, far below SQLite's limit.
+pub(crate) const ROWS_PER_STATEMENT: usize = 500;
+
+/// Makes `message_tags` hold exactly the tags of these messages (id, tags as a JSON array).
+/// The index of `tag:` searches is kept here, set-based, rather than by per-row triggers.
+pub(crate) async fn replace_tags(
+    conn: &mut sqlx::SqliteConnection,
+    rows: &[(i64, String)],
+) -> Result<(), Error> {
+    for chunk in rows.chunks(ROWS_PER_STATEMENT) {
+        let mut delete = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
+            "DELETE FROM message_tags WHERE message_id IN (",
+        );
+        let mut ids = delete.separated(", ");
+        for (id, _) in chunk {
+            ids.push_bind(*id);
+        }
+        delete.push(")");
+        delete.build().execute(&mut *conn).await.map_err(db_error)?;
+        let mut insert = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
+            "INSERT OR IGNORE INTO message_tags (message_id, tag)
+             SELECT v.column1, j.value FROM (",
+        );
+        insert.push_values(chunk, |mut row, (id, tags)| {
+            row.push_bind(*id).push_bind(tags.clone());
+        });
+        insert.push(") AS v, json_each(v.column2) AS j");
+        insert.build().execute(&mut *conn).await.map_err(db_error)?;
+    }
+    Ok(())
+}
+
 pub(crate) fn now_secs() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

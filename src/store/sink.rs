@@ -11,7 +11,7 @@ use mailbroker_core::{
 use sqlx::{QueryBuilder, Sqlite, SqliteConnection};
 use tokio::sync::mpsc;
 
-use super::{Store, db_error, now_secs};
+use super::{Store, db_error, now_secs, replace_tags};
 
 /// Rows per multi-row INSERT: 17 bound values each stays far below SQLite's variable limit.
 const INSERT_CHUNK: usize = 200;
@@ -202,28 +202,32 @@ impl SyncSink for StoreSink {
     ) -> Result<u64> {
         self.flush().await?;
         let (mailbox_id, uidvalidity) = self.mailbox(mailbox)?;
-        let mut changed = 0;
+        let mut retagged = Vec::new();
         let mut tx = self.store.pool().begin().await.map_err(db_error)?;
         for (uid, modseq, flags) in changes {
             // Only rows whose flags really differ count as changed; the modseq is kept fresh
             // either way so later preconditions compare against the server's latest value.
             let raw = json_list(&flags.raw);
-            let done = sqlx::query(
+            let tags = json_list(&flags.tags);
+            let updated: Option<i64> = sqlx::query_scalar(
                 "UPDATE messages SET flags = ?, tags = ?, is_read = ?, is_flagged = ?
-                 WHERE mailbox_id = ? AND uidvalidity = ? AND uid = ? AND flags IS NOT ?",
+                 WHERE mailbox_id = ? AND uidvalidity = ? AND uid = ? AND flags IS NOT ?
+                 RETURNING id",
             )
             .bind(&raw)
-            .bind(json_list(&flags.tags))
+            .bind(&tags)
             .bind(flags.read)
             .bind(flags.flagged)
             .bind(mailbox_id)
             .bind(i64::from(uidvalidity))
             .bind(i64::from(uid))
             .bind(&raw)
-            .execute(&mut *tx)
+            .fetch_optional(&mut *tx)
             .await
             .map_err(db_error)?;
-            changed += done.rows_affected();
+            if let Some(id) = updated {
+                retagged.push((id, tags));
+            }
             if modseq > 0 {
                 sqlx::query(
                     "UPDATE messages SET modseq = ? WHERE mailbox_id = ? AND uidvalidity = ? AND uid = ?",
@@ -237,6 +241,8 @@ impl SyncSink for StoreSink {
                 .map_err(db_error)?;
             }
         }
+        replace_tags(&mut tx, &retagged).await?;
+        let changed = retagged.len() as u64;
         tx.commit().await.map_err(db_error)?;
         Ok(changed)
     }
@@ -334,6 +340,11 @@ async fn insert_batch(
             .await
             .map_err(db_error)?;
         let by_uid: HashMap<i64, i64> = ids.into_iter().map(|(id, uid)| (uid, id)).collect();
+        let tags: Vec<(i64, String)> = chunk
+            .iter()
+            .filter_map(|m| Some((*by_uid.get(&i64::from(m.uid))?, json_list(&m.flags.tags))))
+            .collect();
+        replace_tags(&mut tx, &tags).await?;
         let mut fts = QueryBuilder::<Sqlite>::new(
             "INSERT OR REPLACE INTO messages_fts (rowid, subject, addresses, snippet, body) ",
         );
