@@ -361,3 +361,23 @@ async fn a_write_whose_answer_is_lost_is_unknown_and_a_rerun_converges() {
     );
     assert_eq!(third["commands"], 0, "{third}");
 }
+
+#[tokio::test]
+async fn undo_leaves_messages_changed_since_alone() {
+    let Some((home, mut client)) = setup("w-undo-stale").await else {
+        return;
+    };
+    let tagged = ok(home.path(), &["update", "--query", "in:inbox", "--add-tag", "Batch"]);
+    assert_eq!(tagged["applied"], 3, "{tagged}");
+    // Another client removes the tag from message 3; a sync tells the index.
+    client.store("INBOX", 3, "-FLAGS", "Batch").await.unwrap();
+    ok(home.path(), &["sync"]);
+    let change = tagged["change_id"].as_i64().unwrap().to_string();
+    let run = mb(home.path(), &["undo", &change]);
+    assert_eq!(run.code, 5, "{}", run.stdout);
+    assert_eq!(run.json["applied"], 2, "{}", run.stdout);
+    assert_eq!(run.json["stale"], 1, "{}", run.stdout);
+    assert_eq!(run.json["failures"][0]["error_type"], "stale_state");
+    let flags = client.flags("INBOX").await.unwrap();
+    assert!(flags.values().all(|f| !f.contains(&"Batch".to_string())), "{flags:?}");
+}

@@ -437,4 +437,17 @@ mod tests {
         assert!(validate_keyword(&"x".repeat(51), None).is_err());
         assert!(validate_keyword(&"x".repeat(60), Some(100)).is_ok());
     }
+
+    #[test]
+    fn new_keywords_need_permanentflags_star() {
+        let mut caps = Capabilities::default();
+        assert_eq!(
+            validate_tag(&caps, "Fresh", true).unwrap_err().error_type(),
+            "unsupported"
+        );
+        // A keyword already in use can still be set or removed.
+        validate_tag(&caps, "Known", false).unwrap();
+        caps.custom_tags = true;
+        validate_tag(&caps, "Fresh", true).unwrap();
+    }
 }
