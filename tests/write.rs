@@ -367,7 +367,10 @@ async fn undo_leaves_messages_changed_since_alone() {
     let Some((home, mut client)) = setup("w-undo-stale").await else {
         return;
     };
-    let tagged = ok(home.path(), &["update", "--query", "in:inbox", "--add-tag", "Batch"]);
+    let tagged = ok(
+        home.path(),
+        &["update", "--query", "in:inbox", "--add-tag", "Batch"],
+    );
     assert_eq!(tagged["applied"], 3, "{tagged}");
     // Another client removes the tag from message 3; a sync tells the index.
     client.store("INBOX", 3, "-FLAGS", "Batch").await.unwrap();
@@ -379,5 +382,8 @@ async fn undo_leaves_messages_changed_since_alone() {
     assert_eq!(run.json["stale"], 1, "{}", run.stdout);
     assert_eq!(run.json["failures"][0]["error_type"], "stale_state");
     let flags = client.flags("INBOX").await.unwrap();
-    assert!(flags.values().all(|f| !f.contains(&"Batch".to_string())), "{flags:?}");
+    assert!(
+        flags.values().all(|f| !f.contains(&"Batch".to_string())),
+        "{flags:?}"
+    );
 }

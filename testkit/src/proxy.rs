@@ -132,8 +132,24 @@ async fn pipe(
                 if let Ok(mut c) = cut.lock() {
                     *c = None;
                 }
-                // Let the server finish the command, then drop both sides unanswered.
-                let _ = tokio::time::timeout(Duration::from_secs(10), answered_up.notified()).await;
+                // Let the server finish the command (the rest of its line may still be on
+                // its way), then drop both sides unanswered.
+                let finish = async {
+                    loop {
+                        tokio::select! {
+                            _ = answered_up.notified() => return,
+                            read = cr.read(&mut buf) => match read {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => {
+                                    if sw.write_all(&buf[..n]).await.is_err() {
+                                        return;
+                                    }
+                                }
+                            },
+                        }
+                    }
+                };
+                let _ = tokio::time::timeout(Duration::from_secs(10), finish).await;
                 return Ok(());
             }
         }
