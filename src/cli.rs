@@ -422,7 +422,10 @@ fn print_change(report: &write::ChangeReport, json: bool) -> Result<u8> {
         print_json(None, report)?;
     } else {
         if report.dry_run {
-            println!("dry run: nothing was changed");
+            println!(
+                "dry run: nothing was changed; {} messages would change, {} already as asked",
+                report.planned, report.unchanged
+            );
         }
         for line in &report.plan {
             println!("  {line}");
@@ -430,10 +433,12 @@ fn print_change(report: &write::ChangeReport, json: bool) -> Result<u8> {
         if let Some(id) = report.change_id {
             println!("change {id}");
         }
-        println!(
-            "applied: {}, unchanged: {}, stale: {}, failed: {}",
-            report.applied, report.unchanged, report.stale, report.failed
-        );
+        if !report.dry_run {
+            println!(
+                "applied: {}, unchanged: {}, stale: {}, failed: {}",
+                report.applied, report.unchanged, report.stale, report.failed
+            );
+        }
         for f in &report.failures {
             println!("  message {}: {} {}", f.id, f.error_type, f.error);
         }

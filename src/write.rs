@@ -33,6 +33,8 @@ pub struct ChangeReport {
     pub change_id: Option<i64>,
     pub dry_run: bool,
     pub plan: Vec<String>,
+    /// Messages that needed a change (in a dry run: would be changed).
+    pub planned: u64,
     pub applied: u64,
     pub unchanged: u64,
     pub stale: u64,
@@ -194,6 +196,10 @@ pub async fn execute(
         change_id: None,
         dry_run,
         plan,
+        planned: intents
+            .iter()
+            .filter(|i| !i.op.is_empty() || i.move_to.is_some())
+            .count() as u64,
         applied: 0,
         unchanged: 0,
         stale: 0,
@@ -210,6 +216,11 @@ pub async fn execute(
         report.provider_ms = provider_started.elapsed().as_millis() as u64;
     }
     let mut items = Vec::new();
+    if dry_run {
+        report.unchanged = intents.len() as u64 - report.planned;
+        report.local_ms = started.elapsed().as_millis() as u64;
+        return Ok(report);
+    }
     for (intent, result) in intents.iter().zip(results) {
         let result = result.unwrap_or_else(|| ItemResult::new(intent.row.uid, Outcome::Unchanged));
         match result.outcome {

@@ -235,6 +235,8 @@ async fn a_dry_run_changes_nothing_anywhere() {
         ],
     );
     assert_eq!(report["dry_run"], true);
+    assert_eq!(report["planned"], 3, "{report}");
+    assert_eq!(report["applied"], 0);
     assert!(report["change_id"].is_null());
     assert!(
         report["plan"]
