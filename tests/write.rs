@@ -389,3 +389,51 @@ async fn undo_leaves_messages_changed_since_alone() {
         "{flags:?}"
     );
 }
+
+#[tokio::test]
+async fn without_move_a_move_is_copy_and_expunge_of_exactly_those_uids() {
+    let Some(server) = server() else { return };
+    let home = tempfile::tempdir().unwrap();
+    let user = "w-nomove";
+    let mut client = ImapClient::connect(server, user).await.unwrap();
+    for i in 0..3 {
+        let body = message(i, "carol@example.test", &format!("Copy {i}"), "text");
+        client.append("INBOX", "\\Seen", &body).await.unwrap();
+    }
+    // An unrelated message already marked \Deleted must survive the move's expunge.
+    client
+        .store("INBOX", 3, "+FLAGS", "\\Deleted")
+        .await
+        .unwrap();
+    add_account(
+        server,
+        home.path(),
+        "c",
+        user,
+        &["--disable-extension", "MOVE"],
+    );
+    ok(home.path(), &["sync"]);
+    let id = one_id(home.path(), "subject:\"Copy 0\"");
+    let report = ok(home.path(), &["update", &id, "--move-to", "archive"]);
+    assert_eq!(report["applied"], 1, "{report}");
+    assert!(
+        report["plan"][0].as_str().unwrap().contains("UID COPY"),
+        "{report}"
+    );
+    let inbox = client.flags("INBOX").await.unwrap();
+    assert_eq!(
+        inbox.keys().copied().collect::<Vec<_>>(),
+        vec![2, 3],
+        "{inbox:?}"
+    );
+    assert_eq!(inbox[&3], vec!["\\Deleted", "\\Seen"]);
+    let archive = client.flags("Archive").await.unwrap();
+    assert_eq!(
+        archive.values().collect::<Vec<_>>(),
+        vec![&vec!["\\Seen".to_string()]]
+    );
+    assert_eq!(
+        ok(home.path(), &["show", &id])["message"]["mailbox"],
+        "Archive"
+    );
+}
