@@ -126,7 +126,6 @@ impl ImapProvider {
         }
         let condstore = self.caps.has("CONDSTORE");
         let selected = self.select(&batch.mailbox, condstore).await?;
-        let mut results: HashMap<Uid, ItemResult> = HashMap::new();
         if selected.uid_validity != Some(batch.uidvalidity) {
             let err = Error::stale_state(format!(
                 "mailbox {:?} was recreated on the server (new UIDVALIDITY)",
@@ -140,85 +139,16 @@ impl ImapProvider {
                 .collect());
         }
         let highest = selected.highest_modseq.unwrap_or(0);
+        let mut results = if condstore {
+            self.changed_since_indexed(batch).await?
+        } else {
+            HashMap::new()
+        };
         let mut live: Vec<Uid> = uids_of(batch);
-        if condstore {
-            let min = batch.targets.iter().map(|t| t.modseq).min().unwrap_or(0);
-            let indexed: HashMap<Uid, u64> =
-                batch.targets.iter().map(|t| (t.uid, t.modseq)).collect();
-            for (uid, modseq, flags) in self.read_changed(min).await? {
-                if indexed.get(&uid).is_none_or(|m| modseq <= *m) {
-                    continue;
-                }
-                // Changed since indexed. If it already shows what was asked (an earlier run
-                // whose answer was lost), there is nothing to do; otherwise leave it alone.
-                let result = if batch.move_to.is_none() && batch.op.holds_in(&flags) {
-                    ItemResult {
-                        observed: Some((modseq, flags)),
-                        ..ItemResult::new(uid, Outcome::Unchanged)
-                    }
-                } else {
-                    stale(uid, modseq, flags)
-                };
-                results.insert(uid, result);
-            }
-            live.retain(|u| !results.contains_key(u));
-        }
+        live.retain(|u| !results.contains_key(u));
         if !batch.op.is_empty() && !live.is_empty() {
-            self.store_flags(&live, &batch.op, condstore.then_some(highest))
-                .await
-                .map_err(|e| unknown_if_lost(e, &live))?;
-            // With CONDSTORE one FETCH of what changed since the SELECT reads back every
-            // message we wrote, however scattered; the few that did not change are then
-            // looked up by UID to tell a failed write from a vanished message.
-            let mut verified = if condstore {
-                self.read_changed(highest).await
-            } else {
-                self.read_flags(&live).await
-            }
-            .map_err(|e| unknown_if_lost(e, &live))?;
-            if condstore {
-                let changed: std::collections::HashSet<Uid> =
-                    verified.iter().map(|(u, _, _)| *u).collect();
-                let quiet: Vec<Uid> = live
-                    .iter()
-                    .copied()
-                    .filter(|u| !changed.contains(u))
-                    .collect();
-                if !quiet.is_empty() {
-                    let rest = self
-                        .read_flags(&quiet)
-                        .await
-                        .map_err(|e| unknown_if_lost(e, &live))?;
-                    verified.extend(rest);
-                }
-            }
-            let seen: HashMap<Uid, (u64, MessageFlags)> =
-                verified.into_iter().map(|(u, m, f)| (u, (m, f))).collect();
-            for uid in &live {
-                let result = match seen.get(uid) {
-                    Some((modseq, flags)) if batch.op.holds_in(flags) => ItemResult {
-                        observed: Some((*modseq, flags.clone())),
-                        ..ItemResult::new(*uid, Outcome::Applied)
-                    },
-                    // Changed by someone else after our SELECT: the server refused (MODIFIED).
-                    Some((modseq, flags)) if condstore && *modseq > highest => {
-                        stale(*uid, *modseq, flags.clone())
-                    }
-                    Some((modseq, flags)) => ItemResult {
-                        observed: Some((*modseq, flags.clone())),
-                        ..ItemResult::new(*uid, Outcome::Failed).with_error(
-                            Error::verification_failed(format!(
-                                "uid {uid} in {:?} does not show the change after the write",
-                                batch.mailbox
-                            )),
-                        )
-                    },
-                    None => ItemResult::new(*uid, Outcome::Stale).with_error(Error::stale_state(
-                        format!("uid {uid} is no longer in {:?}", batch.mailbox),
-                    )),
-                };
-                results.insert(*uid, result);
-            }
+            let unchanged_since = condstore.then_some(highest);
+            results.extend(self.store_and_verify(batch, &live, unchanged_since).await?);
             live.retain(|u| {
                 results
                     .get(u)
@@ -228,47 +158,150 @@ impl ImapProvider {
         if let Some(target) = &batch.move_to
             && !live.is_empty()
         {
-            let moved = self
-                .move_uids(&live, target)
-                .await
-                .map_err(|e| unknown_if_lost(e, &live))?;
-            // Read the moved messages back where they landed: that verifies the move and
-            // gives the index their new modseqs for later preconditions.
-            self.select(target, condstore)
-                .await
-                .map_err(|e| unknown_if_lost(e, &live))?;
-            let new_uids: Vec<Uid> = moved.values().map(|(_, u)| *u).collect();
-            let landed: HashMap<Uid, (u64, MessageFlags)> = self
-                .read_flags(&new_uids)
-                .await
-                .map_err(|e| unknown_if_lost(e, &live))?
-                .into_iter()
-                .map(|(u, m, f)| (u, (m, f)))
-                .collect();
-            for uid in &live {
-                let entry = results
-                    .entry(*uid)
-                    .or_insert_with(|| ItemResult::new(*uid, Outcome::Applied));
-                match moved
-                    .get(uid)
-                    .and_then(|(v, n)| Some((*v, *n, landed.get(n)?)))
-                {
-                    Some((validity, new_uid, (modseq, flags))) => {
-                        entry.moved_to = Some((target.clone(), validity, new_uid));
-                        entry.observed = Some((*modseq, flags.clone()));
-                    }
-                    None => {
-                        entry.outcome = Outcome::Failed;
-                        entry.error = Some(Error::verification_failed(format!(
-                            "uid {uid} was not found in {target:?} after the move"
-                        )));
-                    }
-                }
-            }
+            self.move_and_verify(&live, target, &mut results).await?;
         }
         let mut out: Vec<ItemResult> = results.into_values().collect();
         out.sort_by_key(|r| r.uid);
         Ok(out)
+    }
+
+    /// Targets that changed on the server since they were indexed (the precondition read).
+    /// One that already shows what was asked (an earlier run whose answer was lost) needs
+    /// nothing; the others are stale and left alone.
+    async fn changed_since_indexed(
+        &mut self,
+        batch: &WriteBatch,
+    ) -> Result<HashMap<Uid, ItemResult>> {
+        let min = batch.targets.iter().map(|t| t.modseq).min().unwrap_or(0);
+        let indexed: HashMap<Uid, u64> = batch.targets.iter().map(|t| (t.uid, t.modseq)).collect();
+        let mut results = HashMap::new();
+        for (uid, modseq, flags) in self.read_changed(min).await? {
+            if indexed.get(&uid).is_none_or(|m| modseq <= *m) {
+                continue;
+            }
+            let result = if batch.move_to.is_none() && batch.op.holds_in(&flags) {
+                ItemResult {
+                    observed: Some((modseq, flags)),
+                    ..ItemResult::new(uid, Outcome::Unchanged)
+                }
+            } else {
+                stale(uid, modseq, flags)
+            };
+            results.insert(uid, result);
+        }
+        Ok(results)
+    }
+
+    /// Stores the batch's flags on `live` and classifies each message from the read-back.
+    async fn store_and_verify(
+        &mut self,
+        batch: &WriteBatch,
+        live: &[Uid],
+        unchanged_since: Option<u64>,
+    ) -> Result<HashMap<Uid, ItemResult>> {
+        self.store_flags(live, &batch.op, unchanged_since)
+            .await
+            .map_err(|e| unknown_if_lost(e, live))?;
+        // With CONDSTORE one FETCH of what changed since the SELECT reads back every message
+        // we wrote, however scattered; the few that did not change are then looked up by UID
+        // to tell a failed write from a vanished message.
+        let mut verified = match unchanged_since {
+            Some(highest) => self.read_changed(highest).await,
+            None => self.read_flags(live).await,
+        }
+        .map_err(|e| unknown_if_lost(e, live))?;
+        if unchanged_since.is_some() {
+            let changed: std::collections::HashSet<Uid> =
+                verified.iter().map(|(u, _, _)| *u).collect();
+            let quiet: Vec<Uid> = live
+                .iter()
+                .copied()
+                .filter(|u| !changed.contains(u))
+                .collect();
+            if !quiet.is_empty() {
+                let rest = self
+                    .read_flags(&quiet)
+                    .await
+                    .map_err(|e| unknown_if_lost(e, live))?;
+                verified.extend(rest);
+            }
+        }
+        let seen: HashMap<Uid, (u64, MessageFlags)> =
+            verified.into_iter().map(|(u, m, f)| (u, (m, f))).collect();
+        let mut results = HashMap::new();
+        for uid in live {
+            let result = match seen.get(uid) {
+                Some((modseq, flags)) if batch.op.holds_in(flags) => ItemResult {
+                    observed: Some((*modseq, flags.clone())),
+                    ..ItemResult::new(*uid, Outcome::Applied)
+                },
+                // Changed by someone else after our SELECT: the server refused (MODIFIED).
+                Some((modseq, flags)) if unchanged_since.is_some_and(|h| *modseq > h) => {
+                    stale(*uid, *modseq, flags.clone())
+                }
+                Some((modseq, flags)) => ItemResult {
+                    observed: Some((*modseq, flags.clone())),
+                    ..ItemResult::new(*uid, Outcome::Failed).with_error(Error::verification_failed(
+                        format!(
+                            "uid {uid} in {:?} does not show the change after the write",
+                            batch.mailbox
+                        ),
+                    ))
+                },
+                None => ItemResult::new(*uid, Outcome::Stale).with_error(Error::stale_state(
+                    format!("uid {uid} is no longer in {:?}", batch.mailbox),
+                )),
+            };
+            results.insert(*uid, result);
+        }
+        Ok(results)
+    }
+
+    /// Moves `live` to `target` and reads them back where they landed: that verifies the move
+    /// and gives the index their new UIDs and modseqs for later preconditions.
+    async fn move_and_verify(
+        &mut self,
+        live: &[Uid],
+        target: &str,
+        results: &mut HashMap<Uid, ItemResult>,
+    ) -> Result<()> {
+        let moved = self
+            .move_uids(live, target)
+            .await
+            .map_err(|e| unknown_if_lost(e, live))?;
+        let condstore = self.caps.has("CONDSTORE");
+        self.select(target, condstore)
+            .await
+            .map_err(|e| unknown_if_lost(e, live))?;
+        let new_uids: Vec<Uid> = moved.values().map(|(_, u)| *u).collect();
+        let landed: HashMap<Uid, (u64, MessageFlags)> = self
+            .read_flags(&new_uids)
+            .await
+            .map_err(|e| unknown_if_lost(e, live))?
+            .into_iter()
+            .map(|(u, m, f)| (u, (m, f)))
+            .collect();
+        for uid in live {
+            let entry = results
+                .entry(*uid)
+                .or_insert_with(|| ItemResult::new(*uid, Outcome::Applied));
+            match moved
+                .get(uid)
+                .and_then(|(v, n)| Some((*v, *n, landed.get(n)?)))
+            {
+                Some((validity, new_uid, (modseq, flags))) => {
+                    entry.moved_to = Some((target.to_string(), validity, new_uid));
+                    entry.observed = Some((*modseq, flags.clone()));
+                }
+                None => {
+                    entry.outcome = Outcome::Failed;
+                    entry.error = Some(Error::verification_failed(format!(
+                        "uid {uid} was not found in {target:?} after the move"
+                    )));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Every message of the selected mailbox whose modseq is above `modseq`: one command,
