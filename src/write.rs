@@ -209,41 +209,21 @@ pub async fn execute(
         provider_ms: 0,
         local_ms: 0,
     };
-    let mut results: Vec<Option<ItemResult>> = vec![None; intents.len()];
-    if !dry_run {
-        let provider_started = std::time::Instant::now();
-        report.commands = run_batches(home, store, &groups, &intents, &mut results).await?;
-        report.provider_ms = provider_started.elapsed().as_millis() as u64;
-    }
-    let mut items = Vec::new();
     if dry_run {
         report.unchanged = intents.len() as u64 - report.planned;
         report.local_ms = started.elapsed().as_millis() as u64;
         return Ok(report);
     }
-    for (intent, result) in intents.iter().zip(results) {
-        let result = result.unwrap_or_else(|| ItemResult::new(intent.row.uid, Outcome::Unchanged));
-        match result.outcome {
-            Outcome::Applied => report.applied += 1,
-            Outcome::Unchanged => report.unchanged += 1,
-            Outcome::Stale => report.stale += 1,
-            Outcome::Failed | Outcome::Unknown => report.failed += 1,
-        }
-        if let Some(e) = &result.error {
-            report.failures.push(Failure {
-                id: intent.row.id,
-                outcome: result.outcome,
-                error_type: e.error_type().to_string(),
-                error: e.message().to_string(),
-            });
-        }
-        items.push(journal_item(intent, result));
-    }
-    if dry_run
-        || items
-            .iter()
-            .all(|i| i.outcome == "unchanged" && i.observed.is_none())
+    let mut results: Vec<Option<ItemResult>> = vec![None; intents.len()];
+    let provider_started = std::time::Instant::now();
+    report.commands = run_batches(home, store, &groups, &intents, &mut results).await?;
+    report.provider_ms = provider_started.elapsed().as_millis() as u64;
+    let items = tally(&mut report, &intents, results);
+    if items
+        .iter()
+        .all(|i| i.outcome == "unchanged" && i.observed.is_none())
     {
+        report.local_ms = (started.elapsed().as_millis() as u64).saturating_sub(report.provider_ms);
         return Ok(report);
     }
     let change = ChangeRecord {
@@ -263,6 +243,34 @@ pub async fn execute(
     report.change_id = Some(store.record_change(&change).await?);
     report.local_ms = (started.elapsed().as_millis() as u64).saturating_sub(report.provider_ms);
     Ok(report)
+}
+
+/// Counts each message's outcome into the report and turns it into its journal line.
+fn tally(
+    report: &mut ChangeReport,
+    intents: &[Intent],
+    results: Vec<Option<ItemResult>>,
+) -> Vec<JournalItem> {
+    let mut items = Vec::with_capacity(intents.len());
+    for (intent, result) in intents.iter().zip(results) {
+        let result = result.unwrap_or_else(|| ItemResult::new(intent.row.uid, Outcome::Unchanged));
+        match result.outcome {
+            Outcome::Applied => report.applied += 1,
+            Outcome::Unchanged => report.unchanged += 1,
+            Outcome::Stale => report.stale += 1,
+            Outcome::Failed | Outcome::Unknown => report.failed += 1,
+        }
+        if let Some(e) = &result.error {
+            report.failures.push(Failure {
+                id: intent.row.id,
+                outcome: result.outcome,
+                error_type: e.error_type().to_string(),
+                error: e.message().to_string(),
+            });
+        }
+        items.push(journal_item(intent, result));
+    }
+    items
 }
 
 fn journal_item(intent: &Intent, result: ItemResult) -> JournalItem {

@@ -120,35 +120,11 @@ async fn sync_mailbox(
         return Ok(report);
     };
 
+    report.mode = incremental_mode(imap.qresync_enabled, condstore, old.highestmodseq);
     if old.uidnext > 1 {
-        let known_range = format!("1:{}", old.uidnext - 1);
-        if imap.qresync_enabled && old.highestmodseq > 0 {
-            report.mode = SyncMode::Qresync;
-            let (changed, vanished) =
-                changed_since(imap, name, &known_range, old.highestmodseq, true, sink).await?;
-            report.changed = changed;
-            report.removed = sink.remove_messages(name, vanished).await?;
-        } else if condstore && old.highestmodseq > 0 {
-            report.mode = SyncMode::Condstore;
-            let (changed, _) =
-                changed_since(imap, name, &known_range, old.highestmodseq, false, sink).await?;
-            report.changed = changed;
-            let present = imap.uid_list(&known_range).await?;
-            report.removed = sink.retain_messages(name, present).await?;
-        } else {
-            report.mode = SyncMode::Flags;
-            let (changed, present) = compare_all_flags(imap, name, &known_range, sink).await?;
-            report.changed = changed;
-            report.removed = sink.retain_messages(name, present).await?;
-        }
-    } else {
-        report.mode = if imap.qresync_enabled {
-            SyncMode::Qresync
-        } else if condstore {
-            SyncMode::Condstore
-        } else {
-            SyncMode::Flags
-        };
+        let (changed, removed) = check_known(imap, name, old, report.mode, sink).await?;
+        report.changed = changed;
+        report.removed = removed;
     }
     // New messages last: the expunge checks above compare only UIDs below the old UIDNEXT.
     if now.uidnext > old.uidnext && selected.exists > 0 {
@@ -157,6 +133,44 @@ async fn sync_mailbox(
     }
     sink.mailbox_done(name, now).await?;
     Ok(report)
+}
+
+/// The cheapest route to the flag changes and expunges among indexed messages.
+fn incremental_mode(qresync: bool, condstore: bool, highestmodseq: u64) -> SyncMode {
+    match (qresync, condstore, highestmodseq > 0) {
+        (true, _, true) => SyncMode::Qresync,
+        (false, true, true) => SyncMode::Condstore,
+        _ => SyncMode::Flags,
+    }
+}
+
+/// Brings the already-indexed UIDs (below the old UIDNEXT) up to date by `mode`; returns how
+/// many changed and how many are gone.
+async fn check_known(
+    imap: &mut ImapProvider,
+    name: &str,
+    old: MailboxCursor,
+    mode: SyncMode,
+    sink: &mut dyn SyncSink,
+) -> Result<(u64, u64)> {
+    let known_range = format!("1:{}", old.uidnext - 1);
+    match mode {
+        SyncMode::Qresync => {
+            let (changed, vanished) =
+                changed_since(imap, name, &known_range, old.highestmodseq, true, sink).await?;
+            Ok((changed, sink.remove_messages(name, vanished).await?))
+        }
+        SyncMode::Condstore => {
+            let (changed, _) =
+                changed_since(imap, name, &known_range, old.highestmodseq, false, sink).await?;
+            let present = imap.uid_list(&known_range).await?;
+            Ok((changed, sink.retain_messages(name, present).await?))
+        }
+        _ => {
+            let (changed, present) = compare_all_flags(imap, name, &known_range, sink).await?;
+            Ok((changed, sink.retain_messages(name, present).await?))
+        }
+    }
 }
 
 /// Fetches every message with UID ≥ `from` and hands them to the sink in batches.
