@@ -237,12 +237,12 @@ async fn update(home: &Home, store: &Store, args: &UpdateArgs, json: bool) -> Re
     let (selection, rows) = match &args.query {
         Some(q) => {
             let query = search::parse(q, crate::store::now_secs())?;
-            let rows = store.search(&query, u32::MAX).await?;
+            let rows = store.search_refs(&query).await?;
             (serde_json::json!({ "query": q }), rows)
         }
         None => (
             serde_json::json!({ "ids": args.ids }),
-            store.messages(&args.ids).await?,
+            store.message_refs(&args.ids).await?,
         ),
     };
     let report = write::update(home, store, "cli", selection, rows, &patch, args.dry_run).await?;

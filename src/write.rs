@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use crate::home::Home;
 use crate::registry;
-use crate::store::{ChangeRecord, JournalItem, MessageRow, MessageState, Store};
+use crate::store::{ChangeRecord, JournalItem, MessageRef, MessageState, Store};
 
 /// How long a write waits for a sync or another write on the same account.
 const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(300);
@@ -21,7 +21,7 @@ const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(300);
 /// What one message should get: a flag operation and/or a move.
 #[derive(Debug, Clone)]
 pub struct Intent {
-    pub row: MessageRow,
+    pub row: MessageRef,
     pub op: FlagOp,
     pub move_to: Option<String>,
 }
@@ -56,11 +56,11 @@ pub struct Failure {
     pub error: String,
 }
 
-fn has_tag(row: &MessageRow, tag: &str) -> bool {
+fn has_tag(row: &MessageRef, tag: &str) -> bool {
     row.tags.iter().any(|t| t.eq_ignore_ascii_case(tag))
 }
 
-fn state_of(row: &MessageRow) -> MessageState {
+fn state_of(row: &MessageRef) -> MessageState {
     MessageState {
         mailbox: row.mailbox.clone(),
         uidvalidity: row.uidvalidity,
@@ -72,7 +72,7 @@ fn state_of(row: &MessageRow) -> MessageState {
 }
 
 /// What `patch` still has to do to `row`: only the parts that would change something.
-async fn intent_of(store: &Store, row: MessageRow, patch: &Patch) -> Result<Intent> {
+async fn intent_of(store: &Store, row: MessageRef, patch: &Patch) -> Result<Intent> {
     let op = FlagOp {
         read: patch.read.filter(|r| *r != row.read),
         flagged: patch.flagged.filter(|f| *f != row.flagged),
@@ -105,7 +105,7 @@ pub async fn update(
     store: &Store,
     origin: &str,
     selection: serde_json::Value,
-    rows: Vec<MessageRow>,
+    rows: Vec<MessageRef>,
     patch: &Patch,
     dry_run: bool,
 ) -> Result<ChangeReport> {
@@ -128,6 +128,7 @@ pub async fn update(
     }
     let patch_json = serde_json::to_value(patch).map_err(|e| Error::internal(e.to_string()))?;
     let resolve = started.elapsed();
+    tracing::debug!(ms = resolve.as_millis() as u64, messages = intents.len(), "write: intents resolved");
     let mut report = execute(
         home, store, origin, selection, patch_json, None, intents, dry_run,
     )
@@ -187,11 +188,13 @@ pub async fn execute(
 ) -> Result<ChangeReport> {
     let started = std::time::Instant::now();
     let groups = batches(&intents);
+    tracing::debug!(ms = started.elapsed().as_millis() as u64, batches = groups.len(), "write: batched");
     let mut plan = Vec::new();
     for (key, members) in &groups {
         let record = store.account(&key.0.parse()?).await?;
         plan.extend(registry::plan(&record, &batch_of(key, &intents, members)));
     }
+    tracing::debug!(ms = started.elapsed().as_millis() as u64, "write: planned");
     let mut report = ChangeReport {
         change_id: None,
         dry_run,
@@ -218,6 +221,7 @@ pub async fn execute(
     let provider_started = std::time::Instant::now();
     report.commands = run_batches(home, store, &groups, &intents, &mut results).await?;
     report.provider_ms = provider_started.elapsed().as_millis() as u64;
+    tracing::debug!(ms = started.elapsed().as_millis() as u64, "write: provider done");
     let items = tally(&mut report, &intents, results);
     if items
         .iter()
@@ -240,7 +244,9 @@ pub async fn execute(
         failed: report.failed as i64,
         items,
     };
+    tracing::debug!(ms = started.elapsed().as_millis() as u64, "write: journal built");
     report.change_id = Some(store.record_change(&change).await?);
+    tracing::debug!(ms = started.elapsed().as_millis() as u64, "write: journal and index committed");
     report.local_ms = (started.elapsed().as_millis() as u64).saturating_sub(report.provider_ms);
     Ok(report)
 }
@@ -389,7 +395,7 @@ pub async fn undo(
         )));
     }
     let rows = store
-        .messages(&applied.iter().map(|i| i.message_id).collect::<Vec<_>>())
+        .message_refs(&applied.iter().map(|i| i.message_id).collect::<Vec<_>>())
         .await?;
     let mut intents = Vec::new();
     let mut stale = Vec::new();

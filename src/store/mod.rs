@@ -18,7 +18,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 
 pub use accounts::{AccountRecord, MailboxRecord};
 pub use journal::{ChangeRecord, JournalItem, MessageState};
-pub use messages::MessageRow;
+pub use messages::{MessageRef, MessageRow};
 pub use sink::StoreSink;
 
 /// A handle on the index. Cheap to clone (a connection pool).
