@@ -128,7 +128,11 @@ pub async fn update(
     }
     let patch_json = serde_json::to_value(patch).map_err(|e| Error::internal(e.to_string()))?;
     let resolve = started.elapsed();
-    tracing::debug!(ms = resolve.as_millis() as u64, messages = intents.len(), "write: intents resolved");
+    tracing::debug!(
+        ms = resolve.as_millis() as u64,
+        messages = intents.len(),
+        "write: intents resolved"
+    );
     let mut report = execute(
         home, store, origin, selection, patch_json, None, intents, dry_run,
     )
@@ -188,7 +192,11 @@ pub async fn execute(
 ) -> Result<ChangeReport> {
     let started = std::time::Instant::now();
     let groups = batches(&intents);
-    tracing::debug!(ms = started.elapsed().as_millis() as u64, batches = groups.len(), "write: batched");
+    tracing::debug!(
+        ms = started.elapsed().as_millis() as u64,
+        batches = groups.len(),
+        "write: batched"
+    );
     let mut plan = Vec::new();
     for (key, members) in &groups {
         let record = store.account(&key.0.parse()?).await?;
@@ -221,7 +229,10 @@ pub async fn execute(
     let provider_started = std::time::Instant::now();
     report.commands = run_batches(home, store, &groups, &intents, &mut results).await?;
     report.provider_ms = provider_started.elapsed().as_millis() as u64;
-    tracing::debug!(ms = started.elapsed().as_millis() as u64, "write: provider done");
+    tracing::debug!(
+        ms = started.elapsed().as_millis() as u64,
+        "write: provider done"
+    );
     let items = tally(&mut report, &intents, results);
     if items
         .iter()
@@ -244,9 +255,15 @@ pub async fn execute(
         failed: report.failed as i64,
         items,
     };
-    tracing::debug!(ms = started.elapsed().as_millis() as u64, "write: journal built");
+    tracing::debug!(
+        ms = started.elapsed().as_millis() as u64,
+        "write: journal built"
+    );
     report.change_id = Some(store.record_change(&change).await?);
-    tracing::debug!(ms = started.elapsed().as_millis() as u64, "write: journal and index committed");
+    tracing::debug!(
+        ms = started.elapsed().as_millis() as u64,
+        "write: journal and index committed"
+    );
     report.local_ms = (started.elapsed().as_millis() as u64).saturating_sub(report.provider_ms);
     Ok(report)
 }

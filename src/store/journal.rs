@@ -95,8 +95,11 @@ impl Store {
             });
             q.build().execute(&mut *tx).await.map_err(db_error)?;
         }
+        tracing::debug!("journal: items inserted");
         update_index(&mut tx, &change.items).await?;
+        tracing::debug!("journal: index updated");
         tx.commit().await.map_err(db_error)?;
+        tracing::debug!("journal: committed");
         Ok(id)
     }
 
@@ -275,10 +278,17 @@ async fn update_index(
         if let Some((_, flags)) = &item.observed {
             let before = &item.before.tags;
             added.extend(
-                flags.tags.iter().filter(|t| !before.contains(t)).map(|t| (item.message_id, t.clone())),
+                flags
+                    .tags
+                    .iter()
+                    .filter(|t| !before.contains(t))
+                    .map(|t| (item.message_id, t.clone())),
             );
             removed.extend(
-                before.iter().filter(|t| !flags.tags.contains(t)).map(|t| (item.message_id, t.clone())),
+                before
+                    .iter()
+                    .filter(|t| !flags.tags.contains(t))
+                    .map(|t| (item.message_id, t.clone())),
             );
         }
     }
@@ -327,7 +337,8 @@ async fn update_index(
         q.build().execute(&mut **tx).await.map_err(db_error)?;
     }
     for chunk in added.chunks(ROWS_PER_STATEMENT) {
-        let mut q = QueryBuilder::<Sqlite>::new("INSERT OR IGNORE INTO message_tags (message_id, tag) ");
+        let mut q =
+            QueryBuilder::<Sqlite>::new("INSERT OR IGNORE INTO message_tags (message_id, tag) ");
         q.push_values(chunk, |mut row, (id, tag)| {
             row.push_bind(*id).push_bind(tag.clone());
         });

@@ -250,7 +250,11 @@ impl Store {
         for chunk in ids.chunks(500) {
             let mut q = QueryBuilder::<Sqlite>::new(SELECT_REF);
             push_ids(&mut q, chunk);
-            let rows: Vec<RefRow> = q.build_query_as().fetch_all(self.pool()).await.map_err(db_error)?;
+            let rows: Vec<RefRow> = q
+                .build_query_as()
+                .fetch_all(self.pool())
+                .await
+                .map_err(db_error)?;
             out.extend(rows.into_iter().map(ref_of));
         }
         let found: std::collections::HashSet<i64> = out.iter().map(|r| r.id).collect();
@@ -263,7 +267,11 @@ impl Store {
         let mut q = QueryBuilder::<Sqlite>::new(SELECT_REF);
         push_terms(&mut q, query);
         q.push(" ORDER BY m.id");
-        let rows: Vec<RefRow> = q.build_query_as().fetch_all(self.pool()).await.map_err(db_error)?;
+        let rows: Vec<RefRow> = q
+            .build_query_as()
+            .fetch_all(self.pool())
+            .await
+            .map_err(db_error)?;
         Ok(rows.into_iter().map(ref_of).collect())
     }
 

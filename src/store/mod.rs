@@ -50,7 +50,11 @@ impl Store {
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Normal)
             .busy_timeout(Duration::from_secs(30))
-            .foreign_keys(true);
+            .foreign_keys(true)
+            // Checkpoint the WAL every 64 MB rather than every 4 MB: a 10,000-message change
+            // otherwise pays for a checkpoint inside its own commit (≈ 80 ms). The last
+            // connection to close checkpoints anyway.
+            .pragma("wal_autocheckpoint", "16384");
         let pool = SqlitePoolOptions::new()
             .max_connections(4)
             .connect_with(options)
