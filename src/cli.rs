@@ -222,14 +222,19 @@ pub async fn run(cli: Cli) -> Result<u8> {
 }
 
 async fn dispatch(home: &Home, store: &Store, command: Command, json: bool) -> Result<u8> {
-    match command {
-        Command::Update(args) => update(home, store, &args, json).await,
+    let done = match command {
+        Command::Update(args) => return update(home, store, &args, json).await,
         Command::Undo { change, dry_run } => {
             let report = write::undo(home, store, change, dry_run).await?;
-            print_change(&report, json)
+            return print_change(&report, json);
         }
-        other => dispatch_read(home, store, other, json).await.map(|()| 0),
-    }
+        Command::Account(cmd) => account(store, cmd, json).await,
+        Command::Sync { account, full } => run_sync(home, store, account, full, json).await,
+        Command::Search { query, limit } => search_messages(store, &query, limit, json).await,
+        Command::Changes { id, limit } => changes(store, id, limit, json).await,
+        Command::Show { id } => show(store, id, json).await,
+    };
+    done.map(|()| 0)
 }
 
 async fn update(home: &Home, store: &Store, args: &UpdateArgs, json: bool) -> Result<u8> {
@@ -249,57 +254,47 @@ async fn update(home: &Home, store: &Store, args: &UpdateArgs, json: bool) -> Re
     print_change(&report, json)
 }
 
-async fn dispatch_read(home: &Home, store: &Store, command: Command, json: bool) -> Result<()> {
-    match command {
-        Command::Update(_) | Command::Undo { .. } => Ok(()),
-        Command::Account(cmd) => account(store, cmd, json).await,
-        Command::Sync { account, full } => run_sync(home, store, account, full, json).await,
-        Command::Search { query, limit } => {
-            let query = search::parse(&query.join(" "), crate::store::now_secs())?;
-            let rows = store.search(&query, limit.clamp(1, 10_000)).await?;
-            if json {
-                print_json(Some("messages"), &rows)
-            } else {
-                rows.iter().for_each(|r| println!("{}", one_line(r)));
-                Ok(())
-            }
-        }
-        Command::Changes { id: Some(id), .. } => {
-            let change = store.change(id).await?;
-            if json {
-                return print_json(Some("change"), &change);
-            }
-            print_change_record(&change);
-            for item in &change.items {
-                println!(
-                    "  message {}: {}{}",
-                    item.message_id,
-                    item.outcome,
-                    item.error
-                        .as_deref()
-                        .map_or(String::new(), |e| format!(" ({e})"))
-                );
-            }
-            Ok(())
-        }
-        Command::Changes { id: None, limit } => {
-            let list = store.changes(limit).await?;
-            if json {
-                return print_json(Some("changes"), &list);
-            }
-            list.iter().for_each(print_change_record);
-            Ok(())
-        }
-        Command::Show { id } => {
-            let row = store.message(id).await?;
-            if json {
-                print_json(Some("message"), &row)
-            } else {
-                print_message(&row);
-                Ok(())
-            }
-        }
+async fn search_messages(store: &Store, query: &[String], limit: u32, json: bool) -> Result<()> {
+    let query = search::parse(&query.join(" "), crate::store::now_secs())?;
+    let rows = store.search(&query, limit.clamp(1, 10_000)).await?;
+    if json {
+        return print_json(Some("messages"), &rows);
     }
+    rows.iter().for_each(|r| println!("{}", one_line(r)));
+    Ok(())
+}
+
+async fn changes(store: &Store, id: Option<i64>, limit: u32, json: bool) -> Result<()> {
+    let Some(id) = id else {
+        let list = store.changes(limit).await?;
+        if json {
+            return print_json(Some("changes"), &list);
+        }
+        list.iter().for_each(print_change_record);
+        return Ok(());
+    };
+    let change = store.change(id).await?;
+    if json {
+        return print_json(Some("change"), &change);
+    }
+    print_change_record(&change);
+    for item in &change.items {
+        let error = item
+            .error
+            .as_deref()
+            .map_or(String::new(), |e| format!(" ({e})"));
+        println!("  message {}: {}{error}", item.message_id, item.outcome);
+    }
+    Ok(())
+}
+
+async fn show(store: &Store, id: i64, json: bool) -> Result<()> {
+    let row = store.message(id).await?;
+    if json {
+        return print_json(Some("message"), &row);
+    }
+    print_message(&row);
+    Ok(())
 }
 
 async fn account(store: &Store, cmd: AccountCommand, json: bool) -> Result<()> {
