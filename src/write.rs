@@ -4,7 +4,7 @@
 //! Architecture Invariant: the index is only updated from what the server read back, in the
 //! same transaction as the journal entry that explains it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use mailbroker_core::{
     AccountId, Error, FlagOp, ItemResult, Outcome, Patch, Result, WriteBatch, WriteTarget,
@@ -72,7 +72,8 @@ fn state_of(row: &MessageRef) -> MessageState {
 }
 
 /// What `patch` still has to do to `row`: only the parts that would change something.
-async fn intent_of(store: &Store, row: MessageRef, patch: &Patch) -> Result<Intent> {
+/// `targets` maps an account to the mailbox `patch.move_to` names there.
+fn intent_of(row: MessageRef, patch: &Patch, targets: &HashMap<String, String>) -> Intent {
     let op = FlagOp {
         read: patch.read.filter(|r| *r != row.read),
         flagged: patch.flagged.filter(|f| *f != row.flagged),
@@ -89,14 +90,11 @@ async fn intent_of(store: &Store, row: MessageRef, patch: &Patch) -> Result<Inte
             .cloned()
             .collect(),
     };
-    let move_to = match &patch.move_to {
-        Some(target) => {
-            let name = store.resolve_mailbox(&row.account, target).await?;
-            (name != row.mailbox).then_some(name)
-        }
-        None => None,
-    };
-    Ok(Intent { row, op, move_to })
+    let move_to = targets
+        .get(&row.account)
+        .filter(|name| **name != row.mailbox)
+        .cloned();
+    Intent { row, op, move_to }
 }
 
 /// Resolves and plans an update with patch semantics, then executes it unless `dry_run`.
@@ -122,10 +120,20 @@ pub async fn update(
             registry::validate_tag(&record, tag, new && patch.add_tags.contains(tag))?;
         }
     }
-    let mut intents = Vec::with_capacity(rows.len());
-    for row in rows {
-        intents.push(intent_of(store, row, patch).await?);
+    // Resolve the move target once per account (a name or a role), not once per message.
+    let mut targets = HashMap::new();
+    if let Some(target) = &patch.move_to {
+        for row in &rows {
+            if !targets.contains_key(&row.account) {
+                let name = store.resolve_mailbox(&row.account, target).await?;
+                targets.insert(row.account.clone(), name);
+            }
+        }
     }
+    let intents: Vec<Intent> = rows
+        .into_iter()
+        .map(|row| intent_of(row, patch, &targets))
+        .collect();
     let patch_json = serde_json::to_value(patch).map_err(|e| Error::internal(e.to_string()))?;
     let resolve = started.elapsed();
     tracing::debug!(
@@ -363,7 +371,7 @@ async fn run_batches(
             };
             match outcome {
                 Ok(items) => {
-                    let by_uid: std::collections::HashMap<u32, usize> =
+                    let by_uid: HashMap<u32, usize> =
                         members.iter().map(|i| (intents[*i].row.uid, *i)).collect();
                     for item in items {
                         if let Some(i) = by_uid.get(&item.uid) {
