@@ -469,19 +469,19 @@ fn rfc3339(secs: i64) -> String {
 
 fn one_line(r: &MessageRow) -> String {
     let mut marks = String::new();
-    marks.push(if r.read { ' ' } else { 'N' });
-    marks.push(if r.flagged { '*' } else { ' ' });
-    let tags = if r.tags.is_empty() {
+    marks.push(if r.place.read { ' ' } else { 'N' });
+    marks.push(if r.place.flagged { '*' } else { ' ' });
+    let tags = if r.place.tags.is_empty() {
         String::new()
     } else {
-        format!(" [{}]", r.tags.join(","))
+        format!(" [{}]", r.place.tags.join(","))
     };
     format!(
         "{:>7} {} {:<10} {:<16} {:<28} {}{}",
-        r.id,
+        r.place.id,
         marks,
         r.date.as_deref().map_or("", |d| &d[..10.min(d.len())]),
-        r.mailbox,
+        r.place.mailbox,
         r.from.chars().take(28).collect::<String>(),
         r.subject,
         tags
@@ -489,10 +489,10 @@ fn one_line(r: &MessageRow) -> String {
 }
 
 fn print_message(r: &MessageRow) {
-    println!("id:       {}", r.id);
+    println!("id:       {}", r.place.id);
     println!(
         "account:  {}  mailbox: {}  uid: {}",
-        r.account, r.mailbox, r.uid
+        r.place.account, r.place.mailbox, r.place.uid
     );
     println!("date:     {}", r.date.as_deref().unwrap_or("-"));
     println!("from:     {}", r.from);

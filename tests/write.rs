@@ -69,17 +69,15 @@ async fn repeating_a_request_sends_nothing() {
     let Some((home, _client)) = setup("w-twice").await else {
         return;
     };
-    let first = ok(
-        home.path(),
-        &[
-            "update",
-            "--query",
-            "in:inbox",
-            "--add-tag",
-            "$Triage",
-            "--read",
-        ],
-    );
+    let request = [
+        "update",
+        "--query",
+        "in:inbox",
+        "--add-tag",
+        "$Triage",
+        "--read",
+    ];
+    let first = ok(home.path(), &request);
     assert_eq!(first["applied"], 3, "{first}");
     assert!(first["commands"].as_u64().unwrap() > 0);
     let plan: Vec<&str> = first["plan"]
@@ -93,17 +91,7 @@ async fn repeating_a_request_sends_nothing() {
             .any(|l| l.contains("UID STORE") && l.contains("+FLAGS.SILENT")),
         "{plan:?}"
     );
-    let second = ok(
-        home.path(),
-        &[
-            "update",
-            "--query",
-            "in:inbox",
-            "--add-tag",
-            "$Triage",
-            "--read",
-        ],
-    );
+    let second = ok(home.path(), &request);
     assert_eq!(second["applied"], 0, "{second}");
     assert_eq!(second["unchanged"], 3);
     assert_eq!(

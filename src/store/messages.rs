@@ -7,16 +7,11 @@ use sqlx::{QueryBuilder, Sqlite};
 use super::{Store, db_error};
 use crate::search::{Query, Term};
 
-/// One indexed message as the CLI and MCP show it.
+/// One indexed message as the CLI and MCP show it: where it is and its state, then headers.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct MessageRow {
-    pub id: i64,
-    pub account: String,
-    pub mailbox: String,
-    pub uidvalidity: u32,
-    pub uid: u32,
-    /// The server's modification sequence when last seen (0 without CONDSTORE).
-    pub modseq: u64,
+    #[serde(flatten)]
+    pub place: MessageRef,
     pub message_id: Option<String>,
     pub from: String,
     pub to: String,
@@ -26,22 +21,15 @@ pub struct MessageRow {
     pub date: Option<String>,
     pub size: u64,
     pub has_attachments: bool,
-    pub read: bool,
-    pub flagged: bool,
     /// The provider's raw flag values (IMAP system flags and keywords).
     pub flags: Vec<String>,
-    pub tags: Vec<String>,
     pub snippet: String,
 }
 
 #[derive(sqlx::FromRow)]
 struct Row {
-    id: i64,
-    account_id: String,
-    name: String,
-    uidvalidity: i64,
-    uid: i64,
-    modseq: i64,
+    #[sqlx(flatten)]
+    place: RefRow,
     message_id: Option<String>,
     from_addr: String,
     to_addr: String,
@@ -50,10 +38,7 @@ struct Row {
     date: Option<i64>,
     size: i64,
     has_attachments: bool,
-    is_read: bool,
-    is_flagged: bool,
     flags: String,
-    tags: String,
     snippet: String,
 }
 
@@ -64,14 +49,8 @@ const SELECT: &str =
     FROM messages m JOIN mailboxes b ON b.id = m.mailbox_id WHERE 1 = 1";
 
 fn row_of(r: Row) -> MessageRow {
-    let list = |s: &str| serde_json::from_str::<Vec<String>>(s).unwrap_or_default();
     MessageRow {
-        id: r.id,
-        account: r.account_id,
-        mailbox: r.name,
-        uidvalidity: r.uidvalidity as u32,
-        uid: r.uid as u32,
-        modseq: r.modseq as u64,
+        place: ref_of(r.place),
         message_id: r.message_id,
         from: r.from_addr,
         to: r.to_addr,
@@ -82,23 +61,21 @@ fn row_of(r: Row) -> MessageRow {
             .map(|t| mail_parser::DateTime::from_timestamp(t).to_rfc3339()),
         size: r.size as u64,
         has_attachments: r.has_attachments,
-        read: r.is_read,
-        flagged: r.is_flagged,
-        flags: list(&r.flags),
-        tags: list(&r.tags),
+        flags: serde_json::from_str(&r.flags).unwrap_or_default(),
         snippet: r.snippet,
     }
 }
 
 /// What a write needs to know about a message: where it is and its state. Far cheaper to
 /// read for 10,000 messages than full rows.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct MessageRef {
     pub id: i64,
     pub account: String,
     pub mailbox: String,
     pub uidvalidity: u32,
     pub uid: u32,
+    /// The server's modification sequence when last seen (0 without CONDSTORE).
     pub modseq: u64,
     pub read: bool,
     pub flagged: bool,
