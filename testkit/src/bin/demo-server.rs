@@ -3,8 +3,24 @@
 
 use mailbroker_testkit::{Dovecot, PASSWORD, message};
 
+extern "C" fn exit_on_signal(_: libc::c_int) {
+    // exit() runs the atexit handler that stops Dovecot and removes its files.
+    unsafe { libc::exit(0) }
+}
+
 fn main() -> anyhow::Result<()> {
     let server = Dovecot::start()?;
+    server.stop_at_exit();
+    unsafe {
+        libc::signal(
+            libc::SIGTERM,
+            exit_on_signal as *const () as libc::sighandler_t,
+        );
+        libc::signal(
+            libc::SIGINT,
+            exit_on_signal as *const () as libc::sighandler_t,
+        );
+    }
     let senders = [
         "LinkedIn <messages-noreply@linkedin.example>",
         "Acme Billing <billing@acme.example>",
