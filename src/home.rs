@@ -42,10 +42,6 @@ impl Home {
         Ok(Home { dir })
     }
 
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
     pub fn database(&self) -> PathBuf {
         self.dir.join("index.sqlite3")
     }

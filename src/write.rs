@@ -109,25 +109,23 @@ pub async fn update(
 ) -> Result<ChangeReport> {
     let started = std::time::Instant::now();
     patch.validate()?;
-    for tag in patch.add_tags.iter().chain(&patch.remove_tags) {
-        for account in rows
-            .iter()
-            .map(|r| r.account.as_str())
-            .collect::<std::collections::BTreeSet<_>>()
-        {
-            let record = store.account(&account.parse()?).await?;
-            let new = !store.tag_in_use(account, tag).await?;
-            registry::validate_tag(&record, tag, new && patch.add_tags.contains(tag))?;
-        }
-    }
-    // Resolve the move target once per account (a name or a role), not once per message.
+    // Per account, once: check the tags against its provider's rules and resolve the move
+    // target (a name or a role). Nothing is sent to a server here.
+    let accounts: std::collections::BTreeSet<&str> =
+        rows.iter().map(|r| r.account.as_str()).collect();
     let mut targets = HashMap::new();
-    if let Some(target) = &patch.move_to {
-        for row in &rows {
-            if !targets.contains_key(&row.account) {
-                let name = store.resolve_mailbox(&row.account, target).await?;
-                targets.insert(row.account.clone(), name);
-            }
+    for account in accounts {
+        let record = store.account(&account.parse()?).await?;
+        for tag in &patch.add_tags {
+            let new = !store.tag_in_use(account, tag).await?;
+            registry::validate_tag(&record, tag, new)?;
+        }
+        for tag in &patch.remove_tags {
+            registry::validate_tag(&record, tag, false)?;
+        }
+        if let Some(target) = &patch.move_to {
+            let name = store.resolve_mailbox(account, target).await?;
+            targets.insert(account.to_string(), name);
         }
     }
     let intents: Vec<Intent> = rows

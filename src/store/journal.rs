@@ -295,46 +295,35 @@ async fn update_index(
     // Moved messages change their identity columns; the rest only their flags, which keeps
     // SQLite from touching the (mailbox, uidvalidity, uid) index for them.
     let (moved, stayed): (Vec<_>, Vec<_>) = rows.into_iter().partition(|r| r.5);
-    for chunk in moved.chunks(ROWS_PER_STATEMENT) {
-        let mut q = QueryBuilder::<Sqlite>::new(
-            "UPDATE messages SET mailbox_id = v.column2, uidvalidity = v.column3, uid = v.column4,
-               modseq = v.column5, flags = v.column6, tags = v.column7, is_read = v.column8,
-               is_flagged = v.column9
-             FROM (",
-        );
-        q.push_values(
-            chunk,
-            |mut row, (id, mailbox_id, place, modseq, flags, _)| {
-                row.push_bind(*id)
-                    .push_bind(*mailbox_id)
-                    .push_bind(i64::from(place.uidvalidity))
-                    .push_bind(i64::from(place.uid))
-                    .push_bind(*modseq as i64)
-                    .push_bind(json(&flags.raw))
-                    .push_bind(json(&flags.tags))
-                    .push_bind(flags.read)
-                    .push_bind(flags.flagged);
-            },
-        );
-        q.push(") AS v WHERE messages.id = v.column1");
-        q.build().execute(&mut **tx).await.map_err(db_error)?;
-    }
-    for chunk in stayed.chunks(ROWS_PER_STATEMENT) {
-        let mut q = QueryBuilder::<Sqlite>::new(
-            "UPDATE messages SET modseq = v.column2, flags = v.column3, tags = v.column4,
-               is_read = v.column5, is_flagged = v.column6
-             FROM (",
-        );
-        q.push_values(chunk, |mut row, (id, _, _, modseq, flags, _)| {
-            row.push_bind(*id)
-                .push_bind(*modseq as i64)
-                .push_bind(json(&flags.raw))
-                .push_bind(json(&flags.tags))
-                .push_bind(flags.read)
-                .push_bind(flags.flagged);
-        });
-        q.push(") AS v WHERE messages.id = v.column1");
-        q.build().execute(&mut **tx).await.map_err(db_error)?;
+    for (rows, moved) in [(moved, true), (stayed, false)] {
+        for chunk in rows.chunks(ROWS_PER_STATEMENT) {
+            let mut q = QueryBuilder::<Sqlite>::new(if moved {
+                "UPDATE messages SET modseq = v.column2, flags = v.column3, tags = v.column4,
+                   is_read = v.column5, is_flagged = v.column6, mailbox_id = v.column7,
+                   uidvalidity = v.column8, uid = v.column9 FROM ("
+            } else {
+                "UPDATE messages SET modseq = v.column2, flags = v.column3, tags = v.column4,
+                   is_read = v.column5, is_flagged = v.column6 FROM ("
+            });
+            q.push_values(
+                chunk,
+                |mut row, (id, mailbox_id, place, modseq, flags, _)| {
+                    row.push_bind(*id)
+                        .push_bind(*modseq as i64)
+                        .push_bind(json(&flags.raw))
+                        .push_bind(json(&flags.tags))
+                        .push_bind(flags.read)
+                        .push_bind(flags.flagged);
+                    if moved {
+                        row.push_bind(*mailbox_id)
+                            .push_bind(i64::from(place.uidvalidity))
+                            .push_bind(i64::from(place.uid));
+                    }
+                },
+            );
+            q.push(") AS v WHERE messages.id = v.column1");
+            q.build().execute(&mut **tx).await.map_err(db_error)?;
+        }
     }
     for chunk in added.chunks(ROWS_PER_STATEMENT) {
         let mut q =

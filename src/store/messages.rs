@@ -122,14 +122,6 @@ fn push_ids(q: &mut QueryBuilder<Sqlite>, ids: &[i64]) {
     q.push(")");
 }
 
-fn missing_id(ids: &[i64], found: impl Fn(i64) -> bool) -> Result<(), Error> {
-    match ids.iter().find(|id| !found(**id)) {
-        Some(missing) => Err(Error::not_found(format!("no message with id {missing}"))
-            .with_next_step("run: mailbroker search QUERY to find message ids")),
-        None => Ok(()),
-    }
-}
-
 /// FTS5 query text for user words: each word becomes a quoted string, so punctuation and
 /// FTS operators in mail text are matched literally.
 fn fts_phrase(text: &str) -> String {
@@ -235,8 +227,11 @@ impl Store {
             out.extend(rows.into_iter().map(ref_of));
         }
         let found: std::collections::HashSet<i64> = out.iter().map(|r| r.id).collect();
-        missing_id(ids, |id| found.contains(&id))?;
-        Ok(out)
+        match ids.iter().find(|id| !found.contains(id)) {
+            Some(missing) => Err(Error::not_found(format!("no message with id {missing}"))
+                .with_next_step("run: mailbroker search QUERY to find message ids")),
+            None => Ok(out),
+        }
     }
 
     /// Write targets matching every term, in id order.

@@ -8,9 +8,10 @@
 //! The trait is deliberately small. Sync is the one thing every provider does the same way from
 //! the core's side ("bring this account's index up to date"), even though the wire routes differ
 //! completely (IMAP per mailbox with modseqs, Gmail one history id per account, Graph delta
-//! links per folder). Write operations join the trait with the write pipeline; each gets a
-//! documented default of `unsupported` so a fallback provider (AppleScript) implements only what
-//! it can.
+//! links per folder). Writes are one method, `apply` (one batch of messages in one mailbox, with
+//! preconditions and read-back), whose default is `unsupported`, so a fallback provider
+//! (AppleScript) implements only what it can. What needs no connection (tag rules, the plan)
+//! is a plain function of each adapter crate, reached through the registry.
 //!
 //! We use `dyn Provider` (boxed, via `async_trait`) rather than an enum: the set of adapters
 //! grows by registry line, and the cost of one virtual call per network round trip is nothing.

@@ -87,28 +87,9 @@ impl ImapProvider {
     /// expunges, which writes do not need.
     pub(crate) async fn enable_qresync(&mut self) -> Result<()> {
         if self.caps.has("QRESYNC") && !self.qresync_enabled {
-            self.command_ok("ENABLE QRESYNC").await?;
+            self.command("ENABLE QRESYNC", |_| {}).await?;
             self.qresync_enabled = true;
         }
-        Ok(())
-    }
-
-    /// Runs a command that returns nothing but OK, then drains what it sent unasked.
-    pub(crate) async fn command_ok(&mut self, command: &str) -> Result<()> {
-        let verb = command
-            .split_whitespace()
-            .next()
-            .unwrap_or(command)
-            .to_lowercase();
-        self.commands += 1;
-        timed(
-            &verb,
-            COMMAND_TIMEOUT,
-            self.session.run_command_and_check_ok(command),
-        )
-        .await?
-        .map_err(|e| imap_error(&verb, e))?;
-        self.drain_unsolicited();
         Ok(())
     }
 
@@ -178,7 +159,7 @@ impl ImapProvider {
             } else {
                 ""
             };
-            format!("\"*\" RETURN (STATUS (UIDVALIDITY UIDNEXT MESSAGES{modseq}))")
+            format!("\"*\" RETURN (STATUS (UIDVALIDITY UIDNEXT{modseq}))")
         } else {
             "\"*\"".to_string()
         };
@@ -227,7 +208,6 @@ impl ImapProvider {
 pub(crate) struct MailboxStatus {
     pub uidvalidity: u32,
     pub uidnext: u32,
-    pub messages: u32,
     pub highestmodseq: Option<u64>,
 }
 
@@ -246,7 +226,6 @@ impl MailboxStatus {
             match a {
                 A::UidValidity(v) => s.uidvalidity = v,
                 A::UidNext(v) => s.uidnext = v,
-                A::Messages(v) => s.messages = v,
                 A::HighestModSeq(v) => s.highestmodseq = Some(v),
                 _ => {}
             }

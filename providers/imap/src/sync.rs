@@ -311,9 +311,9 @@ impl ImapProvider {
 
     pub(crate) async fn status(&mut self, mailbox: &str) -> Result<MailboxStatus> {
         let items = if self.caps.has("CONDSTORE") {
-            "(UIDVALIDITY UIDNEXT MESSAGES HIGHESTMODSEQ)"
+            "(UIDVALIDITY UIDNEXT HIGHESTMODSEQ)"
         } else {
-            "(UIDVALIDITY UIDNEXT MESSAGES)"
+            "(UIDVALIDITY UIDNEXT)"
         };
         self.commands += 1;
         let mb = timed(
@@ -327,7 +327,6 @@ impl ImapProvider {
         Ok(MailboxStatus {
             uidvalidity: mb.uid_validity.unwrap_or(0),
             uidnext: mb.uid_next.unwrap_or(0),
-            messages: mb.exists,
             highestmodseq: mb.highest_modseq,
         })
     }
