@@ -214,10 +214,14 @@ fn imap_config(args: &ImapArgs) -> Result<ImapConfig> {
 
 /// Runs one command to completion; returns the exit code.
 pub async fn run(cli: Cli) -> Result<u8> {
+    let started = std::time::Instant::now();
     let home = Home::resolve(cli.home.as_deref())?;
     let store = Store::open(&home.database()).await?;
+    tracing::debug!(ms = started.elapsed().as_millis() as u64, "index opened");
     let outcome = dispatch(&home, &store, cli.command, cli.json).await;
+    tracing::debug!(ms = started.elapsed().as_millis() as u64, "command done");
     store.close().await;
+    tracing::debug!(ms = started.elapsed().as_millis() as u64, "index closed");
     outcome
 }
 
@@ -243,6 +247,7 @@ async fn update(home: &Home, store: &Store, args: &UpdateArgs, json: bool) -> Re
         Some(q) => {
             let query = search::parse(q, crate::store::now_secs())?;
             let rows = store.search_refs(&query).await?;
+            tracing::debug!(rows = rows.len(), "selection resolved");
             (serde_json::json!({ "query": q }), rows)
         }
         None => (

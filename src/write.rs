@@ -172,6 +172,10 @@ fn batch_of(key: &BatchKey, intents: &[Intent], members: &[usize]) -> WriteBatch
     WriteBatch {
         mailbox: key.1.clone(),
         uidvalidity: key.2,
+        // One mailbox per batch, so every member carries the same value.
+        synced_modseq: members
+            .first()
+            .map_or(0, |i| intents[*i].row.mailbox_modseq),
         op: key.3.clone(),
         move_to: key.4.clone(),
         targets: members

@@ -43,7 +43,8 @@ struct Row {
 }
 
 const SELECT: &str =
-    "SELECT m.id, b.account_id, b.name, m.uidvalidity, m.uid, m.modseq, m.message_id,
+    "SELECT m.id, b.account_id, b.name, m.uidvalidity, m.uid, m.modseq, b.highestmodseq,
+    m.message_id,
     m.from_addr, m.to_addr, m.cc_addr, m.subject, m.date, m.size, m.has_attachments, m.is_read,
     m.is_flagged, m.flags, m.tags, m.snippet
     FROM messages m JOIN mailboxes b ON b.id = m.mailbox_id WHERE 1 = 1";
@@ -77,6 +78,10 @@ pub struct MessageRef {
     pub uid: u32,
     /// The server's modification sequence when last seen (0 without CONDSTORE).
     pub modseq: u64,
+    /// The mailbox's modseq when a sync last caught the index up with it (0 when unknown).
+    /// If the server still reports it, nothing in the mailbox changed since.
+    #[serde(skip)]
+    pub mailbox_modseq: u64,
     pub read: bool,
     pub flagged: bool,
     pub tags: Vec<String>,
@@ -90,13 +95,14 @@ struct RefRow {
     uidvalidity: i64,
     uid: i64,
     modseq: i64,
+    highestmodseq: i64,
     is_read: bool,
     is_flagged: bool,
     tags: String,
 }
 
 const SELECT_REF: &str = "SELECT m.id, b.account_id, b.name, m.uidvalidity, m.uid, m.modseq,
-    m.is_read, m.is_flagged, m.tags
+    b.highestmodseq, m.is_read, m.is_flagged, m.tags
     FROM messages m JOIN mailboxes b ON b.id = m.mailbox_id WHERE 1 = 1";
 
 fn ref_of(r: RefRow) -> MessageRef {
@@ -107,6 +113,7 @@ fn ref_of(r: RefRow) -> MessageRef {
         uidvalidity: r.uidvalidity as u32,
         uid: r.uid as u32,
         modseq: r.modseq as u64,
+        mailbox_modseq: r.highestmodseq as u64,
         read: r.is_read,
         flagged: r.is_flagged,
         tags: serde_json::from_str(&r.tags).unwrap_or_default(),

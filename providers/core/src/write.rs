@@ -103,6 +103,10 @@ pub struct WriteTarget {
 pub struct WriteBatch {
     pub mailbox: String,
     pub uidvalidity: UidValidity,
+    /// The mailbox's change counter (IMAP HIGHESTMODSEQ) when a sync last caught the index up
+    /// with it; 0 when unknown. A server still at this value has changed nothing since, so
+    /// every target's indexed state is current.
+    pub synced_modseq: u64,
     pub op: FlagOp,
     /// Target mailbox name (already resolved from a role), applied after the flags.
     pub move_to: Option<String>,

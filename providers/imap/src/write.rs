@@ -7,6 +7,8 @@
 //! it was indexed (its modseq is above its own indexed one): those are stale and left out. The
 //! STORE then carries `UNCHANGEDSINCE h`, so a change by another client after the SELECT makes
 //! the server skip that message (MODIFIED), which the read-back then reports as stale.
+//! When `h` still equals the mailbox's modseq at the last sync, nothing changed since the
+//! index was current, and the precondition read is skipped.
 
 use std::collections::HashMap;
 
@@ -139,7 +141,10 @@ impl ImapProvider {
                 .collect());
         }
         let highest = selected.highest_modseq.unwrap_or(0);
-        let mut results = if condstore {
+        // Unchanged since the last sync: the index is current, so the precondition read would
+        // find nothing and is skipped.
+        let current = highest != 0 && highest == batch.synced_modseq;
+        let mut results = if condstore && !current {
             self.changed_since_indexed(batch).await?
         } else {
             HashMap::new()
