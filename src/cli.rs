@@ -53,8 +53,21 @@ pub enum Command {
         #[arg(long, default_value_t = 50)]
         limit: u32,
     },
-    /// Show one indexed message by its id.
-    Show { id: i64 },
+    /// Show one indexed message by its id; with --body, its text as read from the server.
+    Show {
+        id: i64,
+        /// Also read the message's text from the server (HTML converted to text).
+        #[arg(long)]
+        body: bool,
+        /// Most body characters to print.
+        #[arg(long, default_value_t = 4000)]
+        max_chars: usize,
+        /// Body character to start at.
+        #[arg(long, default_value_t = 0)]
+        offset: usize,
+    },
+    /// Serve the MCP tools to an assistant (stdio, or Streamable HTTP with --http).
+    Mcp(crate::mcp::command::McpArgs),
     /// Change messages on the server (patch semantics: only what you ask changes).
     Update(UpdateArgs),
     /// Undo a change (only messages still as that change left them).
@@ -100,6 +113,10 @@ pub struct UpdateArgs {
     /// Print the plan and change nothing, on the server or locally.
     #[arg(long)]
     pub dry_run: bool,
+    /// Confirm a write that needs it (a move to junk or trash, or more than 25 messages)
+    /// without being asked; needed when not on a terminal.
+    #[arg(long)]
+    pub yes: bool,
 }
 
 impl UpdateArgs {
@@ -236,32 +253,75 @@ async fn dispatch(home: &Home, store: &Store, command: Command, json: bool) -> R
         Command::Sync { account, full } => run_sync(home, store, account, full, json).await,
         Command::Search { query, limit } => search_messages(store, &query, limit, json).await,
         Command::Changes { id, limit } => changes(store, id, limit, json).await,
-        Command::Show { id } => show(store, id, json).await,
+        Command::Show {
+            id,
+            body,
+            max_chars,
+            offset,
+        } => match body {
+            false => show(store, id, json).await,
+            true => show_body(store, id, (offset, max_chars), json).await,
+        },
+        Command::Mcp(args) => crate::mcp::command::run(home, store, args, json).await,
     };
     done.map(|()| 0)
 }
 
 async fn update(home: &Home, store: &Store, args: &UpdateArgs, json: bool) -> Result<u8> {
     let patch = args.patch();
-    let (selection, rows) = match &args.query {
-        Some(q) => {
-            let query = search::parse(q, crate::store::now_secs())?;
-            let rows = store.search_refs(&query).await?;
-            tracing::debug!(rows = rows.len(), "selection resolved");
-            (serde_json::json!({ "query": q }), rows)
+    let (selection, rows) =
+        write::resolve_selection(store, &args.ids, args.query.as_deref()).await?;
+    if !args.dry_run && !args.yes {
+        let plan = write::update(
+            home,
+            store,
+            "cli",
+            selection.clone(),
+            rows.clone(),
+            &patch,
+            true,
+        )
+        .await?;
+        if let Some(reason) = plan.confirmation_reason(write::DEFAULT_CONFIRM_ABOVE) {
+            confirm_on_terminal(&plan, &reason)?;
         }
-        None => (
-            serde_json::json!({ "ids": args.ids }),
-            store.message_refs(&args.ids).await?,
-        ),
-    };
+    }
     let report = write::update(home, store, "cli", selection, rows, &patch, args.dry_run).await?;
     print_change(&report, json)
 }
 
+/// Asks the person at the terminal to confirm a write; without a terminal, `--yes` is needed.
+fn confirm_on_terminal(plan: &write::ChangeReport, reason: &str) -> Result<()> {
+    use std::io::{BufRead, IsTerminal, Write};
+    if !std::io::stdin().is_terminal() || !std::io::stderr().is_terminal() {
+        return Err(Error::confirmation_required(format!(
+            "this write needs confirmation: {reason}"
+        ))
+        .with_next_step("check it with --dry-run, then add --yes"));
+    }
+    let mut err = std::io::stderr();
+    for line in &plan.plan {
+        let _ = writeln!(err, "  {line}");
+    }
+    let _ = write!(err, "This write {reason}. Proceed? [y/N] ");
+    let _ = err.flush();
+    let mut answer = String::new();
+    std::io::stdin()
+        .lock()
+        .read_line(&mut answer)
+        .map_err(|e| Error::internal(format!("cannot read the answer: {e}")))?;
+    if matches!(answer.trim(), "y" | "Y" | "yes") {
+        Ok(())
+    } else {
+        Err(Error::confirmation_declined(
+            "not confirmed; nothing was changed",
+        ))
+    }
+}
+
 async fn search_messages(store: &Store, query: &[String], limit: u32, json: bool) -> Result<()> {
     let query = search::parse(&query.join(" "), crate::store::now_secs())?;
-    let rows = store.search(&query, limit.clamp(1, 10_000)).await?;
+    let rows = store.search(&query, limit.clamp(1, 10_000), 0).await?;
     if json {
         return print_json(Some("messages"), &rows);
     }
@@ -299,6 +359,47 @@ async fn show(store: &Store, id: i64, json: bool) -> Result<()> {
         return print_json(Some("message"), &row);
     }
     print_message(&row);
+    Ok(())
+}
+
+async fn show_body(
+    store: &Store,
+    id: i64,
+    (offset, max_chars): (usize, usize),
+    json: bool,
+) -> Result<()> {
+    let read = crate::read::read_messages(store, &[id]).await?;
+    let Some((row, text)) = read.into_iter().next() else {
+        return Err(Error::not_found(format!("no message with id {id}")));
+    };
+    let (body, total, has_more) = crate::read::window(&text.body, offset, max_chars);
+    if json {
+        return print_json(
+            Some("message"),
+            &serde_json::json!({
+                "message": row, "attachments": text.attachments, "body": body,
+                "offset": offset, "body_chars": total, "has_more": has_more,
+            }),
+        );
+    }
+    print_message(&row);
+    for a in &text.attachments {
+        println!(
+            "attachment: {} ({}, {} bytes)",
+            a.name.as_deref().unwrap_or("(unnamed)"),
+            a.content_type,
+            a.size
+        );
+    }
+    println!();
+    println!("{body}");
+    if has_more {
+        println!(
+            "[… {} more characters: --offset {}]",
+            total - offset - body.chars().count(),
+            offset + max_chars
+        );
+    }
     Ok(())
 }
 

@@ -42,6 +42,11 @@ impl Home {
         Ok(Home { dir })
     }
 
+    /// The home directory itself (0700).
+    pub fn root(&self) -> &Path {
+        &self.dir
+    }
+
     pub fn database(&self) -> PathBuf {
         self.dir.join("index.sqlite3")
     }

@@ -8,7 +8,9 @@
 pub mod accounts;
 pub mod cli;
 pub mod home;
+pub mod mcp;
 pub mod output;
+pub mod read;
 pub mod registry;
 pub mod search;
 pub mod store;

@@ -46,6 +46,35 @@ pub struct ChangeReport {
     pub provider_ms: u64,
     /// Time spent locally: planning, journaling and the index update.
     pub local_ms: u64,
+    /// The role of the move target, when it has one (`junk`/`trash` need confirmation).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub move_role: Option<String>,
+}
+
+/// Messages one write may touch before a person must confirm it (SPEC §6).
+pub const DEFAULT_CONFIRM_ABOVE: u64 = 25;
+
+impl ChangeReport {
+    /// Why this write needs a person's confirmation before it runs, if it does: it moves mail
+    /// to junk or trash, or changes more than `confirm_above` messages (SPEC §6).
+    pub fn confirmation_reason(&self, confirm_above: u64) -> Option<String> {
+        if self.planned == 0 {
+            return None;
+        }
+        if let Some(role) = self
+            .move_role
+            .as_deref()
+            .filter(|r| matches!(*r, "junk" | "trash"))
+        {
+            return Some(format!("it moves {} message(s) to {role}", self.planned));
+        }
+        (self.planned > confirm_above).then(|| {
+            format!(
+                "it changes {} messages (more than {confirm_above})",
+                self.planned
+            )
+        })
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -97,6 +126,51 @@ fn intent_of(row: MessageRef, patch: &Patch, targets: &HashMap<String, String>) 
     Intent { row, op, move_to }
 }
 
+/// The messages a request names: explicit ids, or every match of a query. Returns the
+/// selection as the journal records it, and the write targets.
+pub async fn resolve_selection(
+    store: &Store,
+    ids: &[i64],
+    query: Option<&str>,
+) -> Result<(serde_json::Value, Vec<MessageRef>)> {
+    match (ids.is_empty(), query) {
+        (true, Some(q)) => {
+            let parsed = crate::search::parse(q, crate::store::now_secs())?;
+            let rows = store.search_refs(&parsed).await?;
+            tracing::debug!(rows = rows.len(), "selection resolved");
+            Ok((serde_json::json!({ "query": q }), rows))
+        }
+        (false, None) => Ok((
+            serde_json::json!({ "ids": ids }),
+            store.message_refs(ids).await?,
+        )),
+        _ => Err(
+            Error::validation("give either message ids or a query, not both")
+                .with_next_step("find ids with search, or pass only the query"),
+        ),
+    }
+}
+
+/// Refuses tags to add that no message of the selected accounts carries yet: a typo should
+/// not silently create a label. A caller that means to create tags skips this check.
+pub async fn require_known_tags(store: &Store, rows: &[MessageRef], patch: &Patch) -> Result<()> {
+    let accounts: std::collections::BTreeSet<&str> =
+        rows.iter().map(|r| r.account.as_str()).collect();
+    for account in accounts {
+        for tag in &patch.add_tags {
+            if !store.tag_in_use(account, tag).await? {
+                return Err(Error::not_found(format!(
+                    "account {account} has no tag {tag:?} yet"
+                ))
+                .with_next_step(
+                    "check the spelling with list_mailboxes, or pass create_missing_tags: true to create it",
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Resolves and plans an update with patch semantics, then executes it unless `dry_run`.
 pub async fn update(
     home: &Home,
@@ -114,6 +188,7 @@ pub async fn update(
     let accounts: std::collections::BTreeSet<&str> =
         rows.iter().map(|r| r.account.as_str()).collect();
     let mut targets = HashMap::new();
+    let mut move_role = None;
     for account in accounts {
         let record = store.account(&account.parse()?).await?;
         for tag in &patch.add_tags {
@@ -124,7 +199,8 @@ pub async fn update(
             registry::validate_tag(&record, tag, false)?;
         }
         if let Some(target) = &patch.move_to {
-            let name = store.resolve_mailbox(account, target).await?;
+            let (name, role) = store.resolve_mailbox(account, target).await?;
+            move_role = move_role.or(role);
             targets.insert(account.to_string(), name);
         }
     }
@@ -144,6 +220,7 @@ pub async fn update(
     )
     .await?;
     report.local_ms += resolve.as_millis() as u64;
+    report.move_role = move_role;
     Ok(report)
 }
 
@@ -229,6 +306,7 @@ pub async fn execute(
         commands: 0,
         provider_ms: 0,
         local_ms: 0,
+        move_role: None,
     };
     if dry_run {
         report.unchanged = intents.len() as u64 - report.planned;

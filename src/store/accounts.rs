@@ -221,4 +221,17 @@ impl Store {
             )
             .collect())
     }
+
+    /// The tags in use in an account, with how many messages carry each, most used first.
+    pub async fn tag_catalog(&self, id: &AccountId) -> Result<Vec<(String, i64)>, Error> {
+        sqlx::query_as(
+            "SELECT t.tag, count(*) FROM message_tags t JOIN messages m ON m.id = t.message_id
+             JOIN mailboxes b ON b.id = m.mailbox_id WHERE b.account_id = ?
+             GROUP BY t.tag ORDER BY count(*) DESC, t.tag",
+        )
+        .bind(id.as_str())
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_error)
+    }
 }

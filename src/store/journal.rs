@@ -200,9 +200,14 @@ impl Store {
     }
 
     /// The mailbox of `account` named `name`, or holding the role `name`.
-    pub async fn resolve_mailbox(&self, account: &str, name: &str) -> Result<String, Error> {
-        let found: Option<String> = sqlx::query_scalar(
-            "SELECT name FROM mailboxes WHERE account_id = ? AND selectable = 1
+    /// The mailbox a move target names in an account (a name, else a role), with its role.
+    pub async fn resolve_mailbox(
+        &self,
+        account: &str,
+        name: &str,
+    ) -> Result<(String, Option<String>), Error> {
+        let found: Option<(String, Option<String>)> = sqlx::query_as(
+            "SELECT name, role FROM mailboxes WHERE account_id = ? AND selectable = 1
                AND (name = ? OR lower(role) = lower(?))
              ORDER BY name = ? DESC LIMIT 1",
         )
@@ -219,7 +224,6 @@ impl Store {
         })
     }
 
-    /// Whether any indexed message of `account` carries `tag`.
     pub async fn tag_in_use(&self, account: &str, tag: &str) -> Result<bool, Error> {
         let n: i64 = sqlx::query_scalar(
             "SELECT count(*) FROM message_tags t JOIN messages m ON m.id = t.message_id

@@ -254,12 +254,19 @@ impl Store {
         Ok(rows.into_iter().map(ref_of).collect())
     }
 
-    /// Messages matching every term, newest first.
-    pub async fn search(&self, query: &Query, limit: u32) -> Result<Vec<MessageRow>, Error> {
+    /// Messages matching every term, newest first, skipping the first `offset`.
+    pub async fn search(
+        &self,
+        query: &Query,
+        limit: u32,
+        offset: u64,
+    ) -> Result<Vec<MessageRow>, Error> {
         let mut q = QueryBuilder::<Sqlite>::new(SELECT);
         push_terms(&mut q, query);
         q.push(" ORDER BY m.date DESC, m.id DESC LIMIT ")
-            .push_bind(i64::from(limit));
+            .push_bind(i64::from(limit))
+            .push(" OFFSET ")
+            .push_bind(offset as i64);
         let rows: Vec<Row> = q
             .build_query_as()
             .fetch_all(self.pool())

@@ -93,6 +93,19 @@ pub trait Provider: Send {
         Err(Error::unsupported("this provider cannot change messages"))
     }
 
+    /// The full source (RFC 5322 bytes) of these messages of one mailbox, for reading them.
+    /// A message that is gone is simply absent from the answer.
+    async fn fetch_sources(
+        &mut self,
+        _mailbox: &str,
+        _uidvalidity: UidValidity,
+        _uids: &[Uid],
+    ) -> Result<Vec<(Uid, Vec<u8>)>> {
+        Err(Error::unsupported(
+            "this provider cannot read message bodies",
+        ))
+    }
+
     /// Protocol commands sent on this session so far (for benchmarks and diagnostics).
     fn commands_sent(&self) -> u64 {
         0

@@ -7,6 +7,7 @@
 
 mod connect;
 mod convert;
+mod read;
 mod session;
 mod sync;
 mod uidset;

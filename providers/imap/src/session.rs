@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use futures::TryStreamExt;
 use mailbroker_core::{
     Capabilities, Error, ItemResult, MailboxInfo, MailboxSyncReport, MessageFlags, Provider,
-    Result, SyncRequest, SyncSink, WriteBatch,
+    Result, SyncRequest, SyncSink, Uid, UidValidity, WriteBatch,
 };
 
 use crate::connect::{self, COMMAND_TIMEOUT, ImapConfig, Session, imap_error, timed};
@@ -134,6 +134,15 @@ impl Provider for ImapProvider {
 
     async fn apply(&mut self, batch: &WriteBatch) -> Result<Vec<ItemResult>> {
         self.apply_batch(batch).await
+    }
+
+    async fn fetch_sources(
+        &mut self,
+        mailbox: &str,
+        uidvalidity: UidValidity,
+        uids: &[Uid],
+    ) -> Result<Vec<(Uid, Vec<u8>)>> {
+        self.read_sources(mailbox, uidvalidity, uids).await
     }
 
     fn commands_sent(&self) -> u64 {

@@ -284,12 +284,26 @@ async fn bench_write(n: usize) -> Result<()> {
     let contiguous = run_mailbroker(
         &bin,
         home.path(),
-        &["update", "--query", "tag:$Low", "--add-tag", "BenchA"],
+        &[
+            "update",
+            "--query",
+            "tag:$Low",
+            "--add-tag",
+            "BenchA",
+            "--yes",
+        ],
     )?;
     let scattered = run_mailbroker(
         &bin,
         home.path(),
-        &["update", "--query", "tag:$Odd", "--add-tag", "BenchB"],
+        &[
+            "update",
+            "--query",
+            "tag:$Odd",
+            "--add-tag",
+            "BenchB",
+            "--yes",
+        ],
     )?;
     for (name, m) in [("contiguous", &contiguous), ("scattered", &scattered)] {
         if m.json["applied"].as_u64() != Some(n as u64) {

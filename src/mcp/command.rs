@@ -1,0 +1,132 @@
+//! `mailbroker mcp …`: serving MCP, listing running listeners, printing client configuration.
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+
+use super::http::{self, HttpOptions};
+use super::{McpOptions, serve_stdio};
+use crate::home::Home;
+use crate::output::print_json;
+use crate::store::Store;
+use mailbroker_core::{Error, Result};
+
+#[derive(Debug, Args)]
+pub struct McpArgs {
+    #[command(subcommand)]
+    pub command: Option<McpCommand>,
+    /// Serve Streamable HTTP at /mcp on PORT or IP:PORT (a bare port binds 127.0.0.1)
+    /// instead of stdio.
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<String>,
+    /// Offer the write tools over HTTP (stdio always offers them).
+    #[arg(long)]
+    pub http_allow_writes: bool,
+    /// Allow binding an address other machines can reach.
+    #[arg(long)]
+    pub http_allow_remote: bool,
+    /// Read the bearer token from this file (else $MAILBROKER_MCP_TOKEN, else a generated
+    /// token in the home).
+    #[arg(long, value_name = "FILE")]
+    pub http_token_file: Option<PathBuf>,
+    /// Writes touching more messages than this need the user's confirmation.
+    #[arg(long, value_name = "N", default_value_t = crate::write::DEFAULT_CONFIRM_ABOVE)]
+    pub confirm_above: u64,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum McpCommand {
+    /// List running HTTP listeners (url, pid, where the token is kept; never the token).
+    Status,
+    /// Print configuration for Claude Desktop / Claude Code, for stdio and for HTTP.
+    Config {
+        /// The HTTP address the snippet should point at.
+        #[arg(long, default_value = "127.0.0.1:8765")]
+        http: String,
+    },
+}
+
+pub async fn run(home: &Home, store: &Store, args: McpArgs, json: bool) -> Result<()> {
+    match args.command {
+        Some(McpCommand::Status) => status(home, json),
+        Some(McpCommand::Config { http }) => config(home, &http, json),
+        None => {
+            let mcp = McpOptions {
+                allow_writes: args.http.is_none() || args.http_allow_writes,
+                confirm_above: args.confirm_above,
+            };
+            match args.http {
+                None => serve_stdio(home.clone(), store.clone(), mcp).await,
+                Some(addr) => {
+                    let options = HttpOptions {
+                        addr,
+                        allow_remote: args.http_allow_remote,
+                        token_file: args.http_token_file,
+                        mcp,
+                    };
+                    http::serve(home.clone(), store.clone(), options).await
+                }
+            }
+        }
+    }
+}
+
+fn status(home: &Home, json: bool) -> Result<()> {
+    let listeners = http::listeners(home)?;
+    if json {
+        return print_json(Some("listeners"), &listeners);
+    }
+    if listeners.is_empty() {
+        println!(
+            "no MCP HTTP listener is running for {}",
+            home.root().display()
+        );
+    }
+    for l in &listeners {
+        println!(
+            "{}  pid {}  token: {}  writes: {}",
+            l.url,
+            l.pid,
+            l.token_source,
+            if l.writes { "allowed" } else { "disabled" }
+        );
+    }
+    Ok(())
+}
+
+fn config(home: &Home, http: &str, json: bool) -> Result<()> {
+    let exe = std::env::current_exe()
+        .map_err(|e| Error::internal(format!("cannot find this program's path: {e}")))?;
+    let home_dir = home.root().display().to_string();
+    let stdio = serde_json::json!({
+        "mcpServers": { "mailbroker": {
+            "command": exe.display().to_string(),
+            "args": ["mcp"],
+            "env": { "MAILBROKER_HOME": home_dir },
+        }}
+    });
+    let addr = http::bind_addr(http, true)?;
+    let http_config = serde_json::json!({
+        "mcpServers": { "mailbroker": {
+            "type": "http",
+            "url": format!("http://{addr}/mcp"),
+            "headers": { "Authorization": format!("Bearer ${{{}}}", http::TOKEN_ENV) },
+        }}
+    });
+    if json {
+        return print_json(
+            Some("config"),
+            &serde_json::json!({ "stdio": stdio, "http": http_config }),
+        );
+    }
+    let pretty = |v: &serde_json::Value| serde_json::to_string_pretty(v).unwrap_or_default();
+    println!("# Claude Desktop (claude_desktop_config.json) or Claude Code (.mcp.json), stdio:");
+    println!("{}", pretty(&stdio));
+    println!();
+    println!(
+        "# Claude Code (.mcp.json), HTTP: start `mailbroker mcp --http {addr}` and export {} with the token from `mailbroker mcp status`'s token file:",
+        http::TOKEN_ENV
+    );
+    println!("{}", pretty(&http_config));
+    Ok(())
+}

@@ -1,0 +1,257 @@
+//! `mailbroker mcp --http`: Streamable HTTP at `/mcp`, behind a bearer token, Host and Origin
+//! checks, loopback only unless asked otherwise.
+//!
+//! Architecture Invariant: no request reaches a tool without the bearer token (compared in
+//! constant time) and, when it carries an Origin, one that names this listener on loopback.
+//! The token itself is never printed or logged; `mcp status` shows where it is kept.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use serde::{Deserialize, Serialize};
+use subtle::ConstantTimeEq;
+
+use super::{McpOptions, McpServer};
+use crate::home::{Home, restrict_file};
+use crate::store::Store;
+use mailbroker_core::{Error, Result};
+
+/// Environment variable that may hold the bearer token.
+pub const TOKEN_ENV: &str = "MAILBROKER_MCP_TOKEN";
+
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    /// `PORT`, `HOST:PORT` or `IP:PORT`; a bare port binds 127.0.0.1.
+    pub addr: String,
+    pub allow_remote: bool,
+    pub token_file: Option<PathBuf>,
+    pub mcp: McpOptions,
+}
+
+/// A running listener, as `mcp status` reports it (never the token).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Listener {
+    pub url: String,
+    pub pid: u32,
+    /// Where the token is kept: a file path, or the environment variable's name.
+    pub token_source: String,
+    pub writes: bool,
+}
+
+/// Parses the bind address; a non-loopback one needs `allow_remote`.
+pub fn bind_addr(addr: &str, allow_remote: bool) -> Result<SocketAddr> {
+    let parsed = match addr.parse::<u16>() {
+        Ok(port) => SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port),
+        Err(_) => {
+            let addr = addr.replace("localhost", "127.0.0.1");
+            addr.parse::<SocketAddr>().map_err(|_| {
+                Error::validation(format!("{addr:?} is not a port or an IP:PORT address"))
+                    .with_next_step("use e.g. --http 8765 or --http 127.0.0.1:8765")
+            })?
+        }
+    };
+    if !parsed.ip().is_loopback() && !allow_remote {
+        return Err(Error::validation(format!(
+            "{parsed} is reachable from other machines; refusing to serve mail there"
+        ))
+        .with_next_step("bind a loopback address, or add --http-allow-remote if you mean it"));
+    }
+    Ok(parsed)
+}
+
+/// The bearer token and where it comes from: the given file, the environment, or a file
+/// generated (0600) in the home on first use.
+fn load_token(home: &Home, file: Option<&PathBuf>) -> Result<(String, String)> {
+    if let Some(path) = file {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            Error::validation(format!("cannot read token file {}: {e}", path.display()))
+        })?;
+        let token = text.trim().to_string();
+        if token.len() < 16 {
+            return Err(Error::validation(format!(
+                "the token in {} is shorter than 16 characters",
+                path.display()
+            )));
+        }
+        return Ok((token, path.display().to_string()));
+    }
+    if let Ok(token) = std::env::var(TOKEN_ENV)
+        && !token.trim().is_empty()
+    {
+        return Ok((token.trim().to_string(), format!("${TOKEN_ENV}")));
+    }
+    let path = home.root().join("mcp-token");
+    if let Ok(text) = std::fs::read_to_string(&path) {
+        return Ok((text.trim().to_string(), path.display().to_string()));
+    }
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).map_err(|e| Error::internal(format!("no randomness: {e}")))?;
+    let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    std::fs::write(&path, format!("{token}\n"))
+        .map_err(|e| Error::internal(format!("cannot write {}: {e}", path.display())))?;
+    restrict_file(&path)?;
+    Ok((token, path.display().to_string()))
+}
+
+#[derive(Clone)]
+struct Gate {
+    token: Arc<String>,
+    /// Origins a browser on this machine would send for this listener.
+    origins: Arc<Vec<String>>,
+}
+
+async fn guard(State(gate): State<Gate>, request: Request, next: Next) -> Response {
+    if let Some(origin) = request.headers().get(header::ORIGIN) {
+        let ok = origin
+            .to_str()
+            .is_ok_and(|o| gate.origins.iter().any(|allowed| allowed == o));
+        if !ok {
+            return (StatusCode::FORBIDDEN, "origin not allowed\n").into_response();
+        }
+    }
+    let presented = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or("");
+    let matches: bool = presented.as_bytes().ct_eq(gate.token.as_bytes()).into();
+    if !matches {
+        let mut response =
+            (StatusCode::UNAUTHORIZED, "missing or wrong bearer token\n").into_response();
+        response.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            HeaderValue::from_static("Bearer realm=\"mailbroker\""),
+        );
+        return response;
+    }
+    next.run(request).await
+}
+
+fn listeners_dir(home: &Home) -> PathBuf {
+    home.root().join("mcp-listeners")
+}
+
+/// Running HTTP listeners of this home; entries of processes that are gone are removed.
+pub fn listeners(home: &Home) -> Result<Vec<Listener>> {
+    let dir = listeners_dir(home);
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::new();
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let parsed: Option<Listener> = std::fs::read_to_string(&path)
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok());
+        match parsed {
+            Some(l) if std::path::Path::new(&format!("/proc/{}", l.pid)).exists() => out.push(l),
+            _ => {
+                let _ = std::fs::remove_file(&path);
+            }
+        }
+    }
+    out.sort_by_key(|l| l.pid);
+    Ok(out)
+}
+
+/// Serves until SIGINT/SIGTERM.
+pub async fn serve(home: Home, store: Store, options: HttpOptions) -> Result<()> {
+    let addr = bind_addr(&options.addr, options.allow_remote)?;
+    let (token, token_source) = load_token(&home, options.token_file.as_ref())?;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| Error::validation(format!("cannot listen on {addr}: {e}")))?;
+    let local = listener
+        .local_addr()
+        .map_err(|e| Error::internal(e.to_string()))?;
+    let port = local.port();
+    let mut hosts = vec![
+        "localhost".to_string(),
+        "127.0.0.1".to_string(),
+        "[::1]".to_string(),
+    ];
+    hosts.push(local.ip().to_string());
+    let origins: Vec<String> = hosts
+        .iter()
+        .flat_map(|h| [format!("http://{h}:{port}"), format!("https://{h}:{port}")])
+        .collect();
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let config = StreamableHttpServerConfig::default()
+        .with_allowed_hosts(hosts.clone())
+        .with_cancellation_token(cancel.clone());
+    let writes = options.mcp.allow_writes;
+    let server = McpServer::new(home.clone(), store, options.mcp);
+    let service = StreamableHttpService::new(
+        move || Ok(server.clone()),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    let gate = Gate {
+        token: Arc::new(token),
+        origins: Arc::new(origins),
+    };
+    let app = axum::Router::new()
+        .nest_service("/mcp", service)
+        .layer(axum::middleware::from_fn_with_state(gate, guard));
+
+    let url = format!("http://{local}/mcp");
+    let record = Listener {
+        url: url.clone(),
+        pid: std::process::id(),
+        token_source: token_source.clone(),
+        writes,
+    };
+    let dir = listeners_dir(&home);
+    let _ = std::fs::create_dir_all(&dir);
+    let entry = dir.join(format!("{}.json", record.pid));
+    let text = serde_json::to_string(&record).map_err(|e| Error::internal(e.to_string()))?;
+    let _ = std::fs::write(&entry, text);
+    eprintln!(
+        "mailbroker MCP listening on {url} (bearer token: {token_source}; writes {})",
+        if writes { "allowed" } else { "disabled" }
+    );
+
+    let shutdown = async move {
+        let mut term =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending::<()>().await } } => {}
+        }
+        cancel.cancel();
+    };
+    let served = axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await;
+    let _ = std::fs::remove_file(&entry);
+    served.map_err(|e| Error::internal(format!("HTTP server failed: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bare_ports_bind_loopback_and_remote_needs_a_flag() {
+        assert_eq!(
+            bind_addr("8765", false).unwrap().to_string(),
+            "127.0.0.1:8765"
+        );
+        assert_eq!(
+            bind_addr("localhost:9", false).unwrap().to_string(),
+            "127.0.0.1:9"
+        );
+        let err = bind_addr("0.0.0.0:8765", false).unwrap_err();
+        assert_eq!(err.error_type(), "validation_error");
+        assert!(bind_addr("0.0.0.0:8765", true).is_ok());
+        assert!(bind_addr("nonsense", false).is_err());
+    }
+}
