@@ -162,8 +162,17 @@ pub fn listeners(home: &Home) -> Result<Vec<Listener>> {
     Ok(out)
 }
 
-/// Serves until SIGINT/SIGTERM.
-pub async fn serve(home: Home, store: Store, options: HttpOptions) -> Result<()> {
+/// A bound listener, ready to serve.
+pub struct Bound {
+    listener: tokio::net::TcpListener,
+    app: axum::Router,
+    record: Listener,
+    entry: PathBuf,
+    cancel: tokio_util::sync::CancellationToken,
+}
+
+/// Binds the listener and builds the app: address checks, token, Host/Origin allow-lists.
+pub async fn bind(home: Home, store: Store, options: HttpOptions) -> Result<Bound> {
     let addr = bind_addr(&options.addr, options.allow_remote)?;
     let (token, token_source) = load_token(&home, options.token_file.as_ref())?;
     let listener = tokio::net::TcpListener::bind(addr)
@@ -185,7 +194,7 @@ pub async fn serve(home: Home, store: Store, options: HttpOptions) -> Result<()>
         .collect();
     let cancel = tokio_util::sync::CancellationToken::new();
     let config = StreamableHttpServerConfig::default()
-        .with_allowed_hosts(hosts.clone())
+        .with_allowed_hosts(hosts)
         .with_cancellation_token(cancel.clone());
     let writes = options.mcp.allow_writes;
     let server = McpServer::new(home.clone(), store, options.mcp);
@@ -201,38 +210,77 @@ pub async fn serve(home: Home, store: Store, options: HttpOptions) -> Result<()>
     let app = axum::Router::new()
         .nest_service("/mcp", service)
         .layer(axum::middleware::from_fn_with_state(gate, guard));
-
-    let url = format!("http://{local}/mcp");
     let record = Listener {
-        url: url.clone(),
+        url: format!("http://{local}/mcp"),
         pid: std::process::id(),
-        token_source: token_source.clone(),
+        token_source,
         writes,
     };
-    let dir = listeners_dir(&home);
-    let _ = std::fs::create_dir_all(&dir);
-    let entry = dir.join(format!("{}.json", record.pid));
-    let text = serde_json::to_string(&record).map_err(|e| Error::internal(e.to_string()))?;
-    let _ = std::fs::write(&entry, text);
-    eprintln!(
-        "mailbroker MCP listening on {url} (bearer token: {token_source}; writes {})",
-        if writes { "allowed" } else { "disabled" }
-    );
+    let entry = listeners_dir(&home).join(format!("{}.json", record.pid));
+    Ok(Bound {
+        listener,
+        app,
+        record,
+        entry,
+        cancel,
+    })
+}
 
-    let shutdown = async move {
-        let mut term =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending::<()>().await } } => {}
+impl Bound {
+    pub fn url(&self) -> &str {
+        &self.record.url
+    }
+
+    /// Serves until `shutdown` completes; registered for `mcp status` meanwhile.
+    pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<()> {
+        if let Some(dir) = self.entry.parent() {
+            let _ = std::fs::create_dir_all(dir);
         }
-        cancel.cancel();
-    };
-    let served = axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await;
-    let _ = std::fs::remove_file(&entry);
-    served.map_err(|e| Error::internal(format!("HTTP server failed: {e}")))
+        let text =
+            serde_json::to_string(&self.record).map_err(|e| Error::internal(e.to_string()))?;
+        let _ = std::fs::write(&self.entry, text);
+        let cancel = self.cancel.clone();
+        let served = axum::serve(self.listener, self.app)
+            .with_graceful_shutdown(async move {
+                shutdown.await;
+                cancel.cancel();
+            })
+            .await;
+        let _ = std::fs::remove_file(&self.entry);
+        served.map_err(|e| Error::internal(format!("HTTP server failed: {e}")))
+    }
+}
+
+/// Completes on SIGINT or SIGTERM.
+async fn signalled() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
+/// Serves until SIGINT/SIGTERM.
+pub async fn serve(home: Home, store: Store, options: HttpOptions) -> Result<()> {
+    let bound = bind(home, store, options).await?;
+    eprintln!(
+        "mailbroker MCP listening on {} (bearer token: {}; writes {})",
+        bound.url(),
+        bound.record.token_source,
+        if bound.record.writes {
+            "allowed"
+        } else {
+            "disabled"
+        }
+    );
+    bound.run(signalled()).await
 }
 
 #[cfg(test)]
