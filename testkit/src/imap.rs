@@ -109,6 +109,29 @@ impl ImapClient {
         Ok(out)
     }
 
+    /// The subjects of every message in `mailbox`, sorted.
+    pub async fn subjects(&mut self, mailbox: &str) -> Result<Vec<String>> {
+        let mb = self.select(mailbox).await?;
+        let mut out = Vec::new();
+        if mb.exists == 0 {
+            return Ok(out);
+        }
+        {
+            let mut stream = self.session.uid_fetch("1:*", "(UID ENVELOPE)").await?;
+            while let Some(f) = stream.try_next().await? {
+                let subject = f
+                    .envelope()
+                    .and_then(|e| e.subject.as_ref())
+                    .map(|s| String::from_utf8_lossy(s).into_owned())
+                    .unwrap_or_default();
+                out.push(subject);
+            }
+        }
+        self.drain();
+        out.sort();
+        Ok(out)
+    }
+
     /// `UID STORE uid <action> (<flags>)`, e.g. `store("INBOX", 3, "+FLAGS", "\\Flagged")`.
     pub async fn store(
         &mut self,

@@ -1,0 +1,176 @@
+//! The real `mailbroker` binary driven by an independent client: the official Python MCP SDK,
+//! over stdio and over Streamable HTTP, in both protocol eras (`auto` negotiates 2026-07-28
+//! and confirms through an input-required round trip; `legacy` uses 2025-11-25 elicitation).
+//! What each run changed is checked on the IMAP server itself.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use common::{add_account, ok, seed, server};
+use mailbroker_testkit::dovecot_required;
+
+/// The SDK version this contract test pins.
+const SDK: &str = "mcp==2.3.0";
+
+/// A venv with the SDK under target/, made once. `None` (test skipped) when Python is
+/// missing outside CI; in CI a missing Python fails the test.
+fn python() -> Option<PathBuf> {
+    let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("py-mcp");
+    let py = venv.join("bin/python");
+    let ready = venv.join(format!(".{SDK}"));
+    if ready.exists() {
+        return Some(py);
+    }
+    let made = Command::new("python3")
+        .args(["-m", "venv"])
+        .arg(&venv)
+        .status();
+    if !made.is_ok_and(|s| s.success()) {
+        assert!(
+            !dovecot_required(),
+            "CI=true but python3 -m venv failed: .ci/run must provide python3 with venv"
+        );
+        eprintln!("skipping: python3 with venv is not available");
+        return None;
+    }
+    let pip = Command::new(venv.join("bin/pip"))
+        .args(["install", "--quiet", "--disable-pip-version-check", SDK])
+        .status()
+        .expect("run pip");
+    assert!(pip.success(), "pip install {SDK} failed");
+    std::fs::write(&ready, "").unwrap();
+    Some(py)
+}
+
+fn drive(py: &Path, config: serde_json::Value) -> serde_json::Value {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_client.py");
+    let out = Command::new(py)
+        .arg(script)
+        .arg(config.to_string())
+        .output()
+        .expect("run the python client");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "python client failed ({config}):\n{stdout}\n{stderr}"
+    );
+    serde_json::from_str(stdout.lines().last().unwrap_or("")).expect("json from the client")
+}
+
+struct HttpServer(Child, String);
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        // SIGTERM, so it removes its listener entry; then reap it.
+        let _ = Command::new("kill").arg(self.0.id().to_string()).status();
+        let _ = self.0.wait();
+    }
+}
+
+fn http_server(home: &Path) -> HttpServer {
+    use std::io::{BufRead, BufReader};
+    let token = home.join("http-token");
+    std::fs::write(&token, "py-token-0123456789abcdef\n").unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mailbroker"))
+        .arg("--home")
+        .arg(home)
+        .args([
+            "mcp",
+            "--http",
+            "0",
+            "--http-allow-writes",
+            "--http-token-file",
+        ])
+        .arg(&token)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start mcp --http");
+    let mut line = String::new();
+    let stderr = child.stderr.take().unwrap();
+    BufReader::new(stderr).read_line(&mut line).unwrap();
+    let url = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap_or_else(|| panic!("no url in {line:?}"))
+        .to_string();
+    HttpServer(child, url)
+}
+
+#[tokio::test]
+async fn the_python_sdk_lists_searches_and_confirms_over_stdio_and_http() {
+    let Some(dovecot) = server() else {
+        return;
+    };
+    let Some(py) = python() else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let mut imap = seed(dovecot, "py-user", "INBOX", 12).await;
+    add_account(dovecot, home.path(), "py", "py-user", &[]);
+    ok(home.path(), &["sync"]);
+    let http = http_server(home.path());
+
+    let runs = [
+        ("stdio", "auto"),
+        ("stdio", "legacy"),
+        ("http", "auto"),
+        ("http", "legacy"),
+    ];
+    let mut trashed = Vec::new();
+    let mut kept = Vec::new();
+    for (n, (transport, mode)) in runs.iter().enumerate() {
+        let subjects: Vec<String> = (0..3)
+            .map(|k| format!("Report number {}", 3 * n + k))
+            .collect();
+        let seen = drive(
+            &py,
+            serde_json::json!({
+                "transport": transport, "mode": mode,
+                "bin": env!("CARGO_BIN_EXE_mailbroker"),
+                "home": home.path(), "url": http.1, "token": "py-token-0123456789abcdef",
+                "subjects": subjects,
+            }),
+        );
+        assert!(seen["tools_list_chars"].as_u64().unwrap() > 1000, "{seen}");
+        let era = if *mode == "auto" {
+            "2026-07-28"
+        } else {
+            "2025-11-25"
+        };
+        assert_eq!(seen["protocol"], era, "{transport} {mode}: {seen}");
+        trashed.extend([subjects[0].clone(), subjects[2].clone()]);
+        kept.push(subjects[1].clone());
+    }
+    drop(http);
+
+    // On the server: exactly the accepted and token-confirmed messages are in Trash; the
+    // declined ones never left INBOX.
+    let in_trash = subjects_in(&mut imap, "Trash").await;
+    let in_inbox = subjects_in(&mut imap, "INBOX").await;
+    for s in &trashed {
+        assert!(in_trash.contains(s), "{s} not in Trash: {in_trash:?}");
+    }
+    for s in &kept {
+        assert!(
+            in_inbox.contains(s),
+            "declined {s} left INBOX: {in_inbox:?}"
+        );
+    }
+    assert_eq!(in_trash.len(), trashed.len(), "{in_trash:?}");
+    let status = common::mb(home.path(), &["mcp", "status"]);
+    assert_eq!(
+        status.json["listeners"],
+        serde_json::json!([]),
+        "{}",
+        status.stdout
+    );
+}
+
+async fn subjects_in(imap: &mut mailbroker_testkit::ImapClient, mailbox: &str) -> Vec<String> {
+    imap.subjects(mailbox).await.expect("read subjects")
+}
