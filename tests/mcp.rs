@@ -612,3 +612,69 @@ async fn http_needs_the_token_a_local_origin_and_a_flag_for_writes() {
     assert_eq!(refused.code, 2, "{}", refused.stdout);
     assert_eq!(refused.json["error_type"], "validation_error");
 }
+
+/// The real binary over stdio, spoken to in raw JSON-RPC: only protocol frames on stdout, an
+/// unknown method answered at once, tools/list within its size budget.
+#[test]
+fn stdio_speaks_only_protocol_and_answers_unknown_methods() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::{Command, Stdio};
+    let home = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mailbroker"))
+        .arg("--home")
+        .arg(home.path())
+        .arg("mcp")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut exchange = |message: Value, answer: bool| -> Value {
+        writeln!(stdin, "{message}").unwrap();
+        if !answer {
+            return Value::Null;
+        }
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("not JSON-RPC on stdout: {line:?}: {e}"))
+    };
+    let init = exchange(init_body(), true);
+    assert_eq!(init["result"]["serverInfo"]["name"], "mailbroker");
+    let instructions = init["result"]["instructions"].as_str().unwrap();
+    assert!(instructions.contains("untrusted"), "{instructions}");
+    exchange(
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        false,
+    );
+    let started = std::time::Instant::now();
+    let unknown = exchange(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "server/probe-newer", "params": {}}),
+        true,
+    );
+    assert_eq!(unknown["error"]["code"], -32601, "{unknown}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(2));
+    let tools = exchange(
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"}),
+        true,
+    );
+    let size = tools["result"]["tools"].to_string().len();
+    assert!(size / 4 <= 6000, "tools/list is {size} characters");
+    assert_eq!(tools["result"]["tools"].as_array().unwrap().len(), 8);
+    drop(exchange);
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+
+    let config = common::mb(home.path(), &["mcp", "config"]);
+    assert_eq!(config.code, 0, "{}", config.stderr);
+    assert_eq!(
+        config.json["config"]["stdio"]["mcpServers"]["mailbroker"]["args"][0],
+        "mcp"
+    );
+    assert_eq!(
+        config.json["config"]["http"]["mcpServers"]["mailbroker"]["url"],
+        "http://127.0.0.1:8765/mcp"
+    );
+}

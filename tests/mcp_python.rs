@@ -114,6 +114,23 @@ async fn the_python_sdk_lists_searches_and_confirms_over_stdio_and_http() {
     add_account(dovecot, home.path(), "py", "py-user", &[]);
     ok(home.path(), &["sync"]);
     let http = http_server(home.path());
+    let status = common::mb(home.path(), &["mcp", "status"]);
+    assert_eq!(
+        status.json["listeners"][0]["url"],
+        http.1.as_str(),
+        "{}",
+        status.stdout
+    );
+    assert!(
+        status.json["listeners"][0]["token_source"]
+            .as_str()
+            .unwrap()
+            .ends_with("http-token")
+    );
+    assert!(
+        !status.stdout.contains("py-token-0123456789abcdef"),
+        "status printed the token"
+    );
 
     let runs = [
         ("stdio", "auto"),

@@ -240,7 +240,12 @@ impl Bound {
             serde_json::to_string(&self.record).map_err(|e| Error::internal(e.to_string()))?;
         let _ = std::fs::write(&self.entry, text);
         let cancel = self.cancel.clone();
-        let served = axum::serve(self.listener, self.app)
+        // Answers are small and often streamed as several writes (SSE): without NODELAY each
+        // one can wait ≈ 40 ms for the client's delayed ACK.
+        let listener = axum::serve::ListenerExt::tap_io(self.listener, |tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
+        let served = axum::serve(listener, self.app)
             .with_graceful_shutdown(async move {
                 shutdown.await;
                 cancel.cancel();

@@ -19,3 +19,32 @@ pub use proxy::Proxy;
 pub fn dovecot_required() -> bool {
     std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0")
 }
+
+/// `mailbroker account add imap` arguments for `user` at `host:port`, the password read from
+/// the environment variable `password_env`.
+pub fn account_add_args(
+    id: &str,
+    host: &str,
+    port: u16,
+    user: &str,
+    password_env: &str,
+) -> Vec<String> {
+    let port = port.to_string();
+    [
+        "account",
+        "add",
+        "imap",
+        "--id",
+        id,
+        "--host",
+        host,
+        "--port",
+        &port,
+        "--username",
+        user,
+        "--password-env",
+        password_env,
+    ]
+    .map(String::from)
+    .to_vec()
+}

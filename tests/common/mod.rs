@@ -87,24 +87,7 @@ pub fn ok(home: &Path, args: &[&str]) -> Value {
 
 /// `account add imap` arguments for `user` at `host:port`, password from `MB_TEST_PW`.
 pub fn add_args(id: &str, host: &str, port: u16, user: &str) -> Vec<String> {
-    let port = port.to_string();
-    [
-        "account",
-        "add",
-        "imap",
-        "--id",
-        id,
-        "--host",
-        host,
-        "--port",
-        &port,
-        "--username",
-        user,
-        "--password-env",
-        "MB_TEST_PW",
-    ]
-    .map(String::from)
-    .to_vec()
+    mailbroker_testkit::account_add_args(id, host, port, user, "MB_TEST_PW")
 }
 
 /// Runs with owned arguments (built by `add_args` and friends).

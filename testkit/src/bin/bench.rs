@@ -10,6 +10,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use mailbroker_testkit::{Dovecot, ImapClient, PASSWORD};
 
+#[path = "bench/mcp.rs"]
+mod mcp;
+
 struct Measured {
     wall: Duration,
     max_rss_kb: i64,
@@ -55,6 +58,16 @@ fn run_mailbroker(bin: &Path, home: &Path, args: &[&str]) -> Result<Measured> {
         max_rss_kb: usage.ru_maxrss,
         json: serde_json::from_str(out.trim()).context("mailbroker json")?,
     })
+}
+
+/// Adds user `id` on a plain-IMAP `port` as account `id` and runs its first sync.
+fn add_and_sync(bin: &Path, home: &Path, id: &str, port: u16) -> Result<()> {
+    let mut add = mailbroker_testkit::account_add_args(id, "127.0.0.1", port, id, "BENCH_PW");
+    add.extend(["--tls".into(), "none".into()]);
+    let add: Vec<&str> = add.iter().map(String::as_str).collect();
+    run_mailbroker(bin, home, &add)?;
+    run_mailbroker(bin, home, &["sync"])?;
+    Ok(())
 }
 
 fn bench_message(i: usize) -> Vec<u8> {
@@ -106,7 +119,8 @@ async fn main() -> Result<()> {
     match args.get(1).map(String::as_str) {
         Some("sync") => bench_sync(messages.unwrap_or(100_000)).await,
         Some("write") => bench_write(messages.unwrap_or(10_000)).await,
-        _ => bail!("usage: bench sync|write [--messages N]"),
+        Some("mcp") => mcp::bench_mcp(messages.unwrap_or(10_000)).await,
+        _ => bail!("usage: bench sync|write|mcp [--messages N]"),
     }
 }
 
@@ -257,29 +271,7 @@ async fn bench_write(n: usize) -> Result<()> {
 
     let proxy = mailbroker_testkit::Proxy::start(server.imap_port, ONE_WAY)?;
     let home = tempfile::tempdir()?;
-    let port = proxy.port.to_string();
-    run_mailbroker(
-        &bin,
-        home.path(),
-        &[
-            "account",
-            "add",
-            "imap",
-            "--id",
-            "bw",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            &port,
-            "--tls",
-            "none",
-            "--username",
-            "bw",
-            "--password-env",
-            "BENCH_PW",
-        ],
-    )?;
-    run_mailbroker(&bin, home.path(), &["sync"])?;
+    add_and_sync(&bin, home.path(), "bw", proxy.port)?;
 
     let contiguous = run_mailbroker(
         &bin,

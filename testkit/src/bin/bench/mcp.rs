@@ -1,0 +1,144 @@
+//! `bench mcp --messages N`: latency of MCP tool calls over Streamable HTTP on loopback,
+//! against the real `mailbroker mcp --http` process and an index of N synced messages.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use mailbroker_testkit::{Dovecot, PASSWORD};
+use serde_json::{Value, json};
+
+const CALLS: usize = 1000;
+const TOKEN: &str = "bench-token-0123456789abcdef";
+
+/// Kills the server process (by its pid) when the bench ends, however it ends.
+struct Server(std::process::Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = Command::new("kill").arg(self.0.id().to_string()).status();
+        let _ = self.0.wait();
+    }
+}
+
+/// One JSON-RPC exchange; the answer may come as JSON or as one SSE event.
+async fn rpc(
+    http: &reqwest::Client,
+    url: &str,
+    session: Option<&str>,
+    body: Value,
+) -> Result<(Option<String>, Value)> {
+    let mut request = http
+        .post(url)
+        .bearer_auth(TOKEN)
+        .header("Accept", "application/json, text/event-stream")
+        .header("MCP-Protocol-Version", "2025-11-25")
+        .json(&body);
+    if let Some(id) = session {
+        request = request.header("Mcp-Session-Id", id);
+    }
+    let response = request.send().await?;
+    let session = response
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let status = response.status();
+    let text = response.text().await?;
+    if !status.is_success() {
+        bail!("HTTP {status}: {text}");
+    }
+    let data = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .map(str::trim)
+        .rfind(|d| !d.is_empty())
+        .unwrap_or(text.trim());
+    let value = if data.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_str(data).with_context(|| format!("answer: {text}"))?
+    };
+    Ok((session, value))
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> f64 {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i].as_secs_f64() * 1000.0
+}
+
+async fn time_calls(
+    http: &reqwest::Client,
+    url: &str,
+    session: &str,
+    tool: &str,
+    args: Value,
+) -> Result<(f64, f64)> {
+    let mut times = Vec::with_capacity(CALLS);
+    for i in 0..CALLS {
+        let body = json!({"jsonrpc": "2.0", "id": 10 + i, "method": "tools/call",
+            "params": {"name": tool, "arguments": args}});
+        let start = Instant::now();
+        let (_, answer) = rpc(http, url, Some(session), body).await?;
+        times.push(start.elapsed());
+        if answer["result"]["structuredContent"]["success"] != true {
+            bail!("{tool} failed: {answer}");
+        }
+    }
+    times.sort();
+    Ok((percentile(&times, 0.5), percentile(&times, 0.99)))
+}
+
+pub async fn bench_mcp(messages: usize) -> Result<()> {
+    let bin = super::mailbroker_binary()?;
+    let server = Dovecot::start()?;
+    server.import_messages("bm", (0..messages).map(super::bench_message))?;
+    let home = tempfile::tempdir()?;
+    super::add_and_sync(&bin, home.path(), "bm", server.imap_port)?;
+    let token_file = home.path().join("token");
+    std::fs::write(&token_file, TOKEN)?;
+    let mut child = Command::new(&bin)
+        .arg("--home")
+        .arg(home.path())
+        .args(["mcp", "--http", "0", "--http-token-file"])
+        .arg(&token_file)
+        .env("BENCH_PW", PASSWORD)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let mut line = String::new();
+    BufReader::new(child.stderr.take().context("stderr")?).read_line(&mut line)?;
+    let _server = Server(child);
+    let url = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .with_context(|| format!("no url in {line:?}"))?
+        .to_string();
+
+    let http = reqwest::Client::new();
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "bench", "version": "1"}}});
+    let (session, _) = rpc(&http, &url, None, init).await?;
+    let session = session.context("no session id")?;
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    rpc(&http, &url, Some(&session), initialized).await?;
+
+    let cheap = time_calls(&http, &url, &session, "list_accounts", json!({})).await?;
+    let query = json!({"query": "from:alice invoices", "limit": 20});
+    let search = time_calls(&http, &url, &session, "search_messages", query).await?;
+    println!(
+        "MCP over Streamable HTTP (loopback), {messages} messages indexed, {CALLS} calls each:"
+    );
+    println!(
+        "list_accounts: p50 {:.2} ms, p99 {:.2} ms",
+        cheap.0, cheap.1
+    );
+    println!(
+        "search_messages (from:alice invoices, limit 20): p50 {:.2} ms, p99 {:.2} ms",
+        search.0, search.1
+    );
+    Ok(())
+}
