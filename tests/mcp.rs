@@ -663,7 +663,6 @@ fn stdio_speaks_only_protocol_and_answers_unknown_methods() {
     let size = tools["result"]["tools"].to_string().len();
     assert!(size / 4 <= 6000, "tools/list is {size} characters");
     assert_eq!(tools["result"]["tools"].as_array().unwrap().len(), 8);
-    drop(exchange);
     drop(stdin);
     assert!(child.wait().unwrap().success());
 
