@@ -341,6 +341,10 @@ async fn small_writes_run_at_once_and_can_be_undone() {
     assert_eq!(nowhere["error_type"], "not_found");
     let gone = err_call(&session, "undo_change", json!({ "change_id": 4242 })).await;
     assert_eq!(gone["error_type"], "not_found");
+    let gone = err_call(&session, "list_changes", json!({ "id": 4242 })).await;
+    assert_eq!(gone["error_type"], "not_found");
+    let nobody = err_call(&session, "sync_accounts", json!({ "account": "nobody" })).await;
+    assert_eq!(nobody["error_type"], "not_found");
 
     // A message added behind the index's back shows up after sync_accounts.
     imap.append(
@@ -564,6 +568,17 @@ async fn http_needs_the_token_a_local_origin_and_a_flag_for_writes() {
     assert_eq!(evil.status(), 403);
     let good = post(Some("0123456789abcdef0123"), None).await.unwrap();
     assert_eq!(good.status(), 200);
+    // DNS rebinding: a request for another host name is refused.
+    let rebound = raw
+        .post(&url)
+        .bearer_auth("0123456789abcdef0123")
+        .header("Host", "evil.example")
+        .header("Accept", "application/json, text/event-stream")
+        .json(&init_body())
+        .send()
+        .await
+        .unwrap();
+    assert!(rebound.status().is_client_error(), "{}", rebound.status());
 
     // Read-only listener: write tools are neither listed nor callable.
     let session = http_session(&url, "0123456789abcdef0123").await;

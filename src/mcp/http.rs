@@ -307,4 +307,19 @@ mod tests {
         assert!(bind_addr("0.0.0.0:8765", true).is_ok());
         assert!(bind_addr("nonsense", false).is_err());
     }
+
+    #[test]
+    fn a_generated_token_is_private_and_kept() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let home = Home::resolve(Some(dir.path())).unwrap();
+        let (token, source) = load_token(&home, None).unwrap();
+        assert!(token.len() >= 32);
+        let mode = std::fs::metadata(&source).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "{source}");
+        assert_eq!(load_token(&home, None).unwrap().0, token);
+        let short = dir.path().join("short");
+        std::fs::write(&short, "abc").unwrap();
+        assert!(load_token(&home, Some(&short)).is_err());
+    }
 }
