@@ -7,6 +7,7 @@
 
 pub mod accounts;
 pub mod cli;
+pub mod delete;
 pub mod home;
 pub mod mcp;
 pub mod output;

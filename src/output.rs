@@ -55,3 +55,17 @@ pub fn progress_bar(json: bool) -> ProgressBar {
     }
     bar
 }
+
+/// Asks a question on the terminal (stderr) and returns the trimmed answer from stdin.
+pub fn ask(question: &str) -> Result<String, Error> {
+    use std::io::{BufRead, Write};
+    let mut err = std::io::stderr();
+    let _ = write!(err, "{question}");
+    let _ = err.flush();
+    let mut answer = String::new();
+    std::io::stdin()
+        .lock()
+        .read_line(&mut answer)
+        .map_err(|e| Error::internal(format!("cannot read the answer: {e}")))?;
+    Ok(answer.trim().to_string())
+}

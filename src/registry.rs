@@ -1,7 +1,7 @@
 //! The one place that knows which adapter serves which provider. Adding a provider means a
 //! crate under `providers/` and a line here (plus its `account add` arguments in the CLI).
 
-use mailbroker_core::{Error, Provider, ProviderKind, Result, WriteBatch};
+use mailbroker_core::{DeleteBatch, Error, Provider, ProviderKind, Result, WriteBatch};
 
 use crate::store::{AccountRecord, Store};
 
@@ -44,6 +44,20 @@ pub fn plan(account: &AccountRecord, batch: &WriteBatch) -> Vec<String> {
             other.as_str(),
             batch.targets.len(),
             batch.mailbox
+        )],
+    }
+}
+
+/// The commands a staged deletion's batch will send, for `delete-staged ID --dry-run`.
+pub fn plan_delete(account: &AccountRecord, batch: &DeleteBatch) -> Vec<String> {
+    match account.provider {
+        ProviderKind::Imap => mailbroker_imap::plan_delete(&account.capabilities, batch),
+        other => vec![format!(
+            "{}: delete {} messages in {:?} ({:?})",
+            other.as_str(),
+            batch.uids.len(),
+            batch.mailbox,
+            batch.mode
         )],
     }
 }

@@ -89,7 +89,7 @@ fn has_tag(row: &MessageRef, tag: &str) -> bool {
     row.tags.iter().any(|t| t.eq_ignore_ascii_case(tag))
 }
 
-fn state_of(row: &MessageRef) -> MessageState {
+pub(crate) fn state_of(row: &MessageRef) -> MessageState {
     MessageState {
         mailbox: row.mailbox.clone(),
         uidvalidity: row.uidvalidity,
@@ -183,6 +183,12 @@ pub async fn update(
 ) -> Result<ChangeReport> {
     let started = std::time::Instant::now();
     patch.validate()?;
+    if patch.delete.is_some() {
+        return Err(Error::validation(
+            "a deletion is staged as a manifest, never executed as an update",
+        )
+        .with_next_step("run: mailbroker stage-delete QUERY"));
+    }
     // Per account, once: check the tags against its provider's rules and resolve the move
     // target (a name or a role). Nothing is sent to a server here.
     let accounts: std::collections::BTreeSet<&str> =
@@ -499,8 +505,9 @@ pub async fn undo(
             "change {change_id} applied nothing to undo"
         )));
     }
+    // A message deleted for good since is no longer indexed; it cannot come back.
     let rows = store
-        .message_refs(&applied.iter().map(|i| i.message_id).collect::<Vec<_>>())
+        .existing_refs(&applied.iter().map(|i| i.message_id).collect::<Vec<_>>())
         .await?;
     let mut intents = Vec::new();
     let mut stale = Vec::new();

@@ -76,6 +76,11 @@ fn client(answer: Option<ElicitationAction>, version: ProtocolVersion) -> Client
     }
 }
 
+async fn tool_names(session: &Session) -> Vec<String> {
+    let tools = session.list_all_tools().await.unwrap();
+    tools.into_iter().map(|t| t.name.to_string()).collect()
+}
+
 async fn call(session: &Session, tool: &str, args: Value) -> (bool, Value) {
     let args = args.as_object().cloned().unwrap_or_default();
     let result = session
@@ -331,7 +336,15 @@ async fn small_writes_run_at_once_and_can_be_undone() {
         json!({ "ids": [id], "delete": "trash" }),
     )
     .await;
-    assert_eq!(delete["error_type"], "unsupported");
+    // Without any way to ask the user, staging a deletion is refused until confirmed.
+    assert_eq!(delete["error_type"], "confirmation_required", "{delete}");
+    let mixed = err_call(
+        &session,
+        "update_message",
+        json!({ "ids": [id], "delete": "trash", "read": true }),
+    )
+    .await;
+    assert_eq!(mixed["error_type"], "validation_error");
     let nowhere = err_call(
         &session,
         "update_message",
@@ -582,13 +595,7 @@ async fn http_needs_the_token_a_local_origin_and_a_flag_for_writes() {
 
     // Read-only listener: write tools are neither listed nor callable.
     let session = http_session(&url, "0123456789abcdef0123").await;
-    let names: Vec<String> = session
-        .list_all_tools()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|t| t.name.to_string())
-        .collect();
+    let names = tool_names(&session).await;
     assert!(names.contains(&"search_messages".to_string()), "{names:?}");
     for write in ["update_message", "undo_change", "sync_accounts"] {
         assert!(
@@ -691,4 +698,46 @@ fn stdio_speaks_only_protocol_and_answers_unknown_methods() {
         config.json["config"]["http"]["mcpServers"]["mailbroker"]["url"],
         "http://127.0.0.1:8765/mcp"
     );
+}
+
+#[tokio::test]
+async fn delete_only_stages_a_manifest_for_the_user() {
+    let Some((home, mut imap)) = setup("mcp-stage").await else {
+        return;
+    };
+    let before = imap.flags("INBOX").await.unwrap();
+    let accepting = client(
+        Some(ElicitationAction::Accept),
+        ProtocolVersion::V_2025_11_25,
+    );
+    let asked = accepting.asked.clone();
+    let session = connect(home.path(), accepting).await;
+    let staged = ok_call(
+        &session,
+        "update_message",
+        json!({ "query": "from:alice", "delete": "trash" }),
+    )
+    .await;
+    assert_eq!(
+        asked.load(Ordering::SeqCst),
+        1,
+        "staging is always confirmed"
+    );
+    let manifest = staged["manifest_id"].as_i64().expect("a manifest id");
+    assert_eq!(staged["summary"]["count"], 15, "{staged}");
+    assert_eq!(
+        staged["next_step"],
+        format!("run: mailbroker delete-staged {manifest}")
+    );
+    // Nothing changed on the server; the manifest waits for the user.
+    assert_eq!(imap.flags("INBOX").await.unwrap(), before);
+    assert!(imap.flags("Trash").await.unwrap().is_empty());
+    let listed = ok_call(&session, "list_changes", json!({})).await;
+    assert_eq!(listed["manifests"][0]["id"], manifest);
+    assert_eq!(listed["manifests"][0]["status"], "pending");
+    assert_eq!(listed["manifests"][0]["origin"], "mcp:mcp-test");
+    // No tool runs it.
+    let names = tool_names(&session).await;
+    assert!(!names.iter().any(|n| n.contains("delete")), "{names:?}");
+    session.cancel().await.ok();
 }

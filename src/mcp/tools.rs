@@ -12,7 +12,7 @@ use super::confirm::{self, Asked};
 use super::views::*;
 use super::{McpServer, failure, respond, success};
 use crate::store::MessageRef;
-use crate::{read, search, write};
+use crate::{delete, read, search, write};
 use mailbroker_core::{AccountId, Error, Patch, Result};
 
 type ToolResult = std::result::Result<CallToolResult, ErrorData>;
@@ -34,7 +34,8 @@ concurrent changes (stale messages are left alone and reported), verified by rea
 and journaled so undo_change can revert it. Use dry_run: true to show the plan first. Moves to \
 junk/trash and writes over 25 messages need the user's confirmation: the client is asked \
 when it can be; otherwise do a dry run, show the plan to the user, and pass the confirm_token \
-it returns. delete (trash|permanent) only stages a deletion for the user to run.";
+it returns. delete (trash|permanent, alone) never deletes: it stages a manifest, always \
+after confirmation, and the user runs it with the CLI (next_step says how).";
 
 impl McpServer {
     fn account_filter(account: Option<String>) -> Result<Option<AccountId>> {
@@ -189,14 +190,18 @@ impl McpServer {
             return Ok(ChangesOut {
                 success: true,
                 changes: vec![ChangeView::from(&change)],
+                manifests: Vec::new(),
                 items,
                 items_total: Some(change.items.len() as u64),
             });
         }
-        let changes = self.store.changes(args.limit.unwrap_or(20)).await?;
+        let limit = args.limit.unwrap_or(20);
+        let changes = self.store.changes(limit).await?;
+        let manifests = self.store.manifests(&[], limit).await?;
         Ok(ChangesOut {
             success: true,
             changes: changes.iter().map(ChangeView::from).collect(),
+            manifests: manifests.iter().map(ManifestView::from).collect(),
             items: Vec::new(),
             items_total: None,
         })
@@ -231,8 +236,9 @@ impl McpServer {
         })
     }
 
-    /// The confirmation step shared by update_message and undo_change: `plan` is the dry run
-    /// of exactly what the real call would do. `Ok(None)` means go ahead.
+    /// The confirmation step shared by the write tools. `dry` is the answer to a dry run of
+    /// exactly what the real call would do; `reason` says why it needs confirming, if it does.
+    /// `Ok(None)` means go ahead.
     #[allow(clippy::too_many_arguments)]
     async fn gate(
         &self,
@@ -240,21 +246,19 @@ impl McpServer {
         tool: &str,
         args: &serde_json::Value,
         rows: &[MessageRef],
-        plan: &write::ChangeReport,
-        dry_run: bool,
-        token: Option<&str>,
+        reason: Option<String>,
+        mut dry: ChangeOut,
+        (dry_run, token): (bool, Option<&str>),
         round: (Option<String>, Option<rmcp::model::InputResponses>),
     ) -> Result<Option<CallToolResponse>> {
         let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
         let binding = confirm::binding(tool, args, &ids);
-        let reason = plan.confirmation_reason(self.options.confirm_above);
         if dry_run {
-            let mut out = ChangeOut::of_plan(plan);
             if let Some(reason) = reason {
-                out.confirm_token = Some(self.tokens.issue(&binding)?);
-                out.confirmation_required = Some(reason);
+                dry.confirm_token = Some(self.tokens.issue(&binding)?);
+                dry.confirmation_required = Some(reason);
             }
-            return Ok(Some(success(&out).into()));
+            return Ok(Some(success(&dry).into()));
         }
         let Some(reason) = reason else {
             return Ok(None);
@@ -275,6 +279,54 @@ impl McpServer {
         }
     }
 
+    /// `update_message` with `delete`: stages a manifest, after confirmation, and never runs it.
+    async fn stage(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        args: UpdateArgs,
+        mode: mailbroker_core::DeleteMode,
+        round: (Option<String>, Option<rmcp::model::InputResponses>),
+    ) -> Result<CallToolResponse> {
+        let (selection, rows) =
+            write::resolve_selection(&self.store, &args.ids, args.query.as_deref()).await?;
+        delete::check_size(rows.len(), delete::MAX_MESSAGES)?;
+        let mode_name = serde_json::to_value(mode)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
+        let reason = format!("stages {} message(s) for {mode_name} deletion", rows.len());
+        let json = serde_json::to_value(&args).map_err(|e| Error::internal(e.to_string()))?;
+        let dry = ChangeOut::staged(rows.len() as u64, &mode_name, true);
+        let flags = (args.dry_run, args.confirm_token.as_deref());
+        let gate = self.gate(
+            ctx,
+            "update_message",
+            &json,
+            &rows,
+            Some(reason),
+            dry,
+            flags,
+            round,
+        );
+        if let Some(answer) = gate.await? {
+            return Ok(answer);
+        }
+        let manifest = delete::stage(
+            &self.store,
+            &origin_of(ctx),
+            &selection,
+            &rows,
+            mode,
+            delete::MAX_MESSAGES,
+        )
+        .await?;
+        let mut out = ChangeOut::staged(rows.len() as u64, &mode_name, false);
+        out.manifest_id = Some(manifest.id);
+        out.summary = Some(manifest.summary);
+        out.next_step = Some(format!("run: mailbroker delete-staged {}", manifest.id));
+        Ok(success(&out).into())
+    }
+
     async fn update(
         &self,
         ctx: &RequestContext<RoleServer>,
@@ -290,6 +342,9 @@ impl McpServer {
             delete: args.delete.map(Into::into),
         };
         patch.validate()?;
+        if let Some(mode) = patch.delete {
+            return self.stage(ctx, args, mode, round).await;
+        }
         let (selection, rows) =
             write::resolve_selection(&self.store, &args.ids, args.query.as_deref()).await?;
         if !args.create_missing_tags {
@@ -307,14 +362,17 @@ impl McpServer {
         )
         .await?;
         let json = serde_json::to_value(&args).map_err(|e| Error::internal(e.to_string()))?;
+        let reason = plan.confirmation_reason(self.options.confirm_above);
+        let flags = (args.dry_run, args.confirm_token.as_deref());
+        let dry = ChangeOut::of_plan(&plan);
         let gate = self.gate(
             ctx,
             "update_message",
             &json,
             &rows,
-            &plan,
-            args.dry_run,
-            args.confirm_token.as_deref(),
+            reason,
+            dry,
+            flags,
             round,
         );
         if let Some(answer) = gate.await? {
@@ -344,16 +402,10 @@ impl McpServer {
         let change = self.store.change(args.change_id).await?;
         let ids: Vec<i64> = change.items.iter().map(|i| i.message_id).collect();
         let rows = self.store.message_refs(&ids).await.unwrap_or_default();
-        let gate = self.gate(
-            ctx,
-            "undo_change",
-            &json,
-            &rows,
-            &plan,
-            args.dry_run,
-            args.confirm_token.as_deref(),
-            round,
-        );
+        let reason = plan.confirmation_reason(self.options.confirm_above);
+        let flags = (args.dry_run, args.confirm_token.as_deref());
+        let dry = ChangeOut::of_plan(&plan);
+        let gate = self.gate(ctx, "undo_change", &json, &rows, reason, dry, flags, round);
         if let Some(answer) = gate.await? {
             return Ok(answer);
         }
@@ -429,7 +481,7 @@ impl McpServer {
     }
 
     #[tool(
-        description = "List the journal of changes (newest first), or one change with its per-message outcomes. Use it to find a change id to undo or to check what a write did.",
+        description = "List the journal of changes and the staged deletion manifests with their status (newest first), or one change with its per-message outcomes. Use it to find a change id to undo, to check what a write did, or whether the user ran a staged deletion.",
         output_schema = schema_for_output::<ChangesOut>(),
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]

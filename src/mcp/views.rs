@@ -68,7 +68,8 @@ pub struct UpdateArgs {
     /// Mailbox name or role (`inbox`, `archive`, `junk`, `trash`) to move to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub move_to: Option<String>,
-    /// `trash` or `permanent`: stages a deletion for the person to run; never deletes.
+    /// `trash` or `permanent`, on its own: stages a deletion manifest for the user to run
+    /// with the CLI; never deletes. Always needs the user's confirmation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delete: Option<DeleteArg>,
     /// Return the plan and change nothing. For a write that needs confirmation the answer
@@ -284,6 +285,12 @@ pub struct ChangeOut {
     /// For the two-step confirmation: pass to the real call once the user approved the plan.
     /// Single use, valid 10 minutes, bound to these exact arguments and messages.
     pub confirm_token: Option<String>,
+    /// For `delete`: the staged manifest, which only the user can run.
+    pub manifest_id: Option<i64>,
+    /// For `delete`: count, bytes, date range, top senders, per-account and per-mailbox counts.
+    pub summary: Option<serde_json::Value>,
+    /// What the user does next, when something is left to them.
+    pub next_step: Option<String>,
 }
 
 impl ChangeOut {
@@ -318,6 +325,32 @@ impl ChangeOut {
                 .collect(),
             confirmation_required: None,
             confirm_token: None,
+            manifest_id: None,
+            summary: None,
+            next_step: None,
+        }
+    }
+
+    /// The answer to staging a deletion (or its dry run).
+    pub fn staged(count: u64, mode: &str, dry_run: bool) -> ChangeOut {
+        ChangeOut {
+            success: true,
+            change_id: None,
+            dry_run,
+            plan: vec![format!(
+                "stage a {mode} deletion manifest of {count} message(s); nothing is deleted until the user runs it"
+            )],
+            planned: count,
+            applied: 0,
+            unchanged: 0,
+            stale: 0,
+            failed: 0,
+            failures: Vec::new(),
+            confirmation_required: None,
+            confirm_token: None,
+            manifest_id: None,
+            summary: None,
+            next_step: None,
         }
     }
 }
@@ -364,10 +397,43 @@ pub struct ChangeItemView {
     pub error: Option<String>,
 }
 
+/// A staged deletion as list_changes shows it.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ManifestView {
+    pub id: i64,
+    pub created_at: String,
+    pub origin: String,
+    pub mode: String,
+    /// `pending`, `executing`, `done`, `failed` or `cancelled`.
+    pub status: String,
+    pub summary: serde_json::Value,
+    /// Items by status.
+    pub counts: serde_json::Value,
+}
+
+impl From<&crate::store::Manifest> for ManifestView {
+    fn from(m: &crate::store::Manifest) -> ManifestView {
+        ManifestView {
+            id: m.id,
+            created_at: rfc3339(m.created_at),
+            origin: m.origin.clone(),
+            mode: serde_json::to_value(m.mode)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default(),
+            status: m.status.clone(),
+            summary: m.summary.clone(),
+            counts: m.counts.clone(),
+        }
+    }
+}
+
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct ChangesOut {
     pub success: bool,
     pub changes: Vec<ChangeView>,
+    /// Staged deletions, newest first (without `id`).
+    pub manifests: Vec<ManifestView>,
     /// With `id`: the first 100 per-message outcomes of that change.
     pub items: Vec<ChangeItemView>,
     /// With `id`: how many messages the change covered.

@@ -61,40 +61,8 @@ impl Store {
     /// one transaction. Returns the change id.
     pub async fn record_change(&self, change: &ChangeRecord) -> Result<i64, Error> {
         let mut tx = self.pool().begin().await.map_err(db_error)?;
-        let id: i64 = sqlx::query_scalar(
-            "INSERT INTO changes (created_at, origin, selection, patch, plan, undo_of, applied,
-               unchanged, stale, failed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
-        )
-        .bind(now_secs())
-        .bind(&change.origin)
-        .bind(change.selection.to_string())
-        .bind(change.patch.to_string())
-        .bind(json(&change.plan))
-        .bind(change.undo_of)
-        .bind(change.applied)
-        .bind(change.unchanged)
-        .bind(change.stale)
-        .bind(change.failed)
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(db_error)?;
-        for chunk in change.items.chunks(ROWS_PER_STATEMENT) {
-            let mut q = QueryBuilder::<Sqlite>::new(
-                "INSERT INTO change_items (change_id, message_id, account_id, outcome, error_type,
-                   error, before, after) ",
-            );
-            q.push_values(chunk, |mut row, item| {
-                row.push_bind(id)
-                    .push_bind(item.message_id)
-                    .push_bind(item.account.clone())
-                    .push_bind(item.outcome.clone())
-                    .push_bind(item.error_type.clone())
-                    .push_bind(item.error.clone())
-                    .push_bind(json(&item.before))
-                    .push_bind(item.after.as_ref().map(json));
-            });
-            q.build().execute(&mut *tx).await.map_err(db_error)?;
-        }
+        let id = insert_change(&mut tx, change).await?;
+        insert_items(&mut tx, id, &change.items).await?;
         tracing::debug!("journal: items inserted");
         update_index(&mut tx, &change.items).await?;
         tracing::debug!("journal: index updated");
@@ -103,12 +71,16 @@ impl Store {
         Ok(id)
     }
 
+    /// A change without items yet; a staged deletion's run adds them batch by batch.
+    pub async fn open_change(&self, change: &ChangeRecord) -> Result<i64, Error> {
+        let mut tx = self.pool().begin().await.map_err(db_error)?;
+        let id = insert_change(&mut tx, change).await?;
+        tx.commit().await.map_err(db_error)?;
+        Ok(id)
+    }
+
     pub async fn changes(&self, limit: u32) -> Result<Vec<ChangeRecord>, Error> {
-        let ids: Vec<i64> = sqlx::query_scalar("SELECT id FROM changes ORDER BY id DESC LIMIT ?")
-            .bind(i64::from(limit))
-            .fetch_all(self.pool())
-            .await
-            .map_err(db_error)?;
+        let ids = self.latest_ids("changes", limit).await?;
         let mut out = Vec::new();
         for id in ids {
             let mut change = self.change(id).await?;
@@ -240,7 +212,56 @@ impl Store {
 
 /// Brings the index rows of observed messages in line with what the server showed: one
 /// `UPDATE … FROM (VALUES …)` per 500 messages rather than one statement per message.
-async fn update_index(
+/// The change's own row (its items follow with `insert_items`).
+pub(crate) async fn insert_change(
+    tx: &mut Transaction<'_, Sqlite>,
+    change: &ChangeRecord,
+) -> Result<i64, Error> {
+    sqlx::query_scalar(
+        "INSERT INTO changes (created_at, origin, selection, patch, plan, undo_of, applied,
+           unchanged, stale, failed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+    )
+    .bind(now_secs())
+    .bind(&change.origin)
+    .bind(change.selection.to_string())
+    .bind(change.patch.to_string())
+    .bind(json(&change.plan))
+    .bind(change.undo_of)
+    .bind(change.applied)
+    .bind(change.unchanged)
+    .bind(change.stale)
+    .bind(change.failed)
+    .fetch_one(&mut **tx)
+    .await
+    .map_err(db_error)
+}
+
+pub(crate) async fn insert_items(
+    tx: &mut Transaction<'_, Sqlite>,
+    id: i64,
+    items: &[JournalItem],
+) -> Result<(), Error> {
+    for chunk in items.chunks(ROWS_PER_STATEMENT) {
+        let mut q = QueryBuilder::<Sqlite>::new(
+            "INSERT INTO change_items (change_id, message_id, account_id, outcome, error_type,
+               error, before, after) ",
+        );
+        q.push_values(chunk, |mut row, item| {
+            row.push_bind(id)
+                .push_bind(item.message_id)
+                .push_bind(item.account.clone())
+                .push_bind(item.outcome.clone())
+                .push_bind(item.error_type.clone())
+                .push_bind(item.error.clone())
+                .push_bind(json(&item.before))
+                .push_bind(item.after.as_ref().map(json));
+        });
+        q.build().execute(&mut **tx).await.map_err(db_error)?;
+    }
+    Ok(())
+}
+
+pub(crate) async fn update_index(
     tx: &mut Transaction<'_, Sqlite>,
     items: &[JournalItem],
 ) -> Result<(), Error> {

@@ -222,6 +222,17 @@ impl Store {
 
     /// Write targets by id; an unknown id is `not_found`.
     pub async fn message_refs(&self, ids: &[i64]) -> Result<Vec<MessageRef>, Error> {
+        let out = self.existing_refs(ids).await?;
+        let found: std::collections::HashSet<i64> = out.iter().map(|r| r.id).collect();
+        match ids.iter().find(|id| !found.contains(id)) {
+            Some(missing) => Err(Error::not_found(format!("no message with id {missing}"))
+                .with_next_step("run: mailbroker search QUERY to find message ids")),
+            None => Ok(out),
+        }
+    }
+
+    /// The rows of those ids that are still in the index (a deleted one is not).
+    pub async fn existing_refs(&self, ids: &[i64]) -> Result<Vec<MessageRef>, Error> {
         let mut out = Vec::with_capacity(ids.len());
         for chunk in ids.chunks(500) {
             let mut q = QueryBuilder::<Sqlite>::new(SELECT_REF);
@@ -233,12 +244,7 @@ impl Store {
                 .map_err(db_error)?;
             out.extend(rows.into_iter().map(ref_of));
         }
-        let found: std::collections::HashSet<i64> = out.iter().map(|r| r.id).collect();
-        match ids.iter().find(|id| !found.contains(id)) {
-            Some(missing) => Err(Error::not_found(format!("no message with id {missing}"))
-                .with_next_step("run: mailbroker search QUERY to find message ids")),
-            None => Ok(out),
-        }
+        Ok(out)
     }
 
     /// Write targets matching every term, in id order.

@@ -6,6 +6,7 @@
 
 mod accounts;
 mod journal;
+mod manifests;
 mod messages;
 mod sink;
 
@@ -18,6 +19,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 
 pub use accounts::{AccountRecord, MailboxRecord};
 pub use journal::{ChangeRecord, JournalItem, MessageState};
+pub use manifests::{ItemOutcome, Manifest, ManifestItem};
 pub use messages::{MessageRef, MessageRow};
 pub use sink::StoreSink;
 
@@ -72,6 +74,19 @@ impl Store {
 
     pub(crate) fn pool(&self) -> &SqlitePool {
         &self.pool
+    }
+
+    /// The newest ids of the change journal or of the manifests, newest first.
+    pub(crate) async fn latest_ids(&self, table: &str, limit: u32) -> Result<Vec<i64>, Error> {
+        let sql = match table {
+            "manifests" => "SELECT id FROM manifests ORDER BY id DESC LIMIT ?",
+            _ => "SELECT id FROM changes ORDER BY id DESC LIMIT ?",
+        };
+        sqlx::query_scalar(sql)
+            .bind(i64::from(limit))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_error)
     }
 
     pub async fn close(&self) {

@@ -16,4 +16,6 @@ pub use model::{
     ProviderKind, Role, SyncMode, Uid, UidValidity,
 };
 pub use provider::{MailboxSyncReport, Provider, SyncRequest, SyncSink};
-pub use write::{DeleteMode, FlagOp, ItemResult, Outcome, Patch, WriteBatch, WriteTarget};
+pub use write::{
+    DeleteBatch, DeleteMode, FlagOp, ItemResult, Outcome, Patch, WriteBatch, WriteTarget,
+};

@@ -20,7 +20,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use crate::{Capabilities, MailboxCursor, MailboxInfo, MailboxName, MessageFlags, MessageMeta};
-use crate::{Error, ItemResult, Result, SyncMode, Uid, UidValidity, WriteBatch};
+use crate::{DeleteBatch, Error, ItemResult, Result, SyncMode, Uid, UidValidity, WriteBatch};
 
 /// What the core asks of one sync.
 #[derive(Debug, Clone, Default)]
@@ -91,6 +91,14 @@ pub trait Provider: Send {
     /// message. An error means nothing of the batch is known to have been sent.
     async fn apply(&mut self, _batch: &WriteBatch) -> Result<Vec<ItemResult>> {
         Err(Error::unsupported("this provider cannot change messages"))
+    }
+
+    /// Deletes one batch of a staged manifest, re-checking each message's identity first.
+    /// Per message: `Applied` (deleted; `moved_to` where trash mode put it), `Unchanged`
+    /// (already gone: counts as done), `Stale` (identity changed: skipped, with the reason),
+    /// `Failed`/`Unknown`. An error means nothing of the batch is known to have been sent.
+    async fn delete(&mut self, _batch: &DeleteBatch) -> Result<Vec<ItemResult>> {
+        Err(Error::unsupported("this provider cannot delete messages"))
     }
 
     /// The full source (RFC 5322 bytes) of these messages of one mailbox, for reading them.

@@ -54,10 +54,16 @@ impl Patch {
                 "tag {tag:?} is both added and removed"
             )));
         }
-        if self.delete.is_some() {
-            return Err(Error::unsupported(
-                "deletion is only ever staged as a manifest, and staging is not available yet",
-            ));
+        let others = self.read.is_some()
+            || self.flagged.is_some()
+            || !self.add_tags.is_empty()
+            || !self.remove_tags.is_empty()
+            || self.move_to.is_some();
+        if self.delete.is_some() && others {
+            return Err(Error::validation(
+                "delete stages the messages for deletion and cannot be combined with other changes",
+            )
+            .with_next_step("send the deletion as its own request"));
         }
         Ok(())
     }
@@ -111,6 +117,17 @@ pub struct WriteBatch {
     /// Target mailbox name (already resolved from a role), applied after the flags.
     pub move_to: Option<String>,
     pub targets: Vec<WriteTarget>,
+}
+
+/// Messages of one mailbox to delete in one provider round (a staged manifest's batch).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeleteBatch {
+    pub mailbox: String,
+    pub uidvalidity: UidValidity,
+    pub mode: DeleteMode,
+    /// The account's trash mailbox (resolved from its role), where trash mode moves to.
+    pub trash: Option<String>,
+    pub uids: Vec<Uid>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -176,7 +193,15 @@ mod tests {
             delete: Some(DeleteMode::Trash),
             ..Patch::default()
         };
-        assert_eq!(delete.validate().unwrap_err().error_type(), "unsupported");
+        delete.validate().unwrap();
+        let mixed = Patch {
+            read: Some(true),
+            ..delete
+        };
+        assert_eq!(
+            mixed.validate().unwrap_err().error_type(),
+            "validation_error"
+        );
         let ok = Patch {
             read: Some(true),
             ..Patch::default()

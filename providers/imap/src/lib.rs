@@ -7,6 +7,7 @@
 
 mod connect;
 mod convert;
+mod delete;
 mod read;
 mod session;
 mod sync;
@@ -14,6 +15,7 @@ mod uidset;
 mod write;
 
 pub use connect::{ImapConfig, ImapSettings, TlsMode};
+pub use delete::plan_delete;
 pub use session::ImapProvider;
 /// The FETCH items of a first sync (without the parentheses), for benchmarks to compare with.
 pub use sync::NEW_MESSAGE_ITEMS;

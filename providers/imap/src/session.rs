@@ -5,8 +5,8 @@ use async_imap::types::{Capability, Flag};
 use async_trait::async_trait;
 use futures::TryStreamExt;
 use mailbroker_core::{
-    Capabilities, Error, ItemResult, MailboxInfo, MailboxSyncReport, MessageFlags, Provider,
-    Result, SyncRequest, SyncSink, Uid, UidValidity, WriteBatch,
+    Capabilities, DeleteBatch, Error, ItemResult, MailboxInfo, MailboxSyncReport, MessageFlags,
+    Provider, Result, SyncRequest, SyncSink, Uid, UidValidity, WriteBatch,
 };
 
 use crate::connect::{self, COMMAND_TIMEOUT, ImapConfig, Session, imap_error, timed};
@@ -134,6 +134,10 @@ impl Provider for ImapProvider {
 
     async fn apply(&mut self, batch: &WriteBatch) -> Result<Vec<ItemResult>> {
         self.apply_batch(batch).await
+    }
+
+    async fn delete(&mut self, batch: &DeleteBatch) -> Result<Vec<ItemResult>> {
+        self.delete_batch(batch).await
     }
 
     async fn fetch_sources(

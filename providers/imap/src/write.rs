@@ -264,7 +264,7 @@ impl ImapProvider {
 
     /// Moves `live` to `target` and reads them back where they landed: that verifies the move
     /// and gives the index their new UIDs and modseqs for later preconditions.
-    async fn move_and_verify(
+    pub(crate) async fn move_and_verify(
         &mut self,
         live: &[Uid],
         target: &str,
@@ -365,7 +365,7 @@ impl ImapProvider {
     }
 
     /// Moves `uids` to `target` and returns where each went, from the server's COPYUID.
-    async fn move_uids(
+    pub(crate) async fn move_uids(
         &mut self,
         uids: &[Uid],
         target: &str,
@@ -394,7 +394,7 @@ impl ImapProvider {
 
     /// Sends one command and collects the COPYUID codes of its untagged and tagged answers
     /// (async-imap's own calls drop the tagged response code).
-    async fn command_codes(&mut self, command: &str) -> Result<Vec<CopyUid>> {
+    pub(crate) async fn command_codes(&mut self, command: &str) -> Result<Vec<CopyUid>> {
         let mut codes = Vec::new();
         self.command(command, |resp| {
             if let Response::Data { outcome, .. } | Response::Done { outcome, .. } = resp
@@ -420,7 +420,7 @@ fn stale(uid: Uid, modseq: u64, flags: MessageFlags) -> ItemResult {
 }
 
 /// A connection lost after a write was sent: the caller must re-read before anything else.
-fn unknown_if_lost(e: Error, uids: &[Uid]) -> Error {
+pub(crate) fn unknown_if_lost(e: Error, uids: &[Uid]) -> Error {
     match e {
         Error::ProviderUnavailable(d) => Error::outcome_unknown(format!(
             "{} (write to {} messages may or may not have happened)",

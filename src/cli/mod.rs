@@ -13,6 +13,8 @@ use crate::output::{print_json, progress_bar};
 use crate::store::{MessageRow, Store};
 use crate::{accounts, search, sync, write};
 
+mod delete;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "mailbroker",
@@ -66,6 +68,10 @@ pub enum Command {
         #[arg(long, default_value_t = 0)]
         offset: usize,
     },
+    /// Stage messages for deletion (a manifest); nothing is deleted until delete-staged.
+    StageDelete(delete::StageArgs),
+    /// List, show, cancel or run staged deletions.
+    DeleteStaged(delete::DeleteStagedArgs),
     /// Serve the MCP tools to an assistant (stdio, or Streamable HTTP with --http).
     Mcp(crate::mcp::command::McpArgs),
     /// Change messages on the server (patch semantics: only what you ask changes).
@@ -113,6 +119,9 @@ pub struct UpdateArgs {
     /// Print the plan and change nothing, on the server or locally.
     #[arg(long)]
     pub dry_run: bool,
+    /// Stage the messages for deletion instead (`trash` or `permanent`); see delete-staged.
+    #[arg(long, value_name = "MODE", value_parser = ["trash", "permanent"])]
+    pub delete: Option<String>,
     /// Confirm a write that needs it (a move to junk or trash, or more than 25 messages)
     /// without being asked; needed when not on a terminal.
     #[arg(long)]
@@ -132,7 +141,10 @@ impl UpdateArgs {
             add_tags: self.add_tag.clone(),
             remove_tags: self.remove_tag.clone(),
             move_to: self.move_to.clone(),
-            delete: None,
+            delete: self.delete.as_deref().map(|m| match m {
+                "permanent" => mailbroker_core::DeleteMode::Permanent,
+                _ => mailbroker_core::DeleteMode::Trash,
+            }),
         }
     }
 }
@@ -262,6 +274,8 @@ async fn dispatch(home: &Home, store: &Store, command: Command, json: bool) -> R
             false => show(store, id, json).await,
             true => show_body(store, id, (offset, max_chars), json).await,
         },
+        Command::StageDelete(args) => delete::stage(store, args, json).await,
+        Command::DeleteStaged(args) => return delete::delete_staged(home, store, args, json).await,
         Command::Mcp(args) => crate::mcp::command::run(home, store, args, json).await,
     };
     done.map(|()| 0)
@@ -269,8 +283,29 @@ async fn dispatch(home: &Home, store: &Store, command: Command, json: bool) -> R
 
 async fn update(home: &Home, store: &Store, args: &UpdateArgs, json: bool) -> Result<u8> {
     let patch = args.patch();
+    patch.validate()?;
     let (selection, rows) =
         write::resolve_selection(store, &args.ids, args.query.as_deref()).await?;
+    if let Some(mode) = patch.delete {
+        let manifest = crate::delete::stage(
+            store,
+            "cli",
+            &selection,
+            &rows,
+            mode,
+            crate::delete::MAX_MESSAGES,
+        )
+        .await?;
+        if json {
+            print_json(Some("manifest"), &manifest)?;
+        } else {
+            println!(
+                "staged manifest {} ({} message(s)); run: mailbroker delete-staged {}",
+                manifest.id, manifest.summary["count"], manifest.id
+            );
+        }
+        return Ok(0);
+    }
     if !args.dry_run && !args.yes {
         let plan = write::update(
             home,
@@ -292,7 +327,7 @@ async fn update(home: &Home, store: &Store, args: &UpdateArgs, json: bool) -> Re
 
 /// Asks the person at the terminal to confirm a write; without a terminal, `--yes` is needed.
 fn confirm_on_terminal(plan: &write::ChangeReport, reason: &str) -> Result<()> {
-    use std::io::{BufRead, IsTerminal, Write};
+    use std::io::{IsTerminal, Write};
     if !std::io::stdin().is_terminal() || !std::io::stderr().is_terminal() {
         return Err(Error::confirmation_required(format!(
             "this write needs confirmation: {reason}"
@@ -303,14 +338,8 @@ fn confirm_on_terminal(plan: &write::ChangeReport, reason: &str) -> Result<()> {
     for line in &plan.plan {
         let _ = writeln!(err, "  {line}");
     }
-    let _ = write!(err, "This write {reason}. Proceed? [y/N] ");
-    let _ = err.flush();
-    let mut answer = String::new();
-    std::io::stdin()
-        .lock()
-        .read_line(&mut answer)
-        .map_err(|e| Error::internal(format!("cannot read the answer: {e}")))?;
-    if matches!(answer.trim(), "y" | "Y" | "yes") {
+    let answer = crate::output::ask(&format!("This write {reason}. Proceed? [y/N] "))?;
+    if matches!(answer.as_str(), "y" | "Y" | "yes") {
         Ok(())
     } else {
         Err(Error::confirmation_declined(

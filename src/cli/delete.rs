@@ -1,0 +1,216 @@
+//! `mailbroker stage-delete` and `mailbroker delete-staged`: the person's side of deletion.
+
+use clap::Args;
+use mailbroker_core::{DeleteMode, Error, Result};
+
+use crate::delete;
+use crate::home::Home;
+use crate::output::{print_json, progress_bar};
+use crate::store::{Manifest, Store};
+
+#[derive(Debug, Args)]
+pub struct StageArgs {
+    /// Search query selecting the messages (see `search`).
+    #[arg(required = true, allow_hyphen_values = true, trailing_var_arg = true)]
+    pub query: Vec<String>,
+    /// Delete for good instead of moving to the trash.
+    #[arg(long)]
+    pub permanent: bool,
+    /// Show what would be staged; stage nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Refuse when more messages than this match (at most 100,000).
+    #[arg(long, default_value_t = delete::MAX_MESSAGES)]
+    pub max_messages: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct DeleteStagedArgs {
+    /// The manifest to run; without one, pending manifests are listed.
+    pub id: Option<i64>,
+    /// Show a manifest in full (with its items).
+    #[arg(long, value_name = "ID", conflicts_with_all = ["id", "cancel"])]
+    pub show: Option<i64>,
+    /// Cancel a manifest; it can never run afterwards.
+    #[arg(long, value_name = "ID", conflicts_with = "id")]
+    pub cancel: Option<i64>,
+    /// Print the exact plan and send nothing.
+    #[arg(long, requires = "id")]
+    pub dry_run: bool,
+    /// Run without asking (required when not on a terminal).
+    #[arg(long, requires = "id")]
+    pub yes: bool,
+    /// Messages per server batch and checkpoint.
+    #[arg(long, default_value_t = delete::DEFAULT_BATCH as u64, value_parser = clap::value_parser!(u64).range(1..=5000))]
+    pub batch_size: u64,
+}
+
+pub async fn stage(store: &Store, args: StageArgs, json: bool) -> Result<()> {
+    let query = args.query.join(" ");
+    let mode = if args.permanent {
+        DeleteMode::Permanent
+    } else {
+        DeleteMode::Trash
+    };
+    let (selection, rows) = crate::write::resolve_selection(store, &[], Some(&query)).await?;
+    if args.dry_run {
+        delete::check_size(rows.len(), args.max_messages)?;
+        if json {
+            return print_json(
+                Some("would_stage"),
+                &serde_json::json!({ "count": rows.len(), "mode": mode }),
+            );
+        }
+        println!(
+            "would stage {} message(s) for {mode:?} deletion",
+            rows.len()
+        );
+        return Ok(());
+    }
+    let manifest = delete::stage(store, "cli", &selection, &rows, mode, args.max_messages).await?;
+    if json {
+        return print_json(Some("manifest"), &manifest);
+    }
+    print_summary(&manifest);
+    println!("run: mailbroker delete-staged {}", manifest.id);
+    Ok(())
+}
+
+fn print_summary(m: &Manifest) {
+    let s = &m.summary;
+    println!(
+        "manifest {} [{}] {:?}: {} message(s), {} bytes, from {} ({})",
+        m.id, m.status, m.mode, s["count"], s["bytes"], m.origin, m.selection
+    );
+    if let Some(senders) = s["top_senders"].as_array() {
+        for sender in senders.iter().take(10) {
+            println!(
+                "  {:>6}  {}",
+                sender["messages"],
+                sender["from"].as_str().unwrap_or("")
+            );
+        }
+    }
+    if let Some(boxes) = s["mailboxes"].as_object() {
+        for (name, n) in boxes {
+            println!("  {n:>6}  in {name}");
+        }
+    }
+}
+
+/// Asks the person at the terminal; permanent deletion needs the word `delete` typed.
+fn confirm(m: &Manifest, yes: bool) -> Result<()> {
+    use std::io::IsTerminal;
+    if yes {
+        return Ok(());
+    }
+    if !std::io::stdin().is_terminal() {
+        return Err(Error::confirmation_required(format!(
+            "deleting the {} message(s) of manifest {} needs confirmation",
+            m.summary["count"], m.id
+        ))
+        .with_next_step(format!(
+            "run it on a terminal, or add --yes: mailbroker delete-staged {} --yes",
+            m.id
+        )));
+    }
+    print_summary(m);
+    let (question, word) = match m.mode {
+        DeleteMode::Trash => ("Move these messages to the trash? [y/N] ", "y"),
+        DeleteMode::Permanent => (
+            "They will be deleted for good. Type delete to go on: ",
+            "delete",
+        ),
+    };
+    let answer = crate::output::ask(question)?;
+    let answer = answer.as_str();
+    if answer == word || (word == "y" && answer.eq_ignore_ascii_case("yes")) {
+        Ok(())
+    } else {
+        Err(Error::confirmation_declined(
+            "not confirmed; nothing was deleted",
+        ))
+    }
+}
+
+pub async fn delete_staged(
+    home: &Home,
+    store: &Store,
+    args: DeleteStagedArgs,
+    json: bool,
+) -> Result<u8> {
+    let batch = args.batch_size as usize;
+    if let Some(id) = args.show {
+        let manifest = store.manifest(id, true).await?;
+        if json {
+            print_json(Some("manifest"), &manifest)?;
+        } else {
+            print_summary(&manifest);
+            for item in &manifest.items {
+                let error = item
+                    .error
+                    .as_deref()
+                    .map_or(String::new(), |e| format!(" ({e})"));
+                println!(
+                    "  {} {}/{} uid {}: {}{error}",
+                    item.message_id, item.account, item.mailbox, item.uid, item.status
+                );
+            }
+        }
+        return Ok(0);
+    }
+    if let Some(id) = args.cancel {
+        let manifest = delete::cancel(store, id).await?;
+        if json {
+            print_json(Some("manifest"), &manifest)?;
+        } else {
+            println!("manifest {id} cancelled");
+        }
+        return Ok(0);
+    }
+    let Some(id) = args.id else {
+        let pending = store
+            .manifests(&["pending", "executing", "failed"], 100)
+            .await?;
+        if json {
+            print_json(Some("manifests"), &pending)?;
+        } else if pending.is_empty() {
+            println!("no staged deletions");
+        } else {
+            pending.iter().for_each(print_summary);
+        }
+        return Ok(0);
+    };
+    if args.dry_run {
+        let plan = delete::plan(store, id, batch).await?;
+        if json {
+            print_json(Some("plan"), &plan)?;
+        } else {
+            plan.iter().for_each(|line| println!("{line}"));
+        }
+        return Ok(0);
+    }
+    let manifest = store.manifest(id, false).await?;
+    if manifest.status == "cancelled" {
+        return Err(Error::validation(format!(
+            "manifest {id} was cancelled; nothing runs"
+        )));
+    }
+    confirm(&manifest, args.yes)?;
+    let bar = progress_bar(json);
+    let report = delete::execute(home, store, id, batch, |done, total| {
+        bar.set_length(total);
+        bar.set_position(done);
+    })
+    .await?;
+    bar.finish_and_clear();
+    if json {
+        print_json(None, &report)?;
+    } else {
+        println!("manifest {id}: {} {}", report.status, report.counts);
+        for f in &report.failures {
+            println!("  failed: {f}");
+        }
+    }
+    Ok(if report.status == "done" { 0 } else { 5 })
+}

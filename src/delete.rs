@@ -1,0 +1,328 @@
+//! Staged deletion (SPEC §5): an assistant or a person stages a manifest; only a person runs
+//! it with `mailbroker delete-staged`. Execution goes batch by batch through the provider
+//! trait, checkpointing after each batch, so a run killed at any moment resumes where it
+//! stopped: nothing lost, nothing deleted twice.
+
+use std::collections::{BTreeMap, HashMap};
+
+use mailbroker_core::{AccountId, DeleteBatch, DeleteMode, Error, ItemResult, Outcome, Result};
+use serde::Serialize;
+
+use crate::home::Home;
+use crate::registry;
+use crate::store::{
+    ChangeRecord, ItemOutcome, JournalItem, Manifest, ManifestItem, MessageRef, MessageState, Store,
+};
+
+/// The most messages one manifest may hold (SPEC §5).
+pub const MAX_MESSAGES: usize = 100_000;
+/// Messages per provider batch (and per checkpoint).
+pub const DEFAULT_BATCH: usize = 500;
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// Records a manifest of `rows`; changes nothing on any server or in the index.
+pub async fn stage(
+    store: &Store,
+    origin: &str,
+    selection: &serde_json::Value,
+    rows: &[MessageRef],
+    mode: DeleteMode,
+    limit: usize,
+) -> Result<Manifest> {
+    check_size(rows.len(), limit)?;
+    store.stage_manifest(origin, selection, mode, rows).await
+}
+
+/// Refuses an empty selection or one over `limit` (capped at `MAX_MESSAGES`).
+pub fn check_size(count: usize, limit: usize) -> Result<()> {
+    let limit = limit.min(MAX_MESSAGES);
+    if count == 0 {
+        return Err(Error::not_found("no message matches; nothing to stage")
+            .with_next_step("check the query with: mailbroker search QUERY"));
+    }
+    if count > limit {
+        return Err(Error::limit_exceeded(format!(
+            "{count} messages match, more than one manifest may hold ({limit}); nothing was staged"
+        ))
+        .with_next_step(
+            "narrow the query, e.g. with before:, in: or account:, and stage in parts",
+        ));
+    }
+    Ok(())
+}
+
+type Place = (String, String, u32);
+
+/// Pending items grouped per account, then per mailbox and UIDVALIDITY, in batches.
+fn batches(
+    items: Vec<ManifestItem>,
+    size: usize,
+) -> BTreeMap<String, Vec<(Place, Vec<ManifestItem>)>> {
+    let mut places: BTreeMap<Place, Vec<ManifestItem>> = BTreeMap::new();
+    for item in items {
+        let place = (item.account.clone(), item.mailbox.clone(), item.uidvalidity);
+        places.entry(place).or_default().push(item);
+    }
+    let mut out: BTreeMap<String, Vec<(Place, Vec<ManifestItem>)>> = BTreeMap::new();
+    for (place, items) in places {
+        for chunk in items.chunks(size.max(1)) {
+            out.entry(place.0.clone())
+                .or_default()
+                .push((place.clone(), chunk.to_vec()));
+        }
+    }
+    out
+}
+
+async fn trash_of(store: &Store, account: &str) -> Option<String> {
+    store
+        .resolve_mailbox(account, "trash")
+        .await
+        .ok()
+        .filter(|(_, role)| role.as_deref() == Some("trash"))
+        .map(|(name, _)| name)
+}
+
+fn batch_of(
+    place: &Place,
+    items: &[ManifestItem],
+    mode: DeleteMode,
+    trash: Option<String>,
+) -> DeleteBatch {
+    DeleteBatch {
+        mailbox: place.1.clone(),
+        uidvalidity: place.2,
+        mode,
+        trash,
+        uids: items.iter().map(|i| i.uid).collect(),
+    }
+}
+
+/// The exact plan of the pending items, per provider; nothing is sent.
+pub async fn plan(store: &Store, id: i64, batch_size: usize) -> Result<Vec<String>> {
+    let manifest = store.manifest(id, false).await?;
+    let pending = store.manifest_items(id, Some("pending")).await?;
+    let mut lines = Vec::new();
+    for (account, groups) in batches(pending, batch_size) {
+        let record = store.account(&account.parse()?).await?;
+        let trash = trash_of(store, &account).await;
+        for (place, items) in groups {
+            let batch = batch_of(&place, &items, manifest.mode, trash.clone());
+            lines.extend(registry::plan_delete(&record, &batch));
+        }
+    }
+    Ok(lines)
+}
+
+#[derive(Debug, Serialize)]
+pub struct RunReport {
+    pub manifest_id: i64,
+    pub change_id: Option<i64>,
+    pub status: String,
+    /// Item counts by status after the run.
+    pub counts: serde_json::Value,
+    pub failures: Vec<serde_json::Value>,
+}
+
+/// Cancels a manifest that has not finished; its remaining items will never run.
+pub async fn cancel(store: &Store, id: i64) -> Result<Manifest> {
+    let manifest = store.manifest(id, false).await?;
+    if matches!(manifest.status.as_str(), "done" | "cancelled") {
+        return Err(Error::validation(format!(
+            "manifest {id} is {} and cannot be cancelled",
+            manifest.status
+        )));
+    }
+    store.set_manifest_status(id, "cancelled").await?;
+    store.manifest(id, false).await
+}
+
+/// Runs (or resumes) a manifest. `progress` gets (items finished, items in the manifest).
+pub async fn execute(
+    home: &Home,
+    store: &Store,
+    id: i64,
+    batch_size: usize,
+    mut progress: impl FnMut(u64, u64),
+) -> Result<RunReport> {
+    let manifest = store.manifest(id, false).await?;
+    match manifest.status.as_str() {
+        "cancelled" => {
+            return Err(
+                Error::validation(format!("manifest {id} was cancelled; nothing runs"))
+                    .with_next_step("stage the deletion again if it is still wanted"),
+            );
+        }
+        "done" => return report(store, id, None, Vec::new()).await,
+        _ => {}
+    }
+    let pending = store.manifest_items(id, Some("pending")).await?;
+    let total = manifest.summary["count"]
+        .as_u64()
+        .unwrap_or(pending.len() as u64);
+    let mut finished = total - pending.len() as u64;
+    progress(finished, total);
+    store.set_manifest_status(id, "executing").await?;
+    let mode = serde_json::to_value(manifest.mode).unwrap_or_default();
+    let change_id = store
+        .open_change(&ChangeRecord {
+            id: 0,
+            created_at: 0,
+            origin: "cli".into(),
+            selection: serde_json::json!({ "manifest": id }),
+            patch: serde_json::json!({ "delete": mode }),
+            plan: plan(store, id, batch_size).await?,
+            undo_of: None,
+            applied: 0,
+            unchanged: 0,
+            stale: 0,
+            failed: 0,
+            items: Vec::new(),
+        })
+        .await?;
+    let mut failures = Vec::new();
+    for (account, groups) in batches(pending, batch_size) {
+        let account_id: AccountId = account.parse()?;
+        let _lock = home.lock_account(&account_id, LOCK_WAIT).await?;
+        let record = store.account(&account_id).await?;
+        let trash = trash_of(store, &account).await;
+        let mut provider = registry::connect(store, &record).await?;
+        for (place, items) in groups {
+            let batch = batch_of(&place, &items, manifest.mode, trash.clone());
+            let results = match provider.delete(&batch).await {
+                Ok(results) => results,
+                Err(e) => {
+                    failures.push(serde_json::json!({
+                        "account": account, "mailbox": place.1,
+                        "error_type": e.error_type(), "error": e.message(),
+                    }));
+                    // Unknown outcome: the items stay pending and the next run re-checks
+                    // them. Anything else: they failed; the rest of the account is not tried.
+                    if e.error_type() != "outcome_unknown" {
+                        let failed: Vec<ItemResult> = items
+                            .iter()
+                            .map(|i| ItemResult::new(i.uid, Outcome::Failed).with_error(e.clone()))
+                            .collect();
+                        checkpoint(store, id, change_id, manifest.mode, &items, failed).await?;
+                    }
+                    break;
+                }
+            };
+            checkpoint(store, id, change_id, manifest.mode, &items, results).await?;
+            finished += items.len() as u64;
+            progress(finished, total);
+        }
+        provider.close().await;
+    }
+    report(store, id, Some(change_id), failures).await
+}
+
+/// Settles the manifest's status from its items and reports.
+async fn report(
+    store: &Store,
+    id: i64,
+    change_id: Option<i64>,
+    failures: Vec<serde_json::Value>,
+) -> Result<RunReport> {
+    let manifest = store.manifest(id, false).await?;
+    let count = |s: &str| manifest.counts[s].as_u64().unwrap_or(0);
+    let status = if count("pending") > 0 || count("failed") > 0 {
+        "failed"
+    } else {
+        "done"
+    };
+    if manifest.status != status {
+        store.set_manifest_status(id, status).await?;
+    }
+    Ok(RunReport {
+        manifest_id: id,
+        change_id,
+        status: status.into(),
+        counts: manifest.counts,
+        failures,
+    })
+}
+
+/// Records one batch's results: item statuses, journal lines and the index, together.
+async fn checkpoint(
+    store: &Store,
+    manifest_id: i64,
+    change_id: i64,
+    mode: DeleteMode,
+    items: &[ManifestItem],
+    results: Vec<ItemResult>,
+) -> Result<()> {
+    let ids: Vec<i64> = items.iter().map(|i| i.message_id).collect();
+    let indexed: HashMap<i64, MessageRef> = store
+        .existing_refs(&ids)
+        .await?
+        .into_iter()
+        .map(|r| (r.id, r))
+        .collect();
+    let by_uid: HashMap<u32, ItemResult> = results.into_iter().map(|r| (r.uid, r)).collect();
+    let mut outcomes = Vec::with_capacity(items.len());
+    let mut journal = Vec::with_capacity(items.len());
+    for item in items {
+        let result = by_uid.get(&item.uid).cloned().unwrap_or_else(|| {
+            ItemResult::new(item.uid, Outcome::Failed).with_error(Error::verification_failed(
+                "the server's answer did not mention this message",
+            ))
+        });
+        let before = indexed.get(&item.message_id).map_or_else(
+            || MessageState {
+                mailbox: item.mailbox.clone(),
+                uidvalidity: item.uidvalidity,
+                uid: item.uid,
+                read: false,
+                flagged: false,
+                tags: Vec::new(),
+            },
+            crate::write::state_of,
+        );
+        let (status, outcome) = match result.outcome {
+            Outcome::Applied => ("done", "applied"),
+            Outcome::Unchanged => ("done", "unchanged"),
+            Outcome::Stale => ("skipped", "stale"),
+            Outcome::Failed => ("failed", "failed"),
+            Outcome::Unknown => ("failed", "unknown"),
+        };
+        // Deleted for good: its index row keeps only its metadata, in `deleted_messages`.
+        let purged = status == "done"
+            && mode == DeleteMode::Permanent
+            && indexed.contains_key(&item.message_id);
+        let after = result.moved_to.as_ref().map(|(mailbox, validity, uid)| {
+            let flags = result.observed.as_ref().map(|(_, f)| f);
+            MessageState {
+                mailbox: mailbox.clone(),
+                uidvalidity: *validity,
+                uid: *uid,
+                read: flags.is_some_and(|f| f.read),
+                flagged: flags.is_some_and(|f| f.flagged),
+                tags: flags.map(|f| f.tags.clone()).unwrap_or_default(),
+            }
+        });
+        outcomes.push(ItemOutcome {
+            message_id: item.message_id,
+            status,
+            error: result.error.as_ref().map(|e| e.message().to_string()),
+            purged,
+        });
+        journal.push(JournalItem {
+            message_id: item.message_id,
+            account: item.account.clone(),
+            outcome: outcome.into(),
+            error_type: result.error.as_ref().map(|e| e.error_type().to_string()),
+            error: result.error.as_ref().map(|e| e.message().to_string()),
+            before,
+            // Only a row still in the index can be moved in it.
+            observed: result
+                .observed
+                .clone()
+                .filter(|_| indexed.contains_key(&item.message_id)),
+            after,
+        });
+    }
+    store
+        .checkpoint(manifest_id, change_id, &outcomes, &journal)
+        .await
+}

@@ -1,0 +1,330 @@
+//! Staged deletion manifests: staging, listing, and the per-batch checkpoint of execution.
+//!
+//! Architecture Invariant: a checkpoint is one transaction: the items' statuses, the journal
+//! items of the run's change, and the index rows (moved to trash, or copied to
+//! `deleted_messages` and removed) all commit together, or none does. A run killed at any
+//! moment resumes from the last checkpoint.
+
+use mailbroker_core::{DeleteMode, Error};
+use serde::Serialize;
+use sqlx::{QueryBuilder, Sqlite};
+
+use super::journal::{JournalItem, insert_items, update_index};
+use super::{ROWS_PER_STATEMENT, Store, db_error, now_secs};
+use crate::store::MessageRef;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ManifestItem {
+    pub message_id: i64,
+    pub account: String,
+    pub mailbox: String,
+    pub uidvalidity: u32,
+    pub uid: u32,
+    /// `pending`, `done`, `skipped` or `failed`.
+    pub status: String,
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Manifest {
+    pub id: i64,
+    pub created_at: i64,
+    pub origin: String,
+    pub selection: serde_json::Value,
+    pub mode: DeleteMode,
+    pub summary: serde_json::Value,
+    /// `pending`, `executing`, `done`, `failed` or `cancelled`.
+    pub status: String,
+    pub updated_at: i64,
+    pub executed_at: Option<i64>,
+    /// Item counts by status.
+    pub counts: serde_json::Value,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub items: Vec<ManifestItem>,
+}
+
+type ManifestRow = (
+    i64,
+    i64,
+    String,
+    String,
+    String,
+    String,
+    String,
+    i64,
+    Option<i64>,
+);
+
+fn mode_str(mode: DeleteMode) -> &'static str {
+    match mode {
+        DeleteMode::Trash => "trash",
+        DeleteMode::Permanent => "permanent",
+    }
+}
+
+/// One item's outcome in a checkpoint.
+pub struct ItemOutcome {
+    pub message_id: i64,
+    pub status: &'static str,
+    pub error: Option<String>,
+    /// Deleted for good: the index row moves to `deleted_messages`.
+    pub purged: bool,
+}
+
+const SUMMARY_SQL: &str = "SELECT json_object(
+    'count', count(*),
+    'bytes', coalesce(sum(m.size), 0),
+    'first_date', min(m.date), 'last_date', max(m.date),
+    'top_senders', (SELECT json_group_array(json_object('from', f, 'messages', n)) FROM
+        (SELECT m2.from_addr AS f, count(*) AS n FROM manifest_items i2
+         JOIN messages m2 ON m2.id = i2.message_id WHERE i2.manifest_id = ?1
+         GROUP BY m2.from_addr ORDER BY n DESC, f LIMIT 10)),
+    'accounts', (SELECT json_group_object(a, n) FROM
+        (SELECT account_id AS a, count(*) AS n FROM manifest_items WHERE manifest_id = ?1
+         GROUP BY account_id)),
+    'mailboxes', (SELECT json_group_object(b, n) FROM
+        (SELECT account_id || '/' || mailbox AS b, count(*) AS n FROM manifest_items
+         WHERE manifest_id = ?1 GROUP BY account_id, mailbox)))
+    FROM manifest_items i JOIN messages m ON m.id = i.message_id WHERE i.manifest_id = ?1";
+
+impl Store {
+    /// Records a manifest of `refs`; nothing else changes, here or on any server.
+    pub async fn stage_manifest(
+        &self,
+        origin: &str,
+        selection: &serde_json::Value,
+        mode: DeleteMode,
+        refs: &[MessageRef],
+    ) -> Result<Manifest, Error> {
+        let mut tx = self.pool().begin().await.map_err(db_error)?;
+        let now = now_secs();
+        let id: i64 = sqlx::query_scalar(
+            "INSERT INTO manifests (created_at, origin, selection, mode, summary, status, updated_at)
+             VALUES (?, ?, ?, ?, '{}', 'pending', ?) RETURNING id",
+        )
+        .bind(now)
+        .bind(origin)
+        .bind(selection.to_string())
+        .bind(mode_str(mode))
+        .bind(now)
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(db_error)?;
+        for chunk in refs.chunks(ROWS_PER_STATEMENT) {
+            let mut q = QueryBuilder::<Sqlite>::new(
+                "INSERT INTO manifest_items (manifest_id, message_id, account_id, mailbox,
+                   uidvalidity, uid, status) ",
+            );
+            q.push_values(chunk, |mut row, r| {
+                row.push_bind(id)
+                    .push_bind(r.id)
+                    .push_bind(r.account.clone())
+                    .push_bind(r.mailbox.clone())
+                    .push_bind(i64::from(r.uidvalidity))
+                    .push_bind(i64::from(r.uid))
+                    .push_bind("pending");
+            });
+            q.build().execute(&mut *tx).await.map_err(db_error)?;
+        }
+        let summary: String = sqlx::query_scalar(SUMMARY_SQL)
+            .bind(id)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(db_error)?;
+        sqlx::query("UPDATE manifests SET summary = ? WHERE id = ?")
+            .bind(&summary)
+            .bind(id)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_error)?;
+        tx.commit().await.map_err(db_error)?;
+        self.manifest(id, false).await
+    }
+
+    /// Manifests, newest first; `statuses` empty means all.
+    pub async fn manifests(&self, statuses: &[&str], limit: u32) -> Result<Vec<Manifest>, Error> {
+        let ids = self.latest_ids("manifests", limit).await?;
+        let mut out = Vec::new();
+        for id in ids {
+            let m = self.manifest(id, false).await?;
+            if statuses.is_empty() || statuses.contains(&m.status.as_str()) {
+                out.push(m);
+            }
+        }
+        Ok(out)
+    }
+
+    pub async fn manifest(&self, id: i64, with_items: bool) -> Result<Manifest, Error> {
+        let row: Option<ManifestRow> = sqlx::query_as(
+            "SELECT id, created_at, origin, selection, mode, summary, status, updated_at,
+               executed_at FROM manifests WHERE id = ?",
+        )
+        .bind(id)
+        .fetch_optional(self.pool())
+        .await
+        .map_err(db_error)?;
+        let Some((
+            id,
+            created_at,
+            origin,
+            selection,
+            mode,
+            summary,
+            status,
+            updated_at,
+            executed_at,
+        )) = row
+        else {
+            return Err(Error::not_found(format!("no deletion manifest {id}"))
+                .with_next_step("run: mailbroker delete-staged"));
+        };
+        let counts: String = sqlx::query_scalar(
+            "SELECT coalesce(json_group_object(status, n), '{}') FROM
+               (SELECT status, count(*) AS n FROM manifest_items WHERE manifest_id = ?
+                GROUP BY status)",
+        )
+        .bind(id)
+        .fetch_one(self.pool())
+        .await
+        .map_err(db_error)?;
+        let items = if with_items {
+            self.manifest_items(id, None).await?
+        } else {
+            Vec::new()
+        };
+        let bad = |e: serde_json::Error| Error::internal(format!("manifest {id}: bad json: {e}"));
+        Ok(Manifest {
+            id,
+            created_at,
+            origin,
+            selection: serde_json::from_str(&selection).map_err(bad)?,
+            mode: if mode == "permanent" {
+                DeleteMode::Permanent
+            } else {
+                DeleteMode::Trash
+            },
+            summary: serde_json::from_str(&summary).map_err(bad)?,
+            status,
+            updated_at,
+            executed_at,
+            counts: serde_json::from_str(&counts).map_err(bad)?,
+            items,
+        })
+    }
+
+    /// A manifest's items, all or those with one status.
+    pub async fn manifest_items(
+        &self,
+        id: i64,
+        status: Option<&str>,
+    ) -> Result<Vec<ManifestItem>, Error> {
+        type Row = (i64, String, String, i64, i64, String, Option<String>);
+        let rows: Vec<Row> = sqlx::query_as(
+            "SELECT message_id, account_id, mailbox, uidvalidity, uid, status, error
+             FROM manifest_items WHERE manifest_id = ? AND (?2 IS NULL OR status = ?2)
+             ORDER BY account_id, mailbox, uid",
+        )
+        .bind(id)
+        .bind(status)
+        .fetch_all(self.pool())
+        .await
+        .map_err(db_error)?;
+        Ok(rows
+            .into_iter()
+            .map(
+                |(message_id, account, mailbox, v, uid, status, error)| ManifestItem {
+                    message_id,
+                    account,
+                    mailbox,
+                    uidvalidity: v as u32,
+                    uid: uid as u32,
+                    status,
+                    error,
+                },
+            )
+            .collect())
+    }
+
+    pub async fn set_manifest_status(&self, id: i64, status: &str) -> Result<(), Error> {
+        let executed = (status == "executing").then(now_secs);
+        sqlx::query(
+            "UPDATE manifests SET status = ?, updated_at = ?,
+               executed_at = coalesce(executed_at, ?) WHERE id = ?",
+        )
+        .bind(status)
+        .bind(now_secs())
+        .bind(executed)
+        .bind(id)
+        .execute(self.pool())
+        .await
+        .map_err(db_error)?;
+        Ok(())
+    }
+
+    /// One executed batch, committed as a whole (see the module's invariant).
+    pub async fn checkpoint(
+        &self,
+        manifest_id: i64,
+        change_id: i64,
+        outcomes: &[ItemOutcome],
+        journal: &[JournalItem],
+    ) -> Result<(), Error> {
+        let mut tx = self.pool().begin().await.map_err(db_error)?;
+        insert_items(&mut tx, change_id, journal).await?;
+        update_index(&mut tx, journal).await?;
+        let now = now_secs();
+        for o in outcomes {
+            if o.purged {
+                sqlx::query(
+                    "INSERT OR REPLACE INTO deleted_messages (id, account_id, mailbox, uidvalidity,
+                       uid, message_id, from_addr, subject, date, size, deleted_at, manifest_id)
+                     SELECT m.id, b.account_id, b.name, m.uidvalidity, m.uid, m.message_id,
+                       m.from_addr, m.subject, m.date, m.size, ?, ?
+                     FROM messages m JOIN mailboxes b ON b.id = m.mailbox_id WHERE m.id = ?",
+                )
+                .bind(now)
+                .bind(manifest_id)
+                .bind(o.message_id)
+                .execute(&mut *tx)
+                .await
+                .map_err(db_error)?;
+                sqlx::query("DELETE FROM messages WHERE id = ?")
+                    .bind(o.message_id)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db_error)?;
+            }
+            sqlx::query(
+                "UPDATE manifest_items SET status = ?, error = ?
+                 WHERE manifest_id = ? AND message_id = ?",
+            )
+            .bind(o.status)
+            .bind(&o.error)
+            .bind(manifest_id)
+            .bind(o.message_id)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_error)?;
+        }
+        let count = |s: &str| journal.iter().filter(|j| j.outcome == s).count() as i64;
+        sqlx::query(
+            "UPDATE changes SET applied = applied + ?, unchanged = unchanged + ?,
+               stale = stale + ?, failed = failed + ? WHERE id = ?",
+        )
+        .bind(count("applied"))
+        .bind(count("unchanged"))
+        .bind(count("stale"))
+        .bind(count("failed") + count("unknown"))
+        .bind(change_id)
+        .execute(&mut *tx)
+        .await
+        .map_err(db_error)?;
+        sqlx::query("UPDATE manifests SET updated_at = ? WHERE id = ?")
+            .bind(now)
+            .bind(manifest_id)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_error)?;
+        tx.commit().await.map_err(db_error)
+    }
+}

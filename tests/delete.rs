@@ -1,0 +1,279 @@
+//! Staged deletion against Dovecot: staging changes nothing, execution deletes exactly the
+//! staged messages (trash or for good), survives kill -9, skips changed identities, and undo
+//! brings trashed mail back.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{add_account, mb, ok, server};
+use mailbroker_testkit::{ImapClient, message};
+use serde_json::Value;
+
+/// `n` INBOX messages from news@shop.example (the ones to delete) and 3 from a friend.
+async fn setup(user: &str, n: usize) -> Option<(tempfile::TempDir, ImapClient)> {
+    let server = server()?;
+    let home = tempfile::tempdir().unwrap();
+    let mut imap = ImapClient::connect(server, user).await.unwrap();
+    for i in 0..n {
+        let flags = if i % 2 == 0 { "\\Seen $Promo" } else { "" };
+        let body = message(i, "news@shop.example", &format!("Offer {i}"), "buy");
+        imap.append("INBOX", flags, &body).await.unwrap();
+    }
+    for i in 0..3 {
+        let body = message(100 + i, "friend@example.test", &format!("Hello {i}"), "hi");
+        imap.append("INBOX", "\\Flagged", &body).await.unwrap();
+    }
+    add_account(server, home.path(), "d", user, &[]);
+    ok(home.path(), &["sync"]);
+    Some((home, imap))
+}
+
+async fn subjects(imap: &mut ImapClient, mailbox: &str) -> Vec<String> {
+    imap.subjects(mailbox).await.unwrap()
+}
+
+fn stage(home: &Path, args: &[&str]) -> i64 {
+    let mut all = vec!["stage-delete"];
+    all.extend(args);
+    let staged = ok(home, &all);
+    staged["manifest"]["id"].as_i64().expect("manifest id")
+}
+
+#[tokio::test]
+async fn staging_changes_nothing_and_trash_is_undoable() {
+    let Some((home, mut imap)) = setup("del-trash", 4).await else {
+        return;
+    };
+    let before = imap.flags("INBOX").await.unwrap();
+    let index_before = mb(home.path(), &["search", "in:inbox"]).stdout;
+    let staged = ok(home.path(), &["stage-delete", "from:news@shop.example"]);
+    let manifest = &staged["manifest"];
+    assert_eq!(manifest["status"], "pending");
+    assert_eq!(manifest["summary"]["count"], 4);
+    assert_eq!(
+        manifest["summary"]["top_senders"][0]["from"],
+        "news@shop.example"
+    );
+    assert_eq!(manifest["summary"]["mailboxes"]["d/INBOX"], 4);
+    let id = manifest["id"].as_i64().unwrap();
+    // Staged, not deleted: the server and the index are as they were.
+    assert_eq!(imap.flags("INBOX").await.unwrap(), before);
+    assert_eq!(
+        mb(home.path(), &["search", "in:inbox"]).stdout,
+        index_before
+    );
+    let listed = ok(home.path(), &["delete-staged"]);
+    assert_eq!(listed["manifests"][0]["id"], id);
+
+    // Without a terminal it needs --yes; a dry run shows the plan and sends nothing.
+    let refused = mb(home.path(), &["delete-staged", &id.to_string()]);
+    assert_eq!(
+        refused.json["error_type"], "confirmation_required",
+        "{}",
+        refused.stdout
+    );
+    let plan = ok(
+        home.path(),
+        &["delete-staged", &id.to_string(), "--dry-run"],
+    );
+    assert!(plan["plan"].to_string().contains("UID MOVE"), "{plan}");
+    assert_eq!(imap.flags("INBOX").await.unwrap(), before);
+
+    let run = ok(home.path(), &["delete-staged", &id.to_string(), "--yes"]);
+    assert_eq!(run["status"], "done", "{run}");
+    assert_eq!(run["counts"]["done"], 4, "{run}");
+    let trash = subjects(&mut imap, "Trash").await;
+    assert_eq!(trash, vec!["Offer 0", "Offer 1", "Offer 2", "Offer 3"]);
+    assert_eq!(
+        subjects(&mut imap, "INBOX").await,
+        vec!["Hello 0", "Hello 1", "Hello 2"]
+    );
+    let again = ok(home.path(), &["delete-staged", &id.to_string(), "--yes"]);
+    assert_eq!(again["status"], "done");
+
+    // The run is a journaled change; undo moves the messages back with their flags.
+    let change = run["change_id"].as_i64().unwrap();
+    let undone = ok(home.path(), &["undo", &change.to_string()]);
+    assert_eq!(undone["applied"], 4, "{undone}");
+    assert!(imap.flags("Trash").await.unwrap().is_empty());
+    let after = imap.flags("INBOX").await.unwrap();
+    let promo = after
+        .values()
+        .filter(|f| f.contains(&"$Promo".to_string()))
+        .count();
+    assert_eq!((after.len(), promo), (7, 2), "{after:?}");
+}
+
+#[tokio::test]
+async fn permanent_deletion_expunges_only_the_staged_messages() {
+    let Some((home, mut imap)) = setup("del-perm", 3).await else {
+        return;
+    };
+    // Another client flagged one of the friend's messages \Deleted and has not expunged it.
+    let keep = *imap.flags("INBOX").await.unwrap().keys().last().unwrap();
+    imap.store("INBOX", keep, "+FLAGS", "\\Deleted")
+        .await
+        .unwrap();
+    ok(home.path(), &["sync"]);
+    let id = stage(home.path(), &["--permanent", "from:news@shop.example"]);
+    let plan = ok(
+        home.path(),
+        &["delete-staged", &id.to_string(), "--dry-run"],
+    );
+    assert!(plan["plan"].to_string().contains("UID EXPUNGE"), "{plan}");
+    let run = ok(home.path(), &["delete-staged", &id.to_string(), "--yes"]);
+    assert_eq!(run["counts"]["done"], 3, "{run}");
+    let left = imap.flags("INBOX").await.unwrap();
+    assert_eq!(left.len(), 3, "{left:?}");
+    assert!(left[&keep].contains(&"\\Deleted".to_string()));
+    assert!(imap.flags("Trash").await.unwrap().is_empty());
+    // Gone from the index, kept as metadata for the journal.
+    let found = ok(home.path(), &["search", "from:news@shop.example"]);
+    assert_eq!(found["messages"], Value::Array(vec![]));
+    let change = ok(home.path(), &["changes", &run["change_id"].to_string()]);
+    assert_eq!(change["change"]["applied"], 3);
+}
+
+#[tokio::test]
+async fn a_recreated_mailbox_is_skipped_and_limits_and_cancel_hold() {
+    let Some(server) = server() else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let mut imap = ImapClient::connect(server, "del-ident").await.unwrap();
+    imap.create("Work").await.unwrap();
+    for i in 0..3 {
+        let body = message(i, "boss@example.test", &format!("Old {i}"), "x");
+        imap.append("Work", "", &body).await.unwrap();
+    }
+    add_account(server, home.path(), "d", "del-ident", &[]);
+    ok(home.path(), &["sync"]);
+
+    let over = mb(
+        home.path(),
+        &["stage-delete", "--max-messages", "2", "in:Work"],
+    );
+    assert_eq!(over.json["error_type"], "limit_exceeded", "{}", over.stdout);
+    assert_eq!(
+        ok(home.path(), &["delete-staged"])["manifests"],
+        Value::Array(vec![])
+    );
+
+    let id = stage(home.path(), &["in:Work"]);
+    // The mailbox is deleted and recreated with new mail: same UIDs, new UIDVALIDITY.
+    imap.delete("Work").await.unwrap();
+    imap.create("Work").await.unwrap();
+    for i in 0..3 {
+        let body = message(i, "boss@example.test", &format!("New {i}"), "x");
+        imap.append("Work", "", &body).await.unwrap();
+    }
+    let run = mb(home.path(), &["delete-staged", &id.to_string(), "--yes"]);
+    assert_eq!(run.json["counts"]["skipped"], 3, "{}", run.stdout);
+    assert_eq!(
+        subjects(&mut imap, "Work").await,
+        vec!["New 0", "New 1", "New 2"]
+    );
+    assert!(imap.flags("Trash").await.unwrap().is_empty());
+
+    // A cancelled manifest never runs.
+    ok(home.path(), &["sync"]);
+    let id = stage(home.path(), &["in:Work"]);
+    ok(home.path(), &["delete-staged", "--cancel", &id.to_string()]);
+    let refused = mb(home.path(), &["delete-staged", &id.to_string(), "--yes"]);
+    assert_eq!(
+        refused.json["error_type"], "validation_error",
+        "{}",
+        refused.stdout
+    );
+    assert_eq!(subjects(&mut imap, "Work").await.len(), 3);
+}
+
+fn counts(home: &Path, id: i64) -> Value {
+    let listed = mb(home, &["delete-staged"]);
+    listed.json["manifests"]
+        .as_array()
+        .and_then(|m| m.iter().find(|m| m["id"] == id))
+        .map(|m| m["counts"].clone())
+        .unwrap_or(Value::Null)
+}
+
+#[tokio::test]
+async fn killed_midway_a_run_resumes_without_loss_or_repeat() {
+    let Some(server) = server() else {
+        return;
+    };
+    const N: usize = 20_000;
+    let home = tempfile::tempdir().unwrap();
+    server
+        .import_messages(
+            "del-kill",
+            (0..N).map(|i| message(i, "bulk@list.example", &format!("Bulk {i}"), "x")),
+        )
+        .unwrap();
+    let mut imap = ImapClient::connect(server, "del-kill").await.unwrap();
+    for i in 0..3 {
+        let body = message(i, "friend@example.test", &format!("Keep {i}"), "x");
+        imap.append("INBOX", "\\Deleted", &body).await.unwrap();
+    }
+    add_account(server, home.path(), "d", "del-kill", &[]);
+    ok(home.path(), &["sync"]);
+    let id = stage(home.path(), &["--permanent", "from:bulk@list.example"]);
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mailbroker"))
+        .arg("--home")
+        .arg(home.path())
+        .args([
+            "--json",
+            "delete-staged",
+            &id.to_string(),
+            "--yes",
+            "--batch-size",
+            "100",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    loop {
+        let done = counts(home.path(), id)["done"].as_u64().unwrap_or(0);
+        if done >= 2_000 {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(120), "no progress");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // SIGKILL: no cleanup, no last checkpoint.
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    child.wait().unwrap();
+    let at_kill = counts(home.path(), id);
+    let done = at_kill["done"].as_u64().unwrap_or(0);
+    let pending = at_kill["pending"].as_u64().unwrap_or(0);
+    assert!(
+        pending > 0,
+        "the run finished before it could be killed: {at_kill}"
+    );
+    assert_eq!(done + pending, N as u64, "{at_kill}");
+
+    let rerun = ok(home.path(), &["delete-staged", &id.to_string(), "--yes"]);
+    assert_eq!(rerun["status"], "done", "{rerun}");
+    assert_eq!(rerun["counts"], serde_json::json!({ "done": N }), "{rerun}");
+    // The server holds none of the staged messages and all the unrelated ones.
+    let left = subjects(&mut imap, "INBOX").await;
+    assert_eq!(left, vec!["Keep 0", "Keep 1", "Keep 2"]);
+    let changes = ok(home.path(), &["changes"]);
+    let total: i64 = changes["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["applied"].as_i64().unwrap() + c["unchanged"].as_i64().unwrap())
+        .sum();
+    assert_eq!(
+        total, N as i64,
+        "each item is journaled exactly once: {changes}"
+    );
+}
