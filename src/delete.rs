@@ -17,7 +17,7 @@ use crate::store::{
 /// The most messages one manifest may hold (SPEC §5).
 pub const MAX_MESSAGES: usize = 100_000;
 /// Messages per provider batch (and per checkpoint).
-pub const DEFAULT_BATCH: usize = 500;
+pub const DEFAULT_BATCH: usize = 1000;
 const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// Records a manifest of `rows`; changes nothing on any server or in the index.
@@ -122,6 +122,8 @@ pub struct RunReport {
     /// Item counts by status after the run.
     pub counts: serde_json::Value,
     pub failures: Vec<serde_json::Value>,
+    /// Protocol commands sent by this run, login and logout included.
+    pub commands: u64,
 }
 
 /// Cancels a manifest that has not finished; its remaining items will never run.
@@ -153,7 +155,7 @@ pub async fn execute(
                     .with_next_step("stage the deletion again if it is still wanted"),
             );
         }
-        "done" => return report(store, id, None, Vec::new()).await,
+        "done" => return report(store, id, None, Vec::new(), 0).await,
         _ => {}
     }
     let pending = store.manifest_items(id, Some("pending")).await?;
@@ -181,6 +183,7 @@ pub async fn execute(
         })
         .await?;
     let mut failures = Vec::new();
+    let mut commands = 0;
     for (account, groups) in batches(pending, batch_size) {
         let account_id: AccountId = account.parse()?;
         let _lock = home.lock_account(&account_id, LOCK_WAIT).await?;
@@ -189,7 +192,10 @@ pub async fn execute(
         let mut provider = registry::connect(store, &record).await?;
         for (place, items) in groups {
             let batch = batch_of(&place, &items, manifest.mode, trash.clone());
-            let results = match provider.delete(&batch).await {
+            let started = std::time::Instant::now();
+            let outcome = provider.delete(&batch).await;
+            tracing::debug!(ms = started.elapsed().as_millis() as u64, n = items.len(), "delete: batch sent");
+            let results = match outcome {
                 Ok(results) => results,
                 Err(e) => {
                     failures.push(serde_json::json!({
@@ -208,13 +214,16 @@ pub async fn execute(
                     break;
                 }
             };
+            let started = std::time::Instant::now();
             checkpoint(store, id, change_id, manifest.mode, &items, results).await?;
+            tracing::debug!(ms = started.elapsed().as_millis() as u64, "delete: checkpoint");
             finished += items.len() as u64;
             progress(finished, total);
         }
         provider.close().await;
+        commands += provider.commands_sent();
     }
-    report(store, id, Some(change_id), failures).await
+    report(store, id, Some(change_id), failures, commands).await
 }
 
 /// Settles the manifest's status from its items and reports.
@@ -223,6 +232,7 @@ async fn report(
     id: i64,
     change_id: Option<i64>,
     failures: Vec<serde_json::Value>,
+    commands: u64,
 ) -> Result<RunReport> {
     let manifest = store.manifest(id, false).await?;
     let count = |s: &str| manifest.counts[s].as_u64().unwrap_or(0);
@@ -240,6 +250,7 @@ async fn report(
         status: status.into(),
         counts: manifest.counts,
         failures,
+        commands,
     })
 }
 

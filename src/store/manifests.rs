@@ -87,6 +87,15 @@ const SUMMARY_SQL: &str = "SELECT json_object(
          WHERE manifest_id = ?1 GROUP BY account_id, mailbox)))
     FROM manifest_items i JOIN messages m ON m.id = i.message_id WHERE i.manifest_id = ?1";
 
+/// Appends `id, id, …)` to a statement that ends in `IN (`.
+fn push_list(q: &mut QueryBuilder<Sqlite>, ids: &[i64]) {
+    let mut list = q.separated(", ");
+    for id in ids {
+        list.push_bind(*id);
+    }
+    q.push(")");
+}
+
 impl Store {
     /// Records a manifest of `refs`; nothing else changes, here or on any server.
     pub async fn stage_manifest(
@@ -273,38 +282,40 @@ impl Store {
         insert_items(&mut tx, change_id, journal).await?;
         update_index(&mut tx, journal).await?;
         let now = now_secs();
+        // Set-based: one statement per 500 purged rows and per (status, error) group.
+        let purged: Vec<i64> = outcomes.iter().filter(|o| o.purged).map(|o| o.message_id).collect();
+        for chunk in purged.chunks(ROWS_PER_STATEMENT) {
+            let mut copy = QueryBuilder::<Sqlite>::new(
+                "INSERT OR REPLACE INTO deleted_messages (id, account_id, mailbox, uidvalidity,
+                   uid, message_id, from_addr, subject, date, size, deleted_at, manifest_id)
+                 SELECT m.id, b.account_id, b.name, m.uidvalidity, m.uid, m.message_id,
+                   m.from_addr, m.subject, m.date, m.size, ",
+            );
+            copy.push_bind(now).push(", ").push_bind(manifest_id);
+            copy.push(" FROM messages m JOIN mailboxes b ON b.id = m.mailbox_id WHERE m.id IN (");
+            push_list(&mut copy, chunk);
+            copy.build().execute(&mut *tx).await.map_err(db_error)?;
+            let mut delete = QueryBuilder::<Sqlite>::new("DELETE FROM messages WHERE id IN (");
+            push_list(&mut delete, chunk);
+            delete.build().execute(&mut *tx).await.map_err(db_error)?;
+        }
+        let mut groups: std::collections::BTreeMap<(&str, Option<&str>), Vec<i64>> =
+            std::collections::BTreeMap::new();
         for o in outcomes {
-            if o.purged {
-                sqlx::query(
-                    "INSERT OR REPLACE INTO deleted_messages (id, account_id, mailbox, uidvalidity,
-                       uid, message_id, from_addr, subject, date, size, deleted_at, manifest_id)
-                     SELECT m.id, b.account_id, b.name, m.uidvalidity, m.uid, m.message_id,
-                       m.from_addr, m.subject, m.date, m.size, ?, ?
-                     FROM messages m JOIN mailboxes b ON b.id = m.mailbox_id WHERE m.id = ?",
-                )
-                .bind(now)
-                .bind(manifest_id)
-                .bind(o.message_id)
-                .execute(&mut *tx)
-                .await
-                .map_err(db_error)?;
-                sqlx::query("DELETE FROM messages WHERE id = ?")
-                    .bind(o.message_id)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(db_error)?;
+            groups
+                .entry((o.status, o.error.as_deref()))
+                .or_default()
+                .push(o.message_id);
+        }
+        for ((status, error), ids) in groups {
+            for chunk in ids.chunks(ROWS_PER_STATEMENT) {
+                let mut q = QueryBuilder::<Sqlite>::new("UPDATE manifest_items SET status = ");
+                q.push_bind(status).push(", error = ").push_bind(error);
+                q.push(" WHERE manifest_id = ").push_bind(manifest_id);
+                q.push(" AND message_id IN (");
+                push_list(&mut q, chunk);
+                q.build().execute(&mut *tx).await.map_err(db_error)?;
             }
-            sqlx::query(
-                "UPDATE manifest_items SET status = ?, error = ?
-                 WHERE manifest_id = ? AND message_id = ?",
-            )
-            .bind(o.status)
-            .bind(&o.error)
-            .bind(manifest_id)
-            .bind(o.message_id)
-            .execute(&mut *tx)
-            .await
-            .map_err(db_error)?;
         }
         let count = |s: &str| journal.iter().filter(|j| j.outcome == s).count() as i64;
         sqlx::query(

@@ -200,6 +200,28 @@ impl ImapClient {
         Ok(())
     }
 
+    /// The UIDs of the selected mailbox's messages from sequence number `first` on.
+    pub async fn uids_from(&mut self, first: u32) -> Result<Vec<u32>> {
+        let mut out = Vec::new();
+        {
+            let mut stream = self.session.fetch(format!("{first}:*"), "(UID)").await?;
+            while let Some(f) = stream.try_next().await? {
+                out.extend(f.uid);
+            }
+        }
+        self.drain();
+        Ok(out)
+    }
+
+    /// Runs `UID MOVE <uid> <target>` once per UID (the per-message path, for comparison).
+    pub async fn move_each(&mut self, uids: &[u32], target: &str) -> Result<()> {
+        for uid in uids {
+            self.session.uid_mv(uid.to_string(), target).await?;
+        }
+        self.drain();
+        Ok(())
+    }
+
     /// Runs `UID STORE <set> <query>` once.
     pub async fn store_set(&mut self, set: &str, query: &str) -> Result<()> {
         {

@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use mailbroker_testkit::{Dovecot, ImapClient, PASSWORD};
 
+#[path = "bench/delete.rs"]
+mod delete;
 #[path = "bench/mcp.rs"]
 mod mcp;
 
@@ -120,7 +122,8 @@ async fn main() -> Result<()> {
         Some("sync") => bench_sync(messages.unwrap_or(100_000)).await,
         Some("write") => bench_write(messages.unwrap_or(10_000)).await,
         Some("mcp") => mcp::bench_mcp(messages.unwrap_or(10_000)).await,
-        _ => bail!("usage: bench sync|write|mcp [--messages N]"),
+        Some("delete") => delete::bench_delete(messages.unwrap_or(10_000)).await,
+        _ => bail!("usage: bench sync|write|mcp|delete [--messages N]"),
     }
 }
 
