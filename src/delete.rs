@@ -194,7 +194,11 @@ pub async fn execute(
             let batch = batch_of(&place, &items, manifest.mode, trash.clone());
             let started = std::time::Instant::now();
             let outcome = provider.delete(&batch).await;
-            tracing::debug!(ms = started.elapsed().as_millis() as u64, n = items.len(), "delete: batch sent");
+            tracing::debug!(
+                ms = started.elapsed().as_millis() as u64,
+                n = items.len(),
+                "delete: batch sent"
+            );
             let results = match outcome {
                 Ok(results) => results,
                 Err(e) => {
@@ -216,7 +220,10 @@ pub async fn execute(
             };
             let started = std::time::Instant::now();
             checkpoint(store, id, change_id, manifest.mode, &items, results).await?;
-            tracing::debug!(ms = started.elapsed().as_millis() as u64, "delete: checkpoint");
+            tracing::debug!(
+                ms = started.elapsed().as_millis() as u64,
+                "delete: checkpoint"
+            );
             finished += items.len() as u64;
             progress(finished, total);
         }

@@ -283,7 +283,11 @@ impl Store {
         update_index(&mut tx, journal).await?;
         let now = now_secs();
         // Set-based: one statement per 500 purged rows and per (status, error) group.
-        let purged: Vec<i64> = outcomes.iter().filter(|o| o.purged).map(|o| o.message_id).collect();
+        let purged: Vec<i64> = outcomes
+            .iter()
+            .filter(|o| o.purged)
+            .map(|o| o.message_id)
+            .collect();
         for chunk in purged.chunks(ROWS_PER_STATEMENT) {
             let mut copy = QueryBuilder::<Sqlite>::new(
                 "INSERT OR REPLACE INTO deleted_messages (id, account_id, mailbox, uidvalidity,

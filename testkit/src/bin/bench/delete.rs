@@ -10,7 +10,11 @@ use mailbroker_testkit::{Dovecot, ImapClient, Proxy, message};
 pub async fn bench_delete(n: usize) -> Result<()> {
     let bin = super::mailbroker_binary()?;
     let server = Dovecot::start()?;
-    let senders = ["trash@bench.example", "perm@bench.example", "loop@bench.example"];
+    let senders = [
+        "trash@bench.example",
+        "perm@bench.example",
+        "loop@bench.example",
+    ];
     let loop_n = 200.min(n);
     let seed = senders
         .iter()
@@ -30,7 +34,10 @@ pub async fn bench_delete(n: usize) -> Result<()> {
             stage.insert(1, "--permanent");
         }
         let staged = super::run_mailbroker(&bin, home.path(), &stage)?;
-        let id = staged.json["manifest"]["id"].as_i64().context("manifest id")?.to_string();
+        let id = staged.json["manifest"]["id"]
+            .as_i64()
+            .context("manifest id")?
+            .to_string();
         let run = super::run_mailbroker(&bin, home.path(), &["delete-staged", &id, "--yes"])?;
         if run.json["counts"]["done"].as_u64() != Some(n as u64) {
             bail!("{mode}: not all done: {}", run.json);
