@@ -344,3 +344,20 @@ async fn checkpoint(
         .checkpoint(manifest_id, change_id, &outcomes, &journal)
         .await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_manifest_holds_at_most_100000_messages() {
+        check_size(MAX_MESSAGES, MAX_MESSAGES).unwrap();
+        let over = check_size(MAX_MESSAGES + 1, MAX_MESSAGES).unwrap_err();
+        assert_eq!(over.error_type(), "limit_exceeded");
+        assert!(over.next_step().is_some());
+        // A caller's lower limit applies; a higher one is capped.
+        assert!(check_size(3, 2).is_err());
+        assert!(check_size(MAX_MESSAGES + 1, usize::MAX).is_err());
+        assert_eq!(check_size(0, 10).unwrap_err().error_type(), "not_found");
+    }
+}

@@ -62,8 +62,9 @@ pub async fn stage(store: &Store, args: StageArgs, json: bool) -> Result<()> {
             );
         }
         println!(
-            "would stage {} message(s) for {mode:?} deletion",
-            rows.len()
+            "would stage {} message(s) for {} deletion",
+            rows.len(),
+            mode_name(mode)
         );
         return Ok(());
     }
@@ -76,11 +77,24 @@ pub async fn stage(store: &Store, args: StageArgs, json: bool) -> Result<()> {
     Ok(())
 }
 
+fn mode_name(mode: DeleteMode) -> &'static str {
+    match mode {
+        DeleteMode::Trash => "trash",
+        DeleteMode::Permanent => "permanent",
+    }
+}
+
 fn print_summary(m: &Manifest) {
     let s = &m.summary;
     println!(
-        "manifest {} [{}] {:?}: {} message(s), {} bytes, from {} ({})",
-        m.id, m.status, m.mode, s["count"], s["bytes"], m.origin, m.selection
+        "manifest {} [{}] {}: {} message(s), {} bytes, from {} ({})",
+        m.id,
+        m.status,
+        mode_name(m.mode),
+        s["count"],
+        s["bytes"],
+        m.origin,
+        m.selection
     );
     if let Some(senders) = s["top_senders"].as_array() {
         for sender in senders.iter().take(10) {
