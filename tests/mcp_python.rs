@@ -9,7 +9,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use common::{add_account, ok, seed, server};
-use mailbroker_testkit::dovecot_required;
 
 /// The SDK version this contract test pins.
 const SDK: &str = "mcp==2.3.0";
@@ -18,30 +17,7 @@ const SDK: &str = "mcp==2.3.0";
 /// missing outside CI; in CI a missing Python fails the test.
 fn python() -> Option<PathBuf> {
     let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("py-mcp");
-    let py = venv.join("bin/python");
-    let ready = venv.join(format!(".{SDK}"));
-    if ready.exists() {
-        return Some(py);
-    }
-    let made = Command::new("python3")
-        .args(["-m", "venv"])
-        .arg(&venv)
-        .status();
-    if !made.is_ok_and(|s| s.success()) {
-        assert!(
-            !dovecot_required(),
-            "CI=true but python3 -m venv failed: .ci/run must provide python3 with venv"
-        );
-        eprintln!("skipping: python3 with venv is not available");
-        return None;
-    }
-    let pip = Command::new(venv.join("bin/pip"))
-        .args(["install", "--quiet", "--disable-pip-version-check", SDK])
-        .status()
-        .expect("run pip");
-    assert!(pip.success(), "pip install {SDK} failed");
-    std::fs::write(&ready, "").unwrap();
-    Some(py)
+    mailbroker_testkit::python_venv(&venv, SDK)
 }
 
 fn drive(py: &Path, config: serde_json::Value) -> serde_json::Value {

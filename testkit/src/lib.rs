@@ -48,3 +48,38 @@ pub fn account_add_args(
     .map(String::from)
     .to_vec()
 }
+
+/// A Python venv under `dir` with `requirement` installed, made once (a marker file records
+/// it). `None` when python3 with venv is missing outside CI; under CI that fails instead.
+pub fn python_venv(dir: &std::path::Path, requirement: &str) -> Option<std::path::PathBuf> {
+    use std::process::Command;
+    let py = dir.join("bin/python");
+    let ready = dir.join(format!(".{requirement}"));
+    if ready.exists() {
+        return Some(py);
+    }
+    let made = Command::new("python3")
+        .args(["-m", "venv"])
+        .arg(dir)
+        .status();
+    if !made.is_ok_and(|s| s.success()) {
+        assert!(
+            !dovecot_required(),
+            "CI=true but python3 -m venv failed: .ci/run must provide python3 with venv"
+        );
+        eprintln!("skipping: python3 with venv is not available");
+        return None;
+    }
+    let pip = Command::new(dir.join("bin/pip"))
+        .args([
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            requirement,
+        ])
+        .status()
+        .expect("run pip");
+    assert!(pip.success(), "pip install {requirement} failed");
+    std::fs::write(&ready, "").expect("mark the venv ready");
+    Some(py)
+}

@@ -1,0 +1,501 @@
+//! The Gmail API routes (paths and shapes from Google's discovery document `gmail.v1.json`).
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use axum::Json;
+use axum::body::Body;
+use axum::extract::{Path, Query, Request, State as AxState};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::state::{Event, SCOPE_FULL, State};
+
+pub type Shared = Arc<Mutex<State>>;
+
+/// Google's error envelope.
+pub fn error(status: StatusCode, reason: &str, message: &str) -> Response {
+    let body = json!({ "error": {
+        "code": status.as_u16(), "message": message,
+        "status": status.canonical_reason().unwrap_or("").to_uppercase().replace(' ', "_"),
+        "errors": [{ "message": message, "domain": "global", "reason": reason }],
+    }});
+    (status, Json(body)).into_response()
+}
+
+fn lock(state: &Shared) -> std::sync::MutexGuard<'_, State> {
+    state
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Scopes of the request's token, set by `authorize`.
+#[derive(Clone)]
+pub struct Scopes(pub Vec<String>);
+
+/// Bearer check, fault injection and the request log, for every API call.
+pub async fn authorize(
+    AxState(state): AxState<Shared>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let method = request.method().to_string();
+    let path = request.uri().path().to_string();
+    let token = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::to_string);
+    let verdict = {
+        let mut s = lock(&state);
+        let scopes = token
+            .and_then(|t| s.tokens.get(&t).cloned())
+            .filter(|t| t.expires > Instant::now());
+        match scopes {
+            None => Err(error(
+                StatusCode::UNAUTHORIZED,
+                "authError",
+                "Request had invalid authentication credentials.",
+            )),
+            Some(t) => {
+                s.faults.counter += 1;
+                let every = if s.faults.rate_limit > 0.0 {
+                    (1.0 / s.faults.rate_limit).round() as u64
+                } else {
+                    0
+                };
+                if s.faults.errors > 0 {
+                    s.faults.errors -= 1;
+                    Err(error(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        "backendError",
+                        "Backend Error",
+                    ))
+                } else if every > 0 && s.faults.counter.is_multiple_of(every) {
+                    let mut r = error(
+                        StatusCode::TOO_MANY_REQUESTS,
+                        "rateLimitExceeded",
+                        "Too many requests",
+                    );
+                    if let Ok(v) = HeaderValue::from_str(&s.faults.retry_after_secs.to_string()) {
+                        r.headers_mut().insert(header::RETRY_AFTER, v);
+                    }
+                    Err(r)
+                } else {
+                    Ok(t.scopes)
+                }
+            }
+        }
+    };
+    let response = match verdict {
+        Ok(scopes) => {
+            request.extensions_mut().insert(Scopes(scopes));
+            next.run(request).await
+        }
+        Err(r) => r,
+    };
+    let ids = response.extensions().get::<BatchSize>().map(|b| b.0);
+    lock(&state).log.push(crate::state::Logged {
+        method,
+        path,
+        status: response.status().as_u16(),
+        ids,
+    });
+    response
+}
+
+/// How many ids a batch call held, for the request log.
+#[derive(Clone, Copy)]
+struct BatchSize(usize);
+
+/// A write's answer, or — when the test asked for it — a connection that breaks after the
+/// write was applied, before its answer arrives.
+fn written(state: &Shared, ok: Response) -> Response {
+    let mut s = lock(state);
+    if s.faults.drop_after_write == 0 {
+        return ok;
+    }
+    s.faults.drop_after_write -= 1;
+    // A body that fails at once: hyper aborts the connection mid-answer.
+    let broken = futures::stream::once(async {
+        Err::<Vec<u8>, _>(std::io::Error::other("connection dropped by the mock"))
+    });
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_LENGTH, "100")
+        .body(Body::from_stream(broken))
+        .unwrap_or(ok)
+}
+
+type Params = Query<Vec<(String, String)>>;
+
+fn param<'a>(params: &'a [(String, String)], key: &str) -> Option<&'a str> {
+    params
+        .iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.as_str())
+}
+
+fn params_all(params: &[(String, String)], key: &str) -> Vec<String> {
+    params
+        .iter()
+        .filter(|(k, _)| k == key)
+        .map(|(_, v)| v.clone())
+        .collect()
+}
+
+pub async fn profile(AxState(state): AxState<Shared>) -> Response {
+    let s = lock(&state);
+    Json(json!({
+        "emailAddress": s.email, "messagesTotal": s.messages.len(),
+        "threadsTotal": s.messages.len(), "historyId": s.history_id.to_string(),
+    }))
+    .into_response()
+}
+
+pub async fn labels_list(AxState(state): AxState<Shared>) -> Response {
+    let s = lock(&state);
+    let labels: Vec<Value> = s.labels.values().map(|l| l.json()).collect();
+    Json(json!({ "labels": labels })).into_response()
+}
+
+#[derive(Deserialize)]
+pub struct NewLabel {
+    name: String,
+}
+
+pub async fn labels_create(
+    AxState(state): AxState<Shared>,
+    Json(body): Json<NewLabel>,
+) -> Response {
+    let mut s = lock(&state);
+    if body.name.trim().is_empty()
+        || s.labels
+            .values()
+            .any(|l| l.name.eq_ignore_ascii_case(&body.name))
+    {
+        return error(
+            StatusCode::CONFLICT,
+            "alreadyExists",
+            "Label name exists or conflicts",
+        );
+    }
+    let label = s.create_label(&body.name);
+    Json(label.json()).into_response()
+}
+
+/// The subset of Gmail's search language the mock understands.
+fn matches(s: &State, m: &crate::state::Message, q: &str) -> bool {
+    q.split_whitespace().all(|term| {
+        let (neg, term) = term.strip_prefix('-').map_or((false, term), |t| (true, t));
+        let lower = term.to_lowercase();
+        let hit = if let Some(v) = lower.strip_prefix("from:") {
+            m.header("From")
+                .is_some_and(|f| f.to_lowercase().contains(v))
+        } else if let Some(v) = lower.strip_prefix("subject:") {
+            m.header("Subject")
+                .is_some_and(|f| f.to_lowercase().contains(v))
+        } else if let Some(v) = lower
+            .strip_prefix("label:")
+            .or_else(|| lower.strip_prefix("in:"))
+        {
+            s.labels
+                .values()
+                .any(|l| l.name.to_lowercase() == v && m.labels.contains(&l.id))
+        } else if lower == "is:unread" {
+            m.labels.contains("UNREAD")
+        } else if lower == "is:starred" {
+            m.labels.contains("STARRED")
+        } else {
+            m.snippet.to_lowercase().contains(&lower)
+                || m.header("Subject")
+                    .is_some_and(|f| f.to_lowercase().contains(&lower))
+        };
+        hit != neg
+    })
+}
+
+pub async fn messages_list(AxState(state): AxState<Shared>, Query(params): Params) -> Response {
+    let s = lock(&state);
+    let max: usize = param(&params, "maxResults")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100)
+        .clamp(1, 500);
+    let start: usize = param(&params, "pageToken")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let q = param(&params, "q").unwrap_or("");
+    let label_ids = params_all(&params, "labelIds");
+    let spam_trash = param(&params, "includeSpamTrash") == Some("true");
+    // Newest first, as Gmail lists.
+    let hits: Vec<&crate::state::Message> = s
+        .messages
+        .values()
+        .rev()
+        .filter(|m| spam_trash || !(m.labels.contains("SPAM") || m.labels.contains("TRASH")))
+        .filter(|m| label_ids.iter().all(|l| m.labels.contains(l)))
+        .filter(|m| matches(&s, m, q))
+        .collect();
+    let page: Vec<Value> = hits
+        .iter()
+        .skip(start)
+        .take(max)
+        .map(|m| json!({ "id": m.id, "threadId": m.thread_id }))
+        .collect();
+    let mut body = json!({ "resultSizeEstimate": hits.len() });
+    if !page.is_empty() {
+        body["messages"] = page.into();
+    }
+    if start + max < hits.len() {
+        body["nextPageToken"] = (start + max).to_string().into();
+    }
+    Json(body).into_response()
+}
+
+pub async fn messages_get(
+    AxState(state): AxState<Shared>,
+    Path((_, id)): Path<(String, String)>,
+    Query(params): Params,
+) -> Response {
+    let s = lock(&state);
+    let format = param(&params, "format").unwrap_or("full");
+    if !["minimal", "full", "raw", "metadata"].contains(&format) {
+        return error(StatusCode::BAD_REQUEST, "invalidArgument", "Invalid format");
+    }
+    match s.messages.get(&id) {
+        Some(m) => Json(m.json(format, &params_all(&params, "metadataHeaders"))).into_response(),
+        None => error(
+            StatusCode::NOT_FOUND,
+            "notFound",
+            "Requested entity was not found.",
+        ),
+    }
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Modify {
+    ids: Vec<String>,
+    add_label_ids: Vec<String>,
+    remove_label_ids: Vec<String>,
+}
+
+fn not_found() -> Response {
+    error(
+        StatusCode::NOT_FOUND,
+        "notFound",
+        "Requested entity was not found.",
+    )
+}
+
+/// One message's label change, answered with its minimal resource.
+fn apply_modify(s: &mut State, id: &str, add: &[String], remove: &[String]) -> Response {
+    if !s.modify(id, add, remove) {
+        return not_found();
+    }
+    match s.messages.get(id) {
+        Some(m) => Json(m.json("minimal", &[])).into_response(),
+        None => not_found(),
+    }
+}
+
+fn unknown_label(s: &State, body: &Modify) -> Option<String> {
+    body.add_label_ids
+        .iter()
+        .chain(&body.remove_label_ids)
+        .find(|l| !s.labels.contains_key(*l))
+        .cloned()
+}
+
+pub async fn messages_modify(
+    AxState(state): AxState<Shared>,
+    Path((_, id)): Path<(String, String)>,
+    Json(body): Json<Modify>,
+) -> Response {
+    let answer = {
+        let mut s = lock(&state);
+        if body.add_label_ids.len() > 100 || body.remove_label_ids.len() > 100 {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "invalidArgument",
+                "Too many labels",
+            );
+        }
+        if let Some(l) = unknown_label(&s, &body) {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "invalidArgument",
+                &format!("Invalid label: {l}"),
+            );
+        }
+        apply_modify(&mut s, &id, &body.add_label_ids, &body.remove_label_ids)
+    };
+    written(&state, answer)
+}
+
+pub async fn messages_batch_modify(
+    AxState(state): AxState<Shared>,
+    Json(body): Json<Modify>,
+) -> Response {
+    let size = body.ids.len();
+    let mut answer = {
+        let mut s = lock(&state);
+        if size > 1000 {
+            return too_many(size);
+        }
+        if let Some(l) = unknown_label(&s, &body) {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "invalidArgument",
+                &format!("Invalid label: {l}"),
+            );
+        }
+        for id in &body.ids {
+            s.modify(id, &body.add_label_ids, &body.remove_label_ids);
+        }
+        StatusCode::NO_CONTENT.into_response()
+    };
+    answer = written(&state, answer);
+    with_size(answer, size)
+}
+
+/// batchModify and batchDelete take at most 1,000 ids.
+fn too_many(size: usize) -> Response {
+    let message = "Too many ids: at most 1000";
+    with_size(
+        error(StatusCode::BAD_REQUEST, "invalidArgument", message),
+        size,
+    )
+}
+
+fn with_size(mut r: Response, size: usize) -> Response {
+    r.extensions_mut().insert(BatchSize(size));
+    r
+}
+
+pub async fn messages_trash(
+    AxState(state): AxState<Shared>,
+    Path((_, id, verb)): Path<(String, String, String)>,
+) -> Response {
+    let answer = {
+        let mut s = lock(&state);
+        let (add, remove) = match verb.as_str() {
+            "trash" => (vec!["TRASH".to_string()], vec!["INBOX".to_string()]),
+            "untrash" => (vec![], vec!["TRASH".to_string()]),
+            "modify" => {
+                return error(
+                    StatusCode::METHOD_NOT_ALLOWED,
+                    "badRequest",
+                    "use POST with a body",
+                );
+            }
+            _ => return error(StatusCode::NOT_FOUND, "notFound", "Not Found"),
+        };
+        apply_modify(&mut s, &id, &add, &remove)
+    };
+    written(&state, answer)
+}
+
+pub async fn messages_batch_delete(
+    AxState(state): AxState<Shared>,
+    axum::Extension(Scopes(scopes)): axum::Extension<Scopes>,
+    Json(body): Json<Modify>,
+) -> Response {
+    let size = body.ids.len();
+    if !scopes.iter().any(|s| s == SCOPE_FULL) {
+        return with_size(
+            error(
+                StatusCode::FORBIDDEN,
+                "insufficientPermissions",
+                "Request had insufficient authentication scopes.",
+            ),
+            size,
+        );
+    }
+    if size > 1000 {
+        return too_many(size);
+    }
+    {
+        let mut s = lock(&state);
+        for id in &body.ids {
+            s.delete(id);
+        }
+    }
+    with_size(
+        written(&state, StatusCode::NO_CONTENT.into_response()),
+        size,
+    )
+}
+
+pub async fn history_list(AxState(state): AxState<Shared>, Query(params): Params) -> Response {
+    let s = lock(&state);
+    let Some(start) = param(&params, "startHistoryId").and_then(|v| v.parse::<u64>().ok()) else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "invalidArgument",
+            "startHistoryId is required",
+        );
+    };
+    if start < s.oldest_history {
+        return error(
+            StatusCode::NOT_FOUND,
+            "notFound",
+            "Requested entity was not found.",
+        );
+    }
+    let types: BTreeSet<String> = params_all(&params, "historyTypes").into_iter().collect();
+    let max: usize = param(&params, "maxResults")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100)
+        .clamp(1, 500);
+    let skip: usize = param(&params, "pageToken")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let wanted = |kind: &str| types.is_empty() || types.contains(kind);
+    let records: Vec<Value> = s
+        .history
+        .iter()
+        .filter(|h| h.id > start)
+        .filter_map(|h| {
+            let msg = json!({ "id": h.message, "threadId": h.message });
+            let (kind, entry) = match &h.event {
+                Event::Added => (
+                    "messageAdded",
+                    json!({ "messagesAdded": [{ "message": msg }] }),
+                ),
+                Event::Deleted => (
+                    "messageDeleted",
+                    json!({ "messagesDeleted": [{ "message": msg }] }),
+                ),
+                Event::LabelsAdded(l) => (
+                    "labelAdded",
+                    json!({ "labelsAdded": [{ "message": msg, "labelIds": l }] }),
+                ),
+                Event::LabelsRemoved(l) => (
+                    "labelRemoved",
+                    json!({ "labelsRemoved": [{ "message": msg, "labelIds": l }] }),
+                ),
+            };
+            wanted(kind).then(|| {
+                let mut e = entry;
+                e["id"] = h.id.to_string().into();
+                e["messages"] = json!([msg]);
+                e
+            })
+        })
+        .collect();
+    let page: Vec<Value> = records.iter().skip(skip).take(max).cloned().collect();
+    let mut body = json!({ "historyId": s.history_id.to_string() });
+    if !page.is_empty() {
+        body["history"] = page.into();
+    }
+    if skip + max < records.len() {
+        body["nextPageToken"] = (skip + max).to_string().into();
+    }
+    Json(body).into_response()
+}

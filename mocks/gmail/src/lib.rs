@@ -1,0 +1,290 @@
+//! A stateful Gmail API server for tests and demos: labels, messages, history, OAuth with PKCE,
+//! and faults a test switches on. Paths and shapes follow Google's discovery document
+//! (`gmail.v1.json`); `tests/contract.rs` drives it with Google's own Python client and checks
+//! every answer against that document.
+//!
+//! Not shipped. Control routes under `/_mock/` let a test seed mail, change labels "from
+//! another client", set faults and read the request log.
+
+mod api;
+mod oauth;
+mod state;
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Json;
+use axum::extract::State as AxState;
+use axum::response::IntoResponse;
+use axum::routing::{get, post};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+pub use state::{Logged, SCOPE_FULL, SCOPE_MODIFY};
+use state::{State, Token};
+
+pub(crate) fn lock(state: &api::Shared) -> std::sync::MutexGuard<'_, State> {
+    state
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// A running mock; stops when dropped.
+pub struct GmailMock {
+    pub url: String,
+    state: api::Shared,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl Drop for GmailMock {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+pub fn router(state: api::Shared) -> axum::Router {
+    let user = "/gmail/v1/users/{user}";
+    let api = axum::Router::new()
+        .route(&format!("{user}/profile"), get(api::profile))
+        .route(
+            &format!("{user}/labels"),
+            get(api::labels_list).post(api::labels_create),
+        )
+        .route(&format!("{user}/messages"), get(api::messages_list))
+        .route(
+            &format!("{user}/messages/batchModify"),
+            post(api::messages_batch_modify),
+        )
+        .route(
+            &format!("{user}/messages/batchDelete"),
+            post(api::messages_batch_delete),
+        )
+        .route(&format!("{user}/messages/{{id}}"), get(api::messages_get))
+        .route(
+            &format!("{user}/messages/{{id}}/modify"),
+            post(api::messages_modify),
+        )
+        .route(
+            &format!("{user}/messages/{{id}}/{{verb}}"),
+            post(api::messages_trash),
+        )
+        .route(&format!("{user}/history"), get(api::history_list))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            api::authorize,
+        ));
+    axum::Router::new()
+        .merge(api)
+        .route("/o/oauth2/v2/auth", get(oauth::authorize))
+        .route("/token", post(oauth::token))
+        .route("/revoke", post(oauth::revoke))
+        .route("/_mock/seed", post(control_seed))
+        .route("/_mock/modify", post(control_modify))
+        .route("/_mock/faults", post(control_faults))
+        .route("/_mock/log", get(control_log))
+        .route("/_mock/token", post(control_token))
+        .route("/_mock/expire-history", post(control_expire_history))
+        .with_state(state)
+}
+
+#[derive(Deserialize)]
+struct Seed {
+    count: usize,
+    #[serde(default)]
+    labels: Vec<String>,
+    #[serde(default = "default_from")]
+    from: String,
+}
+
+fn default_from() -> String {
+    "news@shop.example".into()
+}
+
+async fn control_seed(
+    AxState(state): AxState<api::Shared>,
+    Json(seed): Json<Seed>,
+) -> impl IntoResponse {
+    let mut s = lock(&state);
+    let labels: Vec<String> = seed
+        .labels
+        .iter()
+        .map(|l| {
+            if s.labels.contains_key(l) {
+                l.clone()
+            } else {
+                s.create_label(l).id
+            }
+        })
+        .collect();
+    let refs: Vec<&str> = labels.iter().map(String::as_str).collect();
+    let start = s.messages.len();
+    let ids: Vec<String> = (start..start + seed.count)
+        .map(|i| {
+            let headers = vec![
+                ("From".to_string(), seed.from.clone()),
+                ("To".to_string(), s.email.clone()),
+                ("Subject".to_string(), format!("Message {i}")),
+                (
+                    "Date".to_string(),
+                    "Mon, 2 Nov 2026 10:00:00 +0000".to_string(),
+                ),
+                ("Message-ID".to_string(), format!("<m{i}@mock.example>")),
+            ];
+            s.add_message(headers, &format!("Body of message {i}."), &refs)
+        })
+        .collect();
+    Json(json!({ "ids": ids, "historyId": s.history_id.to_string() }))
+}
+
+#[derive(Deserialize)]
+struct DirectModify {
+    ids: Vec<String>,
+    #[serde(default)]
+    add: Vec<String>,
+    #[serde(default)]
+    remove: Vec<String>,
+}
+
+/// A label change "by another client": history records it like any other.
+async fn control_modify(
+    AxState(state): AxState<api::Shared>,
+    Json(m): Json<DirectModify>,
+) -> impl IntoResponse {
+    let mut s = lock(&state);
+    for id in &m.ids {
+        s.modify(id, &m.add, &m.remove);
+    }
+    Json(json!({ "historyId": s.history_id.to_string() }))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct FaultSpec {
+    rate_limit: f64,
+    retry_after_secs: u64,
+    errors: u32,
+    drop_after_write: u32,
+    expire_tokens: bool,
+    token_ttl_secs: Option<u64>,
+}
+
+async fn control_faults(
+    AxState(state): AxState<api::Shared>,
+    Json(f): Json<FaultSpec>,
+) -> impl IntoResponse {
+    let mut s = lock(&state);
+    s.faults.rate_limit = f.rate_limit;
+    s.faults.retry_after_secs = f.retry_after_secs;
+    s.faults.errors = f.errors;
+    s.faults.drop_after_write = f.drop_after_write;
+    if let Some(ttl) = f.token_ttl_secs {
+        s.token_ttl = Duration::from_secs(ttl);
+    }
+    if f.expire_tokens {
+        let now = Instant::now();
+        s.tokens.values_mut().for_each(|t| t.expires = now);
+    }
+    Json(json!({ "ok": true }))
+}
+
+async fn control_log(AxState(state): AxState<api::Shared>) -> impl IntoResponse {
+    Json(json!({ "requests": lock(&state).log }))
+}
+
+#[derive(Deserialize)]
+struct TokenSpec {
+    scopes: Vec<String>,
+}
+
+/// An access token without the OAuth dance, for tests of the API alone.
+async fn control_token(
+    AxState(state): AxState<api::Shared>,
+    Json(t): Json<TokenSpec>,
+) -> impl IntoResponse {
+    let mut s = lock(&state);
+    let token = format!("ya29.mock-{}", state::random_hex(16));
+    let expires = Instant::now() + s.token_ttl;
+    s.tokens.insert(
+        token.clone(),
+        Token {
+            scopes: t.scopes,
+            expires,
+            refresh: None,
+        },
+    );
+    Json(json!({ "access_token": token }))
+}
+
+/// History before now is forgotten: an older startHistoryId gets 404.
+async fn control_expire_history(AxState(state): AxState<api::Shared>) -> impl IntoResponse {
+    let mut s = lock(&state);
+    s.oldest_history = s.history_id;
+    Json(json!({ "oldestHistoryId": s.oldest_history.to_string() }))
+}
+
+impl GmailMock {
+    /// Starts on a free loopback port, in the current tokio runtime.
+    pub async fn start(email: &str) -> std::io::Result<GmailMock> {
+        let state: api::Shared = Arc::new(Mutex::new(State::new(email)));
+        let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
+        let url = format!("http://{}", listener.local_addr()?);
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let app = router(state.clone());
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(async {
+                    let _ = stopped.await;
+                })
+                .await;
+        });
+        Ok(GmailMock {
+            url,
+            state,
+            stop: Some(stop),
+        })
+    }
+
+    /// The request log so far.
+    pub fn requests(&self) -> Vec<Logged> {
+        lock(&self.state).log.clone()
+    }
+
+    /// A current access token with these scopes.
+    pub fn token(&self, scopes: &[&str]) -> String {
+        let mut s = lock(&self.state);
+        let token = format!("ya29.mock-{}", state::random_hex(16));
+        let expires = Instant::now() + s.token_ttl;
+        let scopes = scopes.iter().map(|s| s.to_string()).collect();
+        s.tokens.insert(
+            token.clone(),
+            Token {
+                scopes,
+                expires,
+                refresh: None,
+            },
+        );
+        token
+    }
+
+    /// The labels of one message, by name.
+    pub fn label_names(&self, id: &str) -> Vec<String> {
+        let s = lock(&self.state);
+        s.messages
+            .get(id)
+            .map(|m| {
+                m.labels
+                    .iter()
+                    .filter_map(|l| s.labels.get(l).map(|l| l.name.clone()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    pub fn snapshot(&self) -> Value {
+        let s = lock(&self.state);
+        json!({ "messages": s.messages.len(), "historyId": s.history_id.to_string() })
+    }
+}

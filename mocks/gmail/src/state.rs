@@ -1,0 +1,318 @@
+//! The mock's mailbox: labels, messages, a history log, tokens and faults, behind one mutex.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+/// Gmail's system labels (ids equal names).
+pub const SYSTEM_LABELS: [&str; 12] = [
+    "INBOX",
+    "SPAM",
+    "TRASH",
+    "UNREAD",
+    "STARRED",
+    "IMPORTANT",
+    "SENT",
+    "DRAFT",
+    "CATEGORY_PERSONAL",
+    "CATEGORY_SOCIAL",
+    "CATEGORY_PROMOTIONS",
+    "CATEGORY_UPDATES",
+];
+pub const SCOPE_MODIFY: &str = "https://www.googleapis.com/auth/gmail.modify";
+pub const SCOPE_FULL: &str = "https://mail.google.com/";
+
+#[derive(Debug, Clone)]
+pub struct Label {
+    pub id: String,
+    pub name: String,
+    pub system: bool,
+}
+
+impl Label {
+    pub fn json(&self) -> Value {
+        let mut v = json!({
+            "id": self.id, "name": self.name,
+            "type": if self.system { "system" } else { "user" },
+        });
+        if !self.system {
+            v["messageListVisibility"] = "show".into();
+            v["labelListVisibility"] = "labelShow".into();
+        }
+        v
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Message {
+    pub id: String,
+    pub thread_id: String,
+    pub labels: BTreeSet<String>,
+    pub history_id: u64,
+    pub internal_date: i64,
+    pub headers: Vec<(String, String)>,
+    pub snippet: String,
+    pub body: String,
+}
+
+impl Message {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn size(&self) -> usize {
+        self.headers
+            .iter()
+            .map(|(n, v)| n.len() + v.len() + 4)
+            .sum::<usize>()
+            + self.body.len()
+    }
+
+    /// The resource as `messages.get` returns it in `format`.
+    pub fn json(&self, format: &str, wanted: &[String]) -> Value {
+        let mut v = json!({
+            "id": self.id, "threadId": self.thread_id,
+            "labelIds": self.labels.iter().collect::<Vec<_>>(),
+            "historyId": self.history_id.to_string(),
+            "internalDate": self.internal_date.to_string(),
+            "sizeEstimate": self.size(),
+            "snippet": self.snippet,
+        });
+        let headers = |filter: bool| -> Vec<Value> {
+            self.headers
+                .iter()
+                .filter(|(n, _)| !filter || wanted.iter().any(|w| w.eq_ignore_ascii_case(n)))
+                .map(|(n, val)| json!({ "name": n, "value": val }))
+                .collect()
+        };
+        match format {
+            "minimal" => {
+                if let Some(map) = v.as_object_mut() {
+                    map.remove("snippet");
+                }
+            }
+            "metadata" => {
+                v["payload"] =
+                    json!({ "mimeType": "text/plain", "headers": headers(!wanted.is_empty()) });
+            }
+            "raw" => {
+                let mut source = String::new();
+                for (n, val) in &self.headers {
+                    source.push_str(&format!("{n}: {val}\r\n"));
+                }
+                source.push_str("\r\n");
+                source.push_str(&self.body);
+                v["raw"] = base64::Engine::encode(
+                    &base64::engine::general_purpose::URL_SAFE,
+                    source.as_bytes(),
+                )
+                .into();
+            }
+            _ => {
+                let data = base64::Engine::encode(
+                    &base64::engine::general_purpose::URL_SAFE,
+                    self.body.as_bytes(),
+                );
+                v["payload"] = json!({
+                    "partId": "", "mimeType": "text/plain", "filename": "",
+                    "headers": headers(false),
+                    "body": { "size": self.body.len(), "data": data },
+                });
+            }
+        }
+        v
+    }
+}
+
+#[derive(Debug, Clone)]
+pub enum Event {
+    Added,
+    Deleted,
+    LabelsAdded(Vec<String>),
+    LabelsRemoved(Vec<String>),
+}
+
+#[derive(Debug, Clone)]
+pub struct HistoryRecord {
+    pub id: u64,
+    pub message: String,
+    pub event: Event,
+}
+
+#[derive(Debug, Clone)]
+pub struct Token {
+    pub scopes: Vec<String>,
+    pub expires: Instant,
+    pub refresh: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Grant {
+    pub challenge: String,
+    pub redirect_uri: String,
+    pub scope: String,
+}
+
+/// Faults the next requests meet, set per test.
+#[derive(Debug, Clone, Default)]
+pub struct Faults {
+    /// Share of API calls answered 429 with Retry-After (0.0–1.0).
+    pub rate_limit: f64,
+    pub retry_after_secs: u64,
+    /// The next N API calls answer 500.
+    pub errors: u32,
+    /// The next N write calls are applied, then the connection is dropped unanswered.
+    pub drop_after_write: u32,
+    /// Counter behind `rate_limit`, so the pattern is deterministic.
+    pub counter: u64,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Logged {
+    pub method: String,
+    pub path: String,
+    pub status: u16,
+    /// For batch calls: how many ids the body held.
+    pub ids: Option<usize>,
+}
+
+#[derive(Default)]
+pub struct State {
+    pub email: String,
+    pub labels: BTreeMap<String, Label>,
+    pub messages: BTreeMap<String, Message>,
+    pub history: Vec<HistoryRecord>,
+    pub history_id: u64,
+    /// history.list from before this id answers 404 (history expired).
+    pub oldest_history: u64,
+    pub next_id: u64,
+    pub tokens: HashMap<String, Token>,
+    pub refresh_tokens: HashMap<String, Vec<String>>,
+    pub codes: HashMap<String, Grant>,
+    pub faults: Faults,
+    pub log: Vec<Logged>,
+    pub token_ttl: Duration,
+}
+
+pub fn random_hex(bytes: usize) -> String {
+    let mut buf = vec![0u8; bytes];
+    let _ = getrandom::fill(&mut buf);
+    buf.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+impl State {
+    pub fn new(email: &str) -> State {
+        let mut s = State {
+            email: email.into(),
+            history_id: 1000,
+            oldest_history: 1000,
+            token_ttl: Duration::from_secs(3600),
+            ..State::default()
+        };
+        for name in SYSTEM_LABELS {
+            s.labels.insert(
+                name.into(),
+                Label {
+                    id: name.into(),
+                    name: name.into(),
+                    system: true,
+                },
+            );
+        }
+        s
+    }
+
+    fn record(&mut self, message: &str, event: Event) -> u64 {
+        self.history_id += 1;
+        self.history.push(HistoryRecord {
+            id: self.history_id,
+            message: message.into(),
+            event,
+        });
+        self.history_id
+    }
+
+    pub fn create_label(&mut self, name: &str) -> Label {
+        if let Some(l) = self.labels.values().find(|l| l.name == name) {
+            return l.clone();
+        }
+        self.next_id += 1;
+        let label = Label {
+            id: format!("Label_{}", self.next_id),
+            name: name.into(),
+            system: false,
+        };
+        self.labels.insert(label.id.clone(), label.clone());
+        label
+    }
+
+    pub fn add_message(
+        &mut self,
+        headers: Vec<(String, String)>,
+        body: &str,
+        labels: &[&str],
+    ) -> String {
+        self.next_id += 1;
+        let id = format!("{:016x}", 0x18c0_0000_0000_0000u64 + self.next_id);
+        let date = 1_790_000_000_000 + self.next_id as i64 * 60_000;
+        let mut msg = Message {
+            id: id.clone(),
+            thread_id: id.clone(),
+            labels: labels.iter().map(|l| l.to_string()).collect(),
+            history_id: 0,
+            internal_date: date,
+            headers,
+            snippet: body.chars().take(100).collect(),
+            body: body.into(),
+        };
+        msg.history_id = self.record(&id, Event::Added);
+        self.messages.insert(id.clone(), msg);
+        id
+    }
+
+    /// Applies a label change; records history only for labels that really changed.
+    pub fn modify(&mut self, id: &str, add: &[String], remove: &[String]) -> bool {
+        let Some(msg) = self.messages.get(id) else {
+            return false;
+        };
+        let added: Vec<String> = add
+            .iter()
+            .filter(|l| !msg.labels.contains(*l))
+            .cloned()
+            .collect();
+        let removed: Vec<String> = remove
+            .iter()
+            .filter(|l| msg.labels.contains(*l))
+            .cloned()
+            .collect();
+        let mut history = None;
+        if !added.is_empty() {
+            history = Some(self.record(id, Event::LabelsAdded(added.clone())));
+        }
+        if !removed.is_empty() {
+            history = Some(self.record(id, Event::LabelsRemoved(removed.clone())));
+        }
+        if let Some(msg) = self.messages.get_mut(id) {
+            msg.labels.extend(added);
+            for l in &removed {
+                msg.labels.remove(l);
+            }
+            if let Some(h) = history {
+                msg.history_id = h;
+            }
+        }
+        true
+    }
+
+    pub fn delete(&mut self, id: &str) -> bool {
+        if self.messages.remove(id).is_none() {
+            return false;
+        }
+        self.record(id, Event::Deleted);
+        true
+    }
+}

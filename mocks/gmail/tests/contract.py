@@ -1,0 +1,172 @@
+"""Google's own Python client against the mock, with every answer checked against Google's
+discovery document (gmail.v1.json, shipped in google-api-python-client).
+
+Usage: python contract.py MOCK_URL MODIFY_TOKEN FULL_TOKEN. Exits non-zero with the reason on
+any mismatch; prints a JSON summary.
+"""
+
+import json
+import os
+import sys
+
+import googleapiclient
+from google.oauth2.credentials import Credentials
+from googleapiclient.discovery import build
+from googleapiclient.errors import HttpError
+
+URL, MODIFY, FULL = sys.argv[1], sys.argv[2], sys.argv[3]
+DOC = json.load(open(os.path.join(os.path.dirname(googleapiclient.__file__),
+                                  "discovery_cache", "documents", "gmail.v1.json")))
+SCHEMAS = DOC["schemas"]
+checked = {}
+
+
+def fail(what):
+    raise SystemExit(f"contract broken: {what}")
+
+
+def conforms(value, schema, where):
+    """Every field is documented, with the documented type."""
+    if "$ref" in schema:
+        checked[schema["$ref"]] = checked.get(schema["$ref"], 0) + 1
+        return conforms(value, SCHEMAS[schema["$ref"]], where)
+    kind = schema.get("type")
+    if kind == "object":
+        if not isinstance(value, dict):
+            fail(f"{where}: expected an object, got {value!r}")
+        props = schema.get("properties", {})
+        extra = schema.get("additionalProperties")
+        for key, item in value.items():
+            if key in props:
+                conforms(item, props[key], f"{where}.{key}")
+            elif extra is not None:
+                conforms(item, extra, f"{where}.{key}")
+            else:
+                fail(f"{where}: field {key!r} is not in the discovery document")
+    elif kind == "array":
+        if not isinstance(value, list):
+            fail(f"{where}: expected an array")
+        for i, item in enumerate(value):
+            conforms(item, schema["items"], f"{where}[{i}]")
+    elif kind == "string":
+        if not isinstance(value, str):
+            fail(f"{where}: expected a string (format {schema.get('format')}), got {value!r}")
+        if schema.get("format") in ("int64", "uint64") and not value.isdigit():
+            fail(f"{where}: expected a decimal string, got {value!r}")
+    elif kind == "integer":
+        if not isinstance(value, int) or isinstance(value, bool):
+            fail(f"{where}: expected an integer, got {value!r}")
+    elif kind == "boolean":
+        if not isinstance(value, bool):
+            fail(f"{where}: expected a boolean")
+
+
+def response_schema(method):
+    """The documented response schema of a method like users.messages.list."""
+    node = DOC
+    parts = method.split(".")
+    for part in parts[:-1]:
+        node = node["resources"][part]
+    return node["methods"][parts[-1]].get("response")
+
+
+def call(method, request):
+    answer = request.execute()
+    schema = response_schema(method)
+    if schema is None:
+        if answer not in ("", None, {}):
+            fail(f"{method}: documented as empty, got {answer!r}")
+    else:
+        conforms(answer, schema, method)
+    return answer
+
+
+def expect_error(status, request, what):
+    try:
+        request.execute()
+    except HttpError as e:
+        if e.resp.status != status:
+            fail(f"{what}: expected HTTP {status}, got {e.resp.status}")
+        body = json.loads(e.content)
+        if body["error"]["code"] != status or not body["error"]["errors"][0]["reason"]:
+            fail(f"{what}: error body {body}")
+        return
+    fail(f"{what}: expected HTTP {status}, got success")
+
+
+def service(token):
+    return build("gmail", "v1", static_discovery=True, credentials=Credentials(token),
+                 client_options={"api_endpoint": URL + "/"})
+
+
+gmail = service(MODIFY)
+users = gmail.users()
+profile = call("users.getProfile", users.getProfile(userId="me"))
+start_history = profile["historyId"]
+
+labels = call("users.labels.list", users.labels().list(userId="me"))["labels"]
+if not {"INBOX", "UNREAD", "STARRED", "TRASH", "SPAM"} <= {l["id"] for l in labels}:
+    fail(f"system labels missing: {labels}")
+work = call("users.labels.create", users.labels().create(userId="me", body={"name": "Work"}))
+expect_error(409, users.labels().create(userId="me", body={"name": "Work"}), "duplicate label")
+
+# Paging: the mock was seeded with 120 messages in INBOX, 40 of them UNREAD.
+ids, token = [], None
+while True:
+    page = call("users.messages.list",
+                users.messages().list(userId="me", maxResults=50, pageToken=token, labelIds=["INBOX"]))
+    ids += [m["id"] for m in page.get("messages", [])]
+    token = page.get("nextPageToken")
+    if not token:
+        break
+if len(ids) != 120 or len(set(ids)) != 120:
+    fail(f"paging returned {len(ids)} ids")
+unread = call("users.messages.list", users.messages().list(userId="me", q="is:unread", maxResults=500))
+if len(unread["messages"]) != 40:
+    fail(f"q=is:unread found {len(unread['messages'])}")
+
+for fmt in ("minimal", "metadata", "full", "raw"):
+    msg = call("users.messages.get",
+               users.messages().get(userId="me", id=ids[0], format=fmt,
+                                    metadataHeaders=["Subject", "From"]))
+    if fmt == "metadata" and {h["name"] for h in msg["payload"]["headers"]} != {"Subject", "From"}:
+        fail(f"metadataHeaders not honoured: {msg['payload']['headers']}")
+expect_error(404, users.messages().get(userId="me", id="ffffffffffffffff"), "unknown message")
+
+call("users.messages.modify",
+     users.messages().modify(userId="me", id=ids[0], body={"addLabelIds": [work["id"], "STARRED"]}))
+call("users.messages.batchModify",
+     users.messages().batchModify(userId="me", body={"ids": ids[:100], "removeLabelIds": ["UNREAD"]}))
+expect_error(400, users.messages().batchModify(
+    userId="me", body={"ids": [str(i) for i in range(1001)], "addLabelIds": ["STARRED"]}), "1001 ids")
+expect_error(400, users.messages().modify(userId="me", id=ids[1], body={"addLabelIds": ["Label_nope"]}),
+             "unknown label")
+trashed = call("users.messages.trash", users.messages().trash(userId="me", id=ids[2]))
+if "TRASH" not in trashed["labelIds"]:
+    fail("trash did not add TRASH")
+call("users.messages.untrash", users.messages().untrash(userId="me", id=ids[2]))
+
+history = call("users.history.list",
+               users.history().list(userId="me", startHistoryId=start_history,
+                                    historyTypes=["labelAdded", "labelRemoved"]))
+kinds = {k for h in history.get("history", []) for k in h if k in ("labelsAdded", "labelsRemoved")}
+if kinds != {"labelsAdded", "labelsRemoved"}:
+    fail(f"history kinds {kinds}")
+expect_error(404, users.history().list(userId="me", startHistoryId="1"), "expired history")
+
+expect_error(403, users.messages().batchDelete(userId="me", body={"ids": ids[-2:]}), "batchDelete without scope")
+call("users.messages.batchDelete",
+     service(FULL).users().messages().batchDelete(userId="me", body={"ids": ids[-2:]}))
+expect_error(404, users.messages().get(userId="me", id=ids[-1]), "deleted message")
+# A bad token: Google's client would try to refresh, so ask with a plain request.
+import urllib.error
+import urllib.request
+try:
+    urllib.request.urlopen(urllib.request.Request(
+        URL + "/gmail/v1/users/me/profile", headers={"Authorization": "Bearer ya29.wrong"}))
+    fail("a bad token was accepted")
+except urllib.error.HTTPError as e:
+    if e.code != 401 or json.load(e)["error"]["code"] != 401:
+        fail(f"bad token: HTTP {e.code}")
+
+print(json.dumps({"schemas_checked": checked}))
