@@ -10,6 +10,7 @@ pub mod cli;
 pub mod delete;
 pub mod home;
 pub mod mcp;
+pub mod oauth_accounts;
 pub mod output;
 pub mod read;
 pub mod registry;

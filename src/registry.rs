@@ -19,6 +19,10 @@ pub async fn connect(store: &Store, account: &AccountRecord) -> Result<Box<dyn P
                 .map_err(|e| e.context(format!("account {}", account.id)))?;
             Ok(Box::new(provider))
         }
+        ProviderKind::Gmail => Err(Error::unsupported(format!(
+            "account {}: Gmail accounts can be set up and checked (account doctor), but their sync and writes are not built yet",
+            account.id
+        ))),
         other => Err(Error::unsupported(format!(
             "account {}: {} accounts are not supported by this version",
             account.id,

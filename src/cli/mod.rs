@@ -160,12 +160,74 @@ pub enum AccountCommand {
     Show { id: String },
     /// Remove an account with its indexed messages and stored secrets.
     Remove { id: String },
+    /// Authorize an OAuth account again (after a revoke or an expired grant).
+    Login {
+        id: String,
+        #[command(flatten)]
+        consent: ConsentArgs,
+    },
+    /// Authorize again with the full Gmail scope, which permanent deletion needs.
+    UpgradeScope {
+        id: String,
+        #[command(flatten)]
+        consent: ConsentArgs,
+    },
+    /// Check an OAuth account: token (refreshed if needed), scopes, API reachability.
+    Doctor { id: String },
+}
+
+#[derive(Debug, Args)]
+pub struct ConsentArgs {
+    /// Do not open a browser; print the URL, and also accept the final redirect URL pasted
+    /// on stdin (for headless machines).
+    #[arg(long)]
+    pub no_browser: bool,
+}
+
+impl ConsentArgs {
+    fn consent(&self) -> crate::oauth_accounts::Consent {
+        crate::oauth_accounts::Consent {
+            open_browser: !self.no_browser,
+            paste: self.no_browser,
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct GmailArgs {
+    /// Short name for the account (letters, digits, '-', '_').
+    #[arg(long)]
+    pub id: String,
+    #[arg(long)]
+    pub email: Option<String>,
+    /// The OAuth client id (a Google Cloud "Desktop app" client).
+    #[arg(long, env = "MAILBROKER_GMAIL_CLIENT_ID")]
+    pub client_id: String,
+    /// A file holding the client secret, for clients that have one.
+    #[arg(long, value_name = "FILE")]
+    pub client_secret_file: Option<PathBuf>,
+    /// Also ask for the full scope (https://mail.google.com/), which permanent deletion needs.
+    #[arg(long)]
+    pub allow_permanent_delete: bool,
+    #[command(flatten)]
+    pub consent: ConsentArgs,
+    /// Gmail API root.
+    #[arg(long, default_value = mailbroker_gmail::oauth::GOOGLE_API_BASE)]
+    pub api_base: String,
+    /// Authorization endpoint.
+    #[arg(long, default_value = mailbroker_gmail::oauth::GOOGLE_AUTH_URL)]
+    pub auth_url: String,
+    /// Token endpoint.
+    #[arg(long, default_value = mailbroker_gmail::oauth::GOOGLE_TOKEN_URL)]
+    pub token_url: String,
 }
 
 #[derive(Debug, Subcommand)]
 pub enum AddCommand {
     /// An IMAP account (password or app password).
     Imap(ImapArgs),
+    /// A Gmail account (OAuth in the browser: authorization code with PKCE).
+    Gmail(GmailArgs),
 }
 
 #[derive(Debug, Args)]
@@ -432,22 +494,82 @@ async fn show_body(
     Ok(())
 }
 
+fn print_account(view: &accounts::AccountView, json: bool) -> Result<()> {
+    if json {
+        return print_json(Some("account"), view);
+    }
+    println!(
+        "account {} ready ({} mailboxes; capabilities: {})",
+        view.account.id,
+        view.mailboxes.len(),
+        view.account.capabilities.extensions.join(" ")
+    );
+    println!("next: mailbroker sync --account {}", view.account.id);
+    Ok(())
+}
+
 async fn account(store: &Store, cmd: AccountCommand, json: bool) -> Result<()> {
     match cmd {
         AccountCommand::Add(AddCommand::Imap(args)) => {
             let id: AccountId = args.id.parse()?;
             let config = imap_config(&args)?;
             let view = accounts::add_imap(store, id, args.email.clone(), config).await?;
+            print_account(&view, json)
+        }
+        AccountCommand::Add(AddCommand::Gmail(args)) => {
+            let id: AccountId = args.id.parse()?;
+            let secret = match &args.client_secret_file {
+                Some(f) => Some(
+                    std::fs::read_to_string(f)
+                        .map_err(|e| {
+                            Error::validation(format!("cannot read {}: {e}", f.display()))
+                        })?
+                        .trim()
+                        .to_string(),
+                ),
+                None => None,
+            };
+            let settings = mailbroker_gmail::oauth::OAuthSettings {
+                client_id: args.client_id.clone(),
+                auth_url: args.auth_url.clone(),
+                token_url: args.token_url.clone(),
+                api_base: args.api_base.clone(),
+            };
+            let view = crate::oauth_accounts::add_gmail(
+                store,
+                id,
+                args.email.clone(),
+                settings,
+                secret,
+                args.allow_permanent_delete,
+                args.consent.consent(),
+            )
+            .await?;
+            print_account(&view, json)
+        }
+        AccountCommand::Login { id, consent } => {
+            let id: AccountId = id.parse()?;
+            let view = crate::oauth_accounts::login(store, &id, false, consent.consent()).await?;
+            print_account(&view, json)
+        }
+        AccountCommand::UpgradeScope { id, consent } => {
+            let id: AccountId = id.parse()?;
+            let view = crate::oauth_accounts::login(store, &id, true, consent.consent()).await?;
+            print_account(&view, json)
+        }
+        AccountCommand::Doctor { id } => {
+            let report = crate::oauth_accounts::doctor(store, &id.parse()?).await?;
             if json {
-                return print_json(Some("account"), &view);
+                return print_json(Some("doctor"), &report);
             }
             println!(
-                "added {} ({} mailboxes; extensions: {})",
-                view.account.id,
-                view.mailboxes.len(),
-                view.account.capabilities.extensions.join(" ")
+                "{}: token ok, API reachable at {}, {} ({} messages), scopes: {}",
+                report.account,
+                report.api_base,
+                report.email,
+                report.messages.unwrap_or(0),
+                report.scopes.join(" ")
             );
-            println!("next: mailbroker sync --account {}", view.account.id);
             Ok(())
         }
         AccountCommand::List => {

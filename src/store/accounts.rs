@@ -147,6 +147,21 @@ impl Store {
         })
     }
 
+    /// Replaces an account's secret of one kind (a refreshed or re-authorized token).
+    pub async fn set_secret(&self, id: &AccountId, kind: &str, secret: &str) -> Result<(), Error> {
+        sqlx::query(
+            "INSERT INTO credentials (account_id, kind, secret) VALUES (?, ?, ?)
+             ON CONFLICT (account_id, kind) DO UPDATE SET secret = excluded.secret",
+        )
+        .bind(id.as_str())
+        .bind(kind)
+        .bind(secret)
+        .execute(&self.pool)
+        .await
+        .map_err(db_error)?;
+        Ok(())
+    }
+
     /// Removes an account with its secrets, mailboxes and messages (by cascade).
     pub async fn remove_account(&self, id: &AccountId) -> Result<(), Error> {
         let done = sqlx::query("DELETE FROM accounts WHERE id = ?")

@@ -87,6 +87,7 @@ pub fn router(state: api::Shared) -> axum::Router {
         .route("/_mock/log", get(control_log))
         .route("/_mock/token", post(control_token))
         .route("/_mock/expire-history", post(control_expire_history))
+        .route("/_mock/revoke-all", post(control_revoke_all))
         .with_state(state)
 }
 
@@ -216,6 +217,14 @@ async fn control_token(
         },
     );
     Json(json!({ "access_token": token }))
+}
+
+/// The user revoked access (e.g. in their Google account): every grant and token dies.
+async fn control_revoke_all(AxState(state): AxState<api::Shared>) -> impl IntoResponse {
+    let mut s = lock(&state);
+    s.refresh_tokens.clear();
+    s.tokens.clear();
+    Json(json!({ "ok": true }))
 }
 
 /// History before now is forgotten: an older startHistoryId gets 404.

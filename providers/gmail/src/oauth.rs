@@ -1,0 +1,328 @@
+//! Authorization for Gmail: authorization code + PKCE (S256) with a loopback redirect
+//! listener, refresh, and the mapping of a dead grant to `auth_required`.
+//!
+//! Architecture Invariant: tokens never reach a log line, an error message or stdout. The
+//! authorization URL (which holds no secret) is the only thing printed, on stderr.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use mailbroker_core::{Error, Result};
+use oauth2::basic::BasicClient;
+use oauth2::{
+    AuthUrl, AuthorizationCode, ClientId, ClientSecret, CsrfToken, EndpointNotSet, EndpointSet,
+    PkceCodeChallenge, RedirectUrl, RefreshToken, Scope, TokenResponse, TokenUrl,
+};
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+pub const SCOPE_MODIFY: &str = "https://www.googleapis.com/auth/gmail.modify";
+pub const SCOPE_FULL: &str = "https://mail.google.com/";
+pub const GOOGLE_AUTH_URL: &str = "https://accounts.google.com/o/oauth2/v2/auth";
+pub const GOOGLE_TOKEN_URL: &str = "https://oauth2.googleapis.com/token";
+pub const GOOGLE_API_BASE: &str = "https://gmail.googleapis.com";
+
+/// Where to authorize and which client to present; stored with the account (no secret).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct OAuthSettings {
+    pub client_id: String,
+    pub auth_url: String,
+    pub token_url: String,
+    pub api_base: String,
+}
+
+/// What the account keeps as its secret.
+#[derive(Clone, Serialize, Deserialize)]
+pub struct Tokens {
+    pub access_token: String,
+    pub refresh_token: String,
+    /// Seconds since the epoch.
+    pub expires_at: i64,
+    pub scopes: Vec<String>,
+    /// The client secret, when the client has one (installed apps often do).
+    pub client_secret: Option<String>,
+}
+
+impl std::fmt::Debug for Tokens {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tokens")
+            .field("expires_at", &self.expires_at)
+            .field("scopes", &self.scopes)
+            .finish_non_exhaustive()
+    }
+}
+
+type Client = BasicClient<EndpointSet, EndpointNotSet, EndpointNotSet, EndpointNotSet, EndpointSet>;
+
+fn client(
+    settings: &OAuthSettings,
+    secret: Option<&str>,
+    redirect: Option<&str>,
+) -> Result<Client> {
+    let bad = |what: &str, e: String| Error::validation(format!("{what} is not a valid URL: {e}"));
+    let mut c = BasicClient::new(ClientId::new(settings.client_id.clone()))
+        .set_auth_uri(
+            AuthUrl::new(settings.auth_url.clone())
+                .map_err(|e| bad("--auth-url", e.to_string()))?,
+        )
+        .set_token_uri(
+            TokenUrl::new(settings.token_url.clone())
+                .map_err(|e| bad("--token-url", e.to_string()))?,
+        );
+    if let Some(s) = secret {
+        c = c.set_client_secret(ClientSecret::new(s.to_string()));
+    }
+    if let Some(r) = redirect {
+        c = c.set_redirect_uri(
+            RedirectUrl::new(r.to_string()).map_err(|e| bad("redirect", e.to_string()))?,
+        );
+    }
+    Ok(c)
+}
+
+/// oauth2's HTTP seam over our reqwest; redirects are never followed (a token endpoint that
+/// redirects is misconfigured, and following could leak the code).
+fn http() -> Result<reqwest::Client> {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .map_err(|e| Error::internal(format!("http client: {e}")))
+}
+
+type HttpFuture =
+    Pin<Box<dyn Future<Output = std::result::Result<oauth2::HttpResponse, HttpError>> + Send>>;
+
+#[derive(Debug)]
+pub struct HttpError(String);
+
+impl std::fmt::Display for HttpError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for HttpError {}
+
+fn send(client: reqwest::Client) -> impl Fn(oauth2::HttpRequest) -> HttpFuture {
+    move |request: oauth2::HttpRequest| {
+        let client = client.clone();
+        Box::pin(async move {
+            let request =
+                reqwest::Request::try_from(request).map_err(|e| HttpError(e.to_string()))?;
+            let response = client
+                .execute(request)
+                .await
+                .map_err(|e| HttpError(e.to_string()))?;
+            let mut out = http::Response::builder().status(response.status());
+            for (k, v) in response.headers() {
+                out = out.header(k, v);
+            }
+            let body = response
+                .bytes()
+                .await
+                .map_err(|e| HttpError(e.to_string()))?;
+            out.body(body.to_vec())
+                .map_err(|e| HttpError(e.to_string()))
+        })
+    }
+}
+
+fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
+fn tokens_of(
+    response: &oauth2::basic::BasicTokenResponse,
+    refresh_fallback: Option<&str>,
+    secret: Option<&str>,
+) -> Result<Tokens> {
+    let refresh = response
+        .refresh_token()
+        .map(|r| r.secret().clone())
+        .or_else(|| refresh_fallback.map(str::to_string))
+        .ok_or_else(|| Error::auth_required("the authorization server gave no refresh token"))?;
+    Ok(Tokens {
+        access_token: response.access_token().secret().clone(),
+        refresh_token: refresh,
+        expires_at: now() + response.expires_in().map_or(3600, |d| d.as_secs() as i64),
+        scopes: response
+            .scopes()
+            .map(|s| s.iter().map(|s| s.to_string()).collect())
+            .unwrap_or_default(),
+        client_secret: secret.map(str::to_string),
+    })
+}
+
+/// Maps a token endpoint failure: a refused grant means the user must authorize again.
+fn token_error<RE: std::error::Error + 'static>(
+    e: oauth2::RequestTokenError<RE, oauth2::basic::BasicErrorResponse>,
+    account: &str,
+) -> Error {
+    match e {
+        oauth2::RequestTokenError::ServerResponse(r) => {
+            Error::auth_required(format!("the authorization server refused: {}", r.error()))
+                .with_next_step(format!("run: mailbroker account login {account}"))
+        }
+        other => Error::provider_unavailable(format!("token endpoint: {other}")),
+    }
+}
+
+/// How the browser's redirect reaches us.
+pub enum Redirect {
+    /// Only the loopback listener.
+    Listener,
+    /// The listener, or the final URL pasted on stdin (headless machines).
+    ListenerOrPasted,
+}
+
+/// Runs the authorization code flow with PKCE; the user consents in a browser.
+pub async fn authorize(
+    settings: &OAuthSettings,
+    secret: Option<&str>,
+    scopes: &[&str],
+    redirect: Redirect,
+    open_browser: bool,
+    account: &str,
+) -> Result<Tokens> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(|e| Error::internal(format!("cannot listen for the redirect: {e}")))?;
+    let port = listener
+        .local_addr()
+        .map_err(|e| Error::internal(e.to_string()))?
+        .port();
+    let redirect_uri = format!("http://127.0.0.1:{port}/");
+    let oauth = client(settings, secret, Some(&redirect_uri))?;
+    let (challenge, verifier) = PkceCodeChallenge::new_random_sha256();
+    let (url, state) = oauth
+        .authorize_url(CsrfToken::new_random)
+        .add_scopes(scopes.iter().map(|s| Scope::new(s.to_string())))
+        .add_extra_param("access_type", "offline")
+        .add_extra_param("prompt", "consent")
+        .set_pkce_challenge(challenge)
+        .url();
+    eprintln!("Authorize mailbroker in your browser; if it does not open, visit:");
+    eprintln!("{url}");
+    if open_browser {
+        let _ = std::process::Command::new("xdg-open")
+            .arg(url.as_str())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn();
+    }
+    if matches!(redirect, Redirect::ListenerOrPasted) {
+        eprintln!("(or paste the address the browser ended on, then Enter)");
+    }
+    let landed =
+        wait_for_redirect(&listener, matches!(redirect, Redirect::ListenerOrPasted)).await?;
+    let query: Vec<(String, String)> = url::Url::parse(&landed)
+        .map_err(|e| Error::validation(format!("not a redirect URL: {e}")))?
+        .query_pairs()
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect();
+    let get = |k: &str| query.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+    if let Some(error) = get("error") {
+        return Err(
+            Error::auth_required(format!("authorization was refused: {error}"))
+                .with_next_step(format!("run: mailbroker account login {account}")),
+        );
+    }
+    if get("state").as_deref() != Some(state.secret().as_str()) {
+        return Err(
+            Error::auth_required("the redirect's state does not match this request")
+                .with_next_step(format!("run: mailbroker account login {account}")),
+        );
+    }
+    let code = get("code").ok_or_else(|| Error::auth_required("the redirect carried no code"))?;
+    let response = oauth
+        .exchange_code(AuthorizationCode::new(code))
+        .set_pkce_verifier(verifier)
+        .request_async(&send(http()?))
+        .await
+        .map_err(|e| token_error(e, account))?;
+    let mut tokens = tokens_of(&response, None, secret)?;
+    if tokens.scopes.is_empty() {
+        tokens.scopes = scopes.iter().map(|s| s.to_string()).collect();
+    }
+    Ok(tokens)
+}
+
+/// The URL the browser was sent to: from the listener, or pasted on stdin.
+async fn wait_for_redirect(listener: &tokio::net::TcpListener, pasted: bool) -> Result<String> {
+    let from_listener = async {
+        loop {
+            let (mut socket, _) = listener
+                .accept()
+                .await
+                .map_err(|e| Error::internal(format!("redirect listener: {e}")))?;
+            let mut buf = vec![0u8; 8192];
+            let n = socket.read(&mut buf).await.unwrap_or(0);
+            let head = String::from_utf8_lossy(&buf[..n]).to_string();
+            let Some(path) = head.split_whitespace().nth(1).map(str::to_string) else {
+                continue;
+            };
+            let body = "mailbroker: authorization received; you can close this window.\n";
+            let reply = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = socket.write_all(reply.as_bytes()).await;
+            if path.contains("code=") || path.contains("error=") {
+                return Ok::<String, Error>(format!("http://127.0.0.1{path}"));
+            }
+        }
+    };
+    if !pasted {
+        return from_listener.await;
+    }
+    // A plain thread, not tokio's stdin: a blocked read must not keep the process alive
+    // once the browser's redirect has arrived.
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<String>(1);
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::stdin().lock().lines().map_while(|l| l.ok()) {
+            if line.trim().starts_with("http") && tx.blocking_send(line.trim().to_string()).is_err()
+            {
+                return;
+            }
+        }
+    });
+    let from_stdin = async {
+        match rx.recv().await {
+            Some(url) => Ok::<String, Error>(url),
+            // stdin closed without a URL: keep waiting for the browser.
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        r = from_listener => r,
+        r = from_stdin => r,
+    }
+}
+
+/// A fresh access token from the refresh token; a refused grant is `auth_required`.
+pub async fn refresh(settings: &OAuthSettings, tokens: &Tokens, account: &str) -> Result<Tokens> {
+    let oauth = client(settings, tokens.client_secret.as_deref(), None)?;
+    let response = oauth
+        .exchange_refresh_token(&RefreshToken::new(tokens.refresh_token.clone()))
+        .request_async(&send(http()?))
+        .await
+        .map_err(|e| token_error(e, account))?;
+    let mut fresh = tokens_of(
+        &response,
+        Some(&tokens.refresh_token),
+        tokens.client_secret.as_deref(),
+    )?;
+    if fresh.scopes.is_empty() {
+        fresh.scopes = tokens.scopes.clone();
+    }
+    Ok(fresh)
+}
+
+/// Whether the access token should be refreshed before use (a minute of margin).
+pub fn expired(tokens: &Tokens) -> bool {
+    tokens.expires_at <= now() + 60
+}
