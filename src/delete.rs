@@ -182,16 +182,52 @@ pub async fn execute(
             items: Vec::new(),
         })
         .await?;
-    let mut failures = Vec::new();
-    let mut commands = 0;
+    let mut run = Run {
+        store,
+        manifest_id: id,
+        change_id,
+        mode: manifest.mode,
+        failures: Vec::new(),
+        commands: 0,
+    };
     for (account, groups) in batches(pending, batch_size) {
+        run.account(home, &account, groups, |n| {
+            finished += n;
+            progress(finished, total);
+        })
+        .await?;
+    }
+    let (failures, commands) = (run.failures, run.commands);
+    report(store, id, Some(change_id), failures, commands).await
+}
+
+/// One run of a manifest: where results go, and what it gathered.
+struct Run<'a> {
+    store: &'a Store,
+    manifest_id: i64,
+    change_id: i64,
+    mode: DeleteMode,
+    failures: Vec<serde_json::Value>,
+    commands: u64,
+}
+
+impl Run<'_> {
+    /// One account's batches under its lock, on one connection. The first batch that fails
+    /// ends the account's work: nothing more is sent on a connection in an unknown state.
+    async fn account(
+        &mut self,
+        home: &Home,
+        account: &str,
+        groups: Vec<(Place, Vec<ManifestItem>)>,
+        mut advanced: impl FnMut(u64),
+    ) -> Result<()> {
         let account_id: AccountId = account.parse()?;
         let _lock = home.lock_account(&account_id, LOCK_WAIT).await?;
-        let record = store.account(&account_id).await?;
-        let trash = trash_of(store, &account).await;
-        let mut provider = registry::connect(store, &record).await?;
+        let record = self.store.account(&account_id).await?;
+        let trash = trash_of(self.store, account).await;
+        let mut provider = registry::connect(self.store, &record).await?;
         for (place, items) in groups {
-            let batch = batch_of(&place, &items, manifest.mode, trash.clone());
+            let batch = batch_of(&place, &items, self.mode, trash.clone());
             let started = std::time::Instant::now();
             let outcome = provider.delete(&batch).await;
             tracing::debug!(
@@ -199,38 +235,33 @@ pub async fn execute(
                 n = items.len(),
                 "delete: batch sent"
             );
-            let results = match outcome {
-                Ok(results) => results,
+            match outcome {
+                Ok(results) => {
+                    self.checkpoint(&items, results).await?;
+                    advanced(items.len() as u64);
+                }
                 Err(e) => {
-                    failures.push(serde_json::json!({
+                    self.failures.push(serde_json::json!({
                         "account": account, "mailbox": place.1,
                         "error_type": e.error_type(), "error": e.message(),
                     }));
                     // Unknown outcome: the items stay pending and the next run re-checks
-                    // them. Anything else: they failed; the rest of the account is not tried.
+                    // them. Anything else: they failed.
                     if e.error_type() != "outcome_unknown" {
                         let failed: Vec<ItemResult> = items
                             .iter()
                             .map(|i| ItemResult::new(i.uid, Outcome::Failed).with_error(e.clone()))
                             .collect();
-                        checkpoint(store, id, change_id, manifest.mode, &items, failed).await?;
+                        self.checkpoint(&items, failed).await?;
                     }
                     break;
                 }
-            };
-            let started = std::time::Instant::now();
-            checkpoint(store, id, change_id, manifest.mode, &items, results).await?;
-            tracing::debug!(
-                ms = started.elapsed().as_millis() as u64,
-                "delete: checkpoint"
-            );
-            finished += items.len() as u64;
-            progress(finished, total);
+            }
         }
         provider.close().await;
-        commands += provider.commands_sent();
+        self.commands += provider.commands_sent();
+        Ok(())
     }
-    report(store, id, Some(change_id), failures, commands).await
 }
 
 /// Settles the manifest's status from its items and reports.
@@ -261,88 +292,93 @@ async fn report(
     })
 }
 
-/// Records one batch's results: item statuses, journal lines and the index, together.
-async fn checkpoint(
-    store: &Store,
-    manifest_id: i64,
-    change_id: i64,
+/// One item's status and journal line from what the server did with it. `indexed` is its
+/// index row, when it still has one.
+fn record_of(
+    item: &ManifestItem,
+    result: ItemResult,
     mode: DeleteMode,
-    items: &[ManifestItem],
-    results: Vec<ItemResult>,
-) -> Result<()> {
-    let ids: Vec<i64> = items.iter().map(|i| i.message_id).collect();
-    let indexed: HashMap<i64, MessageRef> = store
-        .existing_refs(&ids)
-        .await?
-        .into_iter()
-        .map(|r| (r.id, r))
-        .collect();
-    let by_uid: HashMap<u32, ItemResult> = results.into_iter().map(|r| (r.uid, r)).collect();
-    let mut outcomes = Vec::with_capacity(items.len());
-    let mut journal = Vec::with_capacity(items.len());
-    for item in items {
-        let result = by_uid.get(&item.uid).cloned().unwrap_or_else(|| {
-            ItemResult::new(item.uid, Outcome::Failed).with_error(Error::verification_failed(
-                "the server's answer did not mention this message",
-            ))
-        });
-        let before = indexed.get(&item.message_id).map_or_else(
-            || MessageState {
-                mailbox: item.mailbox.clone(),
-                uidvalidity: item.uidvalidity,
-                uid: item.uid,
-                read: false,
-                flagged: false,
-                tags: Vec::new(),
-            },
-            crate::write::state_of,
-        );
-        let (status, outcome) = match result.outcome {
-            Outcome::Applied => ("done", "applied"),
-            Outcome::Unchanged => ("done", "unchanged"),
-            Outcome::Stale => ("skipped", "stale"),
-            Outcome::Failed => ("failed", "failed"),
-            Outcome::Unknown => ("failed", "unknown"),
-        };
+    indexed: Option<&MessageRef>,
+) -> (ItemOutcome, JournalItem) {
+    let before = indexed.map_or_else(
+        || MessageState {
+            mailbox: item.mailbox.clone(),
+            uidvalidity: item.uidvalidity,
+            uid: item.uid,
+            read: false,
+            flagged: false,
+            tags: Vec::new(),
+        },
+        crate::write::state_of,
+    );
+    let (status, outcome) = match result.outcome {
+        Outcome::Applied => ("done", "applied"),
+        Outcome::Unchanged => ("done", "unchanged"),
+        Outcome::Stale => ("skipped", "stale"),
+        Outcome::Failed => ("failed", "failed"),
+        Outcome::Unknown => ("failed", "unknown"),
+    };
+    let after = result.moved_to.as_ref().map(|(mailbox, validity, uid)| {
+        let flags = result.observed.as_ref().map(|(_, f)| f);
+        MessageState {
+            mailbox: mailbox.clone(),
+            uidvalidity: *validity,
+            uid: *uid,
+            read: flags.is_some_and(|f| f.read),
+            flagged: flags.is_some_and(|f| f.flagged),
+            tags: flags.map(|f| f.tags.clone()).unwrap_or_default(),
+        }
+    });
+    let error = result.error.as_ref().map(|e| e.message().to_string());
+    let record = ItemOutcome {
+        message_id: item.message_id,
+        status,
+        error: error.clone(),
         // Deleted for good: its index row keeps only its metadata, in `deleted_messages`.
-        let purged = status == "done"
-            && mode == DeleteMode::Permanent
-            && indexed.contains_key(&item.message_id);
-        let after = result.moved_to.as_ref().map(|(mailbox, validity, uid)| {
-            let flags = result.observed.as_ref().map(|(_, f)| f);
-            MessageState {
-                mailbox: mailbox.clone(),
-                uidvalidity: *validity,
-                uid: *uid,
-                read: flags.is_some_and(|f| f.read),
-                flagged: flags.is_some_and(|f| f.flagged),
-                tags: flags.map(|f| f.tags.clone()).unwrap_or_default(),
-            }
-        });
-        outcomes.push(ItemOutcome {
-            message_id: item.message_id,
-            status,
-            error: result.error.as_ref().map(|e| e.message().to_string()),
-            purged,
-        });
-        journal.push(JournalItem {
-            message_id: item.message_id,
-            account: item.account.clone(),
-            outcome: outcome.into(),
-            error_type: result.error.as_ref().map(|e| e.error_type().to_string()),
-            error: result.error.as_ref().map(|e| e.message().to_string()),
-            before,
-            // Only a row still in the index can be moved in it.
-            observed: result
-                .observed
-                .clone()
-                .filter(|_| indexed.contains_key(&item.message_id)),
-            after,
-        });
+        purged: status == "done" && mode == DeleteMode::Permanent && indexed.is_some(),
+    };
+    let line = JournalItem {
+        message_id: item.message_id,
+        account: item.account.clone(),
+        outcome: outcome.into(),
+        error_type: result.error.as_ref().map(|e| e.error_type().to_string()),
+        error,
+        before,
+        // Only a row still in the index can be moved in it.
+        observed: result.observed.clone().filter(|_| indexed.is_some()),
+        after,
+    };
+    (record, line)
+}
+
+/// Records one batch's results: item statuses, journal lines and the index, together.
+impl Run<'_> {
+    async fn checkpoint(&self, items: &[ManifestItem], results: Vec<ItemResult>) -> Result<()> {
+        let (store, mode) = (self.store, self.mode);
+        let ids: Vec<i64> = items.iter().map(|i| i.message_id).collect();
+        let indexed: HashMap<i64, MessageRef> = store
+            .existing_refs(&ids)
+            .await?
+            .into_iter()
+            .map(|r| (r.id, r))
+            .collect();
+        let by_uid: HashMap<u32, ItemResult> = results.into_iter().map(|r| (r.uid, r)).collect();
+        let mut outcomes = Vec::with_capacity(items.len());
+        let mut journal = Vec::with_capacity(items.len());
+        for item in items {
+            let result = by_uid.get(&item.uid).cloned().unwrap_or_else(|| {
+                ItemResult::new(item.uid, Outcome::Failed).with_error(Error::verification_failed(
+                    "the server's answer did not mention this message",
+                ))
+            });
+            let (outcome, line) = record_of(item, result, mode, indexed.get(&item.message_id));
+            outcomes.push(outcome);
+            journal.push(line);
+        }
+        store
+            .checkpoint(self.manifest_id, self.change_id, &outcomes, &journal)
+            .await
     }
-    store
-        .checkpoint(manifest_id, change_id, &outcomes, &journal)
-        .await
 }
 
 #[cfg(test)]

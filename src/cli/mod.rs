@@ -494,6 +494,36 @@ async fn show_body(
     Ok(())
 }
 
+async fn add_gmail(store: &Store, args: &GmailArgs, json: bool) -> Result<()> {
+    let id: AccountId = args.id.parse()?;
+    let secret = match &args.client_secret_file {
+        Some(f) => Some(
+            std::fs::read_to_string(f)
+                .map_err(|e| Error::validation(format!("cannot read {}: {e}", f.display())))?
+                .trim()
+                .to_string(),
+        ),
+        None => None,
+    };
+    let settings = mailbroker_gmail::oauth::OAuthSettings {
+        client_id: args.client_id.clone(),
+        auth_url: args.auth_url.clone(),
+        token_url: args.token_url.clone(),
+        api_base: args.api_base.clone(),
+    };
+    let view = crate::oauth_accounts::add_gmail(
+        store,
+        id,
+        args.email.clone(),
+        settings,
+        secret,
+        args.allow_permanent_delete,
+        args.consent.consent(),
+    )
+    .await?;
+    print_account(&view, json)
+}
+
 fn print_account(view: &accounts::AccountView, json: bool) -> Result<()> {
     if json {
         return print_json(Some("account"), view);
@@ -516,37 +546,7 @@ async fn account(store: &Store, cmd: AccountCommand, json: bool) -> Result<()> {
             let view = accounts::add_imap(store, id, args.email.clone(), config).await?;
             print_account(&view, json)
         }
-        AccountCommand::Add(AddCommand::Gmail(args)) => {
-            let id: AccountId = args.id.parse()?;
-            let secret = match &args.client_secret_file {
-                Some(f) => Some(
-                    std::fs::read_to_string(f)
-                        .map_err(|e| {
-                            Error::validation(format!("cannot read {}: {e}", f.display()))
-                        })?
-                        .trim()
-                        .to_string(),
-                ),
-                None => None,
-            };
-            let settings = mailbroker_gmail::oauth::OAuthSettings {
-                client_id: args.client_id.clone(),
-                auth_url: args.auth_url.clone(),
-                token_url: args.token_url.clone(),
-                api_base: args.api_base.clone(),
-            };
-            let view = crate::oauth_accounts::add_gmail(
-                store,
-                id,
-                args.email.clone(),
-                settings,
-                secret,
-                args.allow_permanent_delete,
-                args.consent.consent(),
-            )
-            .await?;
-            print_account(&view, json)
-        }
+        AccountCommand::Add(AddCommand::Gmail(args)) => add_gmail(store, &args, json).await,
         AccountCommand::Login { id, consent } => {
             let id: AccountId = id.parse()?;
             let view = crate::oauth_accounts::login(store, &id, false, consent.consent()).await?;

@@ -116,35 +116,40 @@ impl ImapProvider {
                     results.values_mut().for_each(|r| r.moved_to = None);
                 }
                 (None, _) => {
-                    self.expunge_exactly(&live)
-                        .await
-                        .map_err(|e| unknown_if_lost(e, &live))?;
-                    let left: HashSet<Uid> = self
-                        .read_flags(&live)
-                        .await
-                        .map_err(|e| unknown_if_lost(e, &live))?
-                        .into_iter()
-                        .map(|(u, _, _)| u)
-                        .collect();
-                    for uid in &live {
-                        let result = if left.contains(uid) {
-                            ItemResult::new(*uid, Outcome::Failed).with_error(
-                                Error::verification_failed(format!(
-                                    "uid {uid} is still in {:?} after UID EXPUNGE",
-                                    batch.mailbox
-                                )),
-                            )
-                        } else {
-                            ItemResult::new(*uid, Outcome::Applied)
-                        };
-                        results.insert(*uid, result);
-                    }
+                    let gone = self.expunge_and_verify(&live, &batch.mailbox).await?;
+                    results.extend(gone.into_iter().map(|r| (r.uid, r)));
                 }
             }
         }
         let mut out: Vec<ItemResult> = results.into_values().collect();
         out.sort_by_key(|r| r.uid);
         Ok(out)
+    }
+
+    /// Expunges exactly `live` from the selected `mailbox` and checks they are gone.
+    async fn expunge_and_verify(&mut self, live: &[Uid], mailbox: &str) -> Result<Vec<ItemResult>> {
+        self.expunge_exactly(live)
+            .await
+            .map_err(|e| unknown_if_lost(e, live))?;
+        let left: HashSet<Uid> = self
+            .read_flags(live)
+            .await
+            .map_err(|e| unknown_if_lost(e, live))?
+            .into_iter()
+            .map(|(u, _, _)| u)
+            .collect();
+        Ok(live
+            .iter()
+            .map(|uid| {
+                if left.contains(uid) {
+                    ItemResult::new(*uid, Outcome::Failed).with_error(Error::verification_failed(
+                        format!("uid {uid} is still in {mailbox:?} after UID EXPUNGE"),
+                    ))
+                } else {
+                    ItemResult::new(*uid, Outcome::Applied)
+                }
+            })
+            .collect())
     }
 
     /// `\Deleted` then `UID EXPUNGE` of exactly `uids` in the selected mailbox.
