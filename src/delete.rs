@@ -351,8 +351,8 @@ fn record_of(
     (record, line)
 }
 
-/// Records one batch's results: item statuses, journal lines and the index, together.
 impl Run<'_> {
+    /// Records one batch's results: item statuses, journal lines and the index, together.
     async fn checkpoint(&self, items: &[ManifestItem], results: Vec<ItemResult>) -> Result<()> {
         let (store, mode) = (self.store, self.mode);
         let ids: Vec<i64> = items.iter().map(|i| i.message_id).collect();
