@@ -53,17 +53,16 @@ pub fn check_size(count: usize, limit: usize) -> Result<()> {
 
 type Place = (String, String, u32);
 
-/// Pending items grouped per account, then per mailbox and UIDVALIDITY, in batches.
-fn batches(
-    items: Vec<ManifestItem>,
-    size: usize,
-) -> BTreeMap<String, Vec<(Place, Vec<ManifestItem>)>> {
+/// Pending items per account, then per mailbox and UIDVALIDITY, in batches.
+type Batches = BTreeMap<String, Vec<(Place, Vec<ManifestItem>)>>;
+
+fn batches(items: Vec<ManifestItem>, size: usize) -> Batches {
     let mut places: BTreeMap<Place, Vec<ManifestItem>> = BTreeMap::new();
     for item in items {
         let place = (item.account.clone(), item.mailbox.clone(), item.uidvalidity);
         places.entry(place).or_default().push(item);
     }
-    let mut out: BTreeMap<String, Vec<(Place, Vec<ManifestItem>)>> = BTreeMap::new();
+    let mut out = Batches::new();
     for (place, items) in places {
         for chunk in items.chunks(size.max(1)) {
             out.entry(place.0.clone())
@@ -102,12 +101,16 @@ fn batch_of(
 pub async fn plan(store: &Store, id: i64, batch_size: usize) -> Result<Vec<String>> {
     let manifest = store.manifest(id, false).await?;
     let pending = store.manifest_items(id, Some("pending")).await?;
+    plan_of(store, manifest.mode, &batches(pending, batch_size)).await
+}
+
+async fn plan_of(store: &Store, mode: DeleteMode, groups: &Batches) -> Result<Vec<String>> {
     let mut lines = Vec::new();
-    for (account, groups) in batches(pending, batch_size) {
+    for (account, groups) in groups {
         let record = store.account(&account.parse()?).await?;
-        let trash = trash_of(store, &account).await;
+        let trash = trash_of(store, account).await;
         for (place, items) in groups {
-            let batch = batch_of(&place, &items, manifest.mode, trash.clone());
+            let batch = batch_of(place, items, mode, trash.clone());
             lines.extend(registry::plan_delete(&record, &batch));
         }
     }
@@ -162,18 +165,18 @@ pub async fn execute(
     let total = manifest.summary["count"]
         .as_u64()
         .unwrap_or(pending.len() as u64);
-    let mut finished = total - pending.len() as u64;
+    let mut finished = total.saturating_sub(pending.len() as u64);
     progress(finished, total);
+    let groups = batches(pending, batch_size);
     store.set_manifest_status(id, "executing").await?;
-    let mode = serde_json::to_value(manifest.mode).unwrap_or_default();
     let change_id = store
         .open_change(&ChangeRecord {
             id: 0,
             created_at: 0,
             origin: "cli".into(),
             selection: serde_json::json!({ "manifest": id }),
-            patch: serde_json::json!({ "delete": mode }),
-            plan: plan(store, id, batch_size).await?,
+            patch: serde_json::json!({ "delete": manifest.mode.as_str() }),
+            plan: plan_of(store, manifest.mode, &groups).await?,
             undo_of: None,
             applied: 0,
             unchanged: 0,
@@ -190,7 +193,7 @@ pub async fn execute(
         failures: Vec::new(),
         commands: 0,
     };
-    for (account, groups) in batches(pending, batch_size) {
+    for (account, groups) in groups {
         run.account(home, &account, groups, |n| {
             finished += n;
             progress(finished, total);

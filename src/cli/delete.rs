@@ -64,7 +64,7 @@ pub async fn stage(store: &Store, args: StageArgs, json: bool) -> Result<()> {
         println!(
             "would stage {} message(s) for {} deletion",
             rows.len(),
-            mode_name(mode)
+            mode.as_str()
         );
         return Ok(());
     }
@@ -77,20 +77,13 @@ pub async fn stage(store: &Store, args: StageArgs, json: bool) -> Result<()> {
     Ok(())
 }
 
-fn mode_name(mode: DeleteMode) -> &'static str {
-    match mode {
-        DeleteMode::Trash => "trash",
-        DeleteMode::Permanent => "permanent",
-    }
-}
-
 fn print_summary(m: &Manifest) {
     let s = &m.summary;
     println!(
         "manifest {} [{}] {}: {} message(s), {} bytes, from {} ({})",
         m.id,
         m.status,
-        mode_name(m.mode),
+        m.mode.as_str(),
         s["count"],
         s["bytes"],
         m.origin,

@@ -47,10 +47,7 @@ pub struct Tokens(Arc<Mutex<HashMap<String, (String, Instant)>>>);
 
 impl Tokens {
     pub fn issue(&self, binding: &str) -> Result<String> {
-        let mut bytes = [0u8; 16];
-        getrandom::fill(&mut bytes)
-            .map_err(|e| Error::internal(format!("no randomness for a token: {e}")))?;
-        let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        let token = super::random_hex(16)?;
         let mut map = self
             .0
             .lock()

@@ -91,9 +91,7 @@ fn load_token(home: &Home, file: Option<&PathBuf>) -> Result<(String, String)> {
     if let Ok(text) = std::fs::read_to_string(&path) {
         return Ok((text.trim().to_string(), path.display().to_string()));
     }
-    let mut bytes = [0u8; 32];
-    getrandom::fill(&mut bytes).map_err(|e| Error::internal(format!("no randomness: {e}")))?;
-    let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let token = super::random_hex(32)?;
     std::fs::write(&path, format!("{token}\n"))
         .map_err(|e| Error::internal(format!("cannot write {}: {e}", path.display())))?;
     restrict_file(&path)?;

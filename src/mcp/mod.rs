@@ -82,6 +82,13 @@ impl McpServer {
     }
 }
 
+/// `bytes` random bytes from the OS, as hex: confirm tokens and the HTTP bearer token.
+pub(crate) fn random_hex(bytes: usize) -> Result<String> {
+    let mut buf = vec![0u8; bytes];
+    getrandom::fill(&mut buf).map_err(|e| Error::internal(format!("no randomness: {e}")))?;
+    Ok(buf.iter().map(|b| format!("{b:02x}")).collect())
+}
+
 /// A tool's failure as MCP wants it: a result with `isError` and the SPEC §10 fields, never a
 /// JSON-RPC error (those are for protocol faults).
 pub(crate) fn failure(e: &Error) -> CallToolResult {

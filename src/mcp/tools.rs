@@ -11,7 +11,6 @@ use rmcp::{ErrorData, RoleServer, tool, tool_router};
 use super::confirm::{self, Asked};
 use super::views::*;
 use super::{McpServer, failure, respond, success};
-use crate::store::MessageRef;
 use crate::{delete, read, search, write};
 use mailbroker_core::{AccountId, Error, Patch, Result};
 
@@ -42,6 +41,24 @@ impl McpServer {
         account.map(|a| a.parse()).transpose()
     }
 
+    /// The accounts a tool works on: the one named (`not_found` if unknown), or all.
+    async fn accounts_for(&self, account: Option<String>) -> Result<Vec<AccountId>> {
+        let Some(id) = Self::account_filter(account)? else {
+            return Ok(self
+                .store
+                .accounts()
+                .await?
+                .into_iter()
+                .map(|a| a.id)
+                .collect());
+        };
+        self.store
+            .account(&id)
+            .await
+            .map_err(|e| e.with_next_step("call list_accounts for the account ids"))?;
+        Ok(vec![id])
+    }
+
     async fn accounts_view(&self) -> Result<AccountsOut> {
         let mut accounts = Vec::new();
         for a in self.store.accounts().await? {
@@ -59,7 +76,7 @@ impl McpServer {
                 capabilities: a.capabilities.extensions.clone(),
                 write_route: a.provider.as_str().to_string(),
                 messages,
-                last_sync_at: last_sync(a.last_sync_at),
+                last_sync_at: a.last_sync_at.map(rfc3339),
             });
         }
         Ok(AccountsOut {
@@ -69,16 +86,12 @@ impl McpServer {
     }
 
     async fn mailboxes_view(&self, account: Option<String>) -> Result<MailboxesOut> {
-        let only = Self::account_filter(account)?;
         let mut out = Vec::new();
-        for a in self.store.accounts().await? {
-            if only.as_ref().is_some_and(|o| *o != a.id) {
-                continue;
-            }
-            let mailboxes = self.store.mailboxes(&a.id).await?;
-            let tags = self.store.tag_catalog(&a.id).await?;
+        for id in self.accounts_for(account).await? {
+            let mailboxes = self.store.mailboxes(&id).await?;
+            let tags = self.store.tag_catalog(&id).await?;
             out.push(AccountMailboxes {
-                account: a.id.to_string(),
+                account: id.to_string(),
                 mailboxes: mailboxes
                     .into_iter()
                     .map(|m| MailboxView {
@@ -93,12 +106,6 @@ impl McpServer {
                     .map(|(tag, messages)| TagView { tag, messages })
                     .collect(),
             });
-        }
-        if let Some(id) = only
-            && out.is_empty()
-        {
-            return Err(Error::not_found(format!("no account {id}"))
-                .with_next_step("call list_accounts for the account ids"));
         }
         Ok(MailboxesOut {
             success: true,
@@ -150,7 +157,7 @@ impl McpServer {
                 cc: row.cc,
                 subject: row.subject,
                 date: row.date,
-                flags: words(row.place.read, row.place.flagged),
+                flags: state_words(row.place.read, row.place.flagged),
                 tags: row.place.tags,
                 attachments: text
                     .attachments
@@ -208,14 +215,10 @@ impl McpServer {
     }
 
     async fn sync_view(&self, account: Option<String>) -> Result<SyncOut> {
-        let only = Self::account_filter(account)?;
         let mut accounts = Vec::new();
-        for a in self.store.accounts().await? {
-            if only.as_ref().is_some_and(|o| *o != a.id) {
-                continue;
-            }
+        for id in self.accounts_for(account).await? {
             let r =
-                crate::sync::sync_account(&self.home, &self.store, &a.id, false, |_, _| {}).await?;
+                crate::sync::sync_account(&self.home, &self.store, &id, false, |_, _| {}).await?;
             accounts.push(SyncView {
                 account: r.account.to_string(),
                 added: r.added,
@@ -223,12 +226,6 @@ impl McpServer {
                 removed: r.removed,
                 duration_ms: r.duration_ms,
             });
-        }
-        if let Some(id) = only
-            && accounts.is_empty()
-        {
-            return Err(Error::not_found(format!("no account {id}"))
-                .with_next_step("call list_accounts for the account ids"));
         }
         Ok(SyncOut {
             success: true,
@@ -245,14 +242,13 @@ impl McpServer {
         ctx: &RequestContext<RoleServer>,
         tool: &str,
         args: &serde_json::Value,
-        rows: &[MessageRef],
+        ids: &[i64],
         reason: Option<String>,
         mut dry: ChangeOut,
         (dry_run, token): (bool, Option<&str>),
         round: (Option<String>, Option<rmcp::model::InputResponses>),
     ) -> Result<Option<CallToolResponse>> {
-        let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
-        let binding = confirm::binding(tool, args, &ids);
+        let binding = confirm::binding(tool, args, ids);
         if dry_run {
             if let Some(reason) = reason {
                 dry.confirm_token = Some(self.tokens.issue(&binding)?);
@@ -290,19 +286,17 @@ impl McpServer {
         let (selection, rows) =
             write::resolve_selection(&self.store, &args.ids, args.query.as_deref()).await?;
         delete::check_size(rows.len(), delete::MAX_MESSAGES)?;
-        let mode_name = serde_json::to_value(mode)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default();
+        let mode_name = mode.as_str();
         let reason = format!("stages {} message(s) for {mode_name} deletion", rows.len());
         let json = serde_json::to_value(&args).map_err(|e| Error::internal(e.to_string()))?;
-        let dry = ChangeOut::staged(rows.len() as u64, &mode_name, true);
+        let dry = ChangeOut::staged(rows.len() as u64, mode_name, true);
         let flags = (args.dry_run, args.confirm_token.as_deref());
+        let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
         let gate = self.gate(
             ctx,
             "update_message",
             &json,
-            &rows,
+            &ids,
             Some(reason),
             dry,
             flags,
@@ -320,7 +314,7 @@ impl McpServer {
             delete::MAX_MESSAGES,
         )
         .await?;
-        let mut out = ChangeOut::staged(rows.len() as u64, &mode_name, false);
+        let mut out = ChangeOut::staged(rows.len() as u64, mode_name, false);
         out.manifest_id = Some(manifest.id);
         out.summary = Some(manifest.summary);
         out.next_step = Some(format!("run: mailbroker delete-staged {}", manifest.id));
@@ -364,12 +358,13 @@ impl McpServer {
         let json = serde_json::to_value(&args).map_err(|e| Error::internal(e.to_string()))?;
         let reason = plan.confirmation_reason(self.options.confirm_above);
         let flags = (args.dry_run, args.confirm_token.as_deref());
-        let dry = ChangeOut::of_plan(&plan);
+        let dry = ChangeOut::of(&plan);
+        let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
         let gate = self.gate(
             ctx,
             "update_message",
             &json,
-            &rows,
+            &ids,
             reason,
             dry,
             flags,
@@ -388,7 +383,7 @@ impl McpServer {
             false,
         )
         .await?;
-        Ok(success(&ChangeOut::of(report)).into())
+        Ok(success(&ChangeOut::of(&report)).into())
     }
 
     async fn undo(
@@ -399,18 +394,16 @@ impl McpServer {
     ) -> Result<CallToolResponse> {
         let plan = write::undo(&self.home, &self.store, args.change_id, true).await?;
         let json = serde_json::to_value(&args).map_err(|e| Error::internal(e.to_string()))?;
-        let change = self.store.change(args.change_id).await?;
-        let ids: Vec<i64> = change.items.iter().map(|i| i.message_id).collect();
-        let rows = self.store.message_refs(&ids).await.unwrap_or_default();
         let reason = plan.confirmation_reason(self.options.confirm_above);
         let flags = (args.dry_run, args.confirm_token.as_deref());
-        let dry = ChangeOut::of_plan(&plan);
-        let gate = self.gate(ctx, "undo_change", &json, &rows, reason, dry, flags, round);
+        let dry = ChangeOut::of(&plan);
+        // The journal fixes which messages an undo touches: the change id binds them.
+        let gate = self.gate(ctx, "undo_change", &json, &[], reason, dry, flags, round);
         if let Some(answer) = gate.await? {
             return Ok(answer);
         }
         let report = write::undo(&self.home, &self.store, args.change_id, false).await?;
-        Ok(success(&ChangeOut::of(report)).into())
+        Ok(success(&ChangeOut::of(&report)).into())
     }
 }
 

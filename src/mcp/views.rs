@@ -10,7 +10,7 @@ use crate::write::ChangeReport;
 /// Longest snippet in a search row.
 const SNIPPET_CHARS: usize = 160;
 
-fn rfc3339(secs: i64) -> String {
+pub fn rfc3339(secs: i64) -> String {
     mail_parser::DateTime::from_timestamp(secs).to_rfc3339()
 }
 
@@ -176,7 +176,7 @@ pub struct MailboxesOut {
 }
 
 /// State words of a message: `unread`/`read`, `flagged`.
-fn state_words(read: bool, flagged: bool) -> Vec<String> {
+pub fn state_words(read: bool, flagged: bool) -> Vec<String> {
     let mut out = vec![if read { "read" } else { "unread" }.to_string()];
     if flagged {
         out.push("flagged".into());
@@ -258,7 +258,7 @@ pub struct MessagesOut {
     pub messages: Vec<MessageView>,
 }
 
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Default, Serialize, JsonSchema)]
 pub struct FailureView {
     pub id: i64,
     pub error_type: String,
@@ -266,7 +266,7 @@ pub struct FailureView {
 }
 
 /// The result of a write (or its dry run).
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Default, Serialize, JsonSchema)]
 pub struct ChangeOut {
     pub success: bool,
     /// Journal id, for list_changes and undo_change; absent for a dry run or no-op.
@@ -294,21 +294,12 @@ pub struct ChangeOut {
 }
 
 impl ChangeOut {
-    pub fn of_plan(report: &ChangeReport) -> ChangeOut {
-        ChangeOut::of(ChangeReport {
-            plan: report.plan.clone(),
-            failures: Vec::new(),
-            move_role: report.move_role.clone(),
-            ..*report
-        })
-    }
-
-    pub fn of(report: ChangeReport) -> ChangeOut {
+    pub fn of(report: &ChangeReport) -> ChangeOut {
         ChangeOut {
             success: report.failed == 0,
             change_id: report.change_id,
             dry_run: report.dry_run,
-            plan: report.plan,
+            plan: report.plan.clone(),
             planned: report.planned,
             applied: report.applied,
             unchanged: report.unchanged,
@@ -316,18 +307,14 @@ impl ChangeOut {
             failed: report.failed,
             failures: report
                 .failures
-                .into_iter()
+                .iter()
                 .map(|f| FailureView {
                     id: f.id,
-                    error_type: f.error_type,
-                    error: f.error,
+                    error_type: f.error_type.clone(),
+                    error: f.error.clone(),
                 })
                 .collect(),
-            confirmation_required: None,
-            confirm_token: None,
-            manifest_id: None,
-            summary: None,
-            next_step: None,
+            ..ChangeOut::default()
         }
     }
 
@@ -335,22 +322,12 @@ impl ChangeOut {
     pub fn staged(count: u64, mode: &str, dry_run: bool) -> ChangeOut {
         ChangeOut {
             success: true,
-            change_id: None,
             dry_run,
             plan: vec![format!(
                 "stage a {mode} deletion manifest of {count} message(s); nothing is deleted until the user runs it"
             )],
             planned: count,
-            applied: 0,
-            unchanged: 0,
-            stale: 0,
-            failed: 0,
-            failures: Vec::new(),
-            confirmation_required: None,
-            confirm_token: None,
-            manifest_id: None,
-            summary: None,
-            next_step: None,
+            ..ChangeOut::default()
         }
     }
 }
@@ -417,10 +394,7 @@ impl From<&crate::store::Manifest> for ManifestView {
             id: m.id,
             created_at: rfc3339(m.created_at),
             origin: m.origin.clone(),
-            mode: serde_json::to_value(m.mode)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default(),
+            mode: m.mode.as_str().to_string(),
             status: m.status.clone(),
             summary: m.summary.clone(),
             counts: m.counts.clone(),
@@ -453,12 +427,4 @@ pub struct SyncView {
 pub struct SyncOut {
     pub success: bool,
     pub accounts: Vec<SyncView>,
-}
-
-pub fn last_sync(at: Option<i64>) -> Option<String> {
-    at.map(rfc3339)
-}
-
-pub fn words(read: bool, flagged: bool) -> Vec<String> {
-    state_words(read, flagged)
 }

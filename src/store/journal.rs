@@ -80,7 +80,11 @@ impl Store {
     }
 
     pub async fn changes(&self, limit: u32) -> Result<Vec<ChangeRecord>, Error> {
-        let ids = self.latest_ids("changes", limit).await?;
+        let ids: Vec<i64> = sqlx::query_scalar("SELECT id FROM changes ORDER BY id DESC LIMIT ?")
+            .bind(i64::from(limit))
+            .fetch_all(self.pool())
+            .await
+            .map_err(db_error)?;
         let mut out = Vec::new();
         for id in ids {
             let mut change = self.change(id).await?;

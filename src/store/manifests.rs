@@ -55,13 +55,6 @@ type ManifestRow = (
     Option<i64>,
 );
 
-fn mode_str(mode: DeleteMode) -> &'static str {
-    match mode {
-        DeleteMode::Trash => "trash",
-        DeleteMode::Permanent => "permanent",
-    }
-}
-
 /// One item's outcome in a checkpoint.
 pub struct ItemOutcome {
     pub message_id: i64,
@@ -114,7 +107,7 @@ impl Store {
         .bind(now)
         .bind(origin)
         .bind(selection.to_string())
-        .bind(mode_str(mode))
+        .bind(mode.as_str())
         .bind(now)
         .fetch_one(&mut *tx)
         .await
@@ -152,13 +145,26 @@ impl Store {
 
     /// Manifests, newest first; `statuses` empty means all.
     pub async fn manifests(&self, statuses: &[&str], limit: u32) -> Result<Vec<Manifest>, Error> {
-        let ids = self.latest_ids("manifests", limit).await?;
-        let mut out = Vec::new();
-        for id in ids {
-            let m = self.manifest(id, false).await?;
-            if statuses.is_empty() || statuses.contains(&m.status.as_str()) {
-                out.push(m);
+        // Filtered before the limit, so old pending manifests are not hidden by newer ones.
+        let mut q = QueryBuilder::<Sqlite>::new("SELECT id FROM manifests");
+        if !statuses.is_empty() {
+            q.push(" WHERE status IN (");
+            let mut list = q.separated(", ");
+            for status in statuses {
+                list.push_bind(*status);
             }
+            q.push(")");
+        }
+        q.push(" ORDER BY id DESC LIMIT ")
+            .push_bind(i64::from(limit));
+        let ids: Vec<i64> = q
+            .build_query_scalar()
+            .fetch_all(self.pool())
+            .await
+            .map_err(db_error)?;
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            out.push(self.manifest(id, false).await?);
         }
         Ok(out)
     }

@@ -76,19 +76,6 @@ impl Store {
         &self.pool
     }
 
-    /// The newest ids of the change journal or of the manifests, newest first.
-    pub(crate) async fn latest_ids(&self, table: &str, limit: u32) -> Result<Vec<i64>, Error> {
-        let sql = match table {
-            "manifests" => "SELECT id FROM manifests ORDER BY id DESC LIMIT ?",
-            _ => "SELECT id FROM changes ORDER BY id DESC LIMIT ?",
-        };
-        sqlx::query_scalar(sql)
-            .bind(i64::from(limit))
-            .fetch_all(&self.pool)
-            .await
-            .map_err(db_error)
-    }
-
     pub async fn close(&self) {
         self.pool.close().await;
     }

@@ -387,13 +387,6 @@ pub async fn messages_trash(
         let (add, remove) = match verb.as_str() {
             "trash" => (vec!["TRASH".to_string()], vec!["INBOX".to_string()]),
             "untrash" => (vec![], vec!["TRASH".to_string()]),
-            "modify" => {
-                return error(
-                    StatusCode::METHOD_NOT_ALLOWED,
-                    "badRequest",
-                    "use POST with a body",
-                );
-            }
             _ => return error(StatusCode::NOT_FOUND, "notFound", "Not Found"),
         };
         apply_modify(&mut s, &id, &add, &remove)

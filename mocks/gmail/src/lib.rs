@@ -19,10 +19,10 @@ use axum::extract::State as AxState;
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::json;
 
+use state::State;
 pub use state::{Logged, SCOPE_FULL, SCOPE_MODIFY};
-use state::{State, Token};
 
 pub(crate) fn lock(state: &api::Shared) -> std::sync::MutexGuard<'_, State> {
     state
@@ -205,17 +205,7 @@ async fn control_token(
     AxState(state): AxState<api::Shared>,
     Json(t): Json<TokenSpec>,
 ) -> impl IntoResponse {
-    let mut s = lock(&state);
-    let token = format!("ya29.mock-{}", state::random_hex(16));
-    let expires = Instant::now() + s.token_ttl;
-    s.tokens.insert(
-        token.clone(),
-        Token {
-            scopes: t.scopes,
-            expires,
-            refresh: None,
-        },
-    );
+    let token = lock(&state).mint_token(t.scopes, None);
     Json(json!({ "access_token": token }))
 }
 
@@ -263,19 +253,8 @@ impl GmailMock {
 
     /// A current access token with these scopes.
     pub fn token(&self, scopes: &[&str]) -> String {
-        let mut s = lock(&self.state);
-        let token = format!("ya29.mock-{}", state::random_hex(16));
-        let expires = Instant::now() + s.token_ttl;
         let scopes = scopes.iter().map(|s| s.to_string()).collect();
-        s.tokens.insert(
-            token.clone(),
-            Token {
-                scopes,
-                expires,
-                refresh: None,
-            },
-        );
-        token
+        lock(&self.state).mint_token(scopes, None)
     }
 
     /// The labels of one message, by name.
@@ -290,10 +269,5 @@ impl GmailMock {
                     .collect()
             })
             .unwrap_or_default()
-    }
-
-    pub fn snapshot(&self) -> Value {
-        let s = lock(&self.state);
-        json!({ "messages": s.messages.len(), "historyId": s.history_id.to_string() })
     }
 }

@@ -2,8 +2,6 @@
 //! once (redirecting with a code), a token endpoint that checks PKCE (S256) and refreshes, and
 //! revocation.
 
-use std::time::Instant;
-
 use axum::Form;
 use axum::Json;
 use axum::extract::{Query, State as AxState};
@@ -15,7 +13,7 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use crate::api::Shared;
-use crate::state::{Grant, Token, random_hex};
+use crate::state::{Grant, random_hex};
 
 #[derive(Deserialize)]
 pub struct AuthRequest {
@@ -138,7 +136,6 @@ pub async fn token(AxState(state): AxState<Shared>, Form(req): Form<TokenRequest
             );
         }
     };
-    let access = format!("ya29.mock-{}", random_hex(16));
     let refresh = match req.grant_type.as_str() {
         "authorization_code" => {
             let r = format!("1//mock-{}", random_hex(16));
@@ -147,15 +144,9 @@ pub async fn token(AxState(state): AxState<Shared>, Form(req): Form<TokenRequest
         }
         _ => None,
     };
+    let minted_by = refresh.clone().or(req.refresh_token.clone());
+    let access = s.mint_token(scopes.clone(), minted_by);
     let ttl = s.token_ttl;
-    s.tokens.insert(
-        access.clone(),
-        Token {
-            scopes: scopes.clone(),
-            expires: Instant::now() + ttl,
-            refresh: refresh.clone(),
-        },
-    );
     let mut body = json!({
         "access_token": access, "token_type": "Bearer",
         "expires_in": ttl.as_secs(), "scope": scopes.join(" "),

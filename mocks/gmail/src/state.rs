@@ -236,6 +236,22 @@ impl State {
         self.history_id
     }
 
+    /// A new access token with `scopes`, live for the token TTL. `minted_by` is the refresh
+    /// token behind it, so revoking that ends this one too.
+    pub fn mint_token(&mut self, scopes: Vec<String>, minted_by: Option<String>) -> String {
+        let token = format!("ya29.mock-{}", random_hex(16));
+        let expires = Instant::now() + self.token_ttl;
+        self.tokens.insert(
+            token.clone(),
+            Token {
+                scopes,
+                expires,
+                refresh: minted_by,
+            },
+        );
+        token
+    }
+
     pub fn create_label(&mut self, name: &str) -> Label {
         if let Some(l) = self.labels.values().find(|l| l.name == name) {
             return l.clone();

@@ -12,6 +12,15 @@ pub enum DeleteMode {
     Permanent,
 }
 
+impl DeleteMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeleteMode::Trash => "trash",
+            DeleteMode::Permanent => "permanent",
+        }
+    }
+}
+
 /// A change request with patch semantics: a field left out is unchanged (SPEC §2).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Patch {
