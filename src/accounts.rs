@@ -37,6 +37,7 @@ pub async fn add_imap(
         capabilities,
         created_at: now_secs(),
         last_sync_at: None,
+        sync_cursor: None,
     };
     store
         .add_account(&record, ("password", &config.password), &mailboxes)

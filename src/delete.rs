@@ -3,6 +3,7 @@
 //! trait, checkpointing after each batch, so a run killed at any moment resumes where it
 //! stopped: nothing lost, nothing deleted twice.
 
+use mailbroker_core::Uid;
 use std::collections::{BTreeMap, HashMap};
 
 use mailbroker_core::{AccountId, DeleteBatch, DeleteMode, Error, ItemResult, Outcome, Result};
@@ -51,7 +52,7 @@ pub fn check_size(count: usize, limit: usize) -> Result<()> {
     Ok(())
 }
 
-type Place = (String, String, u32);
+type Place = (String, String, mailbroker_core::UidValidity);
 
 /// Pending items per account, then per mailbox and UIDVALIDITY, in batches.
 type Batches = BTreeMap<String, Vec<(Place, Vec<ManifestItem>)>>;
@@ -365,7 +366,7 @@ impl Run<'_> {
             .into_iter()
             .map(|r| (r.id, r))
             .collect();
-        let by_uid: HashMap<u32, ItemResult> = results.into_iter().map(|r| (r.uid, r)).collect();
+        let by_uid: HashMap<Uid, ItemResult> = results.into_iter().map(|r| (r.uid, r)).collect();
         let mut outcomes = Vec::with_capacity(items.len());
         let mut journal = Vec::with_capacity(items.len());
         for item in items {

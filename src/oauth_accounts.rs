@@ -2,6 +2,9 @@
 //! token, scopes and API reachability. Tokens are stored as the account's `oauth` secret.
 
 use mailbroker_core::{AccountId, Capabilities, Error, ProviderKind, Result};
+use mailbroker_gmail::api;
+use mailbroker_gmail::client::Client;
+use mailbroker_gmail::convert::{Cursor, mailboxes};
 use mailbroker_gmail::oauth::{self, OAuthSettings, Redirect, SCOPE_FULL, SCOPE_MODIFY, Tokens};
 use serde::Serialize;
 
@@ -75,10 +78,9 @@ pub async fn add_gmail(
         id.as_str(),
     )
     .await?;
-    let labels =
-        mailbroker_gmail::api::labels(&settings, &tokens.access_token, id.as_str()).await?;
-    let profile =
-        mailbroker_gmail::api::profile(&settings, &tokens.access_token, id.as_str()).await?;
+    let client = Client::new(settings.clone(), tokens.clone(), id.as_str())?;
+    let labels = api::labels(&client).await?;
+    let profile = api::profile(&client).await?;
     let record = AccountRecord {
         id,
         provider: ProviderKind::Gmail,
@@ -87,15 +89,18 @@ pub async fn add_gmail(
         capabilities: Capabilities {
             extensions: tokens.scopes.clone(),
             custom_tags: true,
-            max_tag_len: Some(225),
+            max_tag_len: Some(mailbroker_gmail::MAX_LABEL_LEN),
         },
         created_at: now_secs(),
         last_sync_at: None,
+        sync_cursor: None,
     };
-    let mailboxes = mailbroker_gmail::api::mailboxes(&labels);
+    let mut cursor = Cursor::default();
+    cursor.set_labels(&labels);
     store
-        .add_account(&record, (SECRET_KIND, &encode(&tokens)?), &mailboxes)
+        .add_account(&record, (SECRET_KIND, &encode(&tokens)?), &mailboxes())
         .await?;
+    store.set_sync_cursor(&record.id, &cursor.encode()).await?;
     show(store, &record.id).await
 }
 
@@ -137,6 +142,11 @@ pub async fn login(
     )
     .await?;
     store.set_secret(id, SECRET_KIND, &encode(&tokens)?).await?;
+    let caps = Capabilities {
+        extensions: tokens.scopes.clone(),
+        ..record.capabilities
+    };
+    store.set_capabilities(id, &caps).await?;
     show(store, id).await
 }
 
@@ -166,22 +176,16 @@ pub struct Doctor {
 
 /// Checks the token (refreshing it), its scopes and that the API answers.
 pub async fn doctor(store: &Store, id: &AccountId) -> Result<Doctor> {
-    let (settings, mut tokens) = access_token(store, id).await?;
-    let profile =
-        match mailbroker_gmail::api::profile(&settings, &tokens.access_token, id.as_str()).await {
-            Err(e) if e.error_type() == "auth_required" => {
-                // Revoked or expired early: one refresh, then the verdict stands.
-                tokens = oauth::refresh(&settings, &tokens, id.as_str()).await?;
-                store.set_secret(id, SECRET_KIND, &encode(&tokens)?).await?;
-                mailbroker_gmail::api::profile(&settings, &tokens.access_token, id.as_str()).await?
-            }
-            other => other?,
-        };
+    let (settings, tokens) = access_token(store, id).await?;
+    // The client refreshes once if Gmail refuses the token (revoked or expired early).
+    let client = Client::new(settings.clone(), tokens, id.as_str())?;
+    let profile = api::profile(&client).await?;
+    let scopes = client.scopes().await;
     Ok(Doctor {
         account: id.to_string(),
         email: profile.email_address,
-        permanent_delete: tokens.scopes.iter().any(|s| s == SCOPE_FULL),
-        scopes: tokens.scopes,
+        permanent_delete: scopes.iter().any(|s| s == SCOPE_FULL),
+        scopes,
         messages: profile.messages_total,
         api_base: settings.api_base,
     })

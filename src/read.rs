@@ -4,6 +4,7 @@
 //! Bodies are not kept in the index (only a prefix for search and snippets), so reading one
 //! asks the server; a message is read with `BODY.PEEK`-like semantics and stays unread.
 
+use mailbroker_core::Uid;
 use std::collections::BTreeMap;
 
 use mail_parser::{MessageParser, MimeHeaders};
@@ -94,8 +95,8 @@ pub async fn read_messages(store: &Store, ids: &[i64]) -> Result<Vec<(MessageRow
     for id in ids {
         rows.push(store.message(*id).await?);
     }
-    type Place = (String, String, u32);
-    let mut groups: BTreeMap<Place, Vec<u32>> = BTreeMap::new();
+    type Place = (String, String, mailbroker_core::UidValidity);
+    let mut groups: BTreeMap<Place, Vec<Uid>> = BTreeMap::new();
     for r in &rows {
         let p = &r.place;
         groups
@@ -103,7 +104,7 @@ pub async fn read_messages(store: &Store, ids: &[i64]) -> Result<Vec<(MessageRow
             .or_default()
             .push(p.uid);
     }
-    let mut sources: BTreeMap<(String, String, u32), Vec<u8>> = BTreeMap::new();
+    let mut sources: BTreeMap<(String, String, Uid), Vec<u8>> = BTreeMap::new();
     let mut current: Option<(String, Box<dyn mailbroker_core::Provider>)> = None;
     for ((account, mailbox, validity), uids) in groups {
         if current.as_ref().is_none_or(|(a, _)| *a != account) {

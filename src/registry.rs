@@ -19,10 +19,17 @@ pub async fn connect(store: &Store, account: &AccountRecord) -> Result<Box<dyn P
                 .map_err(|e| e.context(format!("account {}", account.id)))?;
             Ok(Box::new(provider))
         }
-        ProviderKind::Gmail => Err(Error::unsupported(format!(
-            "account {}: Gmail accounts can be set up and checked (account doctor), but their sync and writes are not built yet",
-            account.id
-        ))),
+        ProviderKind::Gmail => {
+            let (settings, tokens) = crate::oauth_accounts::access_token(store, &account.id).await?;
+            let provider = mailbroker_gmail::GmailProvider::new(
+                settings,
+                tokens,
+                account.sync_cursor.as_deref(),
+                account.capabilities.clone(),
+                account.id.as_str(),
+            )?;
+            Ok(Box::new(provider))
+        }
         other => Err(Error::unsupported(format!(
             "account {}: {} accounts are not supported by this version",
             account.id,
@@ -35,6 +42,7 @@ pub async fn connect(store: &Store, account: &AccountRecord) -> Result<Box<dyn P
 pub fn validate_tag(account: &AccountRecord, tag: &str, new: bool) -> Result<()> {
     match account.provider {
         ProviderKind::Imap => mailbroker_imap::validate_tag(&account.capabilities, tag, new),
+        ProviderKind::Gmail => mailbroker_gmail::validate_tag(tag),
         _ => Ok(()),
     }
 }
@@ -43,6 +51,10 @@ pub fn validate_tag(account: &AccountRecord, tag: &str, new: bool) -> Result<()>
 pub fn plan(account: &AccountRecord, batch: &WriteBatch) -> Vec<String> {
     match account.provider {
         ProviderKind::Imap => mailbroker_imap::plan(&account.capabilities, batch),
+        ProviderKind::Gmail => {
+            let cursor = mailbroker_gmail::convert::Cursor::parse(account.sync_cursor.as_deref());
+            mailbroker_gmail::plan(&cursor, batch)
+        }
         other => vec![format!(
             "{}: {} messages in {:?}",
             other.as_str(),
@@ -56,6 +68,7 @@ pub fn plan(account: &AccountRecord, batch: &WriteBatch) -> Vec<String> {
 pub fn plan_delete(account: &AccountRecord, batch: &DeleteBatch) -> Vec<String> {
     match account.provider {
         ProviderKind::Imap => mailbroker_imap::plan_delete(&account.capabilities, batch),
+        ProviderKind::Gmail => mailbroker_gmail::plan_delete(&account.capabilities, batch),
         other => vec![format!(
             "{}: delete {} messages in {:?} ({:?})",
             other.as_str(),

@@ -7,7 +7,8 @@
 use std::collections::{BTreeMap, HashMap};
 
 use mailbroker_core::{
-    AccountId, Error, FlagOp, ItemResult, Outcome, Patch, Result, WriteBatch, WriteTarget,
+    AccountId, Error, FlagOp, ItemResult, MessageFlags, Outcome, Patch, Result, WriteBatch,
+    WriteTarget,
 };
 use serde::Serialize;
 
@@ -263,9 +264,18 @@ fn batch_of(key: &BatchKey, intents: &[Intent], members: &[usize]) -> WriteBatch
         move_to: key.4.clone(),
         targets: members
             .iter()
-            .map(|i| WriteTarget {
-                uid: intents[*i].row.uid,
-                modseq: intents[*i].row.modseq,
+            .map(|i| {
+                let row = &intents[*i].row;
+                WriteTarget {
+                    uid: row.uid,
+                    modseq: row.modseq,
+                    flags: MessageFlags {
+                        read: row.read,
+                        flagged: row.flagged,
+                        tags: row.tags.clone(),
+                        raw: row.raw.clone(),
+                    },
+                }
             })
             .collect(),
     }
@@ -457,7 +467,7 @@ async fn run_batches(
             };
             match outcome {
                 Ok(items) => {
-                    let by_uid: HashMap<u32, usize> =
+                    let by_uid: HashMap<mailbroker_core::Uid, usize> =
                         members.iter().map(|i| (intents[*i].row.uid, *i)).collect();
                     for item in items {
                         if let Some(i) = by_uid.get(&item.uid) {

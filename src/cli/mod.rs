@@ -220,6 +220,9 @@ pub struct GmailArgs {
     /// Token endpoint.
     #[arg(long, default_value = mailbroker_gmail::oauth::GOOGLE_TOKEN_URL)]
     pub token_url: String,
+    /// The account's Gmail API quota in units per second (Google's default per user is 250).
+    #[arg(long, value_name = "UNITS", default_value_t = mailbroker_gmail::oauth::DEFAULT_QUOTA)]
+    pub quota: u32,
 }
 
 #[derive(Debug, Subcommand)]
@@ -510,6 +513,7 @@ async fn add_gmail(store: &Store, args: &GmailArgs, json: bool) -> Result<()> {
         auth_url: args.auth_url.clone(),
         token_url: args.token_url.clone(),
         api_base: args.api_base.clone(),
+        quota_units_per_sec: args.quota,
     };
     let view = crate::oauth_accounts::add_gmail(
         store,

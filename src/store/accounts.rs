@@ -15,6 +15,9 @@ pub struct AccountRecord {
     pub capabilities: Capabilities,
     pub created_at: i64,
     pub last_sync_at: Option<i64>,
+    /// The provider's account-wide sync cursor (opaque; see `SyncSink::account_cursor`).
+    #[serde(skip)]
+    pub sync_cursor: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -36,10 +39,11 @@ type AccountRow = (
     String,
     i64,
     Option<i64>,
+    Option<String>,
 );
 
 fn account_of(row: AccountRow) -> Result<AccountRecord, Error> {
-    let (id, provider, email, settings, capabilities, created_at, last_sync_at) = row;
+    let (id, provider, email, settings, capabilities, created_at, last_sync_at, sync_cursor) = row;
     Ok(AccountRecord {
         id: id.parse()?,
         provider: provider.parse()?,
@@ -50,11 +54,13 @@ fn account_of(row: AccountRow) -> Result<AccountRecord, Error> {
             .map_err(|e| Error::internal(format!("account {id}: bad capabilities json: {e}")))?,
         created_at,
         last_sync_at,
+        sync_cursor,
     })
 }
 
 const ACCOUNT_COLUMNS: &str =
-    "SELECT id, provider, email, settings, capabilities, created_at, last_sync_at FROM accounts";
+    "SELECT id, provider, email, settings, capabilities, created_at, last_sync_at, sync_cursor
+     FROM accounts";
 
 impl Store {
     /// Stores a new account, its secret and its mailboxes in one transaction: either all of it
@@ -186,6 +192,27 @@ impl Store {
         Ok(())
     }
 
+    pub async fn set_capabilities(&self, id: &AccountId, caps: &Capabilities) -> Result<(), Error> {
+        let caps = serde_json::to_string(caps).map_err(|e| Error::internal(e.to_string()))?;
+        sqlx::query("UPDATE accounts SET capabilities = ? WHERE id = ?")
+            .bind(caps)
+            .bind(id.as_str())
+            .execute(&self.pool)
+            .await
+            .map_err(db_error)?;
+        Ok(())
+    }
+
+    pub async fn set_sync_cursor(&self, id: &AccountId, cursor: &str) -> Result<(), Error> {
+        sqlx::query("UPDATE accounts SET sync_cursor = ? WHERE id = ?")
+            .bind(cursor)
+            .bind(id.as_str())
+            .execute(&self.pool)
+            .await
+            .map_err(db_error)?;
+        Ok(())
+    }
+
     /// Where the last sync of each mailbox stopped, for mailboxes synced at least once.
     pub async fn cursors(&self, id: &AccountId) -> Result<Vec<(String, MailboxCursor)>, Error> {
         let rows: Vec<(String, i64, i64, i64)> = sqlx::query_as(
@@ -201,7 +228,7 @@ impl Store {
             .map(|(name, uv, un, hm)| {
                 let cursor = MailboxCursor {
                     uidvalidity: uv as u32,
-                    uidnext: un as u32,
+                    uidnext: un as u64,
                     highestmodseq: hm as u64,
                 };
                 (name, cursor)

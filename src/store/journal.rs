@@ -1,5 +1,6 @@
 //! The change journal and the index update that goes with it, in one transaction.
 
+use mailbroker_core::Uid;
 use mailbroker_core::{Error, MessageFlags};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -13,7 +14,7 @@ use super::{ROWS_PER_STATEMENT, Store, db_error, now_secs};
 pub struct MessageState {
     pub mailbox: String,
     pub uidvalidity: u32,
-    pub uid: u32,
+    pub uid: Uid,
     pub read: bool,
     pub flagged: bool,
     pub tags: Vec<String>,
@@ -346,7 +347,7 @@ pub(crate) async fn update_index(
                     if moved {
                         row.push_bind(*mailbox_id)
                             .push_bind(i64::from(place.uidvalidity))
-                            .push_bind(i64::from(place.uid));
+                            .push_bind(place.uid as i64);
                     }
                 },
             );

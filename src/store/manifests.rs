@@ -5,6 +5,7 @@
 //! `deleted_messages` and removed) all commit together, or none does. A run killed at any
 //! moment resumes from the last checkpoint.
 
+use mailbroker_core::Uid;
 use mailbroker_core::{DeleteMode, Error};
 use serde::Serialize;
 use sqlx::{QueryBuilder, Sqlite};
@@ -19,7 +20,7 @@ pub struct ManifestItem {
     pub account: String,
     pub mailbox: String,
     pub uidvalidity: u32,
-    pub uid: u32,
+    pub uid: Uid,
     /// `pending`, `done`, `skipped` or `failed`.
     pub status: String,
     pub error: Option<String>,
@@ -123,7 +124,7 @@ impl Store {
                     .push_bind(r.account.clone())
                     .push_bind(r.mailbox.clone())
                     .push_bind(i64::from(r.uidvalidity))
-                    .push_bind(i64::from(r.uid))
+                    .push_bind(r.uid as i64)
                     .push_bind("pending");
             });
             q.build().execute(&mut *tx).await.map_err(db_error)?;
@@ -252,7 +253,7 @@ impl Store {
                     account,
                     mailbox,
                     uidvalidity: v as u32,
-                    uid: uid as u32,
+                    uid: uid as Uid,
                     status,
                     error,
                 },

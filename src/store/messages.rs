@@ -1,5 +1,6 @@
 //! Reading messages back: lookup by id and search by query terms.
 
+use mailbroker_core::Uid;
 use mailbroker_core::Error;
 use serde::Serialize;
 use sqlx::{QueryBuilder, Sqlite};
@@ -75,7 +76,7 @@ pub struct MessageRef {
     pub account: String,
     pub mailbox: String,
     pub uidvalidity: u32,
-    pub uid: u32,
+    pub uid: Uid,
     /// The server's modification sequence when last seen (0 without CONDSTORE).
     pub modseq: u64,
     /// The mailbox's modseq when a sync last caught the index up with it (0 when unknown).
@@ -85,6 +86,9 @@ pub struct MessageRef {
     pub read: bool,
     pub flagged: bool,
     pub tags: Vec<String>,
+    /// The provider's raw values (IMAP flags, Gmail label ids).
+    #[serde(skip)]
+    pub raw: Vec<String>,
 }
 
 #[derive(sqlx::FromRow)]
@@ -99,10 +103,11 @@ struct RefRow {
     is_read: bool,
     is_flagged: bool,
     tags: String,
+    flags: String,
 }
 
 const SELECT_REF: &str = "SELECT m.id, b.account_id, b.name, m.uidvalidity, m.uid, m.modseq,
-    b.highestmodseq, m.is_read, m.is_flagged, m.tags
+    b.highestmodseq, m.is_read, m.is_flagged, m.tags, m.flags
     FROM messages m JOIN mailboxes b ON b.id = m.mailbox_id WHERE 1 = 1";
 
 fn ref_of(r: RefRow) -> MessageRef {
@@ -111,12 +116,13 @@ fn ref_of(r: RefRow) -> MessageRef {
         account: r.account_id,
         mailbox: r.name,
         uidvalidity: r.uidvalidity as u32,
-        uid: r.uid as u32,
+        uid: r.uid as Uid,
         modseq: r.modseq as u64,
         mailbox_modseq: r.highestmodseq as u64,
         read: r.is_read,
         flagged: r.is_flagged,
         tags: serde_json::from_str(&r.tags).unwrap_or_default(),
+        raw: serde_json::from_str(&r.flags).unwrap_or_default(),
     }
 }
 

@@ -102,7 +102,7 @@ impl StoreSink {
             q.push_bind(mailbox_id).push(" AND uid IN (");
             let mut list = q.separated(", ");
             for uid in chunk {
-                list.push_bind(i64::from(*uid));
+                list.push_bind(*uid as i64);
             }
             q.push(")");
             removed += q
@@ -220,7 +220,7 @@ impl SyncSink for StoreSink {
             .bind(flags.flagged)
             .bind(mailbox_id)
             .bind(i64::from(uidvalidity))
-            .bind(i64::from(uid))
+            .bind(uid as i64)
             .bind(&raw)
             .fetch_optional(&mut *tx)
             .await
@@ -235,7 +235,7 @@ impl SyncSink for StoreSink {
                 .bind(modseq as i64)
                 .bind(mailbox_id)
                 .bind(i64::from(uidvalidity))
-                .bind(i64::from(uid))
+                .bind(uid as i64)
                 .execute(&mut *tx)
                 .await
                 .map_err(db_error)?;
@@ -270,6 +270,31 @@ impl SyncSink for StoreSink {
         self.delete_uids(mailbox_id, &gone).await
     }
 
+    async fn place_messages(&mut self, mailbox: &str, messages: Vec<MessageMeta>) -> Result<()> {
+        self.flush().await?;
+        let (mailbox_id, _) = self.mailbox(mailbox)?;
+        let uids: Vec<i64> = messages.iter().map(|m| m.uid as i64).collect();
+        let uids = serde_json::to_string(&uids).map_err(|e| Error::internal(e.to_string()))?;
+        // Same message, new place: the row moves, so its local id (and journal) stay.
+        sqlx::query(
+            "UPDATE messages SET mailbox_id = ?1
+             WHERE uid IN (SELECT value FROM json_each(?2))
+               AND mailbox_id IN (SELECT id FROM mailboxes WHERE account_id = ?3 AND id != ?1)",
+        )
+        .bind(mailbox_id)
+        .bind(uids)
+        .bind(self.account.as_str())
+        .execute(self.store.pool())
+        .await
+        .map_err(db_error)?;
+        self.upsert_messages(mailbox, messages).await
+    }
+
+    async fn account_cursor(&mut self, cursor: &str) -> Result<()> {
+        self.flush().await?;
+        self.store.set_sync_cursor(&self.account, cursor).await
+    }
+
     async fn mailbox_done(&mut self, mailbox: &str, cursor: MailboxCursor) -> Result<()> {
         self.flush().await?;
         let (mailbox_id, _) = self.mailbox(mailbox)?;
@@ -278,7 +303,7 @@ impl SyncSink for StoreSink {
              WHERE id = ?",
         )
         .bind(i64::from(cursor.uidvalidity))
-        .bind(i64::from(cursor.uidnext))
+        .bind(cursor.uidnext as i64)
         .bind(cursor.highestmodseq as i64)
         .bind(now_secs())
         .bind(mailbox_id)
@@ -312,7 +337,7 @@ async fn insert_batch(
         q.push_values(chunk, |mut row, m| {
             row.push_bind(mailbox_id)
                 .push_bind(i64::from(uidvalidity))
-                .push_bind(i64::from(m.uid))
+                .push_bind(m.uid as i64)
                 .push_bind(m.modseq as i64)
                 .push_bind(m.message_id.clone())
                 .push_bind(m.from.clone())
@@ -342,14 +367,14 @@ async fn insert_batch(
         let by_uid: HashMap<i64, i64> = ids.into_iter().map(|(id, uid)| (uid, id)).collect();
         let tags: Vec<(i64, String)> = chunk
             .iter()
-            .filter_map(|m| Some((*by_uid.get(&i64::from(m.uid))?, json_list(&m.flags.tags))))
+            .filter_map(|m| Some((*by_uid.get(&(m.uid as i64))?, json_list(&m.flags.tags))))
             .collect();
         replace_tags(&mut tx, &tags).await?;
         let mut fts = QueryBuilder::<Sqlite>::new(
             "INSERT OR REPLACE INTO messages_fts (rowid, subject, addresses, snippet, body) ",
         );
         fts.push_values(chunk, |mut row, m| {
-            row.push_bind(by_uid.get(&i64::from(m.uid)).copied())
+            row.push_bind(by_uid.get(&(m.uid as i64)).copied())
                 .push_bind(m.subject.clone())
                 .push_bind(format!("{} {} {}", m.from, m.to, m.cc))
                 .push_bind(m.snippet.clone())

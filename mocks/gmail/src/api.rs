@@ -355,9 +355,7 @@ pub async fn messages_batch_modify(
                 &format!("Invalid label: {l}"),
             );
         }
-        for id in &body.ids {
-            s.modify(id, &body.add_label_ids, &body.remove_label_ids);
-        }
+        s.modify_many(&body.ids, &body.add_label_ids, &body.remove_label_ids);
         StatusCode::NO_CONTENT.into_response()
     };
     answer = written(&state, answer);
@@ -414,15 +412,50 @@ pub async fn messages_batch_delete(
         return too_many(size);
     }
     {
-        let mut s = lock(&state);
-        for id in &body.ids {
-            s.delete(id);
-        }
+        lock(&state).delete_many(&body.ids);
     }
     with_size(
         written(&state, StatusCode::NO_CONTENT.into_response()),
         size,
     )
+}
+
+/// A history record as Gmail sends it, holding only the wanted kinds of change (none: skipped).
+fn history_json(h: &crate::state::HistoryRecord, wanted: &dyn Fn(&str) -> bool) -> Option<Value> {
+    let mut entry = json!({ "id": h.id.to_string() });
+    let mut messages: Vec<Value> = Vec::new();
+    let mut seen = BTreeSet::new();
+    for (id, event) in &h.changes {
+        let msg = json!({ "id": id, "threadId": id });
+        let (kind, field, item) = match event {
+            Event::Added => ("messageAdded", "messagesAdded", json!({ "message": msg })),
+            Event::Deleted => ("messageDeleted", "messagesDeleted", json!({ "message": msg })),
+            Event::LabelsAdded(l) => (
+                "labelAdded",
+                "labelsAdded",
+                json!({ "message": msg, "labelIds": l }),
+            ),
+            Event::LabelsRemoved(l) => (
+                "labelRemoved",
+                "labelsRemoved",
+                json!({ "message": msg, "labelIds": l }),
+            ),
+        };
+        if !wanted(kind) {
+            continue;
+        }
+        if seen.insert(id) {
+            messages.push(msg.clone());
+        }
+        match entry[field].as_array_mut() {
+            Some(list) => list.push(item),
+            None => entry[field] = json!([item]),
+        }
+    }
+    (!messages.is_empty()).then(|| {
+        entry["messages"] = messages.into();
+        entry
+    })
 }
 
 pub async fn history_list(AxState(state): AxState<Shared>, Query(params): Params) -> Response {
@@ -454,33 +487,7 @@ pub async fn history_list(AxState(state): AxState<Shared>, Query(params): Params
         .history
         .iter()
         .filter(|h| h.id > start)
-        .filter_map(|h| {
-            let msg = json!({ "id": h.message, "threadId": h.message });
-            let (kind, entry) = match &h.event {
-                Event::Added => (
-                    "messageAdded",
-                    json!({ "messagesAdded": [{ "message": msg }] }),
-                ),
-                Event::Deleted => (
-                    "messageDeleted",
-                    json!({ "messagesDeleted": [{ "message": msg }] }),
-                ),
-                Event::LabelsAdded(l) => (
-                    "labelAdded",
-                    json!({ "labelsAdded": [{ "message": msg, "labelIds": l }] }),
-                ),
-                Event::LabelsRemoved(l) => (
-                    "labelRemoved",
-                    json!({ "labelsRemoved": [{ "message": msg, "labelIds": l }] }),
-                ),
-            };
-            wanted(kind).then(|| {
-                let mut e = entry;
-                e["id"] = h.id.to_string().into();
-                e["messages"] = json!([msg]);
-                e
-            })
-        })
+        .filter_map(|h| history_json(h, &wanted))
         .collect();
     let page: Vec<Value> = records.iter().skip(skip).take(max).cloned().collect();
     let mut body = json!({ "historyId": s.history_id.to_string() });

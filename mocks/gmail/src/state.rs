@@ -136,11 +136,13 @@ pub enum Event {
     LabelsRemoved(Vec<String>),
 }
 
+/// One change to the mailbox. Like Gmail's `History` resource ("each history change may affect
+/// multiple messages in multiple ways"), one API call makes one record: a batchModify of 1,000
+/// ids is one record holding 1,000 label changes.
 #[derive(Debug, Clone)]
 pub struct HistoryRecord {
     pub id: u64,
-    pub message: String,
-    pub event: Event,
+    pub changes: Vec<(String, Event)>,
 }
 
 #[derive(Debug, Clone)]
@@ -226,12 +228,11 @@ impl State {
         s
     }
 
-    fn record(&mut self, message: &str, event: Event) -> u64 {
+    fn record(&mut self, changes: Vec<(String, Event)>) -> u64 {
         self.history_id += 1;
         self.history.push(HistoryRecord {
             id: self.history_id,
-            message: message.into(),
-            event,
+            changes,
         });
         self.history_id
     }
@@ -285,50 +286,71 @@ impl State {
             snippet: body.chars().take(100).collect(),
             body: body.into(),
         };
-        msg.history_id = self.record(&id, Event::Added);
+        msg.history_id = self.record(vec![(id.clone(), Event::Added)]);
         self.messages.insert(id.clone(), msg);
         id
     }
 
-    /// Applies a label change; records history only for labels that really changed.
+    /// Applies one label change to one message; see `modify_many`.
     pub fn modify(&mut self, id: &str, add: &[String], remove: &[String]) -> bool {
-        let Some(msg) = self.messages.get(id) else {
-            return false;
-        };
-        let added: Vec<String> = add
-            .iter()
-            .filter(|l| !msg.labels.contains(*l))
-            .cloned()
-            .collect();
-        let removed: Vec<String> = remove
-            .iter()
-            .filter(|l| msg.labels.contains(*l))
-            .cloned()
-            .collect();
-        let mut history = None;
-        if !added.is_empty() {
-            history = Some(self.record(id, Event::LabelsAdded(added.clone())));
-        }
-        if !removed.is_empty() {
-            history = Some(self.record(id, Event::LabelsRemoved(removed.clone())));
-        }
-        if let Some(msg) = self.messages.get_mut(id) {
-            msg.labels.extend(added);
+        self.modify_many(&[id.to_string()], add, remove) == 1
+    }
+
+    /// Applies a label change to these messages as one history record that lists only the
+    /// labels that really changed (none at all: no record). Returns how many ids exist.
+    pub fn modify_many(&mut self, ids: &[String], add: &[String], remove: &[String]) -> usize {
+        let mut found = 0;
+        let mut changes = Vec::new();
+        for id in ids {
+            let Some(msg) = self.messages.get_mut(id) else {
+                continue;
+            };
+            found += 1;
+            let added: Vec<String> = add
+                .iter()
+                .filter(|l| !msg.labels.contains(*l))
+                .cloned()
+                .collect();
+            let removed: Vec<String> = remove
+                .iter()
+                .filter(|l| msg.labels.contains(*l))
+                .cloned()
+                .collect();
+            msg.labels.extend(added.iter().cloned());
             for l in &removed {
                 msg.labels.remove(l);
             }
-            if let Some(h) = history {
-                msg.history_id = h;
+            if !added.is_empty() {
+                changes.push((id.clone(), Event::LabelsAdded(added)));
+            }
+            if !removed.is_empty() {
+                changes.push((id.clone(), Event::LabelsRemoved(removed)));
             }
         }
-        true
+        if changes.is_empty() {
+            return found;
+        }
+        let touched: BTreeSet<String> = changes.iter().map(|(id, _)| id.clone()).collect();
+        let record = self.record(changes);
+        for id in touched {
+            if let Some(msg) = self.messages.get_mut(&id) {
+                msg.history_id = record;
+            }
+        }
+        found
     }
 
-    pub fn delete(&mut self, id: &str) -> bool {
-        if self.messages.remove(id).is_none() {
-            return false;
+    /// Deletes these messages for good as one history record; returns how many existed.
+    pub fn delete_many(&mut self, ids: &[String]) -> usize {
+        let gone: Vec<(String, Event)> = ids
+            .iter()
+            .filter(|id| self.messages.remove(*id).is_some())
+            .map(|id| (id.clone(), Event::Deleted))
+            .collect();
+        let n = gone.len();
+        if n > 0 {
+            self.record(gone);
         }
-        self.record(id, Event::Deleted);
-        true
+        n
     }
 }

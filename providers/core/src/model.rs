@@ -57,8 +57,9 @@ impl fmt::Display for AccountId {
 
 /// A mailbox (folder) name exactly as the server spells it.
 pub type MailboxName = String;
-/// An IMAP UID: unique within one mailbox for one `UidValidity`.
-pub type Uid = u32;
+/// A message's id within its mailbox: an IMAP UID (unique for one `UidValidity`), or a Gmail
+/// message id (16 hex digits read as a number; stable for the life of the message).
+pub type Uid = u64;
 /// An IMAP UIDVALIDITY: when it changes, every UID of that mailbox is void.
 pub type UidValidity = u32;
 
@@ -219,6 +220,8 @@ pub enum SyncMode {
     Condstore,
     /// No CONDSTORE: every message's flags compared with the index.
     Flags,
+    /// The changes an account-wide history lists since the last sync (Gmail `history.list`).
+    History,
 }
 
 #[cfg(test)]

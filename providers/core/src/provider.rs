@@ -29,6 +29,8 @@ pub struct SyncRequest {
     pub full: bool,
     /// The cursor of every mailbox the index knows, by name.
     pub known: Vec<(MailboxName, MailboxCursor)>,
+    /// The account-wide cursor the last sync left (`SyncSink::account_cursor`), if any.
+    pub account_cursor: Option<String>,
 }
 
 /// Receives what a sync learns, in the order the adapter learns it. Implementations batch and
@@ -53,6 +55,13 @@ pub trait SyncSink: Send {
     async fn remove_messages(&mut self, mailbox: &str, uids: Vec<Uid>) -> Result<u64>;
     /// Keeps only these UIDs (a complete list from the server); returns how many were removed.
     async fn retain_messages(&mut self, mailbox: &str, uids: Vec<Uid>) -> Result<u64>;
+    /// Messages whose id is unique in the whole account (Gmail), each now in `mailbox`: a copy
+    /// the index holds in another mailbox of the account moves here in place, keeping its
+    /// local id; the others are inserted as by `upsert_messages`.
+    async fn place_messages(&mut self, mailbox: &str, messages: Vec<MessageMeta>) -> Result<()>;
+    /// An account-wide cursor (opaque to the core: a history id, delta links, a label map)
+    /// that the next sync and every session receive back.
+    async fn account_cursor(&mut self, cursor: &str) -> Result<()>;
     /// The mailbox is consistent with the server up to `cursor`; persist it.
     async fn mailbox_done(&mut self, mailbox: &str, cursor: MailboxCursor) -> Result<()>;
     /// Called as messages are fetched, for progress display.

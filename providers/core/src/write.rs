@@ -106,11 +106,14 @@ impl FlagOp {
     }
 }
 
-/// One message to change, with the modseq the index last saw for it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// One message to change, with the modseq and state the index last saw for it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WriteTarget {
     pub uid: Uid,
     pub modseq: u64,
+    /// The indexed state, raw values included: a provider whose read-back reports only what
+    /// changed (Gmail's history) builds the state after from it.
+    pub flags: MessageFlags,
 }
 
 /// Messages of one mailbox that get the same operation: one provider round of commands.

@@ -29,6 +29,16 @@ pub struct OAuthSettings {
     pub auth_url: String,
     pub token_url: String,
     pub api_base: String,
+    /// Gmail's per-user quota in units per second (Google's default is 250; a Workspace admin
+    /// may have a raised one, and the mock has none).
+    #[serde(default = "default_quota")]
+    pub quota_units_per_sec: u32,
+}
+
+pub const DEFAULT_QUOTA: u32 = 250;
+
+fn default_quota() -> u32 {
+    DEFAULT_QUOTA
 }
 
 /// What the account keeps as its secret.

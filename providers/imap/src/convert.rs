@@ -3,7 +3,7 @@
 use async_imap::imap_proto::{BodyStructure, NameAttribute};
 use async_imap::types::{Fetch, Flag, Name};
 use mail_parser::{Address, MessageParser};
-use mailbroker_core::{MailboxInfo, MessageFlags, MessageMeta, Role};
+use mailbroker_core::{MailboxInfo, MessageFlags, MessageMeta, Role, Uid};
 
 /// How many characters of body text the index keeps per message.
 const SNIPPET_CHARS: usize = 240;
@@ -176,7 +176,7 @@ fn snippet(text: &str, max: usize) -> String {
 /// of `BODY[TEXT]`; gluing them back together lets mail-parser decode the first text part
 /// (transfer encoding, charset) even though the body is cut short.
 pub(crate) fn meta_of(fetch: &Fetch) -> Option<MessageMeta> {
-    let uid = fetch.uid?;
+    let uid = Uid::from(fetch.uid?);
     let header = fetch.header().unwrap_or_default();
     let text = fetch.text().unwrap_or_default();
     let mut raw = Vec::with_capacity(header.len() + text.len());

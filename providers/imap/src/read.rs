@@ -26,7 +26,7 @@ impl ImapProvider {
             self.command(&format!("UID FETCH {set} (UID BODY.PEEK[])"), |resp| {
                 if let Response::Fetch(_, attrs) = resp {
                     let uid = attrs.iter().find_map(|a| match a {
-                        AttributeValue::Uid(u) => Some(*u),
+                        AttributeValue::Uid(u) => Some(Uid::from(*u)),
                         _ => None,
                     });
                     let body = attrs.iter().find_map(|a| match a {

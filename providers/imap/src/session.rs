@@ -307,8 +307,8 @@ impl ImapProvider {
     pub(crate) async fn fetch_flags(
         &mut self,
         command: &str,
-        out: &mut Vec<(u32, u64, MessageFlags)>,
-        vanished: &mut Vec<u32>,
+        out: &mut Vec<(Uid, u64, MessageFlags)>,
+        vanished: &mut Vec<Uid>,
     ) -> Result<()> {
         self.command(command, |resp| match resp {
             Response::Fetch(_, attrs) => {
@@ -317,7 +317,7 @@ impl ImapProvider {
                 let mut flags = Vec::new();
                 for attr in attrs {
                     match attr {
-                        AttributeValue::Uid(u) => uid = Some(*u),
+                        AttributeValue::Uid(u) => uid = Some(Uid::from(*u)),
                         AttributeValue::ModSeq(m) => modseq = *m,
                         AttributeValue::Flags(f) => {
                             flags = f.iter().map(|s| Flag::from(s.to_string())).collect();
@@ -331,7 +331,7 @@ impl ImapProvider {
             }
             Response::Vanished { uids, .. } => {
                 for range in uids {
-                    vanished.extend(range.clone());
+                    vanished.extend(range.clone().map(Uid::from));
                 }
             }
             _ => {}

@@ -88,7 +88,7 @@ async fn sync_mailbox(
     if let Some(c) = cursor
         && condstore
         && c.uidvalidity == status.uidvalidity
-        && c.uidnext == status.uidnext
+        && c.uidnext == Uid::from(status.uidnext)
         && Some(c.highestmodseq) == status.highestmodseq
     {
         report.mode = SyncMode::Unchanged;
@@ -98,7 +98,7 @@ async fn sync_mailbox(
     let selected = imap.select(name, condstore).await?;
     let now = MailboxCursor {
         uidvalidity: selected.uid_validity.unwrap_or(0),
-        uidnext: selected.uid_next.unwrap_or(0),
+        uidnext: Uid::from(selected.uid_next.unwrap_or(0)),
         highestmodseq: selected.highest_modseq.unwrap_or(0),
     };
     let cursor = match cursor {
@@ -342,6 +342,6 @@ impl ImapProvider {
         .await?
         .map_err(|e| imap_error("uid search", e))?;
         self.drain_unsolicited();
-        Ok(uids.into_iter().collect())
+        Ok(uids.into_iter().map(Uid::from).collect())
     }
 }

@@ -435,8 +435,8 @@ pub(crate) fn unknown_if_lost(e: Error, uids: &[Uid]) -> Error {
 fn expand(set: &[UidSetMember]) -> Vec<Uid> {
     set.iter()
         .flat_map(|m| match m {
-            UidSetMember::Uid(u) => *u..=*u,
-            UidSetMember::UidRange(r) => r.clone(),
+            UidSetMember::Uid(u) => Uid::from(*u)..=Uid::from(*u),
+            UidSetMember::UidRange(r) => Uid::from(*r.start())..=Uid::from(*r.end()),
         })
         .collect()
 }

@@ -1,0 +1,179 @@
+//! Gmail's labels in our terms. A message has many labels but one place: the index keeps
+//! each Gmail message as one row in the mailbox its labels put it in (`place_of`), user labels
+//! are tags, UNREAD and STARRED are read and flagged, and every label id is kept raw.
+
+use std::collections::BTreeMap;
+
+use mailbroker_core::{MailboxInfo, MessageFlags, MessageMeta, Role, Uid, UidValidity};
+use serde::{Deserialize, Serialize};
+
+use crate::api;
+
+/// Gmail ids never change meaning, so every place has this one UIDVALIDITY.
+pub const UIDVALIDITY: UidValidity = 1;
+/// Where a message without a place label lives (Gmail's "archived").
+pub const ALL_MAIL: &str = "All Mail";
+
+/// Places in precedence order: the first whose label a message has is where it is.
+/// (mailbox name, the label that puts a message there, role)
+const PLACES: [(&str, Option<&str>, Role); 6] = [
+    ("TRASH", Some("TRASH"), Role::Trash),
+    ("SPAM", Some("SPAM"), Role::Junk),
+    ("INBOX", Some("INBOX"), Role::Inbox),
+    ("DRAFT", Some("DRAFT"), Role::Drafts),
+    ("SENT", Some("SENT"), Role::Sent),
+    (ALL_MAIL, None, Role::Archive),
+];
+
+/// The mailboxes of every Gmail account.
+pub fn mailboxes() -> Vec<MailboxInfo> {
+    PLACES
+        .iter()
+        .map(|(name, _, role)| MailboxInfo {
+            name: (*name).to_string(),
+            role: Some(*role),
+            delimiter: None,
+            selectable: true,
+        })
+        .collect()
+}
+
+pub fn place_of<'a>(labels: impl Iterator<Item = &'a String> + Clone) -> &'static str {
+    PLACES
+        .iter()
+        .find(|(_, label, _)| label.is_some_and(|l| labels.clone().any(|x| x == l)))
+        .map_or(ALL_MAIL, |(name, _, _)| name)
+}
+
+/// The label that puts a message in this mailbox (`None` for All Mail); `Err` for a name
+/// that is not one of the places.
+pub fn place_label(mailbox: &str) -> Result<Option<&'static str>, ()> {
+    PLACES
+        .iter()
+        .find(|(name, _, _)| *name == mailbox)
+        .map(|(_, label, _)| *label)
+        .ok_or(())
+}
+
+/// Gmail message ids are 16 hex digits; the index keys them as numbers.
+pub fn uid_of(id: &str) -> Option<Uid> {
+    Uid::from_str_radix(id, 16).ok()
+}
+
+pub fn id_of(uid: Uid) -> String {
+    format!("{uid:016x}")
+}
+
+/// User labels by id and by name, persisted between runs as the account's sync cursor
+/// together with the history id the index is current with.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Cursor {
+    pub history_id: u64,
+    /// User label id → name.
+    pub labels: BTreeMap<String, String>,
+}
+
+impl Cursor {
+    pub fn parse(text: Option<&str>) -> Cursor {
+        text.and_then(|t| serde_json::from_str(t).ok())
+            .unwrap_or_default()
+    }
+
+    pub fn encode(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    pub fn set_labels(&mut self, labels: &[api::Label]) {
+        self.labels = labels
+            .iter()
+            .filter(|l| l.kind == "user")
+            .map(|l| (l.id.clone(), l.name.clone()))
+            .collect();
+    }
+
+    /// The user label with this name (Gmail label names are unique regardless of case).
+    pub fn label_id(&self, name: &str) -> Option<&str> {
+        self.labels
+            .iter()
+            .find(|(_, n)| n.eq_ignore_ascii_case(name))
+            .map(|(id, _)| id.as_str())
+    }
+
+    pub fn flags_of(&self, label_ids: &[String]) -> MessageFlags {
+        let mut raw = label_ids.to_vec();
+        raw.sort();
+        MessageFlags {
+            read: !raw.iter().any(|l| l == "UNREAD"),
+            flagged: raw.iter().any(|l| l == "STARRED"),
+            tags: raw
+                .iter()
+                .filter_map(|l| self.labels.get(l).cloned())
+                .collect(),
+            raw,
+        }
+    }
+
+    /// The index row of a message fetched with `format=metadata`.
+    pub fn meta_of(&self, m: &api::Message) -> Option<MessageMeta> {
+        let header = |name: &str| {
+            m.payload.as_ref().and_then(|p| {
+                p.headers
+                    .iter()
+                    .find(|h| h.name.eq_ignore_ascii_case(name))
+                    .map(|h| h.value.clone())
+            })
+        };
+        let date = header("Date")
+            .and_then(|d| mail_parser::DateTime::parse_rfc822(&d))
+            .map(|d| d.to_timestamp())
+            .or_else(|| m.internal_date.parse::<i64>().ok().map(|ms| ms / 1000));
+        Some(MessageMeta {
+            uid: uid_of(&m.id)?,
+            modseq: m.history_id.parse().unwrap_or(0),
+            flags: self.flags_of(&m.label_ids),
+            message_id: header("Message-ID"),
+            from: header("From").unwrap_or_default(),
+            to: header("To").unwrap_or_default(),
+            cc: header("Cc").unwrap_or_default(),
+            subject: header("Subject").unwrap_or_default(),
+            date,
+            size: m.size_estimate,
+            has_attachments: false,
+            snippet: m.snippet.clone(),
+            body_prefix: String::new(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn place_follows_precedence() {
+        let labels = |l: &[&str]| l.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(place_of(labels(&["INBOX", "UNREAD"]).iter()), "INBOX");
+        assert_eq!(place_of(labels(&["INBOX", "TRASH"]).iter()), "TRASH");
+        assert_eq!(place_of(labels(&["Label_3"]).iter()), ALL_MAIL);
+        assert_eq!(place_label(ALL_MAIL), Ok(None));
+        assert_eq!(place_label("SPAM"), Ok(Some("SPAM")));
+        assert!(place_label("Receipts").is_err());
+    }
+
+    #[test]
+    fn ids_round_trip() {
+        let id = "18c00000000012ab";
+        assert_eq!(id_of(uid_of(id).unwrap_or_default()), id);
+        assert_eq!(uid_of("not hex"), None);
+    }
+
+    #[test]
+    fn flags_from_labels() {
+        let mut c = Cursor::default();
+        c.labels.insert("Label_1".into(), "Invoices".into());
+        let f = c.flags_of(&["STARRED".into(), "Label_1".into(), "INBOX".into()]);
+        assert!(f.read && f.flagged);
+        assert_eq!(f.tags, vec!["Invoices".to_string()]);
+        assert_eq!(c.label_id("invoices"), Some("Label_1"));
+    }
+}
