@@ -248,10 +248,19 @@ impl Run<'_> {
                     self.failures.push(serde_json::json!({
                         "account": account, "mailbox": place.1,
                         "error_type": e.error_type(), "error": e.message(),
+                        "next_step": e.next_step(),
                     }));
-                    // Unknown outcome: the items stay pending and the next run re-checks
-                    // them. Anything else: they failed.
-                    if e.error_type() != "outcome_unknown" {
+                    // Nothing of the batch was sent. When the account or the server is what
+                    // failed (a scope, a token, a rate limit, an unknown outcome), the items
+                    // stay pending for the next run; otherwise they failed.
+                    let retryable = [
+                        "outcome_unknown",
+                        "auth_required",
+                        "insufficient_scope",
+                        "rate_limited",
+                        "provider_unavailable",
+                    ];
+                    if !retryable.contains(&e.error_type()) {
                         let failed: Vec<ItemResult> = items
                             .iter()
                             .map(|i| ItemResult::new(i.uid, Outcome::Failed).with_error(e.clone()))

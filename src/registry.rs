@@ -20,7 +20,8 @@ pub async fn connect(store: &Store, account: &AccountRecord) -> Result<Box<dyn P
             Ok(Box::new(provider))
         }
         ProviderKind::Gmail => {
-            let (settings, tokens) = crate::oauth_accounts::access_token(store, &account.id).await?;
+            let (settings, tokens) =
+                crate::oauth_accounts::access_token(store, &account.id).await?;
             let provider = mailbroker_gmail::GmailProvider::new(
                 settings,
                 tokens,

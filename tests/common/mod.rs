@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod gmail;
+
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;

@@ -429,7 +429,11 @@ fn history_json(h: &crate::state::HistoryRecord, wanted: &dyn Fn(&str) -> bool) 
         let msg = json!({ "id": id, "threadId": id });
         let (kind, field, item) = match event {
             Event::Added => ("messageAdded", "messagesAdded", json!({ "message": msg })),
-            Event::Deleted => ("messageDeleted", "messagesDeleted", json!({ "message": msg })),
+            Event::Deleted => (
+                "messageDeleted",
+                "messagesDeleted",
+                json!({ "message": msg }),
+            ),
             Event::LabelsAdded(l) => (
                 "labelAdded",
                 "labelsAdded",

@@ -257,6 +257,16 @@ impl GmailMock {
         lock(&self.state).mint_token(scopes, None)
     }
 
+    /// Ids of the messages that have this label id (all messages for `None`).
+    pub fn ids_with(&self, label: Option<&str>) -> Vec<String> {
+        let s = lock(&self.state);
+        s.messages
+            .values()
+            .filter(|m| label.is_none_or(|l| m.labels.contains(l)))
+            .map(|m| m.id.clone())
+            .collect()
+    }
+
     /// The labels of one message, by name.
     pub fn label_names(&self, id: &str) -> Vec<String> {
         let s = lock(&self.state);

@@ -127,9 +127,7 @@ pub async fn create_label(client: &Client, name: &str) -> Result<Label> {
         "labelListVisibility": "labelShow",
         "messageListVisibility": "show",
     });
-    client
-        .post_read("labels", &body, cost::CREATE_LABEL)
-        .await
+    client.post_read("labels", &body, cost::CREATE_LABEL).await
 }
 
 pub async fn profile(client: &Client) -> Result<Profile> {

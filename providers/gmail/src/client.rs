@@ -135,8 +135,15 @@ impl Client {
 
     /// A write. `Ok` means Gmail answered with success.
     pub async fn post(&self, path: &str, body: &serde_json::Value, units: u32) -> Result<String> {
-        self.call(Kind::Write, reqwest::Method::POST, path, &[], Some(body), units)
-            .await
+        self.call(
+            Kind::Write,
+            reqwest::Method::POST,
+            path,
+            &[],
+            Some(body),
+            units,
+        )
+        .await
     }
 
     /// A read sent as POST (labels.create is a write, but harmless to repeat by name).
@@ -146,7 +153,14 @@ impl Client {
         body: &serde_json::Value,
         units: u32,
     ) -> Result<T> {
-        let answer = self.call(Kind::Read, reqwest::Method::POST, path, &[], Some(body), units);
+        let answer = self.call(
+            Kind::Read,
+            reqwest::Method::POST,
+            path,
+            &[],
+            Some(body),
+            units,
+        );
         parse(&answer.await?)
     }
 

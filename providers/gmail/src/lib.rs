@@ -13,8 +13,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use mailbroker_core::{
-    Capabilities, DeleteBatch, Error, ItemResult, MailboxInfo, MailboxSyncReport, Provider,
-    Result, SyncRequest, SyncSink, Uid, UidValidity, WriteBatch,
+    Capabilities, DeleteBatch, Error, ItemResult, MailboxInfo, MailboxSyncReport, Provider, Result,
+    SyncRequest, SyncSink, Uid, UidValidity, WriteBatch,
 };
 
 pub use write::{plan, plan_delete};
@@ -26,7 +26,15 @@ pub const MAX_LABEL_LEN: u32 = 225;
 /// characters, and not one of the system labels, which the patch's other fields express.
 pub fn validate_tag(tag: &str) -> Result<()> {
     let system = [
-        "INBOX", "SPAM", "TRASH", "UNREAD", "STARRED", "IMPORTANT", "SENT", "DRAFT", "CHAT",
+        "INBOX",
+        "SPAM",
+        "TRASH",
+        "UNREAD",
+        "STARRED",
+        "IMPORTANT",
+        "SENT",
+        "DRAFT",
+        "CHAT",
     ];
     let problem = if tag.trim().is_empty() {
         Some("is empty")
@@ -118,7 +126,12 @@ impl Provider for GmailProvider {
                 &base64::engine::general_purpose::URL_SAFE,
                 raw.trim_end_matches('='),
             )
-            .or_else(|_| base64::Engine::decode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, raw.trim_end_matches('=')))
+            .or_else(|_| {
+                base64::Engine::decode(
+                    &base64::engine::general_purpose::URL_SAFE_NO_PAD,
+                    raw.trim_end_matches('='),
+                )
+            })
             .map_err(|e| Error::provider_unavailable(format!("Gmail message source: {e}")))?;
             out.push((*uid, bytes));
         }

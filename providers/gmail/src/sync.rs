@@ -92,11 +92,7 @@ async fn full(
 ) -> Result<Vec<MailboxSyncReport>> {
     // The history id before listing: whatever changes during the listing, the next
     // incremental sync replays.
-    let history_id: u64 = api::profile(client)
-        .await?
-        .history_id
-        .parse()
-        .unwrap_or(0);
+    let history_id: u64 = api::profile(client).await?.history_id.parse().unwrap_or(0);
     let ids = api::all_ids(client, |n| sink.progress(0, n as u64)).await?;
     let mut reports = BTreeMap::new();
     for mb in convert::mailboxes() {
@@ -130,7 +126,10 @@ async fn incremental(
         .iter()
         .map(|mb| (mb.name.clone(), report(&mb.name, SyncMode::History)))
         .collect();
-    let gone: Vec<Uid> = deleted.iter().filter_map(|id| convert::uid_of(id)).collect();
+    let gone: Vec<Uid> = deleted
+        .iter()
+        .filter_map(|id| convert::uid_of(id))
+        .collect();
     if !gone.is_empty() {
         for mb in convert::mailboxes() {
             let n = sink.remove_messages(&mb.name, gone.clone()).await?;
@@ -195,8 +194,9 @@ async fn fetch_metadata(
                             (w > 1).then(|| w - 1)
                         })
                         .is_ok()
+                    && let Some(p) = permit
                 {
-                    permit.map(tokio::sync::OwnedSemaphorePermit::forget);
+                    p.forget();
                 }
                 match answer {
                     Ok(m) => Ok(Some(m)),

@@ -6,8 +6,8 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 use mailbroker_core::{
-    Capabilities, DeleteBatch, DeleteMode, Error, FlagOp, ItemResult, Outcome,
-    Result, Uid, WriteBatch,
+    Capabilities, DeleteBatch, DeleteMode, Error, FlagOp, ItemResult, Outcome, Result, Uid,
+    WriteBatch,
 };
 
 use crate::GmailProvider;
@@ -57,7 +57,7 @@ pub fn delta_of(
     }
     if let Some(to) = move_to {
         let place = |name: &str| {
-            convert::place_label(name).map_err(|()| {
+            convert::place_label(name).ok_or_else(|| {
                 Error::not_found(format!("Gmail has no mailbox {name:?}"))
                     .with_next_step("move to a role: inbox, archive, junk or trash")
             })
@@ -94,7 +94,7 @@ pub fn plan(cursor: &Cursor, batch: &WriteBatch) -> Vec<String> {
         }
     }
     if let Some(to) = &batch.move_to {
-        let l = |m: &str| convert::place_label(m).ok().flatten();
+        let l = |m: &str| convert::place_label(m).flatten();
         remove.extend(l(&batch.mailbox).map(String::from));
         add.extend(l(to).map(String::from));
     }
@@ -153,7 +153,11 @@ fn replay(records: &[api::History], targets: &[Target]) -> HashMap<String, Seen>
             .labels_added
             .iter()
             .map(|c| (&c.message.id, Some((true, &c.label_ids))))
-            .chain(h.labels_removed.iter().map(|c| (&c.message.id, Some((false, &c.label_ids)))))
+            .chain(
+                h.labels_removed
+                    .iter()
+                    .map(|c| (&c.message.id, Some((false, &c.label_ids)))),
+            )
             .chain(h.messages_deleted.iter().map(|e| (&e.message.id, None)));
         for (id, change) in changes {
             let Some(start) = labels.get(id.as_str()) else {
@@ -244,8 +248,11 @@ impl GmailProvider {
         let sent = sent.await?;
         let place = batch.move_to.as_deref();
         let holds = |seen: &Seen| {
-            let flags = self.cursor.flags_of(&seen.labels.iter().cloned().collect::<Vec<_>>());
-            batch.op.holds_in(&flags) && place.is_none_or(|p| convert::place_of(seen.labels.iter()) == p)
+            let flags = self
+                .cursor
+                .flags_of(&seen.labels.iter().cloned().collect::<Vec<_>>());
+            batch.op.holds_in(&flags)
+                && place.is_none_or(|p| convert::place_of(seen.labels.iter()) == p)
         };
         results.extend(self.verify(&targets, pre_write, sent, holds).await);
         for r in &mut results {
@@ -292,7 +299,8 @@ impl GmailProvider {
             }
             let flags = self.cursor.flags_of(&current.label_ids);
             let place = convert::place_of(current.label_ids.iter());
-            let done = batch.op.holds_in(&flags) && batch.move_to.as_deref().is_none_or(|m| m == place);
+            let done =
+                batch.op.holds_in(&flags) && batch.move_to.as_deref().is_none_or(|m| m == place);
             let mut r = ItemResult::new(t.uid, Outcome::Unchanged);
             if !done {
                 r = ItemResult::new(t.uid, Outcome::Stale).with_error(
@@ -379,9 +387,15 @@ impl GmailProvider {
         let seen = match api::history_since(&self.client, pre_write).await {
             Ok(h) => replay(&h.records, written),
             Err(e) => {
-                let e = Error::outcome_unknown(format!("the write was sent but could not be verified: {e}"))
-                    .with_next_step("run: mailbroker sync, then check the messages");
-                results.extend(written.iter().map(|t| ItemResult::new(t.uid, Outcome::Unknown).with_error(e.clone())));
+                let e = Error::outcome_unknown(format!(
+                    "the write was sent but could not be verified: {e}"
+                ))
+                .with_next_step("run: mailbroker sync, then check the messages");
+                results.extend(
+                    written
+                        .iter()
+                        .map(|t| ItemResult::new(t.uid, Outcome::Unknown).with_error(e.clone())),
+                );
                 return results;
             }
         };
@@ -393,15 +407,23 @@ impl GmailProvider {
                     r.observed = (!s.deleted).then(|| (s.last, self.cursor.flags_of(&raw)));
                     r
                 }
-                Some(s) if s.deleted => ItemResult::new(t.uid, Outcome::Failed)
-                    .with_error(Error::not_found("the message was deleted on Gmail meanwhile")),
+                Some(s) if s.deleted => ItemResult::new(t.uid, Outcome::Failed).with_error(
+                    Error::not_found("the message was deleted on Gmail meanwhile"),
+                ),
                 None if sent.unknown.contains(&t.id) => ItemResult::new(t.uid, Outcome::Unknown)
-                    .with_error(Error::outcome_unknown(
+                    .with_error(
+                    Error::outcome_unknown(
                         "the write's answer was lost and Gmail's history does not show it applied",
-                    ).with_next_step("run the request again: mailbroker re-reads the messages before writing")),
-                _ => ItemResult::new(t.uid, Outcome::Failed).with_error(Error::verification_failed(
-                    "Gmail's history does not show the change on this message",
-                )),
+                    )
+                    .with_next_step(
+                        "run the request again: mailbroker re-reads the messages before writing",
+                    ),
+                ),
+                _ => {
+                    ItemResult::new(t.uid, Outcome::Failed).with_error(Error::verification_failed(
+                        "Gmail's history does not show the change on this message",
+                    ))
+                }
             };
             results.push(r);
         }
@@ -409,11 +431,16 @@ impl GmailProvider {
     }
 
     pub(crate) async fn delete_batch(&mut self, batch: &DeleteBatch) -> Result<Vec<ItemResult>> {
-        if batch.mode == DeleteMode::Permanent && !self.client.scopes().await.iter().any(|s| s == SCOPE_FULL) {
+        if batch.mode == DeleteMode::Permanent
+            && !self.client.scopes().await.iter().any(|s| s == SCOPE_FULL)
+        {
             return Err(Error::insufficient_scope(
                 "permanent deletion on Gmail needs the https://mail.google.com/ scope",
             )
-            .with_next_step(format!("run: mailbroker account upgrade-scope {}", self.account)));
+            .with_next_step(format!(
+                "run: mailbroker account upgrade-scope {}",
+                self.account
+            )));
         }
         let mut targets: Vec<Target> = batch
             .uids
@@ -432,7 +459,9 @@ impl GmailProvider {
                 let (gone, keep): (Vec<Target>, Vec<Target>) =
                     targets.into_iter().partition(|t| deleted.contains(&t.id));
                 targets = keep;
-                let done = gone.iter().map(|t| ItemResult::new(t.uid, Outcome::Unchanged));
+                let done = gone
+                    .iter()
+                    .map(|t| ItemResult::new(t.uid, Outcome::Unchanged));
                 (done.collect::<Vec<_>>(), h.history_id)
             }
             Err(e) if e.error_type() == "not_found" => {

@@ -128,7 +128,7 @@ async fn sync_mailbox(
     }
     // New messages last: the expunge checks above compare only UIDs below the old UIDNEXT.
     if now.uidnext > old.uidnext && selected.exists > 0 {
-        let hint = u64::from(now.uidnext - old.uidnext);
+        let hint = now.uidnext - old.uidnext;
         report.added = fetch_new(imap, name, old.uidnext.max(1), hint, sink).await?;
     }
     sink.mailbox_done(name, now).await?;

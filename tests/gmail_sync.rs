@@ -1,0 +1,355 @@
+//! The Gmail provider against the Gmail mock, through the real binary: sync (full, then by
+//! history), label writes in batches of 1,000 with one history verification, rate limits
+//! and a lost answer, and staged deletion (trash with undo, permanent with the full scope).
+
+mod common;
+
+use std::path::Path;
+
+use common::gmail::{add_account, control, with_browser};
+use common::{mb, ok};
+use mailbroker_mock_gmail::{GmailMock, Logged};
+use serde_json::json;
+
+fn calls<'a>(log: &'a [Logged], suffix: &str) -> Vec<&'a Logged> {
+    log.iter().filter(|r| r.path.ends_with(suffix)).collect()
+}
+
+/// Requests logged after the first `from`.
+fn since(mock: &GmailMock, from: usize) -> Vec<Logged> {
+    mock.requests().split_off(from)
+}
+
+/// Seeds `count` messages with these labels (`from` the mock's default sender).
+async fn seed(mock: &GmailMock, count: usize, labels: &[&str], from: Option<&str>) -> Vec<String> {
+    let mut body = json!({ "count": count, "labels": labels });
+    if let Some(f) = from {
+        body["from"] = f.into();
+    }
+    let seeded = control(mock, "seed", body).await;
+    serde_json::from_value(seeded["ids"].clone()).unwrap()
+}
+
+/// A mock with `count` unread INBOX messages and a synced account `g` for it.
+async fn synced(count: usize) -> (GmailMock, tempfile::TempDir) {
+    let mock = GmailMock::start("me@mock.example").await.unwrap();
+    seed(&mock, count, &["INBOX", "UNREAD"], None).await;
+    let home = tempfile::tempdir().unwrap();
+    add_account(&mock, home.path(), "g", &[]).await;
+    ok(home.path(), &["sync"]);
+    (mock, home)
+}
+
+fn count(home: &Path, query: &str) -> usize {
+    let found = ok(home, &["search", "--limit", "10000", query]);
+    found["messages"].as_array().map_or(0, Vec::len)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sync_in_full_then_by_history() {
+    let mock = GmailMock::start("me@mock.example").await.unwrap();
+    let ids = seed(&mock, 5000, &["INBOX", "UNREAD"], None).await;
+    let home = tempfile::tempdir().unwrap();
+    add_account(&mock, home.path(), "g", &[]).await;
+
+    let first = ok(home.path(), &["sync"]);
+    assert_eq!(first["accounts"][0]["added"], 5000, "{first}");
+    assert_eq!(count(home.path(), "in:inbox is:unread"), 5000);
+    let gets = calls(&mock.requests(), "/messages").len();
+    assert_eq!(gets, 10, "messages.list pages of 500");
+
+    // Changes by another client: 7 starred and read, 2 archived, 1 deleted for good.
+    control(
+        &mock,
+        "modify",
+        json!({ "ids": ids[..7], "add": ["STARRED"], "remove": ["UNREAD"] }),
+    )
+    .await;
+    control(
+        &mock,
+        "modify",
+        json!({ "ids": ids[10..12], "remove": ["INBOX"] }),
+    )
+    .await;
+    let token = mock.token(&[mailbroker_mock_gmail::SCOPE_FULL]);
+    let deleted = reqwest::Client::new()
+        .post(format!(
+            "{}/gmail/v1/users/me/messages/batchDelete",
+            mock.url
+        ))
+        .bearer_auth(token)
+        .json(&json!({ "ids": [ids[20]] }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(deleted.status(), 204);
+
+    let before = mock.requests().len();
+    let second = ok(home.path(), &["sync"]);
+    let account = &second["accounts"][0];
+    assert_eq!(
+        (account["changed"].as_u64(), account["removed"].as_u64()),
+        (Some(9), Some(1)),
+        "{second}"
+    );
+    let log = since(&mock, before);
+    let gets = log.iter().filter(|r| r.path.contains("/messages/")).count();
+    assert_eq!(gets, 9, "only the messages history names are read: {log:?}");
+    assert_eq!(calls(&log, "/history").len(), 1);
+    assert_eq!(count(home.path(), "is:flagged is:read"), 7);
+    assert_eq!(count(home.path(), "in:archive"), 2);
+    assert_eq!(count(home.path(), "in:inbox"), 4997);
+
+    // Nothing changed since: one history call, nothing read. The access token has expired
+    // meanwhile: it is refreshed on the way, and no log line carries a token.
+    control(&mock, "faults", json!({ "expire_tokens": true })).await;
+    let before = mock.requests().len();
+    let third = common::mb_with(home.path(), &["sync"], &[("MAILBROKER_LOG", "trace")]);
+    assert_eq!(third.code, 0, "{}", third.stdout);
+    assert_eq!(third.json["accounts"][0]["changed"], 0);
+    for secret in ["ya29.", "1//mock-"] {
+        assert!(!third.stderr.contains(secret), "a token was logged");
+    }
+    assert!(third.stderr.contains("TRACE"), "trace logging was on");
+    let log = since(&mock, before);
+    let refused = log.iter().filter(|r| r.status == 401).count();
+    assert_eq!(
+        refused, 1,
+        "one refusal, then the refreshed token works: {log:?}"
+    );
+    assert_eq!(
+        since(&mock, before)
+            .iter()
+            .filter(|r| r.path.contains("/messages"))
+            .count(),
+        0
+    );
+
+    // History expired: the next sync is a full one, and the index ends up the same.
+    control(
+        &mock,
+        "modify",
+        json!({ "ids": [ids[30]], "add": ["STARRED"] }),
+    )
+    .await;
+    control(&mock, "expire-history", json!({})).await;
+    let full = ok(home.path(), &["sync"]);
+    assert_eq!(full["accounts"][0]["added"], 4999, "{full}");
+    assert_eq!(count(home.path(), "is:flagged"), 8);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn update_2500_in_three_batches_verified_by_history() {
+    let (mock, home) = synced(2500).await;
+    seed(&mock, 1, &["Invoices"], Some("billing@example.test")).await;
+    ok(home.path(), &["sync"]);
+
+    let args = [
+        "update",
+        "--query",
+        "in:inbox",
+        "--add-tag",
+        "Invoices",
+        "--read",
+        "--yes",
+    ];
+    let dry = ok(
+        home.path(),
+        &[
+            "update",
+            "--query",
+            "in:inbox",
+            "--add-tag",
+            "Invoices",
+            "--read",
+            "--dry-run",
+        ],
+    );
+    assert!(dry["plan"].to_string().contains("batchModify ×3"), "{dry}");
+    let before = mock.requests().len();
+    let done = ok(home.path(), &args);
+    assert_eq!(done["applied"], 2500, "{done}");
+    let log = since(&mock, before);
+    let batches = calls(&log, "/messages/batchModify");
+    let sizes: Vec<Option<usize>> = batches.iter().map(|r| r.ids).collect();
+    assert_eq!(sizes, vec![Some(1000), Some(1000), Some(500)]);
+    // One history call for the preconditions, one to verify; no per-message reads.
+    assert_eq!(calls(&log, "/history").len(), 2, "{log:?}");
+    assert!(
+        !log.iter()
+            .any(|r| r.method == "GET" && r.path.contains("/messages/")),
+        "{log:?}"
+    );
+    assert_eq!(log.len(), 5, "{log:?}");
+
+    let label = mock
+        .ids_with(None)
+        .into_iter()
+        .find(|id| mock.label_names(id).contains(&"Invoices".to_string()));
+    assert!(label.is_some());
+    let unread = mock.ids_with(Some("UNREAD"));
+    assert!(
+        unread.is_empty(),
+        "{} still unread on the server",
+        unread.len()
+    );
+    assert_eq!(count(home.path(), "tag:Invoices is:read in:inbox"), 2500);
+
+    // The same request again writes nothing.
+    let before = mock.requests().len();
+    let again = ok(home.path(), &args);
+    assert_eq!(
+        (again["applied"].as_u64(), again["unchanged"].as_u64()),
+        (Some(0), Some(2500)),
+        "{again}"
+    );
+    assert!(calls(&since(&mock, before), "/messages/batchModify").is_empty());
+
+    // Archive, then undo: the messages are back in the inbox.
+    let archived = ok(
+        home.path(),
+        &[
+            "update",
+            "--query",
+            "subject:\"Message 1\"",
+            "--move-to",
+            "archive",
+            "--yes",
+        ],
+    );
+    let n = archived["applied"].as_u64().unwrap();
+    assert!(n > 100, "{archived}");
+    assert_eq!(mock.ids_with(Some("INBOX")).len() as u64, 2500 - n);
+    let change = archived["change_id"].as_i64().unwrap();
+    let undone = ok(home.path(), &["undo", &change.to_string()]);
+    assert_eq!(undone["applied"].as_u64(), Some(n), "{undone}");
+    assert_eq!(mock.ids_with(Some("INBOX")).len(), 2500);
+    assert_eq!(count(home.path(), "in:inbox"), 2500);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rate_limits_and_a_lost_answer_lose_and_double_nothing() {
+    let mock = GmailMock::start("me@mock.example").await.unwrap();
+    seed(&mock, 1200, &["INBOX", "UNREAD"], None).await;
+    let home = tempfile::tempdir().unwrap();
+    add_account(&mock, home.path(), "g", &[]).await;
+
+    // 30% of calls answered 429 (Retry-After: 0): sync and a write still complete.
+    control(
+        &mock,
+        "faults",
+        json!({ "rate_limit": 0.3, "retry_after_secs": 0 }),
+    )
+    .await;
+    let synced = ok(home.path(), &["sync"]);
+    assert_eq!(synced["accounts"][0]["added"], 1200, "{synced}");
+    let before = mock.requests().len();
+    let done = ok(
+        home.path(),
+        &[
+            "update",
+            "--query",
+            "in:inbox",
+            "--add-tag",
+            "Later",
+            "--yes",
+        ],
+    );
+    assert_eq!(done["applied"], 1200, "{done}");
+    let log = since(&mock, before);
+    assert!(
+        log.iter().any(|r| r.status == 429),
+        "the storm hit: {log:?}"
+    );
+    let landed: usize = calls(&log, "/messages/batchModify")
+        .iter()
+        .filter(|r| r.status == 204)
+        .map(|r| r.ids.unwrap_or(0))
+        .sum();
+    assert_eq!(landed, 1200, "each id written once");
+    control(&mock, "faults", json!({ "rate_limit": 0.0 })).await;
+    assert_eq!(count(home.path(), "tag:Later"), 1200);
+
+    // The write lands but its answer is lost: not resent; history shows it applied.
+    control(&mock, "faults", json!({ "drop_after_write": 1 })).await;
+    let before = mock.requests().len();
+    let flagged = mb(
+        home.path(),
+        &[
+            "update",
+            "--query",
+            "subject:\"Message 7\"",
+            "--flag",
+            "--yes",
+        ],
+    );
+    let log = since(&mock, before);
+    assert_eq!(
+        calls(&log, "/messages/batchModify").len(),
+        1,
+        "not resent: {log:?}"
+    );
+    assert_eq!(flagged.code, 0, "{}", flagged.stdout);
+    let n = flagged.json["applied"].as_u64().unwrap();
+    assert!(n > 0);
+    assert_eq!(mock.ids_with(Some("STARRED")).len() as u64, n);
+    assert_eq!(count(home.path(), "is:flagged"), n as usize);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn staged_deletion_trash_undo_and_permanent() {
+    let (mock, home) = synced(6).await;
+    seed(&mock, 3, &["INBOX"], Some("friend@example.test")).await;
+    ok(home.path(), &["sync"]);
+
+    let staged = ok(home.path(), &["stage-delete", "from:news@shop.example"]);
+    assert_eq!(staged["manifest"]["summary"]["count"], 6);
+    let id = staged["manifest"]["id"].as_i64().unwrap().to_string();
+    let run = ok(home.path(), &["delete-staged", &id, "--yes"]);
+    assert_eq!(run["counts"]["done"], 6, "{run}");
+    assert_eq!(mock.ids_with(Some("TRASH")).len(), 6);
+    assert_eq!(count(home.path(), "in:trash"), 6);
+    let change = run["change_id"].as_i64().unwrap().to_string();
+    let undone = ok(home.path(), &["undo", &change]);
+    assert_eq!(undone["applied"], 6, "{undone}");
+    assert!(mock.ids_with(Some("TRASH")).is_empty());
+    assert_eq!(mock.ids_with(Some("INBOX")).len(), 9);
+
+    // Permanent deletion needs the full scope: refused with the step that grants it.
+    let staged = ok(
+        home.path(),
+        &["stage-delete", "--permanent", "from:news@shop.example"],
+    );
+    let id = staged["manifest"]["id"].as_i64().unwrap().to_string();
+    let refused = mb(home.path(), &["delete-staged", &id, "--yes"]);
+    assert_eq!(refused.code, 5, "{}", refused.stdout);
+    let failure = &refused.json["failures"][0];
+    assert_eq!(
+        failure["error_type"], "insufficient_scope",
+        "{}",
+        refused.stdout
+    );
+    assert_eq!(
+        failure["next_step"],
+        "run: mailbroker account upgrade-scope g"
+    );
+    assert_eq!(
+        refused.json["counts"]["pending"], 6,
+        "kept for the next run"
+    );
+    assert_eq!(mock.ids_with(None).len(), 9);
+    let args = ["account", "upgrade-scope", "g", "--no-browser"].map(String::from);
+    let upgrade = with_browser(home.path(), args.to_vec()).await;
+    assert_eq!(upgrade.code, 0, "{}\n{}", upgrade.stdout, upgrade.stderr);
+    let run = ok(home.path(), &["delete-staged", &id, "--yes"]);
+    assert_eq!(run["counts"]["done"], 6, "{run}");
+    assert_eq!(mock.ids_with(None).len(), 3);
+    assert_eq!(
+        calls(&mock.requests(), "/messages/batchDelete")
+            .iter()
+            .filter(|r| r.status == 204)
+            .count(),
+        1
+    );
+    assert_eq!(count(home.path(), "from:news@shop.example"), 0);
+}
