@@ -3,10 +3,12 @@
 //! trait, checkpointing after each batch, so a run killed at any moment resumes where it
 //! stopped: nothing lost, nothing deleted twice.
 
-use mailbroker_core::Uid;
 use std::collections::{BTreeMap, HashMap};
 
-use mailbroker_core::{AccountId, DeleteBatch, DeleteMode, Error, ItemResult, Outcome, Result};
+use mailbroker_core::{
+    AccountId, DeleteBatch, DeleteMode, Error, ItemResult, MessageFlags, Outcome, Result, Uid,
+    WriteTarget,
+};
 use serde::Serialize;
 
 use crate::home::Home;
@@ -83,19 +85,39 @@ async fn trash_of(store: &Store, account: &str) -> Option<String> {
         .map(|(name, _)| name)
 }
 
-fn batch_of(
+/// A provider batch of these items, each with the state the index last saw.
+async fn batch_of(
+    store: &Store,
     place: &Place,
     items: &[ManifestItem],
     mode: DeleteMode,
     trash: Option<String>,
-) -> DeleteBatch {
-    DeleteBatch {
+) -> Result<DeleteBatch> {
+    let ids: Vec<i64> = items.iter().map(|i| i.message_id).collect();
+    let indexed: HashMap<i64, MessageRef> = store
+        .existing_refs(&ids)
+        .await?
+        .into_iter()
+        .map(|r| (r.id, r))
+        .collect();
+    let targets = items
+        .iter()
+        .map(|i| match indexed.get(&i.message_id) {
+            Some(row) => crate::write::target_of(row),
+            None => WriteTarget {
+                uid: i.uid,
+                modseq: 0,
+                flags: MessageFlags::default(),
+            },
+        })
+        .collect();
+    Ok(DeleteBatch {
         mailbox: place.1.clone(),
         uidvalidity: place.2,
         mode,
         trash,
-        uids: items.iter().map(|i| i.uid).collect(),
-    }
+        targets,
+    })
 }
 
 /// The exact plan of the pending items, per provider; nothing is sent.
@@ -111,7 +133,7 @@ async fn plan_of(store: &Store, mode: DeleteMode, groups: &Batches) -> Result<Ve
         let record = store.account(&account.parse()?).await?;
         let trash = trash_of(store, account).await;
         for (place, items) in groups {
-            let batch = batch_of(place, items, mode, trash.clone());
+            let batch = batch_of(store, place, items, mode, trash.clone()).await?;
             lines.extend(registry::plan_delete(&record, &batch));
         }
     }
@@ -231,7 +253,7 @@ impl Run<'_> {
         let trash = trash_of(self.store, account).await;
         let mut provider = registry::connect(self.store, &record).await?;
         for (place, items) in groups {
-            let batch = batch_of(&place, &items, self.mode, trash.clone());
+            let batch = batch_of(self.store, &place, &items, self.mode, trash.clone()).await?;
             let started = std::time::Instant::now();
             let outcome = provider.delete(&batch).await;
             tracing::debug!(

@@ -73,7 +73,7 @@ pub fn plan_delete(account: &AccountRecord, batch: &DeleteBatch) -> Vec<String> 
         other => vec![format!(
             "{}: delete {} messages in {:?} ({:?})",
             other.as_str(),
-            batch.uids.len(),
+            batch.targets.len(),
             batch.mailbox,
             batch.mode
         )],

@@ -252,6 +252,20 @@ fn batches(intents: &[Intent]) -> BTreeMap<BatchKey, Vec<usize>> {
     out
 }
 
+/// What a provider needs of an indexed message to write it.
+pub(crate) fn target_of(row: &MessageRef) -> WriteTarget {
+    WriteTarget {
+        uid: row.uid,
+        modseq: row.modseq,
+        flags: MessageFlags {
+            read: row.read,
+            flagged: row.flagged,
+            tags: row.tags.clone(),
+            raw: row.raw.clone(),
+        },
+    }
+}
+
 fn batch_of(key: &BatchKey, intents: &[Intent], members: &[usize]) -> WriteBatch {
     WriteBatch {
         mailbox: key.1.clone(),
@@ -264,19 +278,7 @@ fn batch_of(key: &BatchKey, intents: &[Intent], members: &[usize]) -> WriteBatch
         move_to: key.4.clone(),
         targets: members
             .iter()
-            .map(|i| {
-                let row = &intents[*i].row;
-                WriteTarget {
-                    uid: row.uid,
-                    modseq: row.modseq,
-                    flags: MessageFlags {
-                        read: row.read,
-                        flagged: row.flagged,
-                        tags: row.tags.clone(),
-                        raw: row.raw.clone(),
-                    },
-                }
-            })
+            .map(|i| target_of(&intents[*i].row))
             .collect(),
     }
 }

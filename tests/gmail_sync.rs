@@ -205,7 +205,9 @@ async fn update_2500_in_three_batches_verified_by_history() {
     );
     assert!(calls(&since(&mock, before), "/messages/batchModify").is_empty());
 
-    // Archive, then undo: the messages are back in the inbox.
+    // Archive, then undo: the messages are back in the inbox. The index's own verified write
+    // is no reason to re-read a message: no per-message GET here either.
+    let before = mock.requests().len();
     let archived = ok(
         home.path(),
         &[
@@ -219,6 +221,11 @@ async fn update_2500_in_three_batches_verified_by_history() {
     );
     let n = archived["applied"].as_u64().unwrap();
     assert!(n > 100, "{archived}");
+    let log = since(&mock, before);
+    assert!(
+        !log.iter().any(|r| r.path.contains("/messages/1")),
+        "{log:?}"
+    );
     assert_eq!(mock.ids_with(Some("INBOX")).len() as u64, 2500 - n);
     let change = archived["change_id"].as_i64().unwrap();
     let undone = ok(home.path(), &["undo", &change.to_string()]);
@@ -314,6 +321,7 @@ async fn staged_deletion_trash_undo_and_permanent() {
     assert_eq!(undone["applied"], 6, "{undone}");
     assert!(mock.ids_with(Some("TRASH")).is_empty());
     assert_eq!(mock.ids_with(Some("INBOX")).len(), 9);
+    assert_eq!(mock.ids_with(Some("UNREAD")).len(), 6, "unread as before");
 
     // Permanent deletion needs the full scope: refused with the step that grants it.
     let staged = ok(

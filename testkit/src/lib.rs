@@ -10,6 +10,8 @@ mod dovecot;
 mod imap;
 mod proxy;
 
+pub mod oauth;
+
 pub use certs::TestCa;
 pub use dovecot::{Dovecot, PASSWORD};
 pub use imap::{ImapClient, message};

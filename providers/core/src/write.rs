@@ -139,7 +139,15 @@ pub struct DeleteBatch {
     pub mode: DeleteMode,
     /// The account's trash mailbox (resolved from its role), where trash mode moves to.
     pub trash: Option<String>,
-    pub uids: Vec<Uid>,
+    /// The staged messages, with the state the index last saw (default when the index no
+    /// longer has one).
+    pub targets: Vec<WriteTarget>,
+}
+
+impl DeleteBatch {
+    pub fn uids(&self) -> Vec<Uid> {
+        self.targets.iter().map(|t| t.uid).collect()
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

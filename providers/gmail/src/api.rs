@@ -1,7 +1,7 @@
 //! The Gmail API calls mailbroker makes, typed: paths, parameters, quota costs and resource
 //! shapes from Google's discovery document (`gmail.v1.json`).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use mailbroker_core::Result;
 use serde::Deserialize;
@@ -244,6 +244,24 @@ pub async fn batch_delete(client: &Client, ids: &[String]) -> Result<()> {
         .post("messages/batchDelete", &body, cost::BATCH)
         .await
         .map(drop)
+}
+
+/// The last history record that touched each message.
+pub fn last_change(records: &[History]) -> HashMap<String, u64> {
+    let mut last = HashMap::new();
+    for h in records {
+        let ids = h
+            .messages_added
+            .iter()
+            .chain(&h.messages_deleted)
+            .map(|e| &e.message.id)
+            .chain(h.labels_added.iter().map(|c| &c.message.id))
+            .chain(h.labels_removed.iter().map(|c| &c.message.id));
+        for id in ids {
+            last.insert(id.clone(), h.id());
+        }
+    }
+    last
 }
 
 /// The ids a set of history records says were deleted, and those otherwise touched.

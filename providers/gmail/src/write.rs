@@ -7,7 +7,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 
 use mailbroker_core::{
     Capabilities, DeleteBatch, DeleteMode, Error, FlagOp, ItemResult, Outcome, Result, Uid,
-    WriteBatch,
+    WriteBatch, WriteTarget,
 };
 
 use crate::GmailProvider;
@@ -27,6 +27,16 @@ struct Target {
     uid: Uid,
     id: String,
     labels: BTreeSet<String>,
+}
+
+impl Target {
+    fn of(t: &WriteTarget) -> Target {
+        Target {
+            uid: t.uid,
+            id: id_of(t.uid),
+            labels: t.flags.raw.iter().cloned().collect(),
+        }
+    }
 }
 
 /// The label change a flag operation and a move mean. Tags are named by `tag_id` (which may
@@ -117,8 +127,8 @@ pub fn plan(cursor: &Cursor, batch: &WriteBatch) -> Vec<String> {
 }
 
 pub fn plan_delete(caps: &Capabilities, batch: &DeleteBatch) -> Vec<String> {
-    let calls = batch.uids.len().div_ceil(MAX_BATCH);
-    let n = batch.uids.len();
+    let n = batch.targets.len();
+    let calls = n.div_ceil(MAX_BATCH);
     let send = match batch.mode {
         DeleteMode::Trash => format!("batchModify ×{calls} ({n} ids) add [\"TRASH\"]"),
         DeleteMode::Permanent if caps.has(SCOPE_FULL) => {
@@ -223,15 +233,7 @@ impl GmailProvider {
 
     pub(crate) async fn apply_batch(&mut self, batch: &WriteBatch) -> Result<Vec<ItemResult>> {
         let delta = self.delta(batch).await?;
-        let mut targets: Vec<Target> = batch
-            .targets
-            .iter()
-            .map(|t| Target {
-                uid: t.uid,
-                id: id_of(t.uid),
-                labels: t.flags.raw.iter().cloned().collect(),
-            })
-            .collect();
+        let mut targets: Vec<Target> = batch.targets.iter().map(Target::of).collect();
         let since = match batch.synced_modseq {
             0 => batch.targets.iter().map(|t| t.modseq).min().unwrap_or(0),
             synced => synced,
@@ -273,7 +275,7 @@ impl GmailProvider {
         since: u64,
         batch: &WriteBatch,
     ) -> Result<(Vec<ItemResult>, u64)> {
-        let (suspects, pre_write) = self.changed_since(since, targets).await?;
+        let (suspects, pre_write) = self.changed_since(since, targets, modseqs).await?;
         let mut results = Vec::new();
         let mut keep = Vec::with_capacity(targets.len());
         for mut t in std::mem::take(targets) {
@@ -315,17 +317,25 @@ impl GmailProvider {
         Ok((results, pre_write))
     }
 
-    /// The ids among `targets` that history says changed after `since` (all of them when
-    /// history that old is gone), and the mailbox's history id now.
+    /// The targets history says changed after the index last saw them (each target's own
+    /// history id, so the index's own verified writes do not count), or all of them when
+    /// history that old is gone; and the mailbox's history id now.
     async fn changed_since(
         &self,
         since: u64,
         targets: &[Target],
+        modseqs: &HashMap<Uid, u64>,
     ) -> Result<(HashSet<String>, u64)> {
         match api::history_since(&self.client, since).await {
             Ok(h) => {
-                let (deleted, changed) = api::touched(&h.records);
-                Ok((deleted.union(&changed).cloned().collect(), h.history_id))
+                let last = api::last_change(&h.records);
+                let seen = |t: &Target| modseqs.get(&t.uid).copied().unwrap_or(0);
+                let changed = targets
+                    .iter()
+                    .filter(|t| last.get(&t.id).is_some_and(|at| *at > seen(t)))
+                    .map(|t| t.id.clone())
+                    .collect();
+                Ok((changed, h.history_id))
             }
             Err(e) if e.error_type() == "not_found" => {
                 let now = api::profile(&self.client).await?.history_id;
@@ -442,15 +452,7 @@ impl GmailProvider {
                 self.account
             )));
         }
-        let mut targets: Vec<Target> = batch
-            .uids
-            .iter()
-            .map(|uid| Target {
-                uid: *uid,
-                id: id_of(*uid),
-                labels: BTreeSet::new(),
-            })
-            .collect();
+        let mut targets: Vec<Target> = batch.targets.iter().map(Target::of).collect();
         // Identity check: a message history shows deleted is already done.
         let since = self.cursor.history_id;
         let (mut results, pre_write) = match api::history_since(&self.client, since).await {

@@ -23,7 +23,7 @@ pub fn plan_delete(caps: &Capabilities, batch: &DeleteBatch) -> Vec<String> {
     let trash = batch.trash.as_deref().unwrap_or("(no trash mailbox)");
     let gmail = caps.has("X-GM-EXT-1");
     let mut lines = Vec::new();
-    for set in uidset::chunks(&batch.uids, 200) {
+    for set in uidset::chunks(&batch.uids(), 200) {
         let check = format!(
             "imap {}: UID FETCH {set} (UID FLAGS) (identity check)",
             batch.mailbox
@@ -75,26 +75,26 @@ impl ImapProvider {
                 batch.mailbox
             ));
             return Ok(batch
-                .uids
+                .uids()
                 .iter()
                 .map(|u| ItemResult::new(*u, Outcome::Stale).with_error(reason.clone()))
                 .collect());
         }
         // Identity check: a staged UID that is no longer there is already gone (done).
         let present: HashSet<Uid> = self
-            .read_flags(&batch.uids)
+            .read_flags(&batch.uids())
             .await?
             .into_iter()
             .map(|(u, _, _)| u)
             .collect();
         let live: Vec<Uid> = batch
-            .uids
+            .uids()
             .iter()
             .copied()
             .filter(|u| present.contains(u))
             .collect();
         let mut results: HashMap<Uid, ItemResult> = batch
-            .uids
+            .uids()
             .iter()
             .filter(|u| !present.contains(u))
             .map(|u| (*u, ItemResult::new(*u, Outcome::Unchanged)))

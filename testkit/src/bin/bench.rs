@@ -12,6 +12,8 @@ use mailbroker_testkit::{Dovecot, ImapClient, PASSWORD};
 
 #[path = "bench/delete.rs"]
 mod delete;
+#[path = "bench/gmail.rs"]
+mod gmail;
 #[path = "bench/mcp.rs"]
 mod mcp;
 
@@ -123,7 +125,8 @@ async fn main() -> Result<()> {
         Some("write") => bench_write(messages.unwrap_or(10_000)).await,
         Some("mcp") => mcp::bench_mcp(messages.unwrap_or(10_000)).await,
         Some("delete") => delete::bench_delete(messages.unwrap_or(10_000)).await,
-        _ => bail!("usage: bench sync|write|mcp|delete [--messages N]"),
+        Some("gmail") => gmail::bench_gmail(messages.unwrap_or(10_000)).await,
+        _ => bail!("usage: bench sync|write|mcp|delete|gmail [--messages N]"),
     }
 }
 

@@ -1,0 +1,143 @@
+//! `bench gmail --messages N`: a Gmail account on the Gmail mock behind the 20 ms round-trip
+//! proxy: first sync, then one label added to N messages (API requests counted from the mock's
+//! log, the goal being ≤ 12 per 10,000 edits), the same request again, and the per-message
+//! `messages.modify` loop through the same proxy for comparison.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use mailbroker_mock_gmail::{GmailMock, Logged, SCOPE_MODIFY};
+use mailbroker_testkit::{Proxy, oauth};
+use serde_json::json;
+
+/// Quota units per call (Google's published table).
+fn units(r: &Logged) -> u64 {
+    let p = r.path.as_str();
+    match () {
+        _ if p.ends_with("/batchModify") || p.ends_with("/batchDelete") => 50,
+        _ if p.ends_with("/history") => 2,
+        _ if p.ends_with("/labels") || p.ends_with("/profile") => 1,
+        _ => 5,
+    }
+}
+
+fn summary(log: &[Logged]) -> String {
+    let mut by: BTreeMap<String, usize> = BTreeMap::new();
+    for r in log {
+        let name = r.path.rsplit('/').next().unwrap_or("").to_string();
+        let name = if name.len() == 16 {
+            "messages/{id}".into()
+        } else {
+            name
+        };
+        *by.entry(format!("{} {name}", r.method)).or_default() += 1;
+    }
+    let units: u64 = log.iter().map(units).sum();
+    format!("{} requests, {units} quota units: {by:?}", log.len())
+}
+
+pub async fn bench_gmail(n: usize) -> Result<()> {
+    let bin = super::mailbroker_binary()?;
+    let mock = GmailMock::start("bench@mock.example").await?;
+    let http = reqwest::Client::new();
+    http.post(format!("{}/_mock/seed", mock.url))
+        .json(&json!({ "count": n, "labels": ["INBOX", "UNREAD"] }))
+        .send()
+        .await?
+        .error_for_status()?;
+    // A label that exists before the write (the common case: tagging with a known label).
+    http.post(format!("{}/_mock/seed", mock.url))
+        .json(&json!({ "count": 1, "labels": ["Bench"] }))
+        .send()
+        .await?
+        .error_for_status()?;
+    let port: u16 = mock.url.rsplit(':').next().context("mock port")?.parse()?;
+    let proxy = Proxy::start(port, super::ONE_WAY)?;
+    let api = format!("http://127.0.0.1:{}", proxy.port);
+    let home = tempfile::tempdir()?;
+    let add = ["account", "add", "gmail", "--id", "g", "--quota", "1000000"];
+    let added = oauth::with_browser(&bin, home.path(), &oauth::mock_args(&api, &add)).await?;
+    if !added.output.status.success() {
+        bail!("account add failed: {}", added.stderr);
+    }
+
+    let before = mock.requests().len();
+    let sync = super::run_mailbroker(&bin, home.path(), &["sync"])?;
+    let sync_log = mock.requests().split_off(before);
+    let before = mock.requests().len();
+    let args = [
+        "update",
+        "--query",
+        "in:inbox",
+        "--add-tag",
+        "Bench",
+        "--yes",
+    ];
+    let write = super::run_mailbroker(&bin, home.path(), &args)?;
+    let write_log = mock.requests().split_off(before);
+    if write.json["applied"].as_u64() != Some(n as u64) {
+        bail!("not all applied: {}", write.json);
+    }
+    let before = mock.requests().len();
+    let again = super::run_mailbroker(&bin, home.path(), &args)?;
+    let again_log = mock.requests().split_off(before);
+    let before = mock.requests().len();
+    let new_label = [
+        "update",
+        "--query",
+        "in:inbox",
+        "--add-tag",
+        "Fresh",
+        "--yes",
+    ];
+    let fresh = super::run_mailbroker(&bin, home.path(), &new_label)?;
+    let fresh_log = mock.requests().split_off(before);
+
+    // The per-message route: one messages.modify per message, through the same proxy.
+    let token = mock.token(&[SCOPE_MODIFY]);
+    let ids: Vec<String> = mock.ids_with(Some("INBOX")).into_iter().take(200).collect();
+    let start = Instant::now();
+    for id in &ids {
+        http.post(format!("{api}/gmail/v1/users/me/messages/{id}/modify"))
+            .bearer_auth(&token)
+            .json(&json!({ "removeLabelIds": ["UNREAD"] }))
+            .send()
+            .await?
+            .error_for_status()?;
+    }
+    let loop_time = start.elapsed();
+    let scaled = loop_time.as_secs_f64() * n as f64 / ids.len() as f64;
+
+    println!(
+        "Gmail: {n} messages on the mock through a {} ms round-trip proxy",
+        2 * super::ONE_WAY.as_millis()
+    );
+    println!(
+        "first sync: {:.2} s wall, {}",
+        sync.wall.as_secs_f64(),
+        summary(&sync_log)
+    );
+    println!(
+        "add a label to {n}: {:.2} s wall (whole process), {}; {:.0}x faster than the per-message loop",
+        write.wall.as_secs_f64(),
+        summary(&write_log),
+        scaled / write.wall.as_secs_f64()
+    );
+    println!(
+        "add a label Gmail does not have yet to {n}: {:.2} s wall, {}",
+        fresh.wall.as_secs_f64(),
+        summary(&fresh_log)
+    );
+    println!(
+        "same request again: {:.2} s wall, {}",
+        again.wall.as_secs_f64(),
+        summary(&again_log)
+    );
+    println!(
+        "per-message messages.modify loop: {:.2} s for {}, scaled to {n}: {scaled:.1} s",
+        loop_time.as_secs_f64(),
+        ids.len()
+    );
+    Ok(())
+}

@@ -1,0 +1,99 @@
+//! Playing the person at the browser for mailbroker's OAuth commands against the Gmail mock:
+//! the command prints the authorization URL on stderr (`--no-browser`), the "browser" asks the
+//! mock to approve and follows the redirect to mailbroker's loopback listener.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use anyhow::{Context, Result, bail};
+
+/// What the command printed and how it ended.
+pub struct OAuthRun {
+    pub output: Output,
+    /// Everything on stderr (including the authorization URL line).
+    pub stderr: String,
+    /// The URL the command asked the browser to open.
+    pub url: String,
+}
+
+/// Runs `bin --home HOME --json ARGS…` (`account add gmail …`, `account login …`) and
+/// completes its browser step.
+pub async fn with_browser(bin: &Path, home: &Path, args: &[String]) -> Result<OAuthRun> {
+    let mut child = Command::new(bin)
+        .arg("--home")
+        .arg(home)
+        .arg("--json")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("start mailbroker")?;
+    let stderr = child.stderr.take().context("stderr")?;
+    let (url, seen, rest) = tokio::task::spawn_blocking(move || -> Result<_> {
+        let mut reader = BufReader::new(stderr);
+        let mut line = String::new();
+        let mut seen = String::new();
+        loop {
+            line.clear();
+            if reader.read_line(&mut line)? == 0 {
+                bail!("no authorization URL on stderr: {seen}");
+            }
+            seen.push_str(&line);
+            if line.starts_with("http") && line.contains("code_challenge=") {
+                return Ok((line.trim().to_string(), seen, reader));
+            }
+        }
+    })
+    .await??;
+    let browser = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()?;
+    let consent = browser.get(&url).send().await?;
+    if consent.status() != 302 {
+        bail!("the mock did not approve: {}", consent.status());
+    }
+    let back = consent
+        .headers()
+        .get("location")
+        .context("no redirect")?
+        .to_str()?
+        .to_string();
+    if !back.starts_with("http://127.0.0.1:") {
+        bail!("redirect is not to the loopback listener: {back}");
+    }
+    let landed = browser.get(&back).send().await?;
+    if landed.status() != 200 {
+        bail!("the loopback listener answered {}", landed.status());
+    }
+    let (output, tail) = tokio::task::spawn_blocking(move || -> Result<_> {
+        let mut tail = String::new();
+        let mut rest = rest;
+        std::io::Read::read_to_string(&mut rest, &mut tail).ok();
+        Ok((child.wait_with_output()?, tail))
+    })
+    .await??;
+    Ok(OAuthRun {
+        output,
+        stderr: seen + &tail,
+        url,
+    })
+}
+
+/// The arguments that point an OAuth command at the mock at `mock_url`.
+pub fn mock_args(mock_url: &str, first: &[&str]) -> Vec<String> {
+    let mut args: Vec<String> = first.iter().map(|s| s.to_string()).collect();
+    args.extend([
+        "--client-id".to_string(),
+        "mailbroker-test".into(),
+        "--no-browser".into(),
+        "--api-base".into(),
+        mock_url.to_string(),
+        "--auth-url".into(),
+        format!("{mock_url}/o/oauth2/v2/auth"),
+        "--token-url".into(),
+        format!("{mock_url}/token"),
+    ]);
+    args
+}
