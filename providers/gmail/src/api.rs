@@ -3,11 +3,14 @@
 
 use std::collections::{HashMap, HashSet};
 
+use google_gmail1::api as gmail;
 use mailbroker_core::Result;
-use serde::Deserialize;
-use serde_json::json;
 
-use crate::client::Client;
+use crate::client::{Client, Kind};
+use crate::oauth::SCOPE_FULL;
+
+/// The user id that means "the account the token belongs to".
+const ME: &str = "me";
 
 /// Quota units per call (Google's published table).
 mod cost {
@@ -27,82 +30,60 @@ const PAGE: u32 = 500;
 /// Headers `format=metadata` asks for: what the index keeps.
 pub const HEADERS: [&str; 6] = ["Subject", "From", "To", "Cc", "Date", "Message-ID"];
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone)]
 pub struct Label {
     pub id: String,
     pub name: String,
-    #[serde(rename = "type", default)]
+    /// `system` or `user`.
     pub kind: String,
 }
 
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone)]
 pub struct Profile {
     pub email_address: String,
     pub messages_total: Option<u64>,
-    pub history_id: String,
+    pub history_id: u64,
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
-pub struct Header {
-    pub name: String,
-    pub value: String,
-}
-
-#[derive(Debug, Clone, Default, Deserialize)]
-pub struct Payload {
-    #[serde(default)]
-    pub headers: Vec<Header>,
-}
-
-/// A message resource (`minimal` or `metadata` format).
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
+/// A message resource (`minimal`, `metadata` or `raw` format), its options resolved.
+#[derive(Debug, Clone, Default)]
 pub struct Message {
     pub id: String,
     pub label_ids: Vec<String>,
-    pub history_id: String,
-    pub internal_date: String,
+    pub history_id: u64,
+    /// Milliseconds since the epoch.
+    pub internal_date: Option<i64>,
     pub size_estimate: u64,
     pub snippet: String,
-    pub payload: Option<Payload>,
-    /// `format=raw`: the RFC 5322 source, base64url.
-    pub raw: Option<String>,
+    /// `format=metadata`: the headers asked for.
+    pub headers: Vec<(String, String)>,
+    /// `format=raw`: the RFC 5322 source.
+    pub raw: Option<Vec<u8>>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
-pub struct MessageId {
-    pub id: String,
+impl Message {
+    pub fn header(&self, name: &str) -> Option<String> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.clone())
+    }
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, Default)]
 pub struct LabelChange {
-    pub message: MessageId,
-    #[serde(default)]
+    pub id: String,
     pub label_ids: Vec<String>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
-pub struct MessageEvent {
-    pub message: MessageId,
-}
-
 /// One history record: a change that may touch many messages in many ways.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
+#[derive(Debug, Clone, Default)]
 pub struct History {
-    pub id: String,
-    pub messages_added: Vec<MessageEvent>,
-    pub messages_deleted: Vec<MessageEvent>,
+    pub id: u64,
+    pub messages_added: Vec<String>,
+    pub messages_deleted: Vec<String>,
     pub labels_added: Vec<LabelChange>,
     pub labels_removed: Vec<LabelChange>,
-}
-
-impl History {
-    pub fn id(&self) -> u64 {
-        self.id.parse().unwrap_or(0)
-    }
 }
 
 /// Every history record after a history id, and the mailbox's history id now.
@@ -111,50 +92,174 @@ pub struct HistorySince {
     pub history_id: u64,
 }
 
-pub async fn labels(client: &Client) -> Result<Vec<Label>> {
-    #[derive(Deserialize)]
-    struct List {
-        #[serde(default)]
-        labels: Vec<Label>,
+fn message_of(m: gmail::Message) -> Message {
+    let headers = m
+        .payload
+        .and_then(|p| p.headers)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|h| Some((h.name?, h.value?)))
+        .collect();
+    Message {
+        id: m.id.unwrap_or_default(),
+        label_ids: m.label_ids.unwrap_or_default(),
+        history_id: m.history_id.unwrap_or(0),
+        internal_date: m.internal_date,
+        size_estimate: m.size_estimate.map_or(0, |s| s.max(0) as u64),
+        snippet: m.snippet.unwrap_or_default(),
+        headers,
+        raw: m.raw,
     }
-    let list: List = client.get("labels", &[], cost::LABELS).await?;
-    Ok(list.labels)
+}
+
+fn ids_of<T>(list: Option<Vec<T>>, message: impl Fn(T) -> Option<gmail::Message>) -> Vec<String> {
+    list.unwrap_or_default()
+        .into_iter()
+        .filter_map(|e| message(e)?.id)
+        .collect()
+}
+
+fn changes_of<T>(
+    list: Option<Vec<T>>,
+    parts: impl Fn(T) -> (Option<gmail::Message>, Option<Vec<String>>),
+) -> Vec<LabelChange> {
+    list.unwrap_or_default()
+        .into_iter()
+        .filter_map(|e| {
+            let (message, labels) = parts(e);
+            Some(LabelChange {
+                id: message?.id?,
+                label_ids: labels.unwrap_or_default(),
+            })
+        })
+        .collect()
+}
+
+fn history_of(h: gmail::History) -> History {
+    History {
+        id: h.id.unwrap_or(0),
+        messages_added: ids_of(h.messages_added, |e| e.message),
+        messages_deleted: ids_of(h.messages_deleted, |e| e.message),
+        labels_added: changes_of(h.labels_added, |e| (e.message, e.label_ids)),
+        labels_removed: changes_of(h.labels_removed, |e| (e.message, e.label_ids)),
+    }
+}
+
+pub async fn labels(client: &Client) -> Result<Vec<Label>> {
+    let list = client
+        .call(
+            Kind::Read,
+            cost::LABELS,
+            "labels.list",
+            |hub, dlg, scope| {
+                Box::pin(async move {
+                    let call = hub.users().labels_list(ME).delegate(dlg).add_scope(scope);
+                    call.doit().await.map(|(_, v)| v)
+                })
+            },
+        )
+        .await?;
+    Ok(list
+        .labels
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|l| {
+            Some(Label {
+                id: l.id?,
+                name: l.name?,
+                kind: l.type_.unwrap_or_default(),
+            })
+        })
+        .collect())
 }
 
 pub async fn create_label(client: &Client, name: &str) -> Result<Label> {
-    let body = json!({
-        "name": name,
-        "labelListVisibility": "labelShow",
-        "messageListVisibility": "show",
-    });
-    client.post_read("labels", &body, cost::CREATE_LABEL).await
+    let request = gmail::Label {
+        name: Some(name.to_string()),
+        label_list_visibility: Some("labelShow".into()),
+        message_list_visibility: Some("show".into()),
+        ..Default::default()
+    };
+    // A write, but harmless to repeat: Gmail refuses a second label of the same name.
+    let label = client
+        .call(
+            Kind::Read,
+            cost::CREATE_LABEL,
+            "labels.create",
+            |hub, dlg, scope| {
+                let request = request.clone();
+                Box::pin(async move {
+                    let call = hub.users().labels_create(request, ME);
+                    call.delegate(dlg)
+                        .add_scope(scope)
+                        .doit()
+                        .await
+                        .map(|(_, v)| v)
+                })
+            },
+        )
+        .await?;
+    Ok(Label {
+        id: label.id.unwrap_or_default(),
+        name: label.name.unwrap_or_else(|| name.to_string()),
+        kind: "user".into(),
+    })
 }
 
 pub async fn profile(client: &Client) -> Result<Profile> {
-    client.get("profile", &[], cost::PROFILE).await
+    let p = client
+        .call(
+            Kind::Read,
+            cost::PROFILE,
+            "getProfile",
+            |hub, dlg, scope| {
+                Box::pin(async move {
+                    let call = hub.users().get_profile(ME).delegate(dlg).add_scope(scope);
+                    call.doit().await.map(|(_, v)| v)
+                })
+            },
+        )
+        .await?;
+    Ok(Profile {
+        email_address: p.email_address.unwrap_or_default(),
+        messages_total: p.messages_total.map(|n| n.max(0) as u64),
+        history_id: p.history_id.unwrap_or(0),
+    })
 }
 
 /// Every message id of the mailbox, spam and trash included, newest first.
 pub async fn all_ids(client: &Client, mut progress: impl FnMut(usize)) -> Result<Vec<String>> {
-    #[derive(Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    struct Page {
-        #[serde(default)]
-        messages: Vec<MessageId>,
-        next_page_token: Option<String>,
-    }
     let mut ids = Vec::new();
     let mut token: Option<String> = None;
     loop {
-        let mut query = vec![
-            ("maxResults", PAGE.to_string()),
-            ("includeSpamTrash", "true".to_string()),
-        ];
-        if let Some(t) = token.take() {
-            query.push(("pageToken", t));
-        }
-        let page: Page = client.get("messages", &query, cost::LIST).await?;
-        ids.extend(page.messages.into_iter().map(|m| m.id));
+        let page = client
+            .call(
+                Kind::Read,
+                cost::LIST,
+                "messages.list",
+                |hub, dlg, scope| {
+                    let token = token.clone();
+                    Box::pin(async move {
+                        let mut call = hub.users().messages_list(ME);
+                        call = call.max_results(PAGE).include_spam_trash(true);
+                        if let Some(t) = &token {
+                            call = call.page_token(t);
+                        }
+                        call.delegate(dlg)
+                            .add_scope(scope)
+                            .doit()
+                            .await
+                            .map(|(_, v)| v)
+                    })
+                },
+            )
+            .await?;
+        ids.extend(
+            page.messages
+                .unwrap_or_default()
+                .into_iter()
+                .filter_map(|m| m.id),
+        );
         progress(ids.len());
         match page.next_page_token {
             Some(t) => token = Some(t),
@@ -163,60 +268,82 @@ pub async fn all_ids(client: &Client, mut progress: impl FnMut(usize)) -> Result
     }
 }
 
-/// One message's labels, history id and the headers the index keeps.
-pub async fn metadata(client: &Client, id: &str) -> Result<Message> {
-    let mut query = vec![("format", "metadata".to_string())];
-    query.extend(HEADERS.iter().map(|h| ("metadataHeaders", h.to_string())));
-    client
-        .get(&format!("messages/{id}"), &query, cost::GET)
-        .await
+async fn get(client: &Client, id: &str, format: &'static str) -> Result<Message> {
+    let id = id.to_string();
+    let message = client
+        .call(Kind::Read, cost::GET, "messages.get", |hub, dlg, scope| {
+            let id = id.clone();
+            Box::pin(async move {
+                let mut call = hub.users().messages_get(ME, &id).format(format);
+                if format == "metadata" {
+                    for h in HEADERS {
+                        call = call.add_metadata_headers(h);
+                    }
+                }
+                call.delegate(dlg)
+                    .add_scope(scope)
+                    .doit()
+                    .await
+                    .map(|(_, v)| v)
+            })
+        })
+        .await?;
+    Ok(message_of(message))
 }
 
-/// One message's source (RFC 5322), base64url in `raw`.
+/// One message's labels, history id and the headers the index keeps.
+pub async fn metadata(client: &Client, id: &str) -> Result<Message> {
+    get(client, id, "metadata").await
+}
+
+/// One message's source (RFC 5322) in `raw`.
 pub async fn raw(client: &Client, id: &str) -> Result<Message> {
-    let query = [("format", "raw".to_string())];
-    client
-        .get(&format!("messages/{id}"), &query, cost::GET)
-        .await
+    get(client, id, "raw").await
 }
 
 /// Every history record after `start`, all pages. A `not_found` error means `start` is too old
 /// (Gmail forgets history after about a week): sync in full.
 pub async fn history_since(client: &Client, start: u64) -> Result<HistorySince> {
-    #[derive(Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    struct Page {
-        #[serde(default)]
-        history: Vec<History>,
-        next_page_token: Option<String>,
-        history_id: String,
-    }
     let mut records = Vec::new();
     let mut token: Option<String> = None;
     loop {
-        let mut query = vec![
-            ("startHistoryId", start.to_string()),
-            ("maxResults", PAGE.to_string()),
-        ];
-        for kind in [
-            "messageAdded",
-            "messageDeleted",
-            "labelAdded",
-            "labelRemoved",
-        ] {
-            query.push(("historyTypes", kind.to_string()));
-        }
-        if let Some(t) = token.take() {
-            query.push(("pageToken", t));
-        }
-        let page: Page = client.get("history", &query, cost::HISTORY).await?;
-        records.extend(page.history);
+        let page = client
+            .call(
+                Kind::Read,
+                cost::HISTORY,
+                "history.list",
+                |hub, dlg, scope| {
+                    let token = token.clone();
+                    Box::pin(async move {
+                        let mut call = hub.users().history_list(ME).start_history_id(start);
+                        call = call.max_results(PAGE);
+                        for kind in [
+                            "messageAdded",
+                            "messageDeleted",
+                            "labelAdded",
+                            "labelRemoved",
+                        ] {
+                            call = call.add_history_types(kind);
+                        }
+                        if let Some(t) = &token {
+                            call = call.page_token(t);
+                        }
+                        call.delegate(dlg)
+                            .add_scope(scope)
+                            .doit()
+                            .await
+                            .map(|(_, v)| v)
+                    })
+                },
+            )
+            .await?;
+        records.extend(page.history.unwrap_or_default().into_iter().map(history_of));
         match page.next_page_token {
             Some(t) => token = Some(t),
             None => {
                 return Ok(HistorySince {
                     records,
-                    history_id: page.history_id.parse().unwrap_or(start),
+                    history_id: page.history_id.unwrap_or(start),
                 });
             }
         }
@@ -230,20 +357,50 @@ pub async fn batch_modify(
     add: &[String],
     remove: &[String],
 ) -> Result<()> {
-    let body = json!({ "ids": ids, "addLabelIds": add, "removeLabelIds": remove });
+    let request = gmail::BatchModifyMessagesRequest {
+        ids: Some(ids.to_vec()),
+        add_label_ids: Some(add.to_vec()),
+        remove_label_ids: Some(remove.to_vec()),
+    };
     client
-        .post("messages/batchModify", &body, cost::BATCH)
+        .call(
+            Kind::Write,
+            cost::BATCH,
+            "messages.batchModify",
+            |hub, dlg, scope| {
+                let request = request.clone();
+                Box::pin(async move {
+                    let call = hub.users().messages_batch_modify(request, ME);
+                    call.delegate(dlg).add_scope(scope).doit().await.map(drop)
+                })
+            },
+        )
         .await
-        .map(drop)
 }
 
 /// Deletes up to `MAX_BATCH` messages for good (needs the full scope).
 pub async fn batch_delete(client: &Client, ids: &[String]) -> Result<()> {
-    let body = json!({ "ids": ids });
+    let request = gmail::BatchDeleteMessagesRequest {
+        ids: Some(ids.to_vec()),
+    };
     client
-        .post("messages/batchDelete", &body, cost::BATCH)
+        .call(
+            Kind::Write,
+            cost::BATCH,
+            "messages.batchDelete",
+            |hub, dlg, _| {
+                let request = request.clone();
+                Box::pin(async move {
+                    let call = hub.users().messages_batch_delete(request, ME);
+                    call.delegate(dlg)
+                        .add_scope(SCOPE_FULL)
+                        .doit()
+                        .await
+                        .map(drop)
+                })
+            },
+        )
         .await
-        .map(drop)
 }
 
 /// The last history record that touched each message.
@@ -254,11 +411,10 @@ pub fn last_change(records: &[History]) -> HashMap<String, u64> {
             .messages_added
             .iter()
             .chain(&h.messages_deleted)
-            .map(|e| &e.message.id)
-            .chain(h.labels_added.iter().map(|c| &c.message.id))
-            .chain(h.labels_removed.iter().map(|c| &c.message.id));
+            .chain(h.labels_added.iter().map(|c| &c.id))
+            .chain(h.labels_removed.iter().map(|c| &c.id));
         for id in ids {
-            last.insert(id.clone(), h.id());
+            last.insert(id.clone(), h.id);
         }
     }
     last
@@ -269,10 +425,10 @@ pub fn touched(records: &[History]) -> (HashSet<String>, HashSet<String>) {
     let mut deleted = HashSet::new();
     let mut changed = HashSet::new();
     for h in records {
-        deleted.extend(h.messages_deleted.iter().map(|e| e.message.id.clone()));
-        changed.extend(h.messages_added.iter().map(|e| e.message.id.clone()));
-        changed.extend(h.labels_added.iter().map(|e| e.message.id.clone()));
-        changed.extend(h.labels_removed.iter().map(|e| e.message.id.clone()));
+        deleted.extend(h.messages_deleted.iter().cloned());
+        changed.extend(h.messages_added.iter().cloned());
+        changed.extend(h.labels_added.iter().map(|c| c.id.clone()));
+        changed.extend(h.labels_removed.iter().map(|c| c.id.clone()));
     }
     changed.retain(|id| !deleted.contains(id));
     (deleted, changed)

@@ -1,20 +1,24 @@
-//! One account's HTTP session with the Gmail API: the access token (refreshed once, for every
-//! caller, when Gmail refuses it), the per-user quota as a token bucket, retries with backoff
-//! and jitter that honour Retry-After, and the line between "not sent" and "sent, no answer".
+//! One account's session with the Gmail API through the generated client (`google-gmail1`):
+//! the access token (refreshed once, for every caller, when Gmail refuses it), the per-user
+//! quota as a token bucket, retries with backoff and jitter that honour Retry-After, and the
+//! line between "not sent" and "sent, no answer".
 //!
 //! Reads are retried freely. A write is retried only when Gmail said it did nothing (429, a
 //! rate-limit 403, a refused token); a write whose answer never arrived, or that failed on
 //! Gmail's side (5xx), is `outcome_unknown` and is never resent from here: the caller re-reads.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use google_gmail1::{Gmail, common, hyper_rustls};
+use hyper_util::client::legacy::connect::HttpConnector;
 use mailbroker_core::{Error, Result};
-use serde::de::DeserializeOwned;
 use tokio::sync::Mutex;
 
-use crate::oauth::{self, OAuthSettings, Tokens};
+use crate::oauth::{self, OAuthSettings, SCOPE_MODIFY, Tokens};
 
 /// Attempts per call before a retryable failure is reported.
 const ATTEMPTS: u32 = 8;
@@ -24,6 +28,14 @@ const MAX_BACKOFF: Duration = Duration::from_secs(32);
 /// Longest Retry-After we wait for before giving up with `rate_limited`.
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(120);
 const TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The generated Gmail hub over rustls (aws-lc-rs, the web PKI roots; plain http only for a
+/// loopback API base such as the mock).
+pub type Hub = Gmail<hyper_rustls::HttpsConnector<HttpConnector>>;
+
+/// A call as the generated client makes it: the hub, and the delegate that records a
+/// failure's status and Retry-After.
+pub type Call<'a, T> = Pin<Box<dyn Future<Output = google_gmail1::Result<T>> + Send + 'a>>;
 
 /// Gmail's per-user quota as a token bucket (units per second, a second's worth of burst).
 pub struct Quota {
@@ -66,11 +78,64 @@ pub enum Kind {
     Write,
 }
 
+/// The token the hub sends, shared with the refresher. The generated calls ask for their own
+/// default scopes; the account's token has the scopes it was granted, so they are ignored.
+#[derive(Clone)]
+struct TokenCell(Arc<std::sync::Mutex<String>>);
+
+impl common::GetToken for TokenCell {
+    fn get_token<'a>(
+        &'a self,
+        _scopes: &'a [&str],
+    ) -> Pin<
+        Box<
+            dyn Future<
+                    Output = std::result::Result<
+                        Option<String>,
+                        Box<dyn std::error::Error + Send + Sync>,
+                    >,
+                > + Send
+                + 'a,
+        >,
+    > {
+        let token = self.0.lock().map(|t| t.clone()).ok();
+        Box::pin(async move { Ok(token) })
+    }
+}
+
+/// Records what a failed answer said, so the retry rule can see the status and Retry-After
+/// (the generated client keeps only the JSON body otherwise).
+#[derive(Default)]
+pub struct Recorder {
+    status: u16,
+    retry_after: Option<Duration>,
+    body: Option<serde_json::Value>,
+}
+
+impl common::Delegate for Recorder {
+    fn http_failure(
+        &mut self,
+        response: &common::Response,
+        err: Option<&serde_json::Value>,
+    ) -> common::Retry {
+        self.status = response.status().as_u16();
+        self.retry_after = response
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(Duration::from_secs);
+        self.body = err.cloned();
+        common::Retry::Abort
+    }
+}
+
 pub struct Client {
-    http: reqwest::Client,
+    hub: Hub,
     settings: OAuthSettings,
     account: String,
     tokens: Mutex<Tokens>,
+    sent_token: TokenCell,
     quota: Quota,
     requests: AtomicU64,
     rate_limited: AtomicU64,
@@ -85,19 +150,42 @@ enum Attempt<T> {
     Refresh(String),
 }
 
+fn hub(settings: &OAuthSettings, token: TokenCell) -> Result<Hub> {
+    let roots = rustls::RootCertStore::from_iter(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::aws_lc_rs::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| Error::internal(format!("tls: {e}")))?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let mut http = HttpConnector::new();
+    http.enforce_http(false);
+    http.set_nodelay(true);
+    let connector = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_or_http()
+        .enable_http1()
+        .wrap_connector(http);
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build(connector);
+    let mut hub = Gmail::new(client, token);
+    let base = format!("{}/", settings.api_base.trim_end_matches('/'));
+    hub.base_url(base.clone());
+    hub.root_url(base);
+    Ok(hub)
+}
+
 impl Client {
     pub fn new(settings: OAuthSettings, tokens: Tokens, account: &str) -> Result<Arc<Client>> {
-        let http = reqwest::Client::builder()
-            .timeout(TIMEOUT)
-            .tcp_nodelay(true)
-            .build()
-            .map_err(|e| Error::internal(format!("http client: {e}")))?;
+        let sent_token = TokenCell(Arc::new(std::sync::Mutex::new(tokens.access_token.clone())));
         Ok(Arc::new(Client {
-            http,
+            hub: hub(&settings, sent_token.clone())?,
             quota: Quota::new(settings.quota_units_per_sec),
             settings,
             account: account.to_string(),
             tokens: Mutex::new(tokens),
+            sent_token,
             requests: AtomicU64::new(0),
             rate_limited: AtomicU64::new(0),
         }))
@@ -116,80 +204,24 @@ impl Client {
         self.tokens.lock().await.scopes.clone()
     }
 
-    fn url(&self, path: &str) -> String {
-        format!(
-            "{}/gmail/v1/users/me/{path}",
-            self.settings.api_base.trim_end_matches('/')
-        )
-    }
-
-    pub async fn get<T: DeserializeOwned>(
-        &self,
-        path: &str,
-        query: &[(&str, String)],
-        units: u32,
-    ) -> Result<T> {
-        let body = self.call(Kind::Read, reqwest::Method::GET, path, query, None, units);
-        parse(&body.await?)
-    }
-
-    /// A write. `Ok` means Gmail answered with success.
-    pub async fn post(&self, path: &str, body: &serde_json::Value, units: u32) -> Result<String> {
-        self.call(
-            Kind::Write,
-            reqwest::Method::POST,
-            path,
-            &[],
-            Some(body),
-            units,
-        )
-        .await
-    }
-
-    /// A read sent as POST (labels.create is a write, but harmless to repeat by name).
-    pub async fn post_read<T: DeserializeOwned>(
-        &self,
-        path: &str,
-        body: &serde_json::Value,
-        units: u32,
-    ) -> Result<T> {
-        let answer = self.call(
-            Kind::Read,
-            reqwest::Method::POST,
-            path,
-            &[],
-            Some(body),
-            units,
-        );
-        parse(&answer.await?)
-    }
-
-    async fn call(
-        &self,
-        kind: Kind,
-        method: reqwest::Method,
-        path: &str,
-        query: &[(&str, String)],
-        body: Option<&serde_json::Value>,
-        units: u32,
-    ) -> Result<String> {
+    /// Runs one generated call (`call(hub, delegate)`) under the quota, with the retry rule
+    /// for its `kind`. `units` is its quota cost, `verb` names it in errors.
+    pub async fn call<T, F>(&self, kind: Kind, units: u32, verb: &str, call: F) -> Result<T>
+    where
+        F: for<'a> Fn(&'a Hub, &'a mut Recorder, &'static str) -> Call<'a, T>,
+    {
         let mut refreshed = false;
         let mut attempt = 0;
         loop {
             attempt += 1;
             tokio::time::sleep(self.quota.reserve(units)).await;
             let token = self.tokens.lock().await.access_token.clone();
-            let mut request = self
-                .http
-                .request(method.clone(), self.url(path))
-                .bearer_auth(&token)
-                .query(query);
-            if let Some(b) = body {
-                request = request.json(b);
-            }
             self.requests.fetch_add(1, Ordering::Relaxed);
-            match self.attempt(kind, request, path).await? {
-                Attempt::Done(text) => return Ok(text),
+            let mut recorder = Recorder::default();
+            let answer =
+                tokio::time::timeout(TIMEOUT, call(&self.hub, &mut recorder, SCOPE_MODIFY)).await;
+            match self.judge(kind, verb, answer, recorder)? {
+                Attempt::Done(value) => return Ok(value),
                 Attempt::Refresh(reason) if !refreshed => {
                     refreshed = true;
                     self.refresh(&token, &reason).await?;
@@ -204,66 +236,74 @@ impl Client {
                     if attempt >= ATTEMPTS || wait > MAX_RETRY_AFTER {
                         return Err(error);
                     }
-                    tracing::debug!(path, attempt, ?wait, "gmail: retrying after {error}");
+                    tracing::debug!(verb, attempt, ?wait, "gmail: retrying after {error}");
                     tokio::time::sleep(wait).await;
                 }
             }
         }
     }
 
-    async fn attempt(
+    /// What one answer means: done, retry (nothing happened), refresh, or an error. A write
+    /// that may have happened is `outcome_unknown`, never retried.
+    fn judge<T>(
         &self,
         kind: Kind,
-        request: reqwest::RequestBuilder,
-        path: &str,
-    ) -> Result<Attempt<String>> {
-        let verb = path.split('?').next().unwrap_or(path);
-        let response = match request.send().await {
-            Ok(r) => r,
-            Err(e) if kind == Kind::Write && !e.is_connect() => {
-                return Err(unknown(verb, &e.to_string()));
-            }
-            Err(e) => {
-                let error = Error::provider_unavailable(format!("Gmail API {verb}: {e}"));
-                return Ok(Attempt::Retry(self.backoff(1), error));
-            }
-        };
-        let status = response.status();
-        let retry_after = response
-            .headers()
-            .get(reqwest::header::RETRY_AFTER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .map(Duration::from_secs);
-        let text = match response.text().await {
-            Ok(t) => t,
-            Err(e) if kind == Kind::Write => return Err(unknown(verb, &e.to_string())),
-            Err(e) => {
-                let error = Error::provider_unavailable(format!("Gmail API {verb}: {e}"));
-                return Ok(Attempt::Retry(self.backoff(1), error));
+        verb: &str,
+        answer: std::result::Result<google_gmail1::Result<T>, tokio::time::error::Elapsed>,
+        recorder: Recorder,
+    ) -> Result<Attempt<T>> {
+        let transport = |what: String| -> Result<Attempt<T>> {
+            match kind {
+                Kind::Write => Err(unknown(verb, &what)),
+                Kind::Read => {
+                    let e = Error::provider_unavailable(format!("Gmail API {verb}: {what}"));
+                    Ok(Attempt::Retry(self.backoff(1), e))
+                }
             }
         };
-        if status.is_success() {
-            return Ok(Attempt::Done(text));
+        let error = match answer {
+            Err(_) => return transport(format!("no answer in {} s", TIMEOUT.as_secs())),
+            Ok(Ok(value)) => return Ok(Attempt::Done(value)),
+            Ok(Err(e)) => e,
+        };
+        match error {
+            google_gmail1::Error::HttpError(e) if e.is_connect() => {
+                let e = Error::provider_unavailable(format!("Gmail API {verb}: {e}"));
+                Ok(Attempt::Retry(self.backoff(1), e))
+            }
+            google_gmail1::Error::HttpError(e) => transport(e.to_string()),
+            google_gmail1::Error::Io(e) => transport(e.to_string()),
+            // A read whose body broke off arrives as undecodable JSON.
+            google_gmail1::Error::JsonDecodeError(_, e) => transport(e.to_string()),
+            google_gmail1::Error::BadRequest(_) | google_gmail1::Error::Failure(_) => {
+                self.failure(kind, verb, recorder)
+            }
+            other => Err(Error::internal(format!("Gmail API {verb}: {other}"))),
         }
-        let reason = GoogleError::parse(&text, status);
-        if status.as_u16() == 401 {
+    }
+
+    fn failure<T>(&self, kind: Kind, verb: &str, r: Recorder) -> Result<Attempt<T>> {
+        let status = r.status;
+        let reason = GoogleError::parse(r.body.as_ref(), status);
+        if status == 401 {
             return Ok(Attempt::Refresh(reason.message));
         }
-        if status.as_u16() == 429 || reason.is_rate_limit() {
+        if status == 429 || reason.is_rate_limit() {
             self.rate_limited.fetch_add(1, Ordering::Relaxed);
-            let wait = retry_after.unwrap_or_else(|| self.backoff(2));
+            let wait = r.retry_after.unwrap_or_else(|| self.backoff(2));
             let error = Error::rate_limited(format!("Gmail API {verb}: {}", reason.message))
                 .with_next_step("wait a minute and run the request again");
             return Ok(Attempt::Retry(wait + jitter(wait), error));
         }
-        if status.is_server_error() {
-            if kind == Kind::Write {
-                return Err(unknown(verb, &reason.message));
-            }
-            let error =
-                Error::provider_unavailable(format!("Gmail API {verb}: {}", reason.message));
-            return Ok(Attempt::Retry(self.backoff(3), error));
+        if status >= 500 {
+            let message = format!("Gmail API {verb}: {}", reason.message);
+            return match kind {
+                Kind::Write => Err(unknown(verb, &reason.message)),
+                Kind::Read => Ok(Attempt::Retry(
+                    self.backoff(3),
+                    Error::provider_unavailable(message),
+                )),
+            };
         }
         Err(reason.into_error(status, verb, &self.account))
     }
@@ -281,6 +321,9 @@ impl Client {
         }
         tracing::debug!("gmail: access token refused ({reason}); refreshing");
         *tokens = oauth::refresh(&self.settings, &tokens, &self.account).await?;
+        if let Ok(mut sent) = self.sent_token.0.lock() {
+            sent.clone_from(&tokens.access_token);
+        }
         Ok(())
     }
 }
@@ -300,11 +343,6 @@ fn unknown(verb: &str, reason: &str) -> Error {
     .with_next_step("run the request again: mailbroker re-reads the messages before writing")
 }
 
-fn parse<T: DeserializeOwned>(body: &str) -> Result<T> {
-    serde_json::from_str(body)
-        .map_err(|e| Error::provider_unavailable(format!("Gmail API answer not understood: {e}")))
-}
-
 /// Google's error body: `{"error": {"code", "message", "errors": [{"reason"}]}}`.
 struct GoogleError {
     message: String,
@@ -312,11 +350,11 @@ struct GoogleError {
 }
 
 impl GoogleError {
-    fn parse(body: &str, status: reqwest::StatusCode) -> GoogleError {
-        let v: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
+    fn parse(body: Option<&serde_json::Value>, status: u16) -> GoogleError {
+        let v = body.cloned().unwrap_or_default();
         let message = v["error"]["message"]
             .as_str()
-            .map_or_else(|| status.to_string(), str::to_string);
+            .map_or_else(|| format!("HTTP {status}"), str::to_string);
         let reasons = v["error"]["errors"]
             .as_array()
             .map(|list| {
@@ -334,9 +372,9 @@ impl GoogleError {
             .any(|r| r == "userRateLimitExceeded" || r == "rateLimitExceeded")
     }
 
-    fn into_error(self, status: reqwest::StatusCode, verb: &str, account: &str) -> Error {
+    fn into_error(self, status: u16, verb: &str, account: &str) -> Error {
         let message = format!("Gmail API {verb}: {}", self.message);
-        match status.as_u16() {
+        match status {
             403 => Error::insufficient_scope(message)
                 .with_next_step(format!("run: mailbroker account upgrade-scope {account}")),
             404 => Error::not_found(message),
@@ -366,14 +404,14 @@ mod tests {
 
     #[test]
     fn google_errors_map_to_ours() {
-        let body = r#"{"error":{"code":403,"message":"Rate Limit Exceeded",
-            "errors":[{"reason":"userRateLimitExceeded"}]}}"#;
-        assert!(GoogleError::parse(body, reqwest::StatusCode::FORBIDDEN).is_rate_limit());
-        let body = r#"{"error":{"code":403,"message":"Insufficient Permission",
-            "errors":[{"reason":"insufficientPermissions"}]}}"#;
-        let e = GoogleError::parse(body, reqwest::StatusCode::FORBIDDEN);
+        let body = serde_json::json!({"error": {"code": 403, "message": "Rate Limit Exceeded",
+            "errors": [{"reason": "userRateLimitExceeded"}]}});
+        assert!(GoogleError::parse(Some(&body), 403).is_rate_limit());
+        let body = serde_json::json!({"error": {"code": 403, "message": "Insufficient Permission",
+            "errors": [{"reason": "insufficientPermissions"}]}});
+        let e = GoogleError::parse(Some(&body), 403);
         assert!(!e.is_rate_limit());
-        let e = e.into_error(reqwest::StatusCode::FORBIDDEN, "batchDelete", "home");
+        let e = e.into_error(403, "batchDelete", "home");
         assert_eq!(e.error_type(), "insufficient_scope");
         assert!(e.to_string().contains("Insufficient Permission"));
     }

@@ -114,21 +114,14 @@ impl Cursor {
 
     /// The index row of a message fetched with `format=metadata`.
     pub fn meta_of(&self, m: &api::Message) -> Option<MessageMeta> {
-        let header = |name: &str| {
-            m.payload.as_ref().and_then(|p| {
-                p.headers
-                    .iter()
-                    .find(|h| h.name.eq_ignore_ascii_case(name))
-                    .map(|h| h.value.clone())
-            })
-        };
+        let header = |name: &str| m.header(name);
         let date = header("Date")
             .and_then(|d| mail_parser::DateTime::parse_rfc822(&d))
             .map(|d| d.to_timestamp())
-            .or_else(|| m.internal_date.parse::<i64>().ok().map(|ms| ms / 1000));
+            .or(m.internal_date.map(|ms| ms / 1000));
         Some(MessageMeta {
             uid: uid_of(&m.id)?,
-            modseq: m.history_id.parse().unwrap_or(0),
+            modseq: m.history_id,
             flags: self.flags_of(&m.label_ids),
             message_id: header("Message-ID"),
             from: header("From").unwrap_or_default(),

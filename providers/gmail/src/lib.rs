@@ -121,18 +121,9 @@ impl Provider for GmailProvider {
                 Err(e) if e.error_type() == "not_found" => continue,
                 Err(e) => return Err(e),
             };
-            let raw = m.raw.unwrap_or_default();
-            let bytes = base64::Engine::decode(
-                &base64::engine::general_purpose::URL_SAFE,
-                raw.trim_end_matches('='),
-            )
-            .or_else(|_| {
-                base64::Engine::decode(
-                    &base64::engine::general_purpose::URL_SAFE_NO_PAD,
-                    raw.trim_end_matches('='),
-                )
-            })
-            .map_err(|e| Error::provider_unavailable(format!("Gmail message source: {e}")))?;
+            let bytes = m.raw.ok_or_else(|| {
+                Error::provider_unavailable("Gmail sent no source for the message")
+            })?;
             out.push((*uid, bytes));
         }
         Ok(out)

@@ -92,7 +92,7 @@ async fn full(
 ) -> Result<Vec<MailboxSyncReport>> {
     // The history id before listing: whatever changes during the listing, the next
     // incremental sync replays.
-    let history_id: u64 = api::profile(client).await?.history_id.parse().unwrap_or(0);
+    let history_id = api::profile(client).await?.history_id;
     let ids = api::all_ids(client, |n| sink.progress(0, n as u64)).await?;
     let mut reports = BTreeMap::new();
     for mb in convert::mailboxes() {

@@ -158,17 +158,17 @@ fn replay(records: &[api::History], targets: &[Target]) -> HashMap<String, Seen>
         targets.iter().map(|t| (t.id.as_str(), &t.labels)).collect();
     let mut seen: HashMap<String, Seen> = HashMap::new();
     for h in records {
-        let record = h.id();
+        let record = h.id;
         let changes = h
             .labels_added
             .iter()
-            .map(|c| (&c.message.id, Some((true, &c.label_ids))))
+            .map(|c| (&c.id, Some((true, &c.label_ids))))
             .chain(
                 h.labels_removed
                     .iter()
-                    .map(|c| (&c.message.id, Some((false, &c.label_ids)))),
+                    .map(|c| (&c.id, Some((false, &c.label_ids)))),
             )
-            .chain(h.messages_deleted.iter().map(|e| (&e.message.id, None)));
+            .chain(h.messages_deleted.iter().map(|id| (id, None)));
         for (id, change) in changes {
             let Some(start) = labels.get(id.as_str()) else {
                 continue;
@@ -293,7 +293,7 @@ impl GmailProvider {
                 }
                 Err(e) => return Err(e),
             };
-            let history: u64 = current.history_id.parse().unwrap_or(0);
+            let history = current.history_id;
             if history <= modseqs.get(&t.uid).copied().unwrap_or(0) {
                 t.labels = current.label_ids.into_iter().collect();
                 keep.push(t);
@@ -340,7 +340,7 @@ impl GmailProvider {
             Err(e) if e.error_type() == "not_found" => {
                 let now = api::profile(&self.client).await?.history_id;
                 let all = targets.iter().map(|t| t.id.clone()).collect();
-                Ok((all, now.parse().unwrap_or(0)))
+                Ok((all, now))
             }
             Err(e) => Err(e),
         }
@@ -468,7 +468,7 @@ impl GmailProvider {
             }
             Err(e) if e.error_type() == "not_found" => {
                 let now = api::profile(&self.client).await?.history_id;
-                (Vec::new(), now.parse().unwrap_or(0))
+                (Vec::new(), now)
             }
             Err(e) => return Err(e),
         };
