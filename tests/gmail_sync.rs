@@ -55,6 +55,14 @@ async fn sync_in_full_then_by_history() {
     let first = ok(home.path(), &["sync"]);
     assert_eq!(first["accounts"][0]["added"], 5000, "{first}");
     assert_eq!(count(home.path(), "in:inbox is:unread"), 5000);
+    // Reading a message fetches its source (format=raw), never from the index.
+    let found = ok(
+        home.path(),
+        &["search", "--limit", "1", "subject:\"Message 42\""],
+    );
+    let id = found["messages"][0]["id"].to_string();
+    let shown = ok(home.path(), &["show", &id, "--body"]);
+    assert_eq!(shown["message"]["body"], "Body of message 42.", "{shown}");
     let gets = calls(&mock.requests(), "/messages").len();
     assert_eq!(gets, 10, "messages.list pages of 500");
 
