@@ -85,6 +85,13 @@ async fn trash_of(store: &Store, account: &str) -> Option<String> {
         .map(|(name, _)| name)
 }
 
+/// The index rows of these items that the index still has, by message id.
+async fn indexed_rows(store: &Store, items: &[ManifestItem]) -> Result<HashMap<i64, MessageRef>> {
+    let ids: Vec<i64> = items.iter().map(|i| i.message_id).collect();
+    let rows = store.existing_refs(&ids).await?;
+    Ok(rows.into_iter().map(|r| (r.id, r)).collect())
+}
+
 /// A provider batch of these items, each with the state the index last saw.
 async fn batch_of(
     store: &Store,
@@ -93,13 +100,7 @@ async fn batch_of(
     mode: DeleteMode,
     trash: Option<String>,
 ) -> Result<DeleteBatch> {
-    let ids: Vec<i64> = items.iter().map(|i| i.message_id).collect();
-    let indexed: HashMap<i64, MessageRef> = store
-        .existing_refs(&ids)
-        .await?
-        .into_iter()
-        .map(|r| (r.id, r))
-        .collect();
+    let indexed = indexed_rows(store, items).await?;
     let targets = items
         .iter()
         .map(|i| match indexed.get(&i.message_id) {
@@ -390,13 +391,7 @@ impl Run<'_> {
     /// Records one batch's results: item statuses, journal lines and the index, together.
     async fn checkpoint(&self, items: &[ManifestItem], results: Vec<ItemResult>) -> Result<()> {
         let (store, mode) = (self.store, self.mode);
-        let ids: Vec<i64> = items.iter().map(|i| i.message_id).collect();
-        let indexed: HashMap<i64, MessageRef> = store
-            .existing_refs(&ids)
-            .await?
-            .into_iter()
-            .map(|r| (r.id, r))
-            .collect();
+        let indexed = indexed_rows(store, items).await?;
         let by_uid: HashMap<Uid, ItemResult> = results.into_iter().map(|r| (r.uid, r)).collect();
         let mut outcomes = Vec::with_capacity(items.len());
         let mut journal = Vec::with_capacity(items.len());

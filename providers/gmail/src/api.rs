@@ -12,6 +12,21 @@ use crate::oauth::SCOPE_FULL;
 /// The user id that means "the account the token belongs to".
 const ME: &str = "me";
 
+/// One generated call through `Client::call`: `$build` makes the call builder from `$users`
+/// (`hub.users()`); the delegate and the scope are added here. The call may be made more than
+/// once (retries), so what it takes by value is cloned per attempt (`[a, b]`).
+macro_rules! gmail_call {
+    ($client:expr, $kind:expr, $cost:expr, $verb:literal, [$($owned:ident),*], |$users:ident| $build:expr) => {
+        $client.call($kind, $cost, $verb, |hub, dlg, scope| {
+            $(let $owned = $owned.clone();)*
+            Box::pin(async move {
+                let $users = hub.users();
+                $build.delegate(dlg).add_scope(scope).doit().await
+            })
+        })
+    };
+}
+
 /// Quota units per call (Google's published table).
 mod cost {
     pub const LABELS: u32 = 1;
@@ -146,19 +161,15 @@ fn history_of(h: gmail::History) -> History {
 }
 
 pub async fn labels(client: &Client) -> Result<Vec<Label>> {
-    let list = client
-        .call(
-            Kind::Read,
-            cost::LABELS,
-            "labels.list",
-            |hub, dlg, scope| {
-                Box::pin(async move {
-                    let call = hub.users().labels_list(ME).delegate(dlg).add_scope(scope);
-                    call.doit().await.map(|(_, v)| v)
-                })
-            },
-        )
-        .await?;
+    let (_, list) = gmail_call!(
+        client,
+        Kind::Read,
+        cost::LABELS,
+        "labels.list",
+        [],
+        |users| { users.labels_list(ME) }
+    )
+    .await?;
     Ok(list
         .labels
         .unwrap_or_default()
@@ -181,24 +192,15 @@ pub async fn create_label(client: &Client, name: &str) -> Result<Label> {
         ..Default::default()
     };
     // A write, but harmless to repeat: Gmail refuses a second label of the same name.
-    let label = client
-        .call(
-            Kind::Read,
-            cost::CREATE_LABEL,
-            "labels.create",
-            |hub, dlg, scope| {
-                let request = request.clone();
-                Box::pin(async move {
-                    let call = hub.users().labels_create(request, ME);
-                    call.delegate(dlg)
-                        .add_scope(scope)
-                        .doit()
-                        .await
-                        .map(|(_, v)| v)
-                })
-            },
-        )
-        .await?;
+    let (_, label) = gmail_call!(
+        client,
+        Kind::Read,
+        cost::CREATE_LABEL,
+        "labels.create",
+        [request],
+        |users| users.labels_create(request, ME)
+    )
+    .await?;
     Ok(Label {
         id: label.id.unwrap_or_default(),
         name: label.name.unwrap_or_else(|| name.to_string()),
@@ -207,19 +209,15 @@ pub async fn create_label(client: &Client, name: &str) -> Result<Label> {
 }
 
 pub async fn profile(client: &Client) -> Result<Profile> {
-    let p = client
-        .call(
-            Kind::Read,
-            cost::PROFILE,
-            "getProfile",
-            |hub, dlg, scope| {
-                Box::pin(async move {
-                    let call = hub.users().get_profile(ME).delegate(dlg).add_scope(scope);
-                    call.doit().await.map(|(_, v)| v)
-                })
-            },
-        )
-        .await?;
+    let (_, p) = gmail_call!(
+        client,
+        Kind::Read,
+        cost::PROFILE,
+        "getProfile",
+        [],
+        |users| { users.get_profile(ME) }
+    )
+    .await?;
     Ok(Profile {
         email_address: p.email_address.unwrap_or_default(),
         messages_total: p.messages_total.map(|n| n.max(0) as u64),
@@ -232,28 +230,24 @@ pub async fn all_ids(client: &Client, mut progress: impl FnMut(usize)) -> Result
     let mut ids = Vec::new();
     let mut token: Option<String> = None;
     loop {
-        let page = client
-            .call(
-                Kind::Read,
-                cost::LIST,
-                "messages.list",
-                |hub, dlg, scope| {
-                    let token = token.clone();
-                    Box::pin(async move {
-                        let mut call = hub.users().messages_list(ME);
-                        call = call.max_results(PAGE).include_spam_trash(true);
-                        if let Some(t) = &token {
-                            call = call.page_token(t);
-                        }
-                        call.delegate(dlg)
-                            .add_scope(scope)
-                            .doit()
-                            .await
-                            .map(|(_, v)| v)
-                    })
-                },
-            )
-            .await?;
+        let (_, page) = gmail_call!(
+            client,
+            Kind::Read,
+            cost::LIST,
+            "messages.list",
+            [token],
+            |users| {
+                let call = users
+                    .messages_list(ME)
+                    .max_results(PAGE)
+                    .include_spam_trash(true);
+                match &token {
+                    Some(t) => call.page_token(t),
+                    None => call,
+                }
+            }
+        )
+        .await?;
         ids.extend(
             page.messages
                 .unwrap_or_default()
@@ -270,24 +264,23 @@ pub async fn all_ids(client: &Client, mut progress: impl FnMut(usize)) -> Result
 
 async fn get(client: &Client, id: &str, format: &'static str) -> Result<Message> {
     let id = id.to_string();
-    let message = client
-        .call(Kind::Read, cost::GET, "messages.get", |hub, dlg, scope| {
-            let id = id.clone();
-            Box::pin(async move {
-                let mut call = hub.users().messages_get(ME, &id).format(format);
-                if format == "metadata" {
-                    for h in HEADERS {
-                        call = call.add_metadata_headers(h);
-                    }
+    let (_, message) = gmail_call!(
+        client,
+        Kind::Read,
+        cost::GET,
+        "messages.get",
+        [id],
+        |users| {
+            let mut call = users.messages_get(ME, &id).format(format);
+            if format == "metadata" {
+                for h in HEADERS {
+                    call = call.add_metadata_headers(h);
                 }
-                call.delegate(dlg)
-                    .add_scope(scope)
-                    .doit()
-                    .await
-                    .map(|(_, v)| v)
-            })
-        })
-        .await?;
+            }
+            call
+        }
+    )
+    .await?;
     Ok(message_of(message))
 }
 
@@ -307,36 +300,32 @@ pub async fn history_since(client: &Client, start: u64) -> Result<HistorySince> 
     let mut records = Vec::new();
     let mut token: Option<String> = None;
     loop {
-        let page = client
-            .call(
-                Kind::Read,
-                cost::HISTORY,
-                "history.list",
-                |hub, dlg, scope| {
-                    let token = token.clone();
-                    Box::pin(async move {
-                        let mut call = hub.users().history_list(ME).start_history_id(start);
-                        call = call.max_results(PAGE);
-                        for kind in [
-                            "messageAdded",
-                            "messageDeleted",
-                            "labelAdded",
-                            "labelRemoved",
-                        ] {
-                            call = call.add_history_types(kind);
-                        }
-                        if let Some(t) = &token {
-                            call = call.page_token(t);
-                        }
-                        call.delegate(dlg)
-                            .add_scope(scope)
-                            .doit()
-                            .await
-                            .map(|(_, v)| v)
-                    })
-                },
-            )
-            .await?;
+        let (_, page) = gmail_call!(
+            client,
+            Kind::Read,
+            cost::HISTORY,
+            "history.list",
+            [token],
+            |users| {
+                let mut call = users
+                    .history_list(ME)
+                    .start_history_id(start)
+                    .max_results(PAGE);
+                for kind in [
+                    "messageAdded",
+                    "messageDeleted",
+                    "labelAdded",
+                    "labelRemoved",
+                ] {
+                    call = call.add_history_types(kind);
+                }
+                match &token {
+                    Some(t) => call.page_token(t),
+                    None => call,
+                }
+            }
+        )
+        .await?;
         records.extend(page.history.unwrap_or_default().into_iter().map(history_of));
         match page.next_page_token {
             Some(t) => token = Some(t),
@@ -362,20 +351,16 @@ pub async fn batch_modify(
         add_label_ids: Some(add.to_vec()),
         remove_label_ids: Some(remove.to_vec()),
     };
-    client
-        .call(
-            Kind::Write,
-            cost::BATCH,
-            "messages.batchModify",
-            |hub, dlg, scope| {
-                let request = request.clone();
-                Box::pin(async move {
-                    let call = hub.users().messages_batch_modify(request, ME);
-                    call.delegate(dlg).add_scope(scope).doit().await.map(drop)
-                })
-            },
-        )
-        .await
+    gmail_call!(
+        client,
+        Kind::Write,
+        cost::BATCH,
+        "messages.batchModify",
+        [request],
+        |users| { users.messages_batch_modify(request, ME) }
+    )
+    .await
+    .map(drop)
 }
 
 /// Deletes up to `MAX_BATCH` messages for good (needs the full scope).
@@ -383,24 +368,20 @@ pub async fn batch_delete(client: &Client, ids: &[String]) -> Result<()> {
     let request = gmail::BatchDeleteMessagesRequest {
         ids: Some(ids.to_vec()),
     };
-    client
-        .call(
-            Kind::Write,
-            cost::BATCH,
-            "messages.batchDelete",
-            |hub, dlg, _| {
-                let request = request.clone();
-                Box::pin(async move {
-                    let call = hub.users().messages_batch_delete(request, ME);
-                    call.delegate(dlg)
-                        .add_scope(SCOPE_FULL)
-                        .doit()
-                        .await
-                        .map(drop)
-                })
-            },
-        )
-        .await
+    gmail_call!(
+        client,
+        Kind::Write,
+        cost::BATCH,
+        "messages.batchDelete",
+        [request],
+        |users| {
+            users
+                .messages_batch_delete(request, ME)
+                .add_scope(SCOPE_FULL)
+        }
+    )
+    .await
+    .map(drop)
 }
 
 /// The last history record that touched each message.

@@ -99,19 +99,7 @@ async fn full(
         sink.reset_mailbox(&mb.name, UIDVALIDITY).await?;
         reports.insert(mb.name.clone(), report(&mb.name, SyncMode::Full));
     }
-    let total = ids.len() as u64;
-    let mut fetched = 0u64;
-    for chunk in ids.chunks(SINK_BATCH) {
-        let metas = fetch_metadata(client, cursor, chunk).await?;
-        fetched += chunk.len() as u64;
-        for (place, list) in by_place(metas) {
-            if let Some(r) = reports.get_mut(place) {
-                r.added += list.len() as u64;
-            }
-            sink.upsert_messages(place, list).await?;
-        }
-        sink.progress(fetched, total);
-    }
+    fetch_into(client, cursor, &ids, sink, &mut reports, |r| &mut r.added).await?;
     finish(sink, cursor, history_id, reports).await
 }
 
@@ -139,6 +127,25 @@ async fn incremental(
         }
     }
     let ids: Vec<String> = changed.into_iter().collect();
+    fetch_into(client, cursor, &ids, sink, &mut reports, |r| &mut r.changed).await?;
+    if ids.is_empty() && gone.is_empty() {
+        reports
+            .values_mut()
+            .for_each(|r| r.mode = SyncMode::Unchanged);
+    }
+    finish(sink, cursor, history.history_id, reports).await
+}
+
+/// Fetches these messages' metadata and puts each in its place, counting it with `count`.
+/// `place_messages` keeps the local id of a message whose labels moved it.
+async fn fetch_into(
+    client: &Arc<Client>,
+    cursor: &Cursor,
+    ids: &[String],
+    sink: &mut dyn SyncSink,
+    reports: &mut BTreeMap<String, MailboxSyncReport>,
+    count: fn(&mut MailboxSyncReport) -> &mut u64,
+) -> Result<()> {
     let total = ids.len() as u64;
     let mut fetched = 0u64;
     for chunk in ids.chunks(SINK_BATCH) {
@@ -146,18 +153,13 @@ async fn incremental(
         fetched += chunk.len() as u64;
         for (place, list) in by_place(metas) {
             if let Some(r) = reports.get_mut(place) {
-                r.changed += list.len() as u64;
+                *count(r) += list.len() as u64;
             }
             sink.place_messages(place, list).await?;
         }
         sink.progress(fetched, total);
     }
-    if total == 0 && gone.is_empty() {
-        reports
-            .values_mut()
-            .for_each(|r| r.mode = SyncMode::Unchanged);
-    }
-    finish(sink, cursor, history.history_id, reports).await
+    Ok(())
 }
 
 fn by_place(metas: Vec<MessageMeta>) -> BTreeMap<&'static str, Vec<MessageMeta>> {
