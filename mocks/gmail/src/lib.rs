@@ -185,8 +185,7 @@ async fn control_faults(
         s.token_ttl = Duration::from_secs(ttl);
     }
     if f.expire_tokens {
-        let now = Instant::now();
-        s.tokens.values_mut().for_each(|t| t.expires = now);
+        s.expire_tokens();
     }
     Json(json!({ "ok": true }))
 }
@@ -249,6 +248,26 @@ impl GmailMock {
     /// The request log so far.
     pub fn requests(&self) -> Vec<Logged> {
         lock(&self.state).log.clone()
+    }
+
+    /// A grant as if the OAuth flow had run: (access token, refresh token) with these scopes.
+    pub fn grant(&self, scopes: &[&str]) -> (String, String) {
+        let scopes: Vec<String> = scopes.iter().map(|s| s.to_string()).collect();
+        let mut s = lock(&self.state);
+        let refresh = format!("1//mock-{}", state::random_hex(16));
+        s.refresh_tokens.insert(refresh.clone(), scopes.clone());
+        let access = s.mint_token(scopes, Some(refresh.clone()));
+        (access, refresh)
+    }
+
+    /// How many times a refresh token was exchanged for an access token.
+    pub fn refreshes(&self) -> u64 {
+        lock(&self.state).refreshes
+    }
+
+    /// Every access token expires now (as `/_mock/faults` `expire_tokens`).
+    pub fn expire_tokens(&self) {
+        lock(&self.state).expire_tokens();
     }
 
     /// A current access token with these scopes.

@@ -126,6 +126,7 @@ pub async fn token(AxState(state): AxState<Shared>, Form(req): Form<TokenRequest
                     "Token has been expired or revoked.",
                 );
             };
+            s.refreshes += 1;
             scopes
         }
         _ => {

@@ -198,6 +198,8 @@ pub struct State {
     pub faults: Faults,
     pub log: Vec<Logged>,
     pub token_ttl: Duration,
+    /// Access tokens issued for a refresh token so far.
+    pub refreshes: u64,
 }
 
 pub fn random_hex(bytes: usize) -> String {
@@ -251,6 +253,12 @@ impl State {
             },
         );
         token
+    }
+
+    /// Every access token expires now; refresh tokens stay good.
+    pub fn expire_tokens(&mut self) {
+        let now = Instant::now();
+        self.tokens.values_mut().for_each(|t| t.expires = now);
     }
 
     pub fn create_label(&mut self, name: &str) -> Label {
