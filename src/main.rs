@@ -2,8 +2,22 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+/// Rust starts with SIGPIPE ignored, so a command whose reader has gone (`mailbroker search … |
+/// head`) would panic on its next print. Commands end quietly instead, as Unix tools do. The
+/// MCP server keeps it ignored: a client that hangs up must not end a server that serves
+/// others.
+fn quiet_on_closed_stdout(cli: &mailbroker::cli::Cli) {
+    if !matches!(cli.command, mailbroker::cli::Command::Mcp(_)) {
+        // SAFETY: setting a signal's disposition to the default, before any thread starts.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let cli = mailbroker::cli::Cli::parse();
+    quiet_on_closed_stdout(&cli);
     // Logs go to stderr only: stdout carries command output (and, later, MCP frames).
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)

@@ -55,6 +55,23 @@ async fn sync_in_full_then_by_history() {
     let first = ok(home.path(), &["sync"]);
     assert_eq!(first["accounts"][0]["added"], 5000, "{first}");
     assert_eq!(count(home.path(), "in:inbox is:unread"), 5000);
+    // A reader that stops early (`| head`) ends the command quietly, without a panic.
+    let mut search = std::process::Command::new(env!("CARGO_BIN_EXE_mailbroker"))
+        .arg("--home")
+        .arg(home.path())
+        .args(["search", "--limit", "10000", "in:inbox"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 64];
+    std::io::Read::read_exact(search.stdout.as_mut().unwrap(), &mut first).unwrap();
+    drop(search.stdout.take());
+    let ended = search.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&ended.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_ne!(ended.status.code(), Some(101));
+
     // Reading a message fetches its source (format=raw), never from the index.
     let found = ok(
         home.path(),
