@@ -39,8 +39,8 @@ impl Target {
     }
 }
 
-/// The label change a flag operation and a move mean. Tags are named by `tag_id` (which may
-/// look them up or create them); a removed tag Gmail has no label for is on no message.
+/// The label change a flag operation and a move mean. `tag_id` names a tag's label; a tag
+/// without one (`None`) is left out: no message can carry a label Gmail does not have.
 pub fn delta_of(
     op: &FlagOp,
     from: &str,
@@ -88,26 +88,20 @@ pub fn delta_of(
     Ok(d)
 }
 
-/// What a batch will send, for dry runs and the journal (labels by name where known).
+/// What a batch will send, for dry runs and the journal: label ids where the account cursor
+/// knows them, else the tag's name marked new.
 pub fn plan(cursor: &Cursor, batch: &WriteBatch) -> Vec<String> {
-    let name = |tag: &String| match cursor.label_id(tag) {
-        Some(id) => id.to_string(),
-        None => format!("{tag} (new label)"),
+    let label = |tag: &str| {
+        Some(
+            cursor
+                .label_id(tag)
+                .map_or_else(|| format!("{tag} (new label)"), str::to_string),
+        )
     };
-    let mut add: Vec<String> = batch.op.add_tags.iter().map(name).collect();
-    let mut remove: Vec<String> = batch.op.remove_tags.iter().map(name).collect();
-    for (on, label) in [(batch.op.read, "UNREAD"), (batch.op.flagged, "STARRED")] {
-        match on.map(|v| v == (label == "STARRED")) {
-            Some(true) => add.push(label.into()),
-            Some(false) => remove.push(label.into()),
-            None => {}
-        }
-    }
-    if let Some(to) = &batch.move_to {
-        let l = |m: &str| convert::place_label(m).flatten();
-        remove.extend(l(&batch.mailbox).map(String::from));
-        add.extend(l(to).map(String::from));
-    }
+    let change = match delta_of(&batch.op, &batch.mailbox, batch.move_to.as_deref(), label) {
+        Ok(d) => format!("add {:?} remove {:?}", d.add, d.remove),
+        Err(e) => format!("refused: {}", e.message()),
+    };
     let calls = batch.targets.len().div_ceil(MAX_BATCH);
     vec![
         format!(
@@ -115,7 +109,7 @@ pub fn plan(cursor: &Cursor, batch: &WriteBatch) -> Vec<String> {
             batch.mailbox
         ),
         format!(
-            "gmail {}: batchModify ×{calls} ({} ids, ≤ {MAX_BATCH} each) add {add:?} remove {remove:?}",
+            "gmail {}: batchModify ×{calls} ({} ids, ≤ {MAX_BATCH} each) {change}",
             batch.mailbox,
             batch.targets.len()
         ),
