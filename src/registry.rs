@@ -48,6 +48,19 @@ pub fn validate_tag(account: &AccountRecord, tag: &str, new: bool) -> Result<()>
     }
 }
 
+/// Whether the provider already has this tag though no indexed message carries it (a Gmail
+/// label with no messages yet), from what the last sync stored; nothing is sent.
+pub fn tag_exists(account: &AccountRecord, tag: &str) -> bool {
+    match account.provider {
+        ProviderKind::Gmail => {
+            mailbroker_gmail::convert::Cursor::parse(account.sync_cursor.as_deref())
+                .label_id(tag)
+                .is_some()
+        }
+        _ => false,
+    }
+}
+
 /// The commands a batch will send, for dry runs and the journal.
 pub fn plan(account: &AccountRecord, batch: &WriteBatch) -> Vec<String> {
     match account.provider {

@@ -158,8 +158,9 @@ pub async fn require_known_tags(store: &Store, rows: &[MessageRef], patch: &Patc
     let accounts: std::collections::BTreeSet<&str> =
         rows.iter().map(|r| r.account.as_str()).collect();
     for account in accounts {
+        let record = store.account(&account.parse()?).await?;
         for tag in &patch.add_tags {
-            if !store.tag_in_use(account, tag).await? {
+            if !store.tag_in_use(account, tag).await? && !registry::tag_exists(&record, tag) {
                 return Err(Error::not_found(format!(
                     "account {account} has no tag {tag:?} yet"
                 ))

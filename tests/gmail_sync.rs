@@ -7,6 +7,7 @@ mod common;
 use std::path::Path;
 
 use common::gmail::{add_account, control, with_browser};
+use common::mcp;
 use common::{mb, ok};
 use mailbroker_mock_gmail::{GmailMock, Logged};
 use serde_json::json;
@@ -385,4 +386,42 @@ async fn staged_deletion_trash_undo_and_permanent() {
         1
     );
     assert_eq!(count(home.path(), "from:news@shop.example"), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_knows_the_labels_gmail_has() {
+    let (mock, home) = synced(3).await;
+    // A label made in Gmail that no message carries yet, then a sync to learn of it.
+    let made = reqwest::Client::new()
+        .post(format!("{}/gmail/v1/users/me/labels", mock.url))
+        .bearer_auth(mock.token(&[mailbroker_mock_gmail::SCOPE_MODIFY]))
+        .json(&json!({ "name": "Receipts" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(made.status(), 200);
+    ok(home.path(), &["sync"]);
+
+    let version = rmcp::model::ProtocolVersion::V_2025_11_25;
+    let session = mcp::connect(home.path(), mcp::client(None, version)).await;
+    let id = mcp::ids(&session, "in:inbox").await[0];
+    let typo = mcp::err_call(
+        &session,
+        "update_message",
+        json!({ "ids": [id], "add_tags": ["Reciepts"] }),
+    )
+    .await;
+    assert_eq!(typo["error_type"], "not_found", "{typo}");
+    let done = mcp::ok_call(
+        &session,
+        "update_message",
+        json!({ "ids": [id], "add_tags": ["Receipts"] }),
+    )
+    .await;
+    assert_eq!(done["applied"], 1, "{done}");
+    let tagged = mock
+        .ids_with(None)
+        .into_iter()
+        .filter(|m| mock.label_names(m).contains(&"Receipts".to_string()));
+    assert_eq!(tagged.count(), 1);
 }

@@ -4,110 +4,19 @@
 mod common;
 
 use std::path::Path;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 
+use common::mcp::{Client, client, connect, err_call, ids, ok_call, tool_names};
 use common::{add_account, ok, seed, server};
 use mailbroker::home::Home;
+use mailbroker::mcp::McpOptions;
 use mailbroker::mcp::http::{self, HttpOptions};
-use mailbroker::mcp::{McpOptions, McpServer};
 use mailbroker::store::Store;
 use mailbroker_testkit::ImapClient;
 use rmcp::model::*;
-use rmcp::service::{RequestContext, RunningService};
-use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use rmcp::service::RunningService;
+use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
-
-/// A client that answers elicitations with `answer` (None: declares no elicitation at all)
-/// and counts how often it was asked.
-#[derive(Clone)]
-struct Client {
-    answer: Option<ElicitationAction>,
-    version: ProtocolVersion,
-    asked: Arc<AtomicUsize>,
-}
-
-impl ClientHandler for Client {
-    fn get_info(&self) -> ClientConfig {
-        let mut info = ClientConfig::default();
-        info.protocol_version = self.version.clone();
-        info.client_info = Implementation::new("mcp-test", "1");
-        if self.answer.is_some() {
-            info.capabilities.elicitation = Some(ElicitationCapability::default());
-        }
-        info
-    }
-
-    async fn create_elicitation(
-        &self,
-        _request: ElicitRequestParams,
-        _context: RequestContext<RoleClient>,
-    ) -> Result<ElicitResult, ErrorData> {
-        self.asked.fetch_add(1, Ordering::SeqCst);
-        let action = self.answer.clone().unwrap_or(ElicitationAction::Decline);
-        let mut result = ElicitResult::new(action.clone());
-        if action == ElicitationAction::Accept {
-            result = result.with_content(json!({ "confirm": true }));
-        }
-        Ok(result)
-    }
-}
-
-type Session = RunningService<RoleClient, Client>;
-
-async fn connect(home: &Path, client: Client) -> Session {
-    let home = Home::resolve(Some(home)).unwrap();
-    let store = Store::open(&home.database()).await.unwrap();
-    let server = McpServer::new(home, store, McpOptions::default());
-    let (a, b) = tokio::io::duplex(1 << 20);
-    tokio::spawn(async move {
-        if let Ok(running) = server.serve(a).await {
-            let _ = running.waiting().await;
-        }
-    });
-    client.serve(b).await.expect("client connects")
-}
-
-fn client(answer: Option<ElicitationAction>, version: ProtocolVersion) -> Client {
-    Client {
-        answer,
-        version,
-        asked: Arc::new(AtomicUsize::new(0)),
-    }
-}
-
-async fn tool_names(session: &Session) -> Vec<String> {
-    let tools = session.list_all_tools().await.unwrap();
-    tools.into_iter().map(|t| t.name.to_string()).collect()
-}
-
-async fn call(session: &Session, tool: &str, args: Value) -> (bool, Value) {
-    let args = args.as_object().cloned().unwrap_or_default();
-    let result = session
-        .call_tool(CallToolRequestParams::new(tool.to_string()).with_arguments(args))
-        .await
-        .unwrap_or_else(|e| panic!("{tool}: protocol error {e}"));
-    let body = result.structured_content.clone().unwrap_or(Value::Null);
-    (result.is_error == Some(true), body)
-}
-
-async fn ok_call(session: &Session, tool: &str, args: Value) -> Value {
-    let (is_error, body) = call(session, tool, args.clone()).await;
-    assert!(!is_error, "{tool} {args}: {body}");
-    assert_eq!(body["success"], true, "{body}");
-    body
-}
-
-async fn err_call(session: &Session, tool: &str, args: Value) -> Value {
-    let (is_error, body) = call(session, tool, args.clone()).await;
-    assert!(is_error, "{tool} {args} should fail: {body}");
-    assert_eq!(body["success"], false, "{body}");
-    assert!(
-        body["error"].as_str().is_some_and(|e| !e.is_empty()),
-        "{body}"
-    );
-    body
-}
 
 const HTML_MAIL: &str = "From: Shop <news@shop.example>\r\nTo: me@example.test\r\n\
 Subject: Big sale\r\nDate: Mon, 2 Nov 2026 10:00:00 +0000\r\nMIME-Version: 1.0\r\n\
@@ -127,21 +36,6 @@ async fn setup(user: &str) -> Option<(tempfile::TempDir, ImapClient)> {
     add_account(server, home.path(), "m", user, &[]);
     ok(home.path(), &["sync"]);
     Some((home, imap))
-}
-
-async fn ids(session: &Session, query: &str) -> Vec<i64> {
-    let body = ok_call(
-        session,
-        "search_messages",
-        json!({ "query": query, "limit": 100 }),
-    )
-    .await;
-    body["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["id"].as_i64().unwrap())
-        .collect()
 }
 
 #[tokio::test]

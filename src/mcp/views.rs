@@ -76,7 +76,8 @@ pub struct UpdateArgs {
     /// also carries a `confirm_token` for the real call.
     #[serde(default)]
     pub dry_run: bool,
-    /// Allow adding tags that no message of the account has yet (they are created).
+    /// Allow adding tags the account does not have yet (they are created): a tag it has is one
+    /// an indexed message carries or, on Gmail, a label Gmail had at the last sync.
     #[serde(default)]
     pub create_missing_tags: bool,
     /// The token a dry run returned, after the user approved its plan.
