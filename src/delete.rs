@@ -92,15 +92,14 @@ async fn indexed_rows(store: &Store, items: &[ManifestItem]) -> Result<HashMap<i
     Ok(rows.into_iter().map(|r| (r.id, r)).collect())
 }
 
-/// A provider batch of these items, each with the state the index last saw.
-async fn batch_of(
-    store: &Store,
+/// A provider batch of these items, each with the state the index last saw (`indexed`).
+fn batch_of(
     place: &Place,
     items: &[ManifestItem],
+    indexed: &HashMap<i64, MessageRef>,
     mode: DeleteMode,
     trash: Option<String>,
-) -> Result<DeleteBatch> {
-    let indexed = indexed_rows(store, items).await?;
+) -> DeleteBatch {
     let targets = items
         .iter()
         .map(|i| match indexed.get(&i.message_id) {
@@ -112,13 +111,13 @@ async fn batch_of(
             },
         })
         .collect();
-    Ok(DeleteBatch {
+    DeleteBatch {
         mailbox: place.1.clone(),
         uidvalidity: place.2,
         mode,
         trash,
         targets,
-    })
+    }
 }
 
 /// The exact plan of the pending items, per provider; nothing is sent.
@@ -134,7 +133,8 @@ async fn plan_of(store: &Store, mode: DeleteMode, groups: &Batches) -> Result<Ve
         let record = store.account(&account.parse()?).await?;
         let trash = trash_of(store, account).await;
         for (place, items) in groups {
-            let batch = batch_of(store, place, items, mode, trash.clone()).await?;
+            let indexed = indexed_rows(store, items).await?;
+            let batch = batch_of(place, items, &indexed, mode, trash.clone());
             lines.extend(registry::plan_delete(&record, &batch));
         }
     }
@@ -254,7 +254,10 @@ impl Run<'_> {
         let trash = trash_of(self.store, account).await;
         let mut provider = registry::connect(self.store, &record).await?;
         for (place, items) in groups {
-            let batch = batch_of(self.store, &place, &items, self.mode, trash.clone()).await?;
+            // The rows as indexed before the batch: its targets' state, and its journal's
+            // "before" once the batch is done.
+            let indexed = indexed_rows(self.store, &items).await?;
+            let batch = batch_of(&place, &items, &indexed, self.mode, trash.clone());
             let started = std::time::Instant::now();
             let outcome = provider.delete(&batch).await;
             tracing::debug!(
@@ -264,7 +267,7 @@ impl Run<'_> {
             );
             match outcome {
                 Ok(results) => {
-                    self.checkpoint(&items, results).await?;
+                    self.checkpoint(&items, &indexed, results).await?;
                     advanced(items.len() as u64);
                 }
                 Err(e) => {
@@ -273,22 +276,18 @@ impl Run<'_> {
                         "error_type": e.error_type(), "error": e.message(),
                         "next_step": e.next_step(),
                     }));
-                    // Nothing of the batch was sent. When the account or the server is what
-                    // failed (a scope, a token, a rate limit, an unknown outcome), the items
-                    // stay pending for the next run; otherwise they failed.
-                    let retryable = [
-                        "outcome_unknown",
-                        "auth_required",
-                        "insufficient_scope",
-                        "rate_limited",
-                        "provider_unavailable",
-                    ];
-                    if !retryable.contains(&e.error_type()) {
+                    // Nothing of the batch is known to have been sent. When the account needs
+                    // fixing or the server asks to retry later (exit codes 3 and 4), or the
+                    // outcome is unknown, the items stay pending for the next run; otherwise
+                    // they failed.
+                    let retry =
+                        matches!(e.exit_code(), 3 | 4) || matches!(e, Error::OutcomeUnknown(_));
+                    if !retry {
                         let failed: Vec<ItemResult> = items
                             .iter()
                             .map(|i| ItemResult::new(i.uid, Outcome::Failed).with_error(e.clone()))
                             .collect();
-                        self.checkpoint(&items, failed).await?;
+                        self.checkpoint(&items, &indexed, failed).await?;
                     }
                     break;
                 }
@@ -389,9 +388,13 @@ fn record_of(
 
 impl Run<'_> {
     /// Records one batch's results: item statuses, journal lines and the index, together.
-    async fn checkpoint(&self, items: &[ManifestItem], results: Vec<ItemResult>) -> Result<()> {
+    async fn checkpoint(
+        &self,
+        items: &[ManifestItem],
+        indexed: &HashMap<i64, MessageRef>,
+        results: Vec<ItemResult>,
+    ) -> Result<()> {
         let (store, mode) = (self.store, self.mode);
-        let indexed = indexed_rows(store, items).await?;
         let by_uid: HashMap<Uid, ItemResult> = results.into_iter().map(|r| (r.uid, r)).collect();
         let mut outcomes = Vec::with_capacity(items.len());
         let mut journal = Vec::with_capacity(items.len());

@@ -81,6 +81,8 @@ pub async fn add_gmail(
     let client = Client::new(settings.clone(), tokens.clone(), id.as_str())?;
     let labels = api::labels(&client).await?;
     let profile = api::profile(&client).await?;
+    let mut cursor = Cursor::default();
+    cursor.set_labels(&labels);
     let record = AccountRecord {
         id,
         provider: ProviderKind::Gmail,
@@ -93,14 +95,12 @@ pub async fn add_gmail(
         },
         created_at: now_secs(),
         last_sync_at: None,
-        sync_cursor: None,
+        // The label map, so writes know label ids before the first sync.
+        sync_cursor: Some(cursor.encode()),
     };
-    let mut cursor = Cursor::default();
-    cursor.set_labels(&labels);
     store
         .add_account(&record, (SECRET_KIND, &encode(&tokens)?), &mailboxes())
         .await?;
-    store.set_sync_cursor(&record.id, &cursor.encode()).await?;
     show(store, &record.id).await
 }
 

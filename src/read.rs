@@ -4,7 +4,6 @@
 //! Bodies are not kept in the index (only a prefix for search and snippets), so reading one
 //! asks the server; a message is read with `BODY.PEEK`-like semantics and stays unread.
 
-use mailbroker_core::Uid;
 use std::collections::BTreeMap;
 
 use mail_parser::{MessageParser, MimeHeaders};
@@ -12,7 +11,7 @@ use serde::Serialize;
 
 use crate::registry;
 use crate::store::{MessageRow, Store};
-use mailbroker_core::{Error, Result};
+use mailbroker_core::{Error, Result, Uid};
 
 /// The most messages one read returns: bodies are large, and an assistant's context is not.
 pub const MAX_MESSAGES: usize = 20;

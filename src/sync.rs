@@ -39,11 +39,7 @@ pub async fn sync_account(
     let _lock = home.lock_account(id, LOCK_WAIT).await?;
     let account = store.account(id).await?;
     let known = store.cursors(id).await?;
-    let request = SyncRequest {
-        full,
-        known,
-        account_cursor: account.sync_cursor.clone(),
-    };
+    let request = SyncRequest { full, known };
     let connecting = Instant::now();
     let mut provider = registry::connect(store, &account).await?;
     let connect_ms = connecting.elapsed().as_millis() as u64;

@@ -21,24 +21,21 @@ fn since(mock: &GmailMock, from: usize) -> Vec<Logged> {
     mock.requests().split_off(from)
 }
 
-/// Seeds `count` messages with these labels (`from` the mock's default sender).
-async fn seed(mock: &GmailMock, count: usize, labels: &[&str], from: Option<&str>) -> Vec<String> {
-    let mut body = json!({ "count": count, "labels": labels });
-    if let Some(f) = from {
-        body["from"] = f.into();
-    }
-    let seeded = control(mock, "seed", body).await;
-    serde_json::from_value(seeded["ids"].clone()).unwrap()
-}
-
 /// A mock with `count` unread INBOX messages and a synced account `g` for it.
 async fn synced(count: usize) -> (GmailMock, tempfile::TempDir) {
     let mock = GmailMock::start("me@mock.example").await.unwrap();
-    seed(&mock, count, &["INBOX", "UNREAD"], None).await;
+    mock.seed(count, &["INBOX", "UNREAD"], None);
     let home = tempfile::tempdir().unwrap();
     add_account(&mock, home.path(), "g", &[]).await;
     ok(home.path(), &["sync"]);
     (mock, home)
+}
+
+/// `update --query QUERY CHANGE…` as arguments.
+fn update<'a>(query: &'a str, change: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["update", "--query", query];
+    args.extend(change);
+    args
 }
 
 fn count(home: &Path, query: &str) -> usize {
@@ -49,7 +46,7 @@ fn count(home: &Path, query: &str) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sync_in_full_then_by_history() {
     let mock = GmailMock::start("me@mock.example").await.unwrap();
-    let ids = seed(&mock, 5000, &["INBOX", "UNREAD"], None).await;
+    let ids = mock.seed(5000, &["INBOX", "UNREAD"], None);
     let home = tempfile::tempdir().unwrap();
     add_account(&mock, home.path(), "g", &[]).await;
 
@@ -167,29 +164,16 @@ async fn sync_in_full_then_by_history() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn update_2500_in_three_batches_verified_by_history() {
     let (mock, home) = synced(2500).await;
-    seed(&mock, 1, &["Invoices"], Some("billing@example.test")).await;
+    mock.seed(1, &["Invoices"], Some("billing@example.test"));
     ok(home.path(), &["sync"]);
 
-    let args = [
-        "update",
-        "--query",
-        "in:inbox",
-        "--add-tag",
-        "Invoices",
-        "--read",
-        "--yes",
-    ];
+    let args = update("in:inbox", &["--add-tag", "Invoices", "--read", "--yes"]);
     let dry = ok(
         home.path(),
-        &[
-            "update",
-            "--query",
+        &update(
             "in:inbox",
-            "--add-tag",
-            "Invoices",
-            "--read",
-            "--dry-run",
-        ],
+            &["--add-tag", "Invoices", "--read", "--dry-run"],
+        ),
     );
     assert!(dry["plan"].to_string().contains("batchModify ×3"), "{dry}");
     let before = mock.requests().len();
@@ -236,14 +220,7 @@ async fn update_2500_in_three_batches_verified_by_history() {
     let before = mock.requests().len();
     let archived = ok(
         home.path(),
-        &[
-            "update",
-            "--query",
-            "subject:\"Message 1\"",
-            "--move-to",
-            "archive",
-            "--yes",
-        ],
+        &update("subject:\"Message 1\"", &["--move-to", "archive", "--yes"]),
     );
     let n = archived["applied"].as_u64().unwrap();
     assert!(n > 100, "{archived}");
@@ -263,7 +240,7 @@ async fn update_2500_in_three_batches_verified_by_history() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rate_limits_and_a_lost_answer_lose_and_double_nothing() {
     let mock = GmailMock::start("me@mock.example").await.unwrap();
-    seed(&mock, 1200, &["INBOX", "UNREAD"], None).await;
+    mock.seed(1200, &["INBOX", "UNREAD"], None);
     let home = tempfile::tempdir().unwrap();
     add_account(&mock, home.path(), "g", &[]).await;
 
@@ -279,14 +256,7 @@ async fn rate_limits_and_a_lost_answer_lose_and_double_nothing() {
     let before = mock.requests().len();
     let done = ok(
         home.path(),
-        &[
-            "update",
-            "--query",
-            "in:inbox",
-            "--add-tag",
-            "Later",
-            "--yes",
-        ],
+        &update("in:inbox", &["--add-tag", "Later", "--yes"]),
     );
     assert_eq!(done["applied"], 1200, "{done}");
     let log = since(&mock, before);
@@ -308,13 +278,7 @@ async fn rate_limits_and_a_lost_answer_lose_and_double_nothing() {
     let before = mock.requests().len();
     let flagged = mb(
         home.path(),
-        &[
-            "update",
-            "--query",
-            "subject:\"Message 7\"",
-            "--flag",
-            "--yes",
-        ],
+        &update("subject:\"Message 7\"", &["--flag", "--yes"]),
     );
     let log = since(&mock, before);
     assert_eq!(
@@ -332,7 +296,7 @@ async fn rate_limits_and_a_lost_answer_lose_and_double_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn staged_deletion_trash_undo_and_permanent() {
     let (mock, home) = synced(6).await;
-    seed(&mock, 3, &["INBOX"], Some("friend@example.test")).await;
+    mock.seed(3, &["INBOX"], Some("friend@example.test"));
     ok(home.path(), &["sync"]);
 
     let staged = ok(home.path(), &["stage-delete", "from:news@shop.example"]);

@@ -84,8 +84,8 @@ impl Store {
             );
         }
         sqlx::query(
-            "INSERT INTO accounts (id, provider, email, settings, capabilities, created_at)
-             VALUES (?, ?, ?, ?, ?, ?)",
+            "INSERT INTO accounts (id, provider, email, settings, capabilities, created_at,
+               sync_cursor) VALUES (?, ?, ?, ?, ?, ?, ?)",
         )
         .bind(account.id.as_str())
         .bind(account.provider.as_str())
@@ -96,6 +96,7 @@ impl Store {
                 .map_err(|e| Error::internal(e.to_string()))?,
         )
         .bind(account.created_at)
+        .bind(account.sync_cursor.as_deref())
         .execute(&mut *tx)
         .await
         .map_err(db_error)?;

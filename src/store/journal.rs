@@ -1,7 +1,6 @@
 //! The change journal and the index update that goes with it, in one transaction.
 
-use mailbroker_core::Uid;
-use mailbroker_core::{Error, MessageFlags};
+use mailbroker_core::{Error, MessageFlags, Uid};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 

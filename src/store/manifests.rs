@@ -5,8 +5,7 @@
 //! `deleted_messages` and removed) all commit together, or none does. A run killed at any
 //! moment resumes from the last checkpoint.
 
-use mailbroker_core::Uid;
-use mailbroker_core::{DeleteMode, Error};
+use mailbroker_core::{DeleteMode, Error, Uid};
 use serde::Serialize;
 use sqlx::{QueryBuilder, Sqlite};
 

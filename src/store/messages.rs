@@ -1,7 +1,6 @@
 //! Reading messages back: lookup by id and search by query terms.
 
-use mailbroker_core::Error;
-use mailbroker_core::Uid;
+use mailbroker_core::{Error, Uid};
 use serde::Serialize;
 use sqlx::{QueryBuilder, Sqlite};
 

@@ -109,34 +109,7 @@ async fn control_seed(
     Json(seed): Json<Seed>,
 ) -> impl IntoResponse {
     let mut s = lock(&state);
-    let labels: Vec<String> = seed
-        .labels
-        .iter()
-        .map(|l| {
-            if s.labels.contains_key(l) {
-                l.clone()
-            } else {
-                s.create_label(l).id
-            }
-        })
-        .collect();
-    let refs: Vec<&str> = labels.iter().map(String::as_str).collect();
-    let start = s.messages.len();
-    let ids: Vec<String> = (start..start + seed.count)
-        .map(|i| {
-            let headers = vec![
-                ("From".to_string(), seed.from.clone()),
-                ("To".to_string(), s.email.clone()),
-                ("Subject".to_string(), format!("Message {i}")),
-                (
-                    "Date".to_string(),
-                    "Mon, 2 Nov 2026 10:00:00 +0000".to_string(),
-                ),
-                ("Message-ID".to_string(), format!("<m{i}@mock.example>")),
-            ];
-            s.add_message(headers, &format!("Body of message {i}."), &refs)
-        })
-        .collect();
+    let ids = s.seed(seed.count, &seed.labels, &seed.from);
     Json(json!({ "ids": ids, "historyId": s.history_id.to_string() }))
 }
 
@@ -274,6 +247,14 @@ impl GmailMock {
     pub fn token(&self, scopes: &[&str]) -> String {
         let scopes = scopes.iter().map(|s| s.to_string()).collect();
         lock(&self.state).mint_token(scopes, None)
+    }
+
+    /// Adds `count` messages with these labels (by id or name; a new name becomes a user
+    /// label), from `from` (else the default sender), as `/_mock/seed` does; returns their ids.
+    pub fn seed(&self, count: usize, labels: &[&str], from: Option<&str>) -> Vec<String> {
+        let labels: Vec<String> = labels.iter().map(|l| l.to_string()).collect();
+        let from = from.map_or_else(default_from, str::to_string);
+        lock(&self.state).seed(count, &labels, &from)
     }
 
     /// Ids of the messages that have this label id (all messages for `None`).

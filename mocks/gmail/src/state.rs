@@ -299,6 +299,35 @@ impl State {
         id
     }
 
+    /// Adds `count` messages with these labels (ids, or names: a new name becomes a user
+    /// label), numbered on from the messages already there; returns their ids.
+    pub fn seed(&mut self, count: usize, labels: &[String], from: &str) -> Vec<String> {
+        let labels: Vec<String> = labels
+            .iter()
+            .map(|l| match self.labels.contains_key(l) {
+                true => l.clone(),
+                false => self.create_label(l).id,
+            })
+            .collect();
+        let refs: Vec<&str> = labels.iter().map(String::as_str).collect();
+        let start = self.messages.len();
+        (start..start + count)
+            .map(|i| {
+                let headers = vec![
+                    ("From".to_string(), from.to_string()),
+                    ("To".to_string(), self.email.clone()),
+                    ("Subject".to_string(), format!("Message {i}")),
+                    (
+                        "Date".to_string(),
+                        "Mon, 2 Nov 2026 10:00:00 +0000".to_string(),
+                    ),
+                    ("Message-ID".to_string(), format!("<m{i}@mock.example>")),
+                ];
+                self.add_message(headers, &format!("Body of message {i}."), &refs)
+            })
+            .collect()
+    }
+
     /// Applies one label change to one message; see `modify_many`.
     pub fn modify(&mut self, id: &str, add: &[String], remove: &[String]) -> bool {
         self.modify_many(&[id.to_string()], add, remove) == 1

@@ -29,8 +29,6 @@ pub struct SyncRequest {
     pub full: bool,
     /// The cursor of every mailbox the index knows, by name.
     pub known: Vec<(MailboxName, MailboxCursor)>,
-    /// The account-wide cursor the last sync left (`SyncSink::account_cursor`), if any.
-    pub account_cursor: Option<String>,
 }
 
 /// Receives what a sync learns, in the order the adapter learns it. Implementations batch and
@@ -60,7 +58,7 @@ pub trait SyncSink: Send {
     /// local id; the others are inserted as by `upsert_messages`.
     async fn place_messages(&mut self, mailbox: &str, messages: Vec<MessageMeta>) -> Result<()>;
     /// An account-wide cursor (opaque to the core: a history id, delta links, a label map)
-    /// that the next sync and every session receive back.
+    /// that every later session receives back when it connects.
     async fn account_cursor(&mut self, cursor: &str) -> Result<()>;
     /// The mailbox is consistent with the server up to `cursor`; persist it.
     async fn mailbox_done(&mut self, mailbox: &str, cursor: MailboxCursor) -> Result<()>;

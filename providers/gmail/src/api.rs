@@ -7,21 +7,22 @@ use google_gmail1::api as gmail;
 use mailbroker_core::Result;
 
 use crate::client::{Client, Kind};
-use crate::oauth::SCOPE_FULL;
+use crate::oauth::{SCOPE_FULL, SCOPE_MODIFY};
 
 /// The user id that means "the account the token belongs to".
 const ME: &str = "me";
 
 /// One generated call through `Client::call`: `$build` makes the call builder from `$users`
-/// (`hub.users()`); the delegate and the scope are added here. The call may be made more than
+/// (`hub.users()`); the delegate and the one scope every call asks for (`gmail.modify`; the
+/// token carries what was granted) are added here. The call may be made more than
 /// once (retries), so what it takes by value is cloned per attempt (`[a, b]`).
 macro_rules! gmail_call {
     ($client:expr, $kind:expr, $cost:expr, $verb:literal, [$($owned:ident),*], |$users:ident| $build:expr) => {
-        $client.call($kind, $cost, $verb, |hub, dlg, scope| {
+        $client.call($kind, $cost, $verb, |hub, dlg| {
             $(let $owned = $owned.clone();)*
             Box::pin(async move {
                 let $users = hub.users();
-                $build.delegate(dlg).add_scope(scope).doit().await
+                $build.delegate(dlg).add_scope(SCOPE_MODIFY).doit().await
             })
         })
     };
@@ -339,6 +340,16 @@ pub async fn history_since(client: &Client, start: u64) -> Result<HistorySince> 
     }
 }
 
+/// The history records after `start` and the history id they end at; when Gmail no longer
+/// keeps history that old, no records (`None`) and the mailbox's history id now.
+pub async fn history_or_now(client: &Client, start: u64) -> Result<(Option<Vec<History>>, u64)> {
+    match history_since(client, start).await {
+        Ok(h) => Ok((Some(h.records), h.history_id)),
+        Err(e) if e.error_type() == "not_found" => Ok((None, profile(client).await?.history_id)),
+        Err(e) => Err(e),
+    }
+}
+
 /// Adds and removes labels on up to `MAX_BATCH` messages.
 pub async fn batch_modify(
     client: &Client,
@@ -384,17 +395,24 @@ pub async fn batch_delete(client: &Client, ids: &[String]) -> Result<()> {
     .map(drop)
 }
 
+impl History {
+    /// Every message this record touches, each with whether it was deleted.
+    fn messages(&self) -> impl Iterator<Item = (&String, bool)> {
+        let deleted = self.messages_deleted.iter().map(|id| (id, true));
+        let labels = self.labels_added.iter().chain(&self.labels_removed);
+        self.messages_added
+            .iter()
+            .map(|id| (id, false))
+            .chain(labels.map(|c| (&c.id, false)))
+            .chain(deleted)
+    }
+}
+
 /// The last history record that touched each message.
 pub fn last_change(records: &[History]) -> HashMap<String, u64> {
     let mut last = HashMap::new();
     for h in records {
-        let ids = h
-            .messages_added
-            .iter()
-            .chain(&h.messages_deleted)
-            .chain(h.labels_added.iter().map(|c| &c.id))
-            .chain(h.labels_removed.iter().map(|c| &c.id));
-        for id in ids {
+        for (id, _) in h.messages() {
             last.insert(id.clone(), h.id);
         }
     }
@@ -405,11 +423,11 @@ pub fn last_change(records: &[History]) -> HashMap<String, u64> {
 pub fn touched(records: &[History]) -> (HashSet<String>, HashSet<String>) {
     let mut deleted = HashSet::new();
     let mut changed = HashSet::new();
-    for h in records {
-        deleted.extend(h.messages_deleted.iter().cloned());
-        changed.extend(h.messages_added.iter().cloned());
-        changed.extend(h.labels_added.iter().map(|c| c.id.clone()));
-        changed.extend(h.labels_removed.iter().map(|c| c.id.clone()));
+    for (id, gone) in records.iter().flat_map(History::messages) {
+        match gone {
+            true => deleted.insert(id.clone()),
+            false => changed.insert(id.clone()),
+        };
     }
     changed.retain(|id| !deleted.contains(id));
     (deleted, changed)

@@ -18,7 +18,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use mailbroker_core::{Error, Result};
 use tokio::sync::Mutex;
 
-use crate::oauth::{self, OAuthSettings, SCOPE_MODIFY, Tokens};
+use crate::oauth::{self, OAuthSettings, Tokens};
 
 /// Attempts per call before a retryable failure is reported.
 const ATTEMPTS: u32 = 8;
@@ -208,7 +208,7 @@ impl Client {
     /// for its `kind`. `units` is its quota cost, `verb` names it in errors.
     pub async fn call<T, F>(&self, kind: Kind, units: u32, verb: &str, call: F) -> Result<T>
     where
-        F: for<'a> Fn(&'a Hub, &'a mut Recorder, &'static str) -> Call<'a, T>,
+        F: for<'a> Fn(&'a Hub, &'a mut Recorder) -> Call<'a, T>,
     {
         let mut refreshed = false;
         let mut attempt = 0;
@@ -218,8 +218,7 @@ impl Client {
             let token = self.tokens.lock().await.access_token.clone();
             self.requests.fetch_add(1, Ordering::Relaxed);
             let mut recorder = Recorder::default();
-            let answer =
-                tokio::time::timeout(TIMEOUT, call(&self.hub, &mut recorder, SCOPE_MODIFY)).await;
+            let answer = tokio::time::timeout(TIMEOUT, call(&self.hub, &mut recorder)).await;
             match self.judge(kind, verb, answer, recorder)? {
                 Attempt::Done(value) => return Ok(value),
                 Attempt::Refresh(reason) if !refreshed => {

@@ -94,9 +94,6 @@ impl Provider for GmailProvider {
         request: &SyncRequest,
         sink: &mut dyn SyncSink,
     ) -> Result<Vec<MailboxSyncReport>> {
-        if let Some(c) = &request.account_cursor {
-            self.cursor = convert::Cursor::parse(Some(c));
-        }
         sync::sync(&self.client, &mut self.cursor, request, sink).await
     }
 

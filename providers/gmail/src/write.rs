@@ -320,24 +320,18 @@ impl GmailProvider {
         targets: &[Target],
         modseqs: &HashMap<Uid, u64>,
     ) -> Result<(HashSet<String>, u64)> {
-        match api::history_since(&self.client, since).await {
-            Ok(h) => {
-                let last = api::last_change(&h.records);
-                let seen = |t: &Target| modseqs.get(&t.uid).copied().unwrap_or(0);
-                let changed = targets
-                    .iter()
-                    .filter(|t| last.get(&t.id).is_some_and(|at| *at > seen(t)))
-                    .map(|t| t.id.clone())
-                    .collect();
-                Ok((changed, h.history_id))
-            }
-            Err(e) if e.error_type() == "not_found" => {
-                let now = api::profile(&self.client).await?.history_id;
-                let all = targets.iter().map(|t| t.id.clone()).collect();
-                Ok((all, now))
-            }
-            Err(e) => Err(e),
-        }
+        let (records, now) = api::history_or_now(&self.client, since).await?;
+        let Some(records) = records else {
+            return Ok((targets.iter().map(|t| t.id.clone()).collect(), now));
+        };
+        let last = api::last_change(&records);
+        let seen = |t: &Target| modseqs.get(&t.uid).copied().unwrap_or(0);
+        let changed = targets
+            .iter()
+            .filter(|t| last.get(&t.id).is_some_and(|at| *at > seen(t)))
+            .map(|t| t.id.clone())
+            .collect();
+        Ok((changed, now))
     }
 
     /// Sends `call` for the targets in chunks of ≤ 1,000 ids. A failure before anything was
@@ -449,23 +443,15 @@ impl GmailProvider {
         let mut targets: Vec<Target> = batch.targets.iter().map(Target::of).collect();
         // Identity check: a message history shows deleted is already done.
         let since = self.cursor.history_id;
-        let (mut results, pre_write) = match api::history_since(&self.client, since).await {
-            Ok(h) => {
-                let (deleted, _) = api::touched(&h.records);
-                let (gone, keep): (Vec<Target>, Vec<Target>) =
-                    targets.into_iter().partition(|t| deleted.contains(&t.id));
-                targets = keep;
-                let done = gone
-                    .iter()
-                    .map(|t| ItemResult::new(t.uid, Outcome::Unchanged));
-                (done.collect::<Vec<_>>(), h.history_id)
-            }
-            Err(e) if e.error_type() == "not_found" => {
-                let now = api::profile(&self.client).await?.history_id;
-                (Vec::new(), now)
-            }
-            Err(e) => return Err(e),
-        };
+        let (records, pre_write) = api::history_or_now(&self.client, since).await?;
+        let (deleted, _) = api::touched(records.as_deref().unwrap_or_default());
+        let (gone, keep): (Vec<Target>, Vec<Target>) =
+            targets.into_iter().partition(|t| deleted.contains(&t.id));
+        targets = keep;
+        let mut results: Vec<ItemResult> = gone
+            .iter()
+            .map(|t| ItemResult::new(t.uid, Outcome::Unchanged))
+            .collect();
         let client = self.client.clone();
         let (sent, trash) = match batch.mode {
             DeleteMode::Trash => {

@@ -11,16 +11,7 @@ use mailbroker_mock_gmail::GmailMock;
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_calls_share_one_refresh() {
     let mock = GmailMock::start("me@mock.example").await.unwrap();
-    let seeded: serde_json::Value = reqwest::Client::new()
-        .post(format!("{}/_mock/seed", mock.url))
-        .json(&serde_json::json!({ "count": 32, "labels": ["INBOX"] }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let ids: Vec<String> = serde_json::from_value(seeded["ids"].clone()).unwrap();
+    let ids = mock.seed(32, &["INBOX"], None);
     let (access, refresh) = mock.grant(&[SCOPE_MODIFY]);
     let settings = OAuthSettings {
         client_id: "mailbroker-test".into(),

@@ -68,33 +68,31 @@ impl ImapProvider {
             }
             (_, false) => None,
         };
+        let uids = batch.uids();
         let selected = self.select(&batch.mailbox, false).await?;
         if selected.uid_validity != Some(batch.uidvalidity) {
             let reason = Error::stale_state(format!(
                 "mailbox {:?} was recreated on the server (new UIDVALIDITY): these are not the staged messages",
                 batch.mailbox
             ));
-            return Ok(batch
-                .uids()
+            return Ok(uids
                 .iter()
                 .map(|u| ItemResult::new(*u, Outcome::Stale).with_error(reason.clone()))
                 .collect());
         }
         // Identity check: a staged UID that is no longer there is already gone (done).
         let present: HashSet<Uid> = self
-            .read_flags(&batch.uids())
+            .read_flags(&uids)
             .await?
             .into_iter()
             .map(|(u, _, _)| u)
             .collect();
-        let live: Vec<Uid> = batch
-            .uids()
+        let live: Vec<Uid> = uids
             .iter()
             .copied()
             .filter(|u| present.contains(u))
             .collect();
-        let mut results: HashMap<Uid, ItemResult> = batch
-            .uids()
+        let mut results: HashMap<Uid, ItemResult> = uids
             .iter()
             .filter(|u| !present.contains(u))
             .map(|u| (*u, ItemResult::new(*u, Outcome::Unchanged)))

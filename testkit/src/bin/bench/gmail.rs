@@ -37,21 +37,24 @@ fn summary(log: &[Logged]) -> String {
     format!("{} requests, {units} quota units: {by:?}", log.len())
 }
 
+/// Runs mailbroker and returns its measurement with the mock's log of the requests it made.
+fn logged(
+    mock: &GmailMock,
+    bin: &std::path::Path,
+    home: &std::path::Path,
+    args: &[&str],
+) -> Result<(super::Measured, Vec<Logged>)> {
+    let before = mock.requests().len();
+    let measured = super::run_mailbroker(bin, home, args)?;
+    Ok((measured, mock.requests().split_off(before)))
+}
+
 pub async fn bench_gmail(n: usize) -> Result<()> {
     let bin = super::mailbroker_binary()?;
     let mock = GmailMock::start("bench@mock.example").await?;
-    let http = reqwest::Client::new();
-    http.post(format!("{}/_mock/seed", mock.url))
-        .json(&json!({ "count": n, "labels": ["INBOX", "UNREAD"] }))
-        .send()
-        .await?
-        .error_for_status()?;
+    mock.seed(n, &["INBOX", "UNREAD"], None);
     // A label that exists before the write (the common case: tagging with a known label).
-    http.post(format!("{}/_mock/seed", mock.url))
-        .json(&json!({ "count": 1, "labels": ["Bench"] }))
-        .send()
-        .await?
-        .error_for_status()?;
+    mock.seed(1, &["Bench"], None);
     let port: u16 = mock.url.rsplit(':').next().context("mock port")?.parse()?;
     let proxy = Proxy::start(port, super::ONE_WAY)?;
     let api = format!("http://127.0.0.1:{}", proxy.port);
@@ -62,10 +65,7 @@ pub async fn bench_gmail(n: usize) -> Result<()> {
         bail!("account add failed: {}", added.stderr);
     }
 
-    let before = mock.requests().len();
-    let sync = super::run_mailbroker(&bin, home.path(), &["sync"])?;
-    let sync_log = mock.requests().split_off(before);
-    let before = mock.requests().len();
+    let (sync, sync_log) = logged(&mock, &bin, home.path(), &["sync"])?;
     let args = [
         "update",
         "--query",
@@ -74,15 +74,11 @@ pub async fn bench_gmail(n: usize) -> Result<()> {
         "Bench",
         "--yes",
     ];
-    let write = super::run_mailbroker(&bin, home.path(), &args)?;
-    let write_log = mock.requests().split_off(before);
+    let (write, write_log) = logged(&mock, &bin, home.path(), &args)?;
     if write.json["applied"].as_u64() != Some(n as u64) {
         bail!("not all applied: {}", write.json);
     }
-    let before = mock.requests().len();
-    let again = super::run_mailbroker(&bin, home.path(), &args)?;
-    let again_log = mock.requests().split_off(before);
-    let before = mock.requests().len();
+    let (again, again_log) = logged(&mock, &bin, home.path(), &args)?;
     let new_label = [
         "update",
         "--query",
@@ -91,13 +87,13 @@ pub async fn bench_gmail(n: usize) -> Result<()> {
         "Fresh",
         "--yes",
     ];
-    let fresh = super::run_mailbroker(&bin, home.path(), &new_label)?;
-    let fresh_log = mock.requests().split_off(before);
+    let (fresh, fresh_log) = logged(&mock, &bin, home.path(), &new_label)?;
 
     // The per-message route: one messages.modify per message, through the same proxy.
     let token = mock.token(&[SCOPE_MODIFY]);
     let ids: Vec<String> = mock.ids_with(Some("INBOX")).into_iter().take(200).collect();
     let start = Instant::now();
+    let http = reqwest::Client::new();
     for id in &ids {
         http.post(format!("{api}/gmail/v1/users/me/messages/{id}/modify"))
             .bearer_auth(&token)
