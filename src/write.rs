@@ -334,7 +334,11 @@ pub async fn execute(
     }
     let mut results: Vec<Option<ItemResult>> = vec![None; intents.len()];
     let provider_started = std::time::Instant::now();
+    let checkpoint = store.checkpoint_in_background();
     report.commands = run_batches(home, store, &groups, &intents, &mut results).await?;
+    // Finished long before the server answers; waited for so the journal's commit below
+    // does not race it for the disk.
+    let _ = checkpoint.await;
     report.provider_ms = provider_started.elapsed().as_millis() as u64;
     tracing::debug!(
         ms = started.elapsed().as_millis() as u64,

@@ -243,7 +243,8 @@ impl Store {
         let rows: Vec<Row> = sqlx::query_as(
             "SELECT b.id, b.name, b.role, b.selectable,
                     (SELECT count(*) FROM messages m WHERE m.mailbox_id = b.id),
-                    (SELECT count(*) FROM messages m WHERE m.mailbox_id = b.id AND m.is_read = 0)
+                    (SELECT count(*) FROM messages m JOIN message_state s ON s.id = m.id
+                       WHERE m.mailbox_id = b.id AND s.is_read = 0)
              FROM mailboxes b WHERE b.account_id = ? ORDER BY b.name",
         )
         .bind(id.as_str())

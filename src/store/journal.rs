@@ -2,7 +2,7 @@
 
 use mailbroker_core::{Error, MessageFlags, Uid};
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use sqlx::{QueryBuilder, Sqlite, Transaction};
 
@@ -269,22 +269,84 @@ pub(crate) async fn update_index(
     tx: &mut Transaction<'_, Sqlite>,
     items: &[JournalItem],
 ) -> Result<(), Error> {
-    let mut mailbox_ids: HashMap<(String, String), i64> = HashMap::new();
+    let rows = observed_rows(tx, items).await?;
+    // Only moved messages touch the wide messages row (and its (mailbox, uidvalidity, uid)
+    // index); every observed message gets its narrow state row rewritten.
+    let moved: Vec<&ObservedRow> = rows.iter().filter(|r| r.moved).collect();
+    update_places(tx, &moved).await?;
+    update_states(tx, &rows).await?;
+    // Only the tags that differ from what the index held are touched: adding one tag to
+    // 10,000 messages is 10,000 inserts, not a rewrite of every message's tag rows.
+    let mut added: BTreeMap<&str, Vec<i64>> = BTreeMap::new();
+    let mut removed: BTreeMap<&str, Vec<i64>> = BTreeMap::new();
+    for item in items {
+        if let Some((_, flags)) = &item.observed {
+            let before = &item.before.tags;
+            for tag in flags.tags.iter().filter(|t| !before.contains(t)) {
+                added.entry(tag).or_default().push(item.message_id);
+            }
+            for tag in before.iter().filter(|t| !flags.tags.contains(t)) {
+                removed.entry(tag).or_default().push(item.message_id);
+            }
+        }
+    }
+    // One statement per tag, its message ids passed as one JSON array.
+    for (sql, changes) in [
+        (
+            "INSERT OR IGNORE INTO message_tags (message_id, tag)
+             SELECT value, ?1 FROM json_each(?2)",
+            added,
+        ),
+        (
+            "DELETE FROM message_tags
+             WHERE tag = ?1 AND message_id IN (SELECT value FROM json_each(?2))",
+            removed,
+        ),
+    ] {
+        for (tag, ids) in changes {
+            sqlx::query(sql)
+                .bind(tag)
+                .bind(json(&ids))
+                .execute(&mut **tx)
+                .await
+                .map_err(db_error)?;
+        }
+    }
+    Ok(())
+}
+
+/// A message's new index row, from the server's read-back.
+struct ObservedRow<'a> {
+    id: i64,
+    mailbox_id: i64,
+    place: &'a MessageState,
+    modseq: u64,
+    flags: &'a MessageFlags,
+    moved: bool,
+}
+
+/// The observed items with the mailbox id of where they are now. An item whose mailbox is
+/// no longer indexed is skipped: the next sync places it.
+async fn observed_rows<'a>(
+    tx: &mut Transaction<'_, Sqlite>,
+    items: &'a [JournalItem],
+) -> Result<Vec<ObservedRow<'a>>, Error> {
+    let mut mailbox_ids: HashMap<(&str, &str), i64> = HashMap::new();
     let mut rows = Vec::new();
     for item in items {
         let Some((modseq, flags)) = &item.observed else {
             continue;
         };
         let place = item.after.as_ref().unwrap_or(&item.before);
-        let key = (item.account.clone(), place.mailbox.clone());
+        let key = (item.account.as_str(), place.mailbox.as_str());
         let mailbox_id = match mailbox_ids.get(&key) {
             Some(id) => *id,
             None => {
                 let found: Option<i64> = sqlx::query_scalar(
                     "SELECT id FROM mailboxes WHERE account_id = ? AND name = ?",
                 )
-                .bind(&key.0)
-                .bind(&key.1)
+                .bind(key.0)
+                .bind(key.1)
                 .fetch_optional(&mut **tx)
                 .await
                 .map_err(db_error)?;
@@ -293,82 +355,102 @@ pub(crate) async fn update_index(
                 id
             }
         };
-        let moved = item
-            .after
-            .as_ref()
-            .is_some_and(|a| a.mailbox != item.before.mailbox);
-        rows.push((item.message_id, mailbox_id, place, *modseq, flags, moved));
-    }
-    // Only the tags that differ from what the index held are touched: adding one tag to
-    // 10,000 messages is 10,000 inserts, not a rewrite of every message's tag rows.
-    let mut added = Vec::new();
-    let mut removed = Vec::new();
-    for item in items {
-        if let Some((_, flags)) = &item.observed {
-            let before = &item.before.tags;
-            added.extend(
-                flags
-                    .tags
-                    .iter()
-                    .filter(|t| !before.contains(t))
-                    .map(|t| (item.message_id, t.clone())),
-            );
-            removed.extend(
-                before
-                    .iter()
-                    .filter(|t| !flags.tags.contains(t))
-                    .map(|t| (item.message_id, t.clone())),
-            );
-        }
-    }
-    // Moved messages change their identity columns; the rest only their flags, which keeps
-    // SQLite from touching the (mailbox, uidvalidity, uid) index for them.
-    let (moved, stayed): (Vec<_>, Vec<_>) = rows.into_iter().partition(|r| r.5);
-    for (rows, moved) in [(moved, true), (stayed, false)] {
-        for chunk in rows.chunks(ROWS_PER_STATEMENT) {
-            let mut q = QueryBuilder::<Sqlite>::new(if moved {
-                "UPDATE messages SET modseq = v.column2, flags = v.column3, tags = v.column4,
-                   is_read = v.column5, is_flagged = v.column6, mailbox_id = v.column7,
-                   uidvalidity = v.column8, uid = v.column9 FROM ("
-            } else {
-                "UPDATE messages SET modseq = v.column2, flags = v.column3, tags = v.column4,
-                   is_read = v.column5, is_flagged = v.column6 FROM ("
-            });
-            q.push_values(
-                chunk,
-                |mut row, (id, mailbox_id, place, modseq, flags, _)| {
-                    row.push_bind(*id)
-                        .push_bind(*modseq as i64)
-                        .push_bind(json(&flags.raw))
-                        .push_bind(json(&flags.tags))
-                        .push_bind(flags.read)
-                        .push_bind(flags.flagged);
-                    if moved {
-                        row.push_bind(*mailbox_id)
-                            .push_bind(i64::from(place.uidvalidity))
-                            .push_bind(place.uid as i64);
-                    }
-                },
-            );
-            q.push(") AS v WHERE messages.id = v.column1");
-            q.build().execute(&mut **tx).await.map_err(db_error)?;
-        }
-    }
-    for chunk in added.chunks(ROWS_PER_STATEMENT) {
-        let mut q =
-            QueryBuilder::<Sqlite>::new("INSERT OR IGNORE INTO message_tags (message_id, tag) ");
-        q.push_values(chunk, |mut row, (id, tag)| {
-            row.push_bind(*id).push_bind(tag.clone());
+        rows.push(ObservedRow {
+            id: item.message_id,
+            mailbox_id,
+            place,
+            modseq: *modseq,
+            flags,
+            moved: place.mailbox != item.before.mailbox,
         });
+    }
+    Ok(rows)
+}
+
+/// Most messages of one change end in one of a few states (same new tag, same modseq from
+/// one STORE): those are written with one statement per state, their ids as a JSON array,
+/// which spares SQLite binding and parsing five values per message. Many distinct states
+/// (each statement costs a round trip to the database thread) take the per-row path.
+const MAX_GROUPED_STATES: usize = 64;
+
+async fn update_states(
+    tx: &mut Transaction<'_, Sqlite>,
+    rows: &[ObservedRow<'_>],
+) -> Result<(), Error> {
+    type State = (i64, String, String, bool, bool);
+    let mut groups: HashMap<State, Vec<i64>> = HashMap::new();
+    for r in rows {
+        let state = (
+            r.modseq as i64,
+            json(&r.flags.raw),
+            json(&r.flags.tags),
+            r.flags.read,
+            r.flags.flagged,
+        );
+        groups.entry(state).or_default().push(r.id);
+        if groups.len() > MAX_GROUPED_STATES {
+            return update_each_state(tx, rows).await;
+        }
+    }
+    for ((modseq, raw, tags, read, flagged), ids) in groups {
+        sqlx::query(
+            "UPDATE message_state SET modseq = ?1, flags = ?2, tags = ?3, is_read = ?4,
+               is_flagged = ?5 WHERE id IN (SELECT value FROM json_each(?6))",
+        )
+        .bind(modseq)
+        .bind(raw)
+        .bind(tags)
+        .bind(read)
+        .bind(flagged)
+        .bind(json(&ids))
+        .execute(&mut **tx)
+        .await
+        .map_err(db_error)?;
+    }
+    Ok(())
+}
+
+/// The state of each row, one `UPDATE … FROM (VALUES …)` per 500 messages.
+async fn update_each_state(
+    tx: &mut Transaction<'_, Sqlite>,
+    rows: &[ObservedRow<'_>],
+) -> Result<(), Error> {
+    for chunk in rows.chunks(ROWS_PER_STATEMENT) {
+        let mut q = QueryBuilder::<Sqlite>::new(
+            "UPDATE message_state SET modseq = v.column2, flags = v.column3, tags = v.column4,
+               is_read = v.column5, is_flagged = v.column6 FROM (",
+        );
+        q.push_values(chunk, |mut row, r| {
+            row.push_bind(r.id)
+                .push_bind(r.modseq as i64)
+                .push_bind(json(&r.flags.raw))
+                .push_bind(json(&r.flags.tags))
+                .push_bind(r.flags.read)
+                .push_bind(r.flags.flagged);
+        });
+        q.push(") AS v WHERE message_state.id = v.column1");
         q.build().execute(&mut **tx).await.map_err(db_error)?;
     }
-    for chunk in removed.chunks(ROWS_PER_STATEMENT) {
-        let mut q =
-            QueryBuilder::<Sqlite>::new("DELETE FROM message_tags WHERE (message_id, tag) IN (");
-        q.push_values(chunk, |mut row, (id, tag)| {
-            row.push_bind(*id).push_bind(tag.clone());
+    Ok(())
+}
+
+/// The new place (mailbox, uidvalidity, uid) of moved messages.
+async fn update_places(
+    tx: &mut Transaction<'_, Sqlite>,
+    rows: &[&ObservedRow<'_>],
+) -> Result<(), Error> {
+    for chunk in rows.chunks(ROWS_PER_STATEMENT) {
+        let mut q = QueryBuilder::<Sqlite>::new(
+            "UPDATE messages SET mailbox_id = v.column2, uidvalidity = v.column3, uid = v.column4
+             FROM (",
+        );
+        q.push_values(chunk, |mut row, r| {
+            row.push_bind(r.id)
+                .push_bind(r.mailbox_id)
+                .push_bind(i64::from(r.place.uidvalidity))
+                .push_bind(r.place.uid as i64);
         });
-        q.push(")");
+        q.push(") AS v WHERE messages.id = v.column1");
         q.build().execute(&mut **tx).await.map_err(db_error)?;
     }
     Ok(())

@@ -210,8 +210,10 @@ impl SyncSink for StoreSink {
             let raw = json_list(&flags.raw);
             let tags = json_list(&flags.tags);
             let updated: Option<i64> = sqlx::query_scalar(
-                "UPDATE messages SET flags = ?, tags = ?, is_read = ?, is_flagged = ?
-                 WHERE mailbox_id = ? AND uidvalidity = ? AND uid = ? AND flags IS NOT ?
+                "UPDATE message_state SET flags = ?, tags = ?, is_read = ?, is_flagged = ?
+                 WHERE id = (SELECT id FROM messages
+                             WHERE mailbox_id = ? AND uidvalidity = ? AND uid = ?)
+                   AND flags IS NOT ?
                  RETURNING id",
             )
             .bind(&raw)
@@ -230,7 +232,8 @@ impl SyncSink for StoreSink {
             }
             if modseq > 0 {
                 sqlx::query(
-                    "UPDATE messages SET modseq = ? WHERE mailbox_id = ? AND uidvalidity = ? AND uid = ?",
+                    "UPDATE message_state SET modseq = ? WHERE id = (SELECT id FROM messages
+                       WHERE mailbox_id = ? AND uidvalidity = ? AND uid = ?)",
                 )
                 .bind(modseq as i64)
                 .bind(mailbox_id)
@@ -330,15 +333,13 @@ async fn insert_batch(
     let mut tx = store.pool().begin().await.map_err(db_error)?;
     for chunk in messages.chunks(INSERT_CHUNK) {
         let mut q = QueryBuilder::<Sqlite>::new(
-            "INSERT INTO messages (mailbox_id, uidvalidity, uid, modseq, message_id, from_addr,
-                   to_addr, cc_addr, subject, date, size, has_attachments, snippet, is_read,
-                   is_flagged, flags, tags) ",
+            "INSERT INTO messages (mailbox_id, uidvalidity, uid, message_id, from_addr,
+                   to_addr, cc_addr, subject, date, size, has_attachments, snippet) ",
         );
         q.push_values(chunk, |mut row, m| {
             row.push_bind(mailbox_id)
                 .push_bind(i64::from(uidvalidity))
                 .push_bind(m.uid as i64)
-                .push_bind(m.modseq as i64)
                 .push_bind(m.message_id.clone())
                 .push_bind(m.from.clone())
                 .push_bind(m.to.clone())
@@ -347,16 +348,12 @@ async fn insert_batch(
                 .push_bind(m.date)
                 .push_bind(m.size as i64)
                 .push_bind(m.has_attachments)
-                .push_bind(m.snippet.clone())
-                .push_bind(m.flags.read)
-                .push_bind(m.flags.flagged)
-                .push_bind(json_list(&m.flags.raw))
-                .push_bind(json_list(&m.flags.tags));
+                .push_bind(m.snippet.clone());
         });
+        // A message indexed before keeps its row and id; the no-op update makes RETURNING
+        // report that id too.
         q.push(
-            " ON CONFLICT(mailbox_id, uidvalidity, uid) DO UPDATE SET
-                   modseq = excluded.modseq, is_read = excluded.is_read,
-                   is_flagged = excluded.is_flagged, flags = excluded.flags, tags = excluded.tags
+            " ON CONFLICT(mailbox_id, uidvalidity, uid) DO UPDATE SET uid = excluded.uid
                  RETURNING id, uid",
         );
         let ids: Vec<(i64, i64)> = q
@@ -365,6 +362,22 @@ async fn insert_batch(
             .await
             .map_err(db_error)?;
         let by_uid: HashMap<i64, i64> = ids.into_iter().map(|(id, uid)| (uid, id)).collect();
+        let mut state = QueryBuilder::<Sqlite>::new(
+            "INSERT INTO message_state (id, modseq, is_read, is_flagged, flags, tags) ",
+        );
+        state.push_values(chunk, |mut row, m| {
+            row.push_bind(by_uid.get(&(m.uid as i64)).copied())
+                .push_bind(m.modseq as i64)
+                .push_bind(m.flags.read)
+                .push_bind(m.flags.flagged)
+                .push_bind(json_list(&m.flags.raw))
+                .push_bind(json_list(&m.flags.tags));
+        });
+        state.push(
+            " ON CONFLICT(id) DO UPDATE SET modseq = excluded.modseq, is_read = excluded.is_read,
+               is_flagged = excluded.is_flagged, flags = excluded.flags, tags = excluded.tags",
+        );
+        state.build().execute(&mut *tx).await.map_err(db_error)?;
         let tags: Vec<(i64, String)> = chunk
             .iter()
             .filter_map(|m| Some((*by_uid.get(&(m.uid as i64))?, json_list(&m.flags.tags))))

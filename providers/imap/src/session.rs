@@ -264,18 +264,42 @@ impl ImapProvider {
         command: &str,
         mut on_data: impl FnMut(&Response<'_>),
     ) -> Result<()> {
-        let verb: String = command
-            .split_whitespace()
-            .take(if command.starts_with("UID ") { 2 } else { 1 })
-            .collect::<Vec<_>>()
-            .join(" ")
-            .to_lowercase();
-        self.commands += 1;
+        self.pipeline(&[command.to_string()], |_, resp| on_data(resp))
+            .await
+    }
+
+    /// Sends `commands` back to back, then reads their answers: one round trip instead of one
+    /// per command. The server runs them in order, so each sees what the earlier ones did,
+    /// and an untagged answer belongs to the first command whose tagged answer has not come
+    /// yet; `on_data` gets that command's index. Errors as `command`; a refusal is reported
+    /// after every answer has been read, so the session stays in step.
+    pub(crate) async fn pipeline(
+        &mut self,
+        commands: &[String],
+        mut on_data: impl FnMut(usize, &Response<'_>),
+    ) -> Result<()> {
+        let verb: String = commands
+            .first()
+            .map(|c| {
+                c.split_whitespace()
+                    .take(if c.starts_with("UID ") { 2 } else { 1 })
+                    .collect::<Vec<_>>()
+                    .join(" ")
+                    .to_lowercase()
+            })
+            .unwrap_or_default();
         self.drain_unsolicited();
-        let id = timed(&verb, COMMAND_TIMEOUT, self.session.run_command(command))
-            .await?
-            .map_err(|e| imap_error(&verb, e))?;
-        loop {
+        let mut tags = Vec::with_capacity(commands.len());
+        for command in commands {
+            self.commands += 1;
+            let id = timed(&verb, COMMAND_TIMEOUT, self.session.run_command(command))
+                .await?
+                .map_err(|e| imap_error(&verb, e))?;
+            tags.push(id);
+        }
+        let mut current = 0;
+        let mut refused = None;
+        while current < tags.len() {
             let resp = timed(&verb, COMMAND_TIMEOUT, self.session.read_response())
                 .await?
                 .map_err(|e| Error::provider_unavailable(format!("imap {verb}: {e}")))?
@@ -283,24 +307,26 @@ impl ImapProvider {
                     Error::provider_unavailable(format!("imap {verb}: connection lost"))
                 })?;
             let parsed = resp.parsed();
+            on_data(current, parsed);
             if let Response::Done {
                 tag,
                 status,
                 outcome,
             } = parsed
-                && *tag == id
+                && *tag == tags[current]
             {
-                on_data(parsed);
                 if *status != Status::Ok {
-                    return Err(Error::provider_write_failed(format!(
-                        "imap {verb} refused: {}",
-                        outcome.information.as_deref().unwrap_or("")
-                    )));
+                    refused.get_or_insert_with(|| {
+                        Error::provider_write_failed(format!(
+                            "imap {verb} refused: {}",
+                            outcome.information.as_deref().unwrap_or("")
+                        ))
+                    });
                 }
-                return Ok(());
+                current += 1;
             }
-            on_data(parsed);
         }
+        refused.map_or(Ok(()), Err)
     }
 
     /// Runs a FETCH of flags, collecting (uid, modseq, flags) and any VANISHED UIDs.
@@ -310,32 +336,41 @@ impl ImapProvider {
         out: &mut Vec<(Uid, u64, MessageFlags)>,
         vanished: &mut Vec<Uid>,
     ) -> Result<()> {
-        self.command(command, |resp| match resp {
-            Response::Fetch(_, attrs) => {
-                let mut uid = None;
-                let mut modseq = 0;
-                let mut flags = Vec::new();
-                for attr in attrs {
-                    match attr {
-                        AttributeValue::Uid(u) => uid = Some(Uid::from(*u)),
-                        AttributeValue::ModSeq(m) => modseq = *m,
-                        AttributeValue::Flags(f) => {
-                            flags = f.iter().map(|s| Flag::from(s.to_string())).collect();
-                        }
-                        _ => {}
+        self.command(command, |resp| collect_flags(resp, out, vanished))
+            .await
+    }
+}
+
+/// Takes (uid, modseq, flags) from a FETCH answer and UIDs from a VANISHED one.
+pub(crate) fn collect_flags(
+    resp: &Response<'_>,
+    out: &mut Vec<(Uid, u64, MessageFlags)>,
+    vanished: &mut Vec<Uid>,
+) {
+    match resp {
+        Response::Fetch(_, attrs) => {
+            let mut uid = None;
+            let mut modseq = 0;
+            let mut flags = Vec::new();
+            for attr in attrs {
+                match attr {
+                    AttributeValue::Uid(u) => uid = Some(Uid::from(*u)),
+                    AttributeValue::ModSeq(m) => modseq = *m,
+                    AttributeValue::Flags(f) => {
+                        flags = f.iter().map(|s| Flag::from(s.to_string())).collect();
                     }
-                }
-                if let Some(uid) = uid {
-                    out.push((uid, modseq, convert::flags_of(flags.into_iter())));
+                    _ => {}
                 }
             }
-            Response::Vanished { uids, .. } => {
-                for range in uids {
-                    vanished.extend(range.clone().map(Uid::from));
-                }
+            if let Some(uid) = uid {
+                out.push((uid, modseq, convert::flags_of(flags.into_iter())));
             }
-            _ => {}
-        })
-        .await
+        }
+        Response::Vanished { uids, .. } => {
+            for range in uids {
+                vanished.extend(range.clone().map(Uid::from));
+            }
+        }
+        _ => {}
     }
 }

@@ -19,7 +19,7 @@ use mailbroker_core::{
     WriteBatch,
 };
 
-use crate::session::ImapProvider;
+use crate::session::{self, ImapProvider};
 use crate::uidset;
 
 /// Characters RFC 3501 forbids in an atom (a keyword is an atom), besides controls and space.
@@ -204,7 +204,12 @@ impl ImapProvider {
         live: &[Uid],
         unchanged_since: Option<u64>,
     ) -> Result<HashMap<Uid, ItemResult>> {
-        self.store_flags(live, &batch.op, unchanged_since)
+        // The STOREs go out back to back: they touch disjoint UID sets, so the server may run
+        // them in any order (RFC 3501 §5.5), and the batch pays one round trip for all of
+        // them. The read-back must wait for their answers: a FETCH of flags sent while a
+        // STORE of those flags runs is ambiguous, and Dovecot answers it with the old state.
+        let stores = store_commands(live, &batch.op, unchanged_since);
+        self.pipeline(&stores, |_, _| {})
             .await
             .map_err(|e| unknown_if_lost(e, live))?;
         // With CONDSTORE one FETCH of what changed since the SELECT reads back every message
@@ -313,58 +318,38 @@ impl ImapProvider {
     /// whatever the UIDs.
     async fn read_changed(&mut self, modseq: u64) -> Result<Vec<(Uid, u64, MessageFlags)>> {
         let mut out = Vec::new();
-        let command = format!("UID FETCH 1:* (UID FLAGS MODSEQ) (CHANGEDSINCE {modseq})");
-        self.fetch_flags(&command, &mut out, &mut Vec::new())
+        self.fetch_flags(&changed_since_command(modseq), &mut out, &mut Vec::new())
             .await?;
         Ok(out)
     }
 
     /// `UID FETCH <uids> (UID FLAGS [MODSEQ])`, one command per line-sized set.
-    pub(crate) async fn read_flags(
-        &mut self,
-        uids: &[Uid],
-    ) -> Result<Vec<(Uid, u64, MessageFlags)>> {
+    fn flags_commands(&self, uids: &[Uid]) -> Vec<String> {
         let items = if self.caps.has("CONDSTORE") {
             "(UID FLAGS MODSEQ)"
         } else {
             "(UID FLAGS)"
         };
+        uidset::chunks(uids, items.len() + 16)
+            .into_iter()
+            .map(|set| format!("UID FETCH {set} {items}"))
+            .collect()
+    }
+
+    /// The flags of `uids`, read in one round trip.
+    pub(crate) async fn read_flags(
+        &mut self,
+        uids: &[Uid],
+    ) -> Result<Vec<(Uid, u64, MessageFlags)>> {
         let mut out = Vec::new();
-        for set in uidset::chunks(uids, items.len() + 16) {
-            self.fetch_flags(
-                &format!("UID FETCH {set} {items}"),
-                &mut out,
-                &mut Vec::new(),
-            )
-            .await?;
-        }
+        let commands = self.flags_commands(uids);
+        self.pipeline(&commands, |_, resp| {
+            session::collect_flags(resp, &mut out, &mut Vec::new())
+        })
+        .await?;
         Ok(out)
     }
 
-    async fn store_flags(
-        &mut self,
-        uids: &[Uid],
-        op: &FlagOp,
-        unchanged_since: Option<u64>,
-    ) -> Result<()> {
-        let modifier = unchanged_since
-            .map(|m| format!("(UNCHANGEDSINCE {m}) "))
-            .unwrap_or_default();
-        let (add, remove) = store_lists(op);
-        for (sign, list) in [("+", add), ("-", remove)] {
-            if list.is_empty() {
-                continue;
-            }
-            let query = format!("{modifier}{sign}FLAGS.SILENT ({})", list.join(" "));
-            for set in uidset::chunks(uids, query.len() + 32) {
-                self.command(&format!("UID STORE {set} {query}"), |_| {})
-                    .await?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Moves `uids` to `target` and returns where each went, from the server's COPYUID.
     pub(crate) async fn move_uids(
         &mut self,
         uids: &[Uid],
@@ -409,6 +394,29 @@ impl ImapProvider {
 }
 
 type CopyUid = (u32, Vec<UidSetMember>, Vec<UidSetMember>);
+
+fn changed_since_command(modseq: u64) -> String {
+    format!("UID FETCH 1:* (UID FLAGS MODSEQ) (CHANGEDSINCE {modseq})")
+}
+
+/// `UID STORE` commands for `op` over `uids`, split so no line exceeds the length limit.
+fn store_commands(uids: &[Uid], op: &FlagOp, unchanged_since: Option<u64>) -> Vec<String> {
+    let modifier = unchanged_since
+        .map(|m| format!("(UNCHANGEDSINCE {m}) "))
+        .unwrap_or_default();
+    let (add, remove) = store_lists(op);
+    let mut out = Vec::new();
+    for (sign, list) in [("+", add), ("-", remove)] {
+        if list.is_empty() {
+            continue;
+        }
+        let query = format!("{modifier}{sign}FLAGS.SILENT ({})", list.join(" "));
+        for set in uidset::chunks(uids, query.len() + 32) {
+            out.push(format!("UID STORE {set} {query}"));
+        }
+    }
+    out
+}
 
 fn stale(uid: Uid, modseq: u64, flags: MessageFlags) -> ItemResult {
     ItemResult {
