@@ -432,3 +432,76 @@ async fn without_move_a_move_is_copy_and_expunge_of_exactly_those_uids() {
         "Archive"
     );
 }
+
+/// 2,400 messages; the odd UIDs are too scattered for one 4,000-byte STORE line, so the write
+/// sends several STOREs back to back (pipelined) before its read-back. Each message also
+/// carries one of 80 keywords, so the written messages end in more distinct states than the
+/// index groups into one statement each: the per-message index update runs.
+#[tokio::test]
+async fn scattered_uids_take_several_pipelined_stores() {
+    let Some(server) = server() else {
+        return;
+    };
+    let user = "w-scatter";
+    let total = 2_400u32;
+    server
+        .import_messages(
+            user,
+            (0..total as usize).map(|i| message(i, "bob@example.test", &format!("S {i}"), "x")),
+        )
+        .unwrap();
+    let mut client = ImapClient::connect(server, user).await.unwrap();
+    client.select("INBOX").await.unwrap();
+    for group in 0..80u32 {
+        let set: Vec<String> = (1..=total)
+            .filter(|u| u % 80 == group)
+            .map(|u| u.to_string())
+            .collect();
+        client
+            .store_set(&set.join(","), &format!("+FLAGS.SILENT ($G{group})"))
+            .await
+            .unwrap();
+    }
+    let odd: Vec<String> = (1..=total).step_by(2).map(|u| u.to_string()).collect();
+    for chunk in odd.chunks(400) {
+        client
+            .store_set(&chunk.join(","), "+FLAGS.SILENT ($Odd)")
+            .await
+            .unwrap();
+    }
+    let home = tempfile::tempdir().unwrap();
+    add_account(server, home.path(), "w", user, &[]);
+    ok(home.path(), &["sync"]);
+
+    let report = ok(
+        home.path(),
+        &[
+            "update",
+            "--query",
+            "tag:$Odd",
+            "--add-tag",
+            "Spread",
+            "--yes",
+        ],
+    );
+    assert_eq!(report["applied"], 1_200, "{report}");
+    let stores = report["plan"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| l.as_str().unwrap().contains("UID STORE"))
+        .count();
+    assert!(stores >= 2, "expected a split STORE: {report}");
+    // LOGIN, SELECT, the STOREs, the verifying FETCH, LOGOUT.
+    assert_eq!(report["commands"], stores as u64 + 4, "{report}");
+    let after = client.flags("INBOX").await.unwrap();
+    assert_eq!(after.len(), total as usize);
+    for (uid, flags) in &after {
+        assert_eq!(
+            flags.iter().any(|f| f == "Spread"),
+            uid % 2 == 1,
+            "uid {uid}: {flags:?}"
+        );
+    }
+    assert_eq!(common::indexed_flags(home.path(), "w", "INBOX"), after);
+}
