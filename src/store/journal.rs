@@ -377,13 +377,14 @@ async fn update_states(
     tx: &mut Transaction<'_, Sqlite>,
     rows: &[ObservedRow<'_>],
 ) -> Result<(), Error> {
-    type State = (i64, String, String, bool, bool);
+    // Grouped by the state itself; each group's JSON is built once, below.
+    type State<'a> = (u64, &'a [String], &'a [String], bool, bool);
     let mut groups: HashMap<State, Vec<i64>> = HashMap::new();
     for r in rows {
         let state = (
-            r.modseq as i64,
-            json(&r.flags.raw),
-            json(&r.flags.tags),
+            r.modseq,
+            r.flags.raw.as_slice(),
+            r.flags.tags.as_slice(),
             r.flags.read,
             r.flags.flagged,
         );
@@ -393,6 +394,7 @@ async fn update_states(
         }
     }
     for ((modseq, raw, tags, read, flagged), ids) in groups {
+        let (modseq, raw, tags) = (modseq as i64, json(&raw), json(&tags));
         sqlx::query(
             "UPDATE message_state SET modseq = ?1, flags = ?2, tags = ?3, is_read = ?4,
                is_flagged = ?5 WHERE id IN (SELECT value FROM json_each(?6))",

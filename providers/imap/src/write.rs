@@ -318,31 +318,28 @@ impl ImapProvider {
     /// whatever the UIDs.
     async fn read_changed(&mut self, modseq: u64) -> Result<Vec<(Uid, u64, MessageFlags)>> {
         let mut out = Vec::new();
-        self.fetch_flags(&changed_since_command(modseq), &mut out, &mut Vec::new())
+        let command = format!("UID FETCH 1:* (UID FLAGS MODSEQ) (CHANGEDSINCE {modseq})");
+        self.fetch_flags(&command, &mut out, &mut Vec::new())
             .await?;
         Ok(out)
     }
 
-    /// `UID FETCH <uids> (UID FLAGS [MODSEQ])`, one command per line-sized set.
-    fn flags_commands(&self, uids: &[Uid]) -> Vec<String> {
+    /// The flags of `uids`: `UID FETCH <uids> (UID FLAGS [MODSEQ])`, one command per
+    /// line-sized set, all in one round trip.
+    pub(crate) async fn read_flags(
+        &mut self,
+        uids: &[Uid],
+    ) -> Result<Vec<(Uid, u64, MessageFlags)>> {
         let items = if self.caps.has("CONDSTORE") {
             "(UID FLAGS MODSEQ)"
         } else {
             "(UID FLAGS)"
         };
-        uidset::chunks(uids, items.len() + 16)
+        let commands: Vec<String> = uidset::chunks(uids, items.len() + 16)
             .into_iter()
             .map(|set| format!("UID FETCH {set} {items}"))
-            .collect()
-    }
-
-    /// The flags of `uids`, read in one round trip.
-    pub(crate) async fn read_flags(
-        &mut self,
-        uids: &[Uid],
-    ) -> Result<Vec<(Uid, u64, MessageFlags)>> {
+            .collect();
         let mut out = Vec::new();
-        let commands = self.flags_commands(uids);
         self.pipeline(&commands, |_, resp| {
             session::collect_flags(resp, &mut out, &mut Vec::new())
         })
@@ -394,10 +391,6 @@ impl ImapProvider {
 }
 
 type CopyUid = (u32, Vec<UidSetMember>, Vec<UidSetMember>);
-
-fn changed_since_command(modseq: u64) -> String {
-    format!("UID FETCH 1:* (UID FLAGS MODSEQ) (CHANGEDSINCE {modseq})")
-}
 
 /// `UID STORE` commands for `op` over `uids`, split so no line exceeds the length limit.
 fn store_commands(uids: &[Uid], op: &FlagOp, unchanged_since: Option<u64>) -> Vec<String> {
