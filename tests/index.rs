@@ -5,20 +5,32 @@ mod common;
 use common::ok;
 use sqlx::Connection;
 
-/// An index written before message state had its own table (schema 5) still shows each
-/// message's flags, tags and read state after the upgrade, and `is:` and `tag:` searches
-/// still find them.
-#[tokio::test]
-async fn message_state_survives_the_upgrade_to_its_own_table() {
+/// A home whose index was migrated only up to schema `version` and then given `rows` (SQL):
+/// what an older mailbroker left behind. Returns the home and the index's URL.
+async fn home_with_index_at(version: i64, rows: &str) -> (tempfile::TempDir, String) {
     let home = tempfile::tempdir().unwrap();
     let path = home.path().join("index.sqlite3");
     let url = format!("sqlite://{}?mode=rwc", path.display());
     let mut conn = sqlx::SqliteConnection::connect(&url).await.unwrap();
     sqlx::migrate!("./migrations")
-        .run_to(5, &mut conn)
+        .run_to(version, &mut conn)
         .await
         .unwrap();
-    sqlx::raw_sql(
+    sqlx::raw_sql(sqlx::AssertSqlSafe(rows.to_string()))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    conn.close().await.unwrap();
+    (home, url)
+}
+
+/// An index written before message state had its own table (schema 5) still shows each
+/// message's flags, tags and read state after the upgrade, and `is:` and `tag:` searches
+/// still find them.
+#[tokio::test]
+async fn message_state_survives_the_upgrade_to_its_own_table() {
+    let (home, _) = home_with_index_at(
+        5,
         r#"INSERT INTO accounts (id, provider, settings, capabilities, created_at)
              VALUES ('old', 'imap', '{}', '{"extensions":[],"custom_tags":true}', 0);
            INSERT INTO mailboxes (id, account_id, name, role) VALUES (1, 'old', 'INBOX', 'inbox');
@@ -28,10 +40,7 @@ async fn message_state_survives_the_upgrade_to_its_own_table() {
                     (8, 1, 1, 80, 43, 'Plain', 0, 1, '["\\Flagged"]', '[]');
            INSERT INTO message_tags (message_id, tag) VALUES (7, '$Kept');"#,
     )
-    .execute(&mut conn)
-    .await
-    .unwrap();
-    conn.close().await.unwrap();
+    .await;
 
     let found = ok(home.path(), &["search", "tag:$Kept", "is:read"]);
     let messages = found["messages"].as_array().unwrap();
@@ -45,4 +54,64 @@ async fn message_state_survives_the_upgrade_to_its_own_table() {
     assert_eq!(messages.len(), 1, "{flagged}");
     assert_eq!(messages[0]["id"], 8);
     assert_eq!(messages[0]["read"], false);
+}
+
+/// Journal entries written before states were stored once per change (schema 6) still show
+/// every item's state before and after, UIDs included, and two messages that shared a state
+/// now share one stored row.
+#[tokio::test]
+async fn journal_items_survive_the_upgrade_to_shared_states() {
+    let (home, url) = home_with_index_at(6,
+        r#"INSERT INTO changes (id, created_at, origin, selection, patch, plan, applied, failed)
+             VALUES (3, 0, 'cli', '{"query":"tag:x"}', '{"add_tags":["Done"]}', '[]', 2, 1);
+           INSERT INTO change_items (change_id, message_id, account_id, outcome, error_type,
+               error, before, after) VALUES
+             (3, 7, 'old', 'applied', NULL, NULL,
+              '{"mailbox":"INBOX","uidvalidity":5,"uid":70,"read":true,"flagged":false,"tags":["x"]}',
+              '{"mailbox":"Archive","uidvalidity":6,"uid":1,"read":true,"flagged":false,"tags":["x","Done"]}'),
+             (3, 8, 'old', 'applied', NULL, NULL,
+              '{"mailbox":"INBOX","uidvalidity":5,"uid":80,"read":true,"flagged":false,"tags":["x"]}',
+              '{"mailbox":"Archive","uidvalidity":6,"uid":2,"read":true,"flagged":false,"tags":["x","Done"]}'),
+             (3, 9, 'old', 'failed', 'verification_failed', 'did not show it',
+              '{"mailbox":"INBOX","uidvalidity":5,"uid":90,"read":false,"flagged":true,"tags":[]}',
+              NULL);"#,
+    )
+    .await;
+
+    let shown = ok(home.path(), &["changes", "3"]);
+    let items = shown["change"]["items"].as_array().unwrap();
+    assert_eq!(items.len(), 3, "{shown}");
+    let state =
+        |mailbox: &str, validity: u32, uid: u32, read: bool, flagged: bool, tags: &[&str]| {
+            serde_json::json!({"mailbox": mailbox, "uidvalidity": validity, "uid": uid,
+            "read": read, "flagged": flagged, "tags": tags})
+        };
+    assert_eq!(items[0]["message_id"], 7);
+    assert_eq!(
+        items[0]["before"],
+        state("INBOX", 5, 70, true, false, &["x"])
+    );
+    assert_eq!(
+        items[0]["after"],
+        state("Archive", 6, 1, true, false, &["x", "Done"])
+    );
+    assert_eq!(
+        items[1]["before"],
+        state("INBOX", 5, 80, true, false, &["x"])
+    );
+    assert_eq!(
+        items[1]["after"],
+        state("Archive", 6, 2, true, false, &["x", "Done"])
+    );
+    assert_eq!(items[2]["outcome"], "failed");
+    assert_eq!(items[2]["error_type"], "verification_failed");
+    assert_eq!(items[2]["before"], state("INBOX", 5, 90, false, true, &[]));
+    assert!(items[2]["after"].is_null(), "{shown}");
+
+    let mut conn = sqlx::SqliteConnection::connect(&url).await.unwrap();
+    let stored: i64 = sqlx::query_scalar("SELECT count(*) FROM change_states WHERE change_id = 3")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(stored, 3, "two shared states and the failed item's own");
 }

@@ -120,45 +120,72 @@ impl Store {
             return Err(Error::not_found(format!("no change {id}"))
                 .with_next_step("run: mailbroker changes"));
         };
+        let bad =
+            |e: serde_json::Error| Error::internal(format!("change {id}: bad journal json: {e}"));
+        let states: Vec<(i64, String)> =
+            sqlx::query_as("SELECT id, state FROM change_states WHERE change_id = ?")
+                .bind(id)
+                .fetch_all(self.pool())
+                .await
+                .map_err(db_error)?;
+        let states = states
+            .into_iter()
+            .map(|(n, state)| Ok((n, serde_json::from_str::<StoredState>(&state).map_err(bad)?)))
+            .collect::<Result<HashMap<i64, StoredState>, Error>>()?;
+        let state_at = |n: i64, uid: i64| {
+            states
+                .get(&n)
+                .map(|s| s.with_uid(uid as Uid))
+                .ok_or_else(|| Error::internal(format!("change {id}: item without state {n}")))
+        };
         type ItemRow = (
             i64,
             String,
             String,
             Option<String>,
             Option<String>,
-            String,
-            Option<String>,
+            i64,
+            i64,
+            Option<i64>,
+            Option<i64>,
         );
-        let items: Vec<ItemRow> = sqlx::query_as(
-            "SELECT message_id, account_id, outcome, error_type, error, before, after
+        let rows: Vec<ItemRow> = sqlx::query_as(
+            "SELECT message_id, account_id, outcome, error_type, error, before_state,
+               before_uid, after_state, after_uid
              FROM change_items WHERE change_id = ? ORDER BY message_id",
         )
         .bind(id)
         .fetch_all(self.pool())
         .await
         .map_err(db_error)?;
-        let bad =
-            |e: serde_json::Error| Error::internal(format!("change {id}: bad journal json: {e}"));
-        let items = items
-            .into_iter()
-            .map(
-                |(message_id, account, outcome, error_type, error, before, after)| {
-                    Ok(JournalItem {
-                        message_id,
-                        account,
-                        outcome,
-                        error_type,
-                        error,
-                        before: serde_json::from_str(&before).map_err(bad)?,
-                        after: after
-                            .map(|a| serde_json::from_str(&a))
-                            .transpose()
-                            .map_err(bad)?,
-                        observed: None,
-                    })
-                },
-            )
-            .collect::<Result<Vec<_>, Error>>()?;
+        let mut items = Vec::with_capacity(rows.len());
+        for (
+            message_id,
+            account,
+            outcome,
+            error_type,
+            error,
+            before,
+            before_uid,
+            after,
+            after_uid,
+        ) in rows
+        {
+            let after = match (after, after_uid) {
+                (Some(n), Some(uid)) => Some(state_at(n, uid)?),
+                _ => None,
+            };
+            items.push(JournalItem {
+                message_id,
+                account,
+                outcome,
+                error_type,
+                error,
+                before: state_at(before, before_uid)?,
+                after,
+                observed: None,
+            });
+        }
         Ok(ChangeRecord {
             id: r.0,
             created_at: r.1,
@@ -245,24 +272,95 @@ pub(crate) async fn insert_items(
     id: i64,
     items: &[JournalItem],
 ) -> Result<(), Error> {
+    let mut state_ids: HashMap<StateKey, i64> = HashMap::new();
+    for item in items {
+        for state in std::iter::once(&item.before).chain(&item.after) {
+            if let std::collections::hash_map::Entry::Vacant(slot) = state_ids.entry(key(state)) {
+                slot.insert(insert_state(tx, id, state).await?);
+            }
+        }
+    }
     for chunk in items.chunks(ROWS_PER_STATEMENT) {
         let mut q = QueryBuilder::<Sqlite>::new(
             "INSERT INTO change_items (change_id, message_id, account_id, outcome, error_type,
-               error, before, after) ",
+               error, before_state, before_uid, after_state, after_uid) ",
         );
         q.push_values(chunk, |mut row, item| {
+            let after = item.after.as_ref();
             row.push_bind(id)
                 .push_bind(item.message_id)
-                .push_bind(item.account.clone())
-                .push_bind(item.outcome.clone())
-                .push_bind(item.error_type.clone())
-                .push_bind(item.error.clone())
-                .push_bind(json(&item.before))
-                .push_bind(item.after.as_ref().map(json));
+                .push_bind(item.account.as_str())
+                .push_bind(item.outcome.as_str())
+                .push_bind(item.error_type.as_deref())
+                .push_bind(item.error.as_deref())
+                .push_bind(state_ids.get(&key(&item.before)).copied())
+                .push_bind(item.before.uid as i64)
+                .push_bind(after.and_then(|a| state_ids.get(&key(a)).copied()))
+                .push_bind(after.map(|a| a.uid as i64));
         });
         q.build().execute(&mut **tx).await.map_err(db_error)?;
     }
     Ok(())
+}
+
+/// A journaled state without its UID, as `change_states` holds it.
+#[derive(Serialize, Deserialize)]
+struct StoredState {
+    mailbox: String,
+    uidvalidity: u32,
+    read: bool,
+    flagged: bool,
+    tags: Vec<String>,
+}
+
+impl StoredState {
+    fn with_uid(&self, uid: Uid) -> MessageState {
+        MessageState {
+            mailbox: self.mailbox.clone(),
+            uidvalidity: self.uidvalidity,
+            uid,
+            read: self.read,
+            flagged: self.flagged,
+            tags: self.tags.clone(),
+        }
+    }
+}
+
+type StateKey<'a> = (&'a str, u32, bool, bool, &'a [String]);
+
+fn key(state: &MessageState) -> StateKey<'_> {
+    (
+        &state.mailbox,
+        state.uidvalidity,
+        state.read,
+        state.flagged,
+        &state.tags,
+    )
+}
+
+/// The id of `state` in change `id`'s states, added if new. A staged deletion journals its
+/// batches in separate transactions, so a state may already be there from an earlier batch.
+async fn insert_state(
+    tx: &mut Transaction<'_, Sqlite>,
+    id: i64,
+    state: &MessageState,
+) -> Result<i64, Error> {
+    let stored = StoredState {
+        mailbox: state.mailbox.clone(),
+        uidvalidity: state.uidvalidity,
+        read: state.read,
+        flagged: state.flagged,
+        tags: state.tags.clone(),
+    };
+    sqlx::query_scalar(
+        "INSERT INTO change_states (change_id, state) VALUES (?, ?)
+         ON CONFLICT (change_id, state) DO UPDATE SET state = excluded.state RETURNING id",
+    )
+    .bind(id)
+    .bind(json(&stored))
+    .fetch_one(&mut **tx)
+    .await
+    .map_err(db_error)
 }
 
 pub(crate) async fn update_index(

@@ -18,8 +18,9 @@ pub struct Proxy {
 }
 
 impl Proxy {
-    /// Listens on a free loopback port and forwards to `127.0.0.1:upstream`, delaying every
-    /// chunk by `delay` in each direction.
+    /// Listens on a free loopback port and forwards to `127.0.0.1:upstream`; every byte
+    /// arrives `delay` after it was sent, in each direction (a link's latency, not a cap on
+    /// its throughput).
     pub fn start(upstream: u16, delay: Duration) -> Result<Proxy> {
         let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
         listener.set_nonblocking(true)?;
@@ -75,6 +76,38 @@ impl Drop for Proxy {
     }
 }
 
+/// One direction of the link: bytes written to it reach `out` `delay` after they were read,
+/// in order. Reads are not held back while earlier bytes wait, so a long answer streams
+/// as it would over a real link with that latency; sleeping inline before each write would
+/// instead add the delay once per chunk read and cap the throughput.
+struct Link {
+    tx: tokio::sync::mpsc::UnboundedSender<(tokio::time::Instant, Vec<u8>)>,
+    delay: Duration,
+}
+
+impl Link {
+    fn new(mut out: tokio::net::tcp::OwnedWriteHalf, delay: Duration) -> Link {
+        let (tx, mut rx) =
+            tokio::sync::mpsc::unbounded_channel::<(tokio::time::Instant, Vec<u8>)>();
+        tokio::spawn(async move {
+            while let Some((due, bytes)) = rx.recv().await {
+                tokio::time::sleep_until(due).await;
+                if out.write_all(&bytes).await.is_err() {
+                    return;
+                }
+            }
+        });
+        Link { tx, delay }
+    }
+
+    fn send(&self, bytes: &[u8]) -> Result<()> {
+        let due = tokio::time::Instant::now() + self.delay;
+        self.tx
+            .send((due, bytes.to_vec()))
+            .map_err(|_| anyhow::anyhow!("the other side closed"))
+    }
+}
+
 async fn pipe(
     client: TcpStream,
     server: TcpStream,
@@ -83,8 +116,9 @@ async fn pipe(
 ) -> Result<()> {
     let _ = client.set_nodelay(true);
     let _ = server.set_nodelay(true);
-    let (mut cr, mut cw) = client.into_split();
-    let (mut sr, mut sw) = server.into_split();
+    let (mut cr, cw) = client.into_split();
+    let (mut sr, sw) = server.into_split();
+    let (to_client, to_server) = (Link::new(cw, delay), Link::new(sw, delay));
     // Set once the cut command has gone up: nothing more comes down.
     let silenced = Arc::new(AtomicBool::new(false));
     let silenced_up = silenced.clone();
@@ -98,9 +132,6 @@ async fn pipe(
             if n == 0 {
                 return Ok::<_, anyhow::Error>(());
             }
-            if !delay.is_zero() {
-                tokio::time::sleep(delay).await;
-            }
             if silenced.load(Ordering::SeqCst) {
                 // Swallow the answer but keep the connection open until the up side closes
                 // it, so the server finishes the command undisturbed.
@@ -109,7 +140,7 @@ async fn pipe(
                 }
                 continue;
             }
-            cw.write_all(&buf[..n]).await?;
+            to_client.send(&buf[..n])?;
         }
     };
     let up = async move {
@@ -119,15 +150,12 @@ async fn pipe(
             if n == 0 {
                 return Ok::<_, anyhow::Error>(());
             }
-            if !delay.is_zero() {
-                tokio::time::sleep(delay).await;
-            }
             let pattern = cut.lock().ok().and_then(|c| c.clone());
             let cutting = pattern.is_some_and(|p| String::from_utf8_lossy(&buf[..n]).contains(&p));
             if cutting {
                 silenced_up.store(true, Ordering::SeqCst);
             }
-            sw.write_all(&buf[..n]).await?;
+            to_server.send(&buf[..n])?;
             if cutting {
                 if let Ok(mut c) = cut.lock() {
                     *c = None;
@@ -141,7 +169,7 @@ async fn pipe(
                             read = cr.read(&mut buf) => match read {
                                 Ok(0) | Err(_) => return,
                                 Ok(n) => {
-                                    if sw.write_all(&buf[..n]).await.is_err() {
+                                    if to_server.send(&buf[..n]).is_err() {
                                         return;
                                     }
                                 }

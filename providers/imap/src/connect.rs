@@ -220,6 +220,7 @@ pub(crate) async fn open(
                 .with_next_step("check --host and --port, and that the server is running")
         })?;
     let _ = tcp.set_nodelay(true);
+    tracing::debug!("imap: connected");
     let client = match config.tls {
         TlsMode::Implicit => {
             let mut client = async_imap::Client::new(tls_wrap(config, tcp).await?);
@@ -249,6 +250,7 @@ pub(crate) async fn open(
             async_imap::Client::new(tls_wrap(config, tcp).await?)
         }
     };
+    tracing::debug!("imap: greeted");
     let login = timed(
         "login",
         CONNECT_TIMEOUT,

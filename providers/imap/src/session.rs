@@ -43,6 +43,7 @@ impl ImapProvider {
     /// Connects, logs in and detects what the server can do.
     pub async fn connect(config: &ImapConfig) -> Result<ImapProvider> {
         let (mut session, login_caps) = connect::open(config).await?;
+        tracing::debug!("imap: logged in");
         let mut commands = 1;
         let caps = match login_caps {
             Some(caps) => caps,

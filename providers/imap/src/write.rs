@@ -128,6 +128,7 @@ impl ImapProvider {
         }
         let condstore = self.caps.has("CONDSTORE");
         let selected = self.select(&batch.mailbox, condstore).await?;
+        tracing::debug!("imap: selected");
         if selected.uid_validity != Some(batch.uidvalidity) {
             let err = Error::stale_state(format!(
                 "mailbox {:?} was recreated on the server (new UIDVALIDITY)",
@@ -212,6 +213,7 @@ impl ImapProvider {
         self.pipeline(&stores, |_, _| {})
             .await
             .map_err(|e| unknown_if_lost(e, live))?;
+        tracing::debug!(commands = stores.len(), "imap: stored");
         // With CONDSTORE one FETCH of what changed since the SELECT reads back every message
         // we wrote, however scattered; the few that did not change are then looked up by UID
         // to tell a failed write from a vanished message.
@@ -220,6 +222,7 @@ impl ImapProvider {
             None => self.read_flags(live).await,
         }
         .map_err(|e| unknown_if_lost(e, live))?;
+        tracing::debug!(messages = verified.len(), "imap: read back");
         if unchanged_since.is_some() {
             let changed: std::collections::HashSet<Uid> =
                 verified.iter().map(|(u, _, _)| *u).collect();
@@ -236,21 +239,22 @@ impl ImapProvider {
                 verified.extend(rest);
             }
         }
-        let seen: HashMap<Uid, (u64, MessageFlags)> =
+        // Each message's read-back state moves into its result: no copy of its flags.
+        let mut seen: HashMap<Uid, (u64, MessageFlags)> =
             verified.into_iter().map(|(u, m, f)| (u, (m, f))).collect();
-        let mut results = HashMap::new();
+        let mut results = HashMap::with_capacity(live.len());
         for uid in live {
-            let result = match seen.get(uid) {
-                Some((modseq, flags)) if batch.op.holds_in(flags) => ItemResult {
-                    observed: Some((*modseq, flags.clone())),
+            let result = match seen.remove(uid) {
+                Some((modseq, flags)) if batch.op.holds_in(&flags) => ItemResult {
+                    observed: Some((modseq, flags)),
                     ..ItemResult::new(*uid, Outcome::Applied)
                 },
                 // Changed by someone else after our SELECT: the server refused (MODIFIED).
-                Some((modseq, flags)) if unchanged_since.is_some_and(|h| *modseq > h) => {
-                    stale(*uid, *modseq, flags.clone())
+                Some((modseq, flags)) if unchanged_since.is_some_and(|h| modseq > h) => {
+                    stale(*uid, modseq, flags)
                 }
                 Some((modseq, flags)) => ItemResult {
-                    observed: Some((*modseq, flags.clone())),
+                    observed: Some((modseq, flags)),
                     ..ItemResult::new(*uid, Outcome::Failed).with_error(Error::verification_failed(
                         format!(
                             "uid {uid} in {:?} does not show the change after the write",
