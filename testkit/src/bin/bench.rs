@@ -318,8 +318,19 @@ async fn bench_write(n: usize) -> Result<()> {
             Ok(())
         })
         .await?;
-        // That raw STORE changed messages behind mailbroker's back: the next round's update
-        // would rightly find them stale. A sync (not timed) catches the index up.
+        // Every round starts from the same state: the round's keywords come off again (more
+        // keywords per message would make each later round read and write more). Those raw
+        // STOREs change messages behind mailbroker's back, so a sync (not timed) catches the
+        // index up; without it the next round would rightly find them stale.
+        let mut direct = ImapClient::connect(&server, "bw").await?;
+        direct.select("INBOX").await?;
+        direct
+            .store_set(
+                "1:*",
+                &format!("-FLAGS.SILENT (BenchLow{round} BenchOdd{round} BenchMin{round})"),
+            )
+            .await?;
+        direct.logout().await?;
         run_mailbroker(&bin, home.path(), &["sync"])?;
         for (name, m) in [("contiguous", &contiguous), ("scattered", &scattered)] {
             if m.json["applied"].as_u64() != Some(n as u64) {
@@ -359,6 +370,17 @@ fn report_write(n: usize, rounds: &[WriteRound], sample: usize, loop_time: Durat
         2 * ONE_WAY.as_millis(),
         rounds.len()
     );
+    for (i, r) in rounds.iter().enumerate() {
+        println!(
+            "round {}: contiguous {:.3} s ({} ms local), scattered {:.3} s ({} ms local), minimum {:.3} s",
+            i + 1,
+            secs(r.contiguous.wall),
+            r.contiguous.json["local_ms"],
+            secs(r.scattered.wall),
+            r.scattered.json["local_ms"],
+            secs(r.minimum)
+        );
+    }
     type Pick = fn(&WriteRound) -> &Measured;
     let runs: [(&str, Pick); 2] = [
         ("contiguous", |r| &r.contiguous),
