@@ -523,14 +523,16 @@ pub async fn undo(
         )));
     }
     // A message deleted for good since is no longer indexed; it cannot come back.
-    let rows = store
+    let rows: HashMap<i64, MessageRef> = store
         .existing_refs(&applied.iter().map(|i| i.message_id).collect::<Vec<_>>())
-        .await?;
+        .await?
+        .into_iter()
+        .map(|r| (r.id, r))
+        .collect();
     let mut intents = Vec::new();
     let mut stale = Vec::new();
     for item in applied {
-        let (Some(after), Some(row)) = (&item.after, rows.iter().find(|r| r.id == item.message_id))
-        else {
+        let (Some(after), Some(row)) = (&item.after, rows.get(&item.message_id)) else {
             continue;
         };
         if state_of(row) != *after {
