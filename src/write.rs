@@ -5,6 +5,7 @@
 //! same transaction as the journal entry that explains it.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use mailbroker_core::{
     AccountId, Error, FlagOp, ItemResult, MessageFlags, Outcome, Patch, Result, WriteBatch,
@@ -14,7 +15,7 @@ use serde::Serialize;
 
 use crate::home::Home;
 use crate::registry;
-use crate::store::{ChangeRecord, JournalItem, MessageRef, MessageState, Store};
+use crate::store::{ChangeRecord, JournalItem, MessageRef, MessageState, PendingChange, Store};
 
 /// How long a write waits for a sync or another write on the same account.
 const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(300);
@@ -28,7 +29,7 @@ pub struct Intent {
 }
 
 /// The result of a change request, as the CLI and MCP report it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Default, Serialize)]
 pub struct ChangeReport {
     /// The journal id; absent for a dry run or when nothing needed changing.
     pub change_id: Option<i64>,
@@ -310,22 +311,13 @@ pub async fn execute(
     }
     tracing::debug!(ms = started.elapsed().as_millis() as u64, "write: planned");
     let mut report = ChangeReport {
-        change_id: None,
         dry_run,
         plan,
         planned: intents
             .iter()
             .filter(|i| !i.op.is_empty() || i.move_to.is_some())
             .count() as u64,
-        applied: 0,
-        unchanged: 0,
-        stale: 0,
-        failed: 0,
-        failures: Vec::new(),
-        commands: 0,
-        provider_ms: 0,
-        local_ms: 0,
-        move_role: None,
+        ..ChangeReport::default()
     };
     if dry_run {
         report.unchanged = intents.len() as u64 - report.planned;
@@ -335,7 +327,29 @@ pub async fn execute(
     let mut results: Vec<Option<ItemResult>> = vec![None; intents.len()];
     let provider_started = std::time::Instant::now();
     let checkpoint = store.checkpoint_in_background();
-    report.commands = run_batches(home, store, &groups, &intents, &mut results).await?;
+    let intents: Arc<[Intent]> = intents.into();
+    // Moves are not written ahead: their new UIDs come from the server.
+    let request = (origin.to_string(), selection, patch, undo_of);
+    let ahead = (report.planned > 0 && groups.keys().all(|k| k.4.is_none())).then(|| {
+        write_ahead(
+            store.clone(),
+            request.clone(),
+            &report.plan,
+            intents.clone(),
+        )
+    });
+    let commands = run_batches(home, store, &groups, &intents, &mut results).await;
+    if commands.is_err()
+        && let Some(task) = &ahead
+    {
+        // Dropping the transaction written ahead rolls it back.
+        task.abort();
+    }
+    report.commands = commands?;
+    let ahead = match ahead {
+        Some(task) => task.await.ok().flatten(),
+        None => None,
+    };
     // Finished long before the server answers; waited for so the journal's commit below
     // does not race it for the disk.
     let _ = checkpoint.await;
@@ -344,39 +358,127 @@ pub async fn execute(
         ms = started.elapsed().as_millis() as u64,
         "write: provider done"
     );
-    let items = tally(&mut report, &intents, results);
-    if items
-        .iter()
-        .all(|i| i.outcome == "unchanged" && i.observed.is_none())
-    {
-        report.local_ms = (started.elapsed().as_millis() as u64).saturating_sub(report.provider_ms);
-        return Ok(report);
-    }
-    let change = ChangeRecord {
-        id: 0,
-        created_at: 0,
-        origin: origin.to_string(),
-        selection,
-        patch,
-        plan: report.plan.clone(),
-        undo_of,
-        applied: report.applied as i64,
-        unchanged: report.unchanged as i64,
-        stale: report.stale as i64,
-        failed: report.failed as i64,
-        items,
-    };
-    tracing::debug!(
-        ms = started.elapsed().as_millis() as u64,
-        "write: journal built"
-    );
-    report.change_id = Some(store.record_change(&change).await?);
+    report.change_id = journal(store, &mut report, request, &intents, results, ahead).await?;
     tracing::debug!(
         ms = started.elapsed().as_millis() as u64,
         "write: journal and index committed"
     );
     report.local_ms = (started.elapsed().as_millis() as u64).saturating_sub(report.provider_ms);
     Ok(report)
+}
+
+/// Journals the change from its results, with the index update, in one transaction: the
+/// one written ahead when the read-back matches it, else a new one. None when nothing was
+/// observed to change (no journal entry then).
+async fn journal(
+    store: &Store,
+    report: &mut ChangeReport,
+    request: Request,
+    intents: &[Intent],
+    results: Vec<Option<ItemResult>>,
+    ahead: Option<(ChangeRecord, PendingChange)>,
+) -> Result<Option<i64>> {
+    let items = tally(report, intents, results);
+    if items
+        .iter()
+        .all(|i| i.outcome == "unchanged" && i.observed.is_none())
+    {
+        return Ok(None);
+    }
+    let change = change_record(request, report.plan.clone(), report, items);
+    tracing::debug!("write: journal built");
+    let written_ahead = match ahead {
+        Some((expected, pending)) => pending.commit_as(&expected, &change).await?,
+        None => None,
+    };
+    Ok(Some(match written_ahead {
+        Some(id) => id,
+        None => store.record_change(&change).await?,
+    }))
+}
+
+/// A change's request as the journal records it: origin, selection, patch, and the change
+/// it undoes.
+type Request = (String, serde_json::Value, serde_json::Value, Option<i64>);
+
+/// Builds and writes the journal entry as it will read if every message takes the change,
+/// on another thread while the server works; it commits only if the read-back says exactly
+/// that (`PendingChange::commit_as`). None when writing ahead failed: the change is then
+/// journaled from the read-back alone.
+fn write_ahead(
+    store: Store,
+    request: Request,
+    plan: &[String],
+    intents: Arc<[Intent]>,
+) -> tokio::task::JoinHandle<Option<(ChangeRecord, PendingChange)>> {
+    let plan = plan.to_vec();
+    tokio::spawn(async move {
+        let expected = expected_change(request, plan, &intents);
+        let pending = store.write_ahead(&expected).await.ok()?;
+        Some((expected, pending))
+    })
+}
+
+/// The change as it will be journaled if every planned message shows exactly its intended
+/// flags after the write (server-side details such as modseq are not part of the entry).
+fn expected_change(request: Request, plan: Vec<String>, intents: &[Intent]) -> ChangeRecord {
+    let results = intents
+        .iter()
+        .map(|i| {
+            (!i.op.is_empty()).then(|| ItemResult {
+                observed: Some((0, intended_flags(&i.row, &i.op))),
+                ..ItemResult::new(i.row.uid, Outcome::Applied)
+            })
+        })
+        .collect();
+    let mut counts = ChangeReport::default();
+    let items = tally(&mut counts, intents, results);
+    change_record(request, plan, &counts, items)
+}
+
+/// A change as the journal records it: the request, its plan and counts, a line a message.
+fn change_record(
+    request: Request,
+    plan: Vec<String>,
+    counts: &ChangeReport,
+    items: Vec<JournalItem>,
+) -> ChangeRecord {
+    let (origin, selection, patch, undo_of) = request;
+    ChangeRecord {
+        id: 0,
+        created_at: 0,
+        origin,
+        selection,
+        patch,
+        plan,
+        undo_of,
+        applied: counts.applied as i64,
+        unchanged: counts.unchanged as i64,
+        stale: counts.stale as i64,
+        failed: counts.failed as i64,
+        items,
+    }
+}
+
+/// `row`'s flags with `op` applied; a new tag goes last, as servers list a new keyword.
+fn intended_flags(row: &MessageRef, op: &FlagOp) -> MessageFlags {
+    let mut tags: Vec<String> = row
+        .tags
+        .iter()
+        .filter(|t| !op.remove_tags.iter().any(|r| r.eq_ignore_ascii_case(t)))
+        .cloned()
+        .collect();
+    for tag in &op.add_tags {
+        if !tags.iter().any(|t| t.eq_ignore_ascii_case(tag)) {
+            tags.push(tag.clone());
+        }
+    }
+    MessageFlags {
+        read: op.read.unwrap_or(row.read),
+        flagged: op.flagged.unwrap_or(row.flagged),
+        tags,
+        raw: Vec::new(),
+    }
 }
 
 /// Counts each message's outcome into the report and turns it into its journal line.

@@ -137,6 +137,56 @@ async fn a_concurrent_change_is_stale_and_not_overwritten() {
     assert_eq!(shown["message"]["flagged"], true);
 }
 
+/// The journal entry and tag rows are written while the server works, as if every message
+/// took the change; when one does not (here, stale), that entry is rolled back and the
+/// change is journaled from the read-back: the stale message gets no tag in the index and
+/// its journal line says stale.
+#[tokio::test]
+async fn a_mixed_outcome_is_journaled_from_the_read_back() {
+    let Some((home, mut client)) = setup("w-mixed").await else {
+        return;
+    };
+    let stale_id = one_id(home.path(), "subject:\"Note 2\"");
+    client
+        .store("INBOX", 3, "+FLAGS", "\\Flagged")
+        .await
+        .unwrap();
+    let run = mb(
+        home.path(),
+        &[
+            "update",
+            "--query",
+            "from:alice",
+            "--add-tag",
+            "Mixed",
+            "--yes",
+        ],
+    );
+    assert_eq!(run.code, 5, "{}", run.stdout);
+    assert_eq!(run.json["applied"], 2, "{}", run.stdout);
+    assert_eq!(run.json["stale"], 1, "{}", run.stdout);
+    let change = run.json["change_id"].as_i64().unwrap();
+
+    let tagged = ids(&ok(home.path(), &["search", "tag:Mixed"]));
+    assert_eq!(tagged.len(), 2, "{tagged:?}");
+    assert!(!tagged.contains(&stale_id), "{tagged:?}");
+    let server = client.flags("INBOX").await.unwrap();
+    assert_eq!(server[&3], vec!["\\Flagged"], "{server:?}");
+
+    let listed = ok(home.path(), &["changes"]);
+    assert_eq!(listed["changes"].as_array().unwrap().len(), 1, "{listed}");
+    let shown = ok(home.path(), &["changes", &change.to_string()]);
+    for item in shown["change"]["items"].as_array().unwrap() {
+        if item["message_id"] == stale_id.parse::<i64>().unwrap() {
+            assert_eq!(item["outcome"], "stale", "{item}");
+        } else {
+            assert_eq!(item["outcome"], "applied", "{item}");
+            let tags = item["after"]["tags"].as_array().unwrap();
+            assert!(tags.iter().any(|t| t == "Mixed"), "{item}");
+        }
+    }
+}
+
 #[tokio::test]
 async fn move_to_archive_and_undo() {
     let Some((home, mut client)) = setup("w-move").await else {

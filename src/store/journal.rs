@@ -71,6 +71,17 @@ impl Store {
         Ok(id)
     }
 
+    /// Writes `expected` (the change as it will read back if every message takes it) into a
+    /// transaction left open while the server works; see `PendingChange`.
+    pub async fn write_ahead(&self, expected: &ChangeRecord) -> Result<PendingChange, Error> {
+        let mut tx = self.pool().begin().await.map_err(db_error)?;
+        let id = insert_change(&mut tx, expected).await?;
+        insert_items(&mut tx, id, &expected.items).await?;
+        update_tags(&mut tx, &expected.items).await?;
+        tracing::debug!("journal: written ahead");
+        Ok(PendingChange { tx, id })
+    }
+
     /// A change without items yet; a staged deletion's run adds them batch by batch.
     pub async fn open_change(&self, change: &ChangeRecord) -> Result<i64, Error> {
         let mut tx = self.pool().begin().await.map_err(db_error)?;
@@ -241,6 +252,54 @@ impl Store {
     }
 }
 
+/// A change's journal entry and tag rows, written while the server works, uncommitted.
+/// It commits only if the change as read back is exactly the one written (outcomes, states
+/// before and after, tag order included); otherwise it is rolled back and the change is
+/// recorded from the read-back as usual. Either way the index changes only from what the
+/// server showed, in the transaction of the journal entry that explains it.
+pub struct PendingChange {
+    tx: Transaction<'static, Sqlite>,
+    id: i64,
+}
+
+impl PendingChange {
+    /// Commits if `change` (from the read-back) equals `expected` (what was written ahead),
+    /// adding what only the read-back knows (modseqs, raw flags). Returns the change id, or
+    /// None after rolling back.
+    pub async fn commit_as(
+        mut self,
+        expected: &ChangeRecord,
+        change: &ChangeRecord,
+    ) -> Result<Option<i64>, Error> {
+        if !same_entries(expected, change) {
+            tracing::debug!("journal: read-back differs from what was written ahead");
+            self.tx.rollback().await.map_err(db_error)?;
+            return Ok(None);
+        }
+        update_observed(&mut self.tx, &change.items).await?;
+        tracing::debug!("journal: index updated");
+        self.tx.commit().await.map_err(db_error)?;
+        tracing::debug!("journal: committed");
+        Ok(Some(self.id))
+    }
+}
+
+/// Whether two records of one change say the same: counts, and per message its outcome,
+/// error and states.
+fn same_entries(a: &ChangeRecord, b: &ChangeRecord) -> bool {
+    (a.applied, a.unchanged, a.stale, a.failed) == (b.applied, b.unchanged, b.stale, b.failed)
+        && a.items.len() == b.items.len()
+        && a.items.iter().zip(&b.items).all(|(x, y)| {
+            x.message_id == y.message_id
+                && x.account == y.account
+                && x.outcome == y.outcome
+                && x.error_type == y.error_type
+                && x.error == y.error
+                && x.before == y.before
+                && x.after == y.after
+        })
+}
+
 /// Brings the index rows of observed messages in line with what the server showed: one
 /// `UPDATE … FROM (VALUES …)` per 500 messages rather than one statement per message.
 /// The change's own row (its items follow with `insert_items`).
@@ -367,14 +426,27 @@ pub(crate) async fn update_index(
     tx: &mut Transaction<'_, Sqlite>,
     items: &[JournalItem],
 ) -> Result<(), Error> {
+    update_observed(tx, items).await?;
+    update_tags(tx, items).await
+}
+
+/// The place and state rows of every observed message.
+async fn update_observed(
+    tx: &mut Transaction<'_, Sqlite>,
+    items: &[JournalItem],
+) -> Result<(), Error> {
     let rows = observed_rows(tx, items).await?;
     // Only moved messages touch the wide messages row (and its (mailbox, uidvalidity, uid)
     // index); every observed message gets its narrow state row rewritten.
     let moved: Vec<&ObservedRow> = rows.iter().filter(|r| r.moved).collect();
     update_places(tx, &moved).await?;
-    update_states(tx, &rows).await?;
-    // Only the tags that differ from what the index held are touched: adding one tag to
-    // 10,000 messages is 10,000 inserts, not a rewrite of every message's tag rows.
+    update_states(tx, &rows).await
+}
+
+/// The tag rows of every observed message, from its tags before and as observed. Only
+/// the tags that differ are touched: adding one tag to 10,000 messages is 10,000 inserts,
+/// not a rewrite of every message's tag rows.
+async fn update_tags(tx: &mut Transaction<'_, Sqlite>, items: &[JournalItem]) -> Result<(), Error> {
     let mut added: BTreeMap<&str, Vec<i64>> = BTreeMap::new();
     let mut removed: BTreeMap<&str, Vec<i64>> = BTreeMap::new();
     for item in items {

@@ -18,7 +18,7 @@ use sqlx::SqlitePool;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 
 pub use accounts::{AccountRecord, MailboxRecord};
-pub use journal::{ChangeRecord, JournalItem, MessageState};
+pub use journal::{ChangeRecord, JournalItem, MessageState, PendingChange};
 pub use manifests::{ItemOutcome, Manifest, ManifestItem};
 pub use messages::{MessageRef, MessageRow};
 pub use sink::StoreSink;
