@@ -328,17 +328,24 @@ pub async fn execute(
     let provider_started = std::time::Instant::now();
     let checkpoint = store.checkpoint_in_background();
     let intents: Arc<[Intent]> = intents.into();
-    // Moves are not written ahead: their new UIDs come from the server.
+    // Written ahead only for a change of one batch without a move: the open transaction
+    // holds the index's write lock while the server works, so other processes' writes wait
+    // for one batch at most (well inside their busy timeout); and a move's new UIDs only
+    // come from the server.
     let request = (origin.to_string(), selection, patch, undo_of);
-    let ahead = (report.planned > 0 && groups.keys().all(|k| k.4.is_none())).then(|| {
-        write_ahead(
-            store.clone(),
-            request.clone(),
-            &report.plan,
-            intents.clone(),
-        )
-    });
-    let commands = run_batches(home, store, &groups, &intents, &mut results).await;
+    let mut ahead = None;
+    let commands = run_batches(home, store, &groups, &intents, &mut results, || {
+        if report.planned > 0 && groups.len() == 1 && groups.keys().all(|k| k.4.is_none()) {
+            let plan = &report.plan;
+            ahead = Some(write_ahead(
+                store.clone(),
+                request.clone(),
+                plan,
+                intents.clone(),
+            ));
+        }
+    })
+    .await;
     if commands.is_err()
         && let Some(task) = &ahead
     {
@@ -545,12 +552,18 @@ fn journal_item(intent: &Intent, result: ItemResult) -> JournalItem {
 /// Runs every batch, account by account, each account under its lock. A batch that fails
 /// marks its messages (unknown outcome when the connection dropped mid-write) and ends that
 /// account's work: nothing more is sent on a connection whose state is unknown.
+///
+/// Every account is locked and connected before the first batch runs, then `connected` is
+/// called: connecting may write to the index (a refreshed OAuth token), which must be done
+/// before a journal entry written ahead holds the index's write lock; and an account that
+/// cannot be reached fails the change before anything is sent to any account.
 async fn run_batches(
     home: &Home,
     store: &Store,
     groups: &BTreeMap<BatchKey, Vec<usize>>,
     intents: &[Intent],
     results: &mut [Option<ItemResult>],
+    connected: impl FnOnce(),
 ) -> Result<u64> {
     let mut commands = 0;
     let mut by_account: BTreeMap<&str, Vec<(&BatchKey, &Vec<usize>)>> = BTreeMap::new();
@@ -560,11 +573,16 @@ async fn run_batches(
             .or_default()
             .push((key, members));
     }
+    let mut sessions = Vec::with_capacity(by_account.len());
     for (account, batches) in by_account {
         let id: AccountId = account.parse()?;
-        let _lock = home.lock_account(&id, LOCK_WAIT).await?;
+        let lock = home.lock_account(&id, LOCK_WAIT).await?;
         let record = store.account(&id).await?;
-        let mut provider = registry::connect(store, &record).await?;
+        let provider = registry::connect(store, &record).await?;
+        sessions.push((lock, provider, batches));
+    }
+    connected();
+    for (_lock, mut provider, batches) in sessions {
         let mut broken: Option<Error> = None;
         for (key, members) in batches {
             let outcome = match &broken {
