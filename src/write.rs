@@ -333,17 +333,11 @@ pub async fn execute(
     // for one batch at most (well inside their busy timeout); and a move's new UIDs only
     // come from the server.
     let request = (origin.to_string(), selection, patch, undo_of);
-    let mut ahead = None;
+    let (go, connected) = tokio::sync::oneshot::channel();
+    let ahead = (report.planned > 0 && groups.len() == 1 && groups.keys().all(|k| k.4.is_none()))
+        .then(|| write_ahead(store, request.clone(), &report.plan, &intents, connected));
     let commands = run_batches(home, store, &groups, &intents, &mut results, || {
-        if report.planned > 0 && groups.len() == 1 && groups.keys().all(|k| k.4.is_none()) {
-            let plan = &report.plan;
-            ahead = Some(write_ahead(
-                store.clone(),
-                request.clone(),
-                plan,
-                intents.clone(),
-            ));
-        }
+        let _ = go.send(());
     })
     .await;
     if commands.is_err()
@@ -408,19 +402,23 @@ async fn journal(
 /// it undoes.
 type Request = (String, serde_json::Value, serde_json::Value, Option<i64>);
 
-/// Builds and writes the journal entry as it will read if every message takes the change,
-/// on another thread while the server works; it commits only if the read-back says exactly
-/// that (`PendingChange::commit_as`). None when writing ahead failed: the change is then
-/// journaled from the read-back alone.
+/// Builds the journal entry as it will read if every message takes the change, on another
+/// thread, and writes it once `connected` fires, while the server works; it commits only if
+/// the read-back says exactly that (`PendingChange::commit_as`). None when nothing was
+/// written ahead (no connection, or a database error): the change is then journaled from
+/// the read-back alone.
 fn write_ahead(
-    store: Store,
+    store: &Store,
     request: Request,
     plan: &[String],
-    intents: Arc<[Intent]>,
+    intents: &Arc<[Intent]>,
+    connected: tokio::sync::oneshot::Receiver<()>,
 ) -> tokio::task::JoinHandle<Option<(ChangeRecord, PendingChange)>> {
-    let plan = plan.to_vec();
+    let (store, plan, intents) = (store.clone(), plan.to_vec(), intents.clone());
     tokio::spawn(async move {
+        // Built while the accounts connect; written once they are (see `run_batches`).
         let expected = expected_change(request, plan, &intents);
+        connected.await.ok()?;
         let pending = store.write_ahead(&expected).await.ok()?;
         Some((expected, pending))
     })
