@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{add_account, mb, ok, server};
+use common::{add_account, mb, mb_with, ok, server};
 use mailbroker_testkit::{ImapClient, message};
 use serde_json::Value;
 
@@ -151,7 +151,8 @@ async fn a_mixed_outcome_is_journaled_from_the_read_back() {
         .store("INBOX", 3, "+FLAGS", "\\Flagged")
         .await
         .unwrap();
-    let run = mb(
+    let debug = [("MAILBROKER_LOG", "mailbroker=debug")];
+    let run = mb_with(
         home.path(),
         &[
             "update",
@@ -161,8 +162,21 @@ async fn a_mixed_outcome_is_journaled_from_the_read_back() {
             "Mixed",
             "--yes",
         ],
+        &debug,
     );
     assert_eq!(run.code, 5, "{}", run.stdout);
+    // Both paths were taken: written ahead, then rolled back for the read-back.
+    assert!(
+        run.stderr.contains("journal: written ahead"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr
+            .contains("read-back differs from what was written ahead"),
+        "{}",
+        run.stderr
+    );
     assert_eq!(run.json["applied"], 2, "{}", run.stdout);
     assert_eq!(run.json["stale"], 1, "{}", run.stdout);
     let change = run.json["change_id"].as_i64().unwrap();
@@ -170,6 +184,7 @@ async fn a_mixed_outcome_is_journaled_from_the_read_back() {
     let tagged = ids(&ok(home.path(), &["search", "tag:Mixed"]));
     assert_eq!(tagged.len(), 2, "{tagged:?}");
     assert!(!tagged.contains(&stale_id), "{tagged:?}");
+
     let server = client.flags("INBOX").await.unwrap();
     assert_eq!(server[&3], vec!["\\Flagged"], "{server:?}");
 
@@ -185,6 +200,34 @@ async fn a_mixed_outcome_is_journaled_from_the_read_back() {
             assert!(tags.iter().any(|t| t == "Mixed"), "{item}");
         }
     }
+
+    // When every message takes the change, what was written ahead is what commits.
+    let run = mb_with(
+        home.path(),
+        &[
+            "update",
+            "--query",
+            "from:alice",
+            "--add-tag",
+            "Whole",
+            "--yes",
+        ],
+        &debug,
+    );
+    assert_eq!(run.code, 0, "{}", run.stdout);
+    assert_eq!(run.json["applied"], 3, "{}", run.stdout);
+    assert!(
+        run.stderr.contains("journal: written ahead"),
+        "{}",
+        run.stderr
+    );
+    assert!(!run.stderr.contains("read-back differs"), "{}", run.stderr);
+    assert_eq!(ids(&ok(home.path(), &["search", "tag:Whole"])).len(), 3);
+    let server = client.flags("INBOX").await.unwrap();
+    assert!(
+        server.values().all(|f| f.contains(&"Whole".to_string())),
+        "{server:?}"
+    );
 }
 
 #[tokio::test]
