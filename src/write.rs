@@ -419,7 +419,8 @@ fn write_ahead(
         // Built while the accounts connect; written once they are (see `run_batches`).
         let expected = expected_change(request, plan, &intents);
         connected.await.ok()?;
-        let pending = store.write_ahead(&expected).await.ok()?;
+        let pending = store.begin_change(&expected).await.ok()?;
+        tracing::debug!("journal: written ahead");
         Some((expected, pending))
     })
 }
@@ -465,23 +466,12 @@ fn change_record(
     }
 }
 
-/// `row`'s flags with `op` applied; a new tag goes last, as servers list a new keyword.
+/// `row`'s flags with `op` applied (raw values are the server's to report).
 fn intended_flags(row: &MessageRef, op: &FlagOp) -> MessageFlags {
-    let mut tags: Vec<String> = row
-        .tags
-        .iter()
-        .filter(|t| !op.remove_tags.iter().any(|r| r.eq_ignore_ascii_case(t)))
-        .cloned()
-        .collect();
-    for tag in &op.add_tags {
-        if !tags.iter().any(|t| t.eq_ignore_ascii_case(tag)) {
-            tags.push(tag.clone());
-        }
-    }
     MessageFlags {
         read: op.read.unwrap_or(row.read),
         flagged: op.flagged.unwrap_or(row.flagged),
-        tags,
+        tags: op.tags_after(&row.tags),
         raw: Vec::new(),
     }
 }

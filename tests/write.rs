@@ -40,6 +40,20 @@ async fn setup(user: &str) -> Option<(tempfile::TempDir, ImapClient)> {
     Some((home, client))
 }
 
+/// `setup`, then another client flags message 3 ("Note 2") after mailbroker indexed it.
+/// Returns its id too.
+async fn setup_with_note_2_flagged_elsewhere(
+    user: &str,
+) -> Option<(tempfile::TempDir, ImapClient, String)> {
+    let (home, mut client) = setup(user).await?;
+    let id = one_id(home.path(), "subject:\"Note 2\"");
+    client
+        .store("INBOX", 3, "+FLAGS", "\\Flagged")
+        .await
+        .unwrap();
+    Some((home, client, id))
+}
+
 #[tokio::test]
 async fn adding_a_tag_leaves_everything_else_alone() {
     let Some((home, mut client)) = setup("w-patch").await else {
@@ -110,15 +124,9 @@ async fn repeating_a_request_sends_nothing() {
 
 #[tokio::test]
 async fn a_concurrent_change_is_stale_and_not_overwritten() {
-    let Some((home, mut client)) = setup("w-stale").await else {
+    let Some((home, mut client, id)) = setup_with_note_2_flagged_elsewhere("w-stale").await else {
         return;
     };
-    let id = one_id(home.path(), "subject:\"Note 2\"");
-    // Another client flags message 3 after mailbroker indexed it.
-    client
-        .store("INBOX", 3, "+FLAGS", "\\Flagged")
-        .await
-        .unwrap();
     let run = mb(
         home.path(),
         &["update", &id, "--add-tag", "Later", "--unflag"],
@@ -143,14 +151,10 @@ async fn a_concurrent_change_is_stale_and_not_overwritten() {
 /// its journal line says stale.
 #[tokio::test]
 async fn a_mixed_outcome_is_journaled_from_the_read_back() {
-    let Some((home, mut client)) = setup("w-mixed").await else {
+    let Some((home, mut client, stale_id)) = setup_with_note_2_flagged_elsewhere("w-mixed").await
+    else {
         return;
     };
-    let stale_id = one_id(home.path(), "subject:\"Note 2\"");
-    client
-        .store("INBOX", 3, "+FLAGS", "\\Flagged")
-        .await
-        .unwrap();
     let debug = [("MAILBROKER_LOG", "mailbroker=debug")];
     let run = mb_with(
         home.path(),

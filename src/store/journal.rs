@@ -60,25 +60,17 @@ impl Store {
     /// Writes the change, its items and the index rows of every message it observed, all in
     /// one transaction. Returns the change id.
     pub async fn record_change(&self, change: &ChangeRecord) -> Result<i64, Error> {
+        self.begin_change(change).await?.commit(change).await
+    }
+
+    /// Writes `change`'s journal entry and tag rows into a transaction left open; see
+    /// `PendingChange`. The change may be the one expected before the server has answered.
+    pub async fn begin_change(&self, change: &ChangeRecord) -> Result<PendingChange, Error> {
         let mut tx = self.pool().begin().await.map_err(db_error)?;
         let id = insert_change(&mut tx, change).await?;
         insert_items(&mut tx, id, &change.items).await?;
         tracing::debug!("journal: items inserted");
-        update_index(&mut tx, &change.items).await?;
-        tracing::debug!("journal: index updated");
-        tx.commit().await.map_err(db_error)?;
-        tracing::debug!("journal: committed");
-        Ok(id)
-    }
-
-    /// Writes `expected` (the change as it will read back if every message takes it) into a
-    /// transaction left open while the server works; see `PendingChange`.
-    pub async fn write_ahead(&self, expected: &ChangeRecord) -> Result<PendingChange, Error> {
-        let mut tx = self.pool().begin().await.map_err(db_error)?;
-        let id = insert_change(&mut tx, expected).await?;
-        insert_items(&mut tx, id, &expected.items).await?;
-        update_tags(&mut tx, &expected.items).await?;
-        tracing::debug!("journal: written ahead");
+        update_tags(&mut tx, &change.items).await?;
         Ok(PendingChange { tx, id })
     }
 
@@ -267,7 +259,7 @@ impl PendingChange {
     /// adding what only the read-back knows (modseqs, raw flags). Returns the change id, or
     /// None after rolling back.
     pub async fn commit_as(
-        mut self,
+        self,
         expected: &ChangeRecord,
         change: &ChangeRecord,
     ) -> Result<Option<i64>, Error> {
@@ -276,11 +268,16 @@ impl PendingChange {
             self.tx.rollback().await.map_err(db_error)?;
             return Ok(None);
         }
+        self.commit(change).await.map(Some)
+    }
+
+    /// Adds the place and state rows `change` observed, and commits.
+    async fn commit(mut self, change: &ChangeRecord) -> Result<i64, Error> {
         update_observed(&mut self.tx, &change.items).await?;
         tracing::debug!("journal: index updated");
         self.tx.commit().await.map_err(db_error)?;
         tracing::debug!("journal: committed");
-        Ok(Some(self.id))
+        Ok(self.id)
     }
 }
 

@@ -104,6 +104,22 @@ impl FlagOp {
             && self.add_tags.iter().all(has)
             && !self.remove_tags.iter().any(has)
     }
+
+    /// `tags` with this operation applied, by the same case-blind rule as `holds_in`: removed
+    /// tags go, added ones not yet there go last, as servers list a new keyword.
+    pub fn tags_after(&self, tags: &[String]) -> Vec<String> {
+        let mut out: Vec<String> = tags
+            .iter()
+            .filter(|t| !self.remove_tags.iter().any(|r| r.eq_ignore_ascii_case(t)))
+            .cloned()
+            .collect();
+        for tag in &self.add_tags {
+            if !out.iter().any(|t| t.eq_ignore_ascii_case(tag)) {
+                out.push(tag.clone());
+            }
+        }
+        out
+    }
 }
 
 /// One message to change, with the modseq and state the index last saw for it.
