@@ -21,7 +21,6 @@ use crate::store::{
 pub const MAX_MESSAGES: usize = 100_000;
 /// Messages per provider batch (and per checkpoint).
 pub const DEFAULT_BATCH: usize = 1000;
-const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// Records a manifest of `rows`; changes nothing on any server or in the index.
 pub async fn stage(
@@ -249,10 +248,9 @@ impl Run<'_> {
         mut advanced: impl FnMut(u64),
     ) -> Result<()> {
         let account_id: AccountId = account.parse()?;
-        let _lock = home.lock_account(&account_id, LOCK_WAIT).await?;
-        let record = self.store.account(&account_id).await?;
+        let mut session = crate::sessions::open(home, self.store, &account_id).await?;
+        let provider = &mut session.provider;
         let trash = trash_of(self.store, account).await;
-        let mut provider = registry::connect(self.store, &record).await?;
         for (place, items) in groups {
             // The rows as indexed before the batch: its targets' state, and its journal's
             // "before" once the batch is done.

@@ -15,6 +15,7 @@ pub mod output;
 pub mod read;
 pub mod registry;
 pub mod search;
+pub mod sessions;
 pub mod store;
 pub mod sync;
 pub mod write;

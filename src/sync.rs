@@ -1,7 +1,7 @@
 //! Sync orchestration: for each account, take its lock, connect through the registry, let the
 //! adapter feed a `StoreSink`, and report what changed.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use mailbroker_core::{AccountId, MailboxSyncReport, Result, SyncRequest};
 use serde::Serialize;
@@ -11,7 +11,6 @@ use crate::registry;
 use crate::store::{Store, StoreSink};
 
 /// How long a sync waits for another process's sync or write on the same account.
-const LOCK_WAIT: Duration = Duration::from_secs(300);
 
 #[derive(Debug, Serialize)]
 pub struct AccountSyncReport {
@@ -36,7 +35,7 @@ pub async fn sync_account(
     progress: impl FnMut(u64, u64) + Send + Sync + 'static,
 ) -> Result<AccountSyncReport> {
     let started = Instant::now();
-    let _lock = home.lock_account(id, LOCK_WAIT).await?;
+    let _lock = home.lock_account(id, crate::sessions::LOCK_WAIT).await?;
     let account = store.account(id).await?;
     let known = store.cursors(id).await?;
     let request = SyncRequest { full, known };

@@ -8,17 +8,14 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use mailbroker_core::{
-    AccountId, Error, FlagOp, ItemResult, MessageFlags, Outcome, Patch, Result, WriteBatch,
-    WriteTarget,
+    Error, FlagOp, ItemResult, MessageFlags, Outcome, Patch, Result, WriteBatch, WriteTarget,
 };
 use serde::Serialize;
 
 use crate::home::Home;
 use crate::registry;
+use crate::sessions::Sessions;
 use crate::store::{ChangeRecord, JournalItem, MessageRef, MessageState, PendingChange, Store};
-
-/// How long a write waits for a sync or another write on the same account.
-const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// What one message should get: a flag operation and/or a move.
 #[derive(Debug, Clone)]
@@ -174,17 +171,17 @@ pub async fn require_known_tags(store: &Store, rows: &[MessageRef], patch: &Patc
     Ok(())
 }
 
-/// Resolves and plans an update with patch semantics, then executes it unless `dry_run`.
-pub async fn update(
-    home: &Home,
+/// What a patch means for each account it touches, checked before anything is sent: the
+/// mailbox its move target names there, by account, and that target's role.
+type MoveTargets = (HashMap<String, String>, Option<String>);
+
+/// Checks `patch` against the rules of each of `accounts` (tags against its provider's rules,
+/// the move target resolved from a name or a role). Nothing is sent to a server here.
+async fn check_request<'a>(
     store: &Store,
-    origin: &str,
-    selection: serde_json::Value,
-    rows: Vec<MessageRef>,
+    accounts: impl IntoIterator<Item = &'a str>,
     patch: &Patch,
-    dry_run: bool,
-) -> Result<ChangeReport> {
-    let started = std::time::Instant::now();
+) -> Result<MoveTargets> {
     patch.validate()?;
     if patch.delete.is_some() {
         return Err(Error::validation(
@@ -192,17 +189,16 @@ pub async fn update(
         )
         .with_next_step("run: mailbroker stage-delete QUERY"));
     }
-    // Per account, once: check the tags against its provider's rules and resolve the move
-    // target (a name or a role). Nothing is sent to a server here.
-    let accounts: std::collections::BTreeSet<&str> =
-        rows.iter().map(|r| r.account.as_str()).collect();
     let mut targets = HashMap::new();
     let mut move_role = None;
     for account in accounts {
         let record = store.account(&account.parse()?).await?;
         for tag in &patch.add_tags {
-            let new = !store.tag_in_use(account, tag).await?;
-            registry::validate_tag(&record, tag, new)?;
+            // Whether the tag is new only matters where the provider limits new tags.
+            if registry::validate_tag(&record, tag, true).is_err() {
+                let new = !store.tag_in_use(account, tag).await?;
+                registry::validate_tag(&record, tag, new)?;
+            }
         }
         for tag in &patch.remove_tags {
             registry::validate_tag(&record, tag, false)?;
@@ -213,6 +209,45 @@ pub async fn update(
             targets.insert(account.to_string(), name);
         }
     }
+    Ok((targets, move_role))
+}
+
+/// Checks an update that will run without asking anyone, then starts opening its sessions
+/// while the caller reads its targets (see `sessions`). A request refused here reached no
+/// server.
+pub async fn open_ahead(
+    home: &Home,
+    store: &Store,
+    ids: &[i64],
+    query: Option<&str>,
+    patch: &Patch,
+) -> Result<Sessions> {
+    let query = match query {
+        Some(q) => Some(crate::search::parse(q, crate::store::now_secs())?),
+        None => None,
+    };
+    let places = store.selection_places(ids, query.as_ref()).await?;
+    let accounts: std::collections::BTreeSet<&str> =
+        places.iter().map(|(a, _)| a.as_str()).collect();
+    check_request(store, accounts, patch).await?;
+    Ok(Sessions::open_ahead(home, store, &places))
+}
+
+/// Resolves and plans an update with patch semantics, then executes it unless `dry_run`,
+/// on `sessions`.
+pub async fn update(
+    sessions: Sessions,
+    store: &Store,
+    origin: &str,
+    selection: serde_json::Value,
+    rows: Vec<MessageRef>,
+    patch: &Patch,
+    dry_run: bool,
+) -> Result<ChangeReport> {
+    let started = std::time::Instant::now();
+    let accounts: std::collections::BTreeSet<&str> =
+        rows.iter().map(|r| r.account.as_str()).collect();
+    let (targets, move_role) = check_request(store, accounts, patch).await?;
     let intents: Vec<Intent> = rows
         .into_iter()
         .map(|row| intent_of(row, patch, &targets))
@@ -225,7 +260,7 @@ pub async fn update(
         "write: intents resolved"
     );
     let mut report = execute(
-        home, store, origin, selection, patch_json, None, intents, dry_run,
+        sessions, store, origin, selection, patch_json, None, intents, dry_run,
     )
     .await?;
     report.local_ms += resolve.as_millis() as u64;
@@ -288,7 +323,7 @@ fn batch_of(key: &BatchKey, intents: &[Intent], members: &[usize]) -> WriteBatch
 /// Plans, executes and journals a set of intents (an update or an undo).
 #[allow(clippy::too_many_arguments)]
 pub async fn execute(
-    home: &Home,
+    sessions: Sessions,
     store: &Store,
     origin: &str,
     selection: serde_json::Value,
@@ -298,16 +333,23 @@ pub async fn execute(
     dry_run: bool,
 ) -> Result<ChangeReport> {
     let started = std::time::Instant::now();
-    let groups = batches(&intents);
+    // Each batch is built once: for the plan, then to send.
+    let groups: Vec<(BatchKey, Vec<usize>, WriteBatch)> = batches(&intents)
+        .into_iter()
+        .map(|(key, members)| {
+            let batch = batch_of(&key, &intents, &members);
+            (key, members, batch)
+        })
+        .collect();
     tracing::debug!(
         ms = started.elapsed().as_millis() as u64,
         batches = groups.len(),
         "write: batched"
     );
     let mut plan = Vec::new();
-    for (key, members) in &groups {
+    for (key, _, batch) in &groups {
         let record = store.account(&key.0.parse()?).await?;
-        plan.extend(registry::plan(&record, &batch_of(key, &intents, members)));
+        plan.extend(registry::plan(&record, batch));
     }
     tracing::debug!(ms = started.elapsed().as_millis() as u64, "write: planned");
     let mut report = ChangeReport {
@@ -334,9 +376,10 @@ pub async fn execute(
     // come from the server.
     let request = (origin.to_string(), selection, patch, undo_of);
     let (go, connected) = tokio::sync::oneshot::channel();
-    let ahead = (report.planned > 0 && groups.len() == 1 && groups.keys().all(|k| k.4.is_none()))
-        .then(|| write_ahead(store, request.clone(), &report.plan, &intents, connected));
-    let commands = run_batches(home, store, &groups, &intents, &mut results, || {
+    let ahead =
+        (report.planned > 0 && groups.len() == 1 && groups.iter().all(|g| g.2.move_to.is_none()))
+            .then(|| write_ahead(store, request.clone(), &report.plan, &intents, connected));
+    let commands = run_batches(sessions, &groups, &intents, &mut results, || {
         let _ = go.send(());
     })
     .await;
@@ -376,9 +419,18 @@ async fn journal(
     report: &mut ChangeReport,
     request: Request,
     intents: &[Intent],
-    results: Vec<Option<ItemResult>>,
+    mut results: Vec<Option<ItemResult>>,
     ahead: Option<(ChangeRecord, PendingChange)>,
 ) -> Result<Option<i64>> {
+    if let Some((mut expected, pending)) = ahead {
+        if take_read_back(&mut expected, &mut results) {
+            (report.applied, report.unchanged) =
+                (expected.applied as u64, expected.unchanged as u64);
+            return pending.commit(&expected).await.map(Some);
+        }
+        tracing::debug!("journal: read-back differs from what was written ahead");
+        pending.rollback().await?;
+    }
     let items = tally(report, intents, results);
     if items
         .iter()
@@ -388,14 +440,45 @@ async fn journal(
     }
     let change = change_record(request, report.plan.clone(), report, items);
     tracing::debug!("write: journal built");
-    let written_ahead = match ahead {
-        Some((expected, pending)) => pending.commit_as(&expected, &change).await?,
-        None => None,
+    store.record_change(&change).await.map(Some)
+}
+
+/// Whether every message read back exactly as `expected` (the entry written ahead) says:
+/// applied without error where it was planned, in place, with the intended flags and tags
+/// in their order; untouched where it was not. If so, each observed state (with the modseq
+/// and raw flags only the server knows) moves into `expected`, which is then the entry the
+/// read-back would have produced, without building that entry a second time.
+fn take_read_back(expected: &mut ChangeRecord, results: &mut [Option<ItemResult>]) -> bool {
+    let as_written = |item: &JournalItem, result: &Option<ItemResult>| match result {
+        None => item.outcome == "unchanged" && item.after.is_none(),
+        Some(r) => {
+            r.outcome == Outcome::Applied
+                && item.outcome == "applied"
+                && r.error.is_none()
+                && r.moved_to.is_none()
+                && match (&item.after, &r.observed) {
+                    (Some(after), Some((_, flags))) => {
+                        (after.read, after.flagged, &after.tags)
+                            == (flags.read, flags.flagged, &flags.tags)
+                    }
+                    _ => false,
+                }
+        }
     };
-    Ok(Some(match written_ahead {
-        Some(id) => id,
-        None => store.record_change(&change).await?,
-    }))
+    let matches = expected.items.len() == results.len()
+        && expected
+            .items
+            .iter()
+            .zip(results.iter())
+            .all(|(i, r)| as_written(i, r));
+    if matches {
+        for (item, result) in expected.items.iter_mut().zip(results.iter_mut()) {
+            if let Some(r) = result.take() {
+                item.observed = r.observed;
+            }
+        }
+    }
+    matches
 }
 
 /// A change's request as the journal records it: origin, selection, patch, and the change
@@ -546,39 +629,36 @@ fn journal_item(intent: &Intent, result: ItemResult) -> JournalItem {
 /// before a journal entry written ahead holds the index's write lock; and an account that
 /// cannot be reached fails the change before anything is sent to any account.
 async fn run_batches(
-    home: &Home,
-    store: &Store,
-    groups: &BTreeMap<BatchKey, Vec<usize>>,
+    mut sessions: Sessions,
+    groups: &[(BatchKey, Vec<usize>, WriteBatch)],
     intents: &[Intent],
     results: &mut [Option<ItemResult>],
     connected: impl FnOnce(),
 ) -> Result<u64> {
     let mut commands = 0;
-    let mut by_account: BTreeMap<&str, Vec<(&BatchKey, &Vec<usize>)>> = BTreeMap::new();
-    for (key, members) in groups {
+    let mut by_account: BTreeMap<&str, Vec<(&Vec<usize>, &WriteBatch)>> = BTreeMap::new();
+    for (key, members, batch) in groups {
         by_account
             .entry(key.0.as_str())
             .or_default()
-            .push((key, members));
+            .push((members, batch));
     }
-    let mut sessions = Vec::with_capacity(by_account.len());
+    let mut open = Vec::with_capacity(by_account.len());
     for (account, batches) in by_account {
-        let id: AccountId = account.parse()?;
-        let lock = home.lock_account(&id, LOCK_WAIT).await?;
-        let record = store.account(&id).await?;
-        let provider = registry::connect(store, &record).await?;
-        sessions.push((lock, provider, batches));
+        open.push((sessions.take(account).await?, batches));
     }
+    commands += sessions.close_unused().await;
     connected();
-    for (_lock, mut provider, batches) in sessions {
+    for (mut session, batches) in open {
+        let provider = &mut session.provider;
         let mut broken: Option<Error> = None;
-        for (key, members) in batches {
+        for (members, batch) in batches {
             let outcome = match &broken {
                 Some(e) => Err(Error::provider_unavailable(format!(
                     "not attempted after an earlier failure: {}",
                     e.message()
                 ))),
-                None => provider.apply(&batch_of(key, intents, members)).await,
+                None => provider.apply(batch).await,
             };
             match outcome {
                 Ok(items) => {
@@ -614,7 +694,7 @@ async fn run_batches(
 /// The inverse of a journaled change, for the messages whose current state still equals the
 /// change's after-state; the others are reported `stale_state` and left alone.
 pub async fn undo(
-    home: &Home,
+    sessions: Sessions,
     store: &Store,
     change_id: i64,
     dry_run: bool,
@@ -674,7 +754,7 @@ pub async fn undo(
     let selection = serde_json::json!({ "undo_of": change_id });
     let patch = serde_json::json!({ "undo_of": change_id });
     let mut report = execute(
-        home,
+        sessions,
         store,
         "cli",
         selection,

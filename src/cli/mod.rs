@@ -10,6 +10,7 @@ use mailbroker_imap::{ImapConfig, TlsMode};
 
 use crate::home::Home;
 use crate::output::{print_json, progress_bar};
+use crate::sessions::Sessions;
 use crate::store::{MessageRow, Store};
 use crate::{accounts, search, sync, write};
 
@@ -330,7 +331,7 @@ async fn dispatch(home: &Home, store: &Store, command: Command, json: bool) -> R
     let done = match command {
         Command::Update(args) => return update(home, store, &args, json).await,
         Command::Undo { change, dry_run } => {
-            let report = write::undo(home, store, change, dry_run).await?;
+            let report = write::undo(Sessions::new(home, store), store, change, dry_run).await?;
             return print_change(&report, json);
         }
         Command::Account(cmd) => account(store, cmd, json).await,
@@ -356,6 +357,11 @@ async fn dispatch(home: &Home, store: &Store, command: Command, json: bool) -> R
 async fn update(home: &Home, store: &Store, args: &UpdateArgs, json: bool) -> Result<u8> {
     let patch = args.patch();
     patch.validate()?;
+    // Nobody will be asked: the sessions open while the targets are read.
+    let sessions = match args.yes && !args.dry_run && patch.delete.is_none() {
+        true => write::open_ahead(home, store, &args.ids, args.query.as_deref(), &patch).await?,
+        false => Sessions::new(home, store),
+    };
     let (selection, rows) =
         write::resolve_selection(store, &args.ids, args.query.as_deref()).await?;
     if let Some(mode) = patch.delete {
@@ -380,7 +386,7 @@ async fn update(home: &Home, store: &Store, args: &UpdateArgs, json: bool) -> Re
     }
     if !args.dry_run && !args.yes {
         let plan = write::update(
-            home,
+            Sessions::new(home, store),
             store,
             "cli",
             selection.clone(),
@@ -393,7 +399,16 @@ async fn update(home: &Home, store: &Store, args: &UpdateArgs, json: bool) -> Re
             confirm_on_terminal(&plan, &reason)?;
         }
     }
-    let report = write::update(home, store, "cli", selection, rows, &patch, args.dry_run).await?;
+    let report = write::update(
+        sessions,
+        store,
+        "cli",
+        selection,
+        rows,
+        &patch,
+        args.dry_run,
+    )
+    .await?;
     print_change(&report, json)
 }
 

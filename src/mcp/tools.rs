@@ -11,6 +11,7 @@ use rmcp::{ErrorData, RoleServer, tool, tool_router};
 use super::confirm::{self, Asked};
 use super::views::*;
 use super::{McpServer, failure, respond, success};
+use crate::sessions::Sessions;
 use crate::{delete, read, search, write};
 use mailbroker_core::{AccountId, Error, Patch, Result};
 
@@ -346,7 +347,7 @@ impl McpServer {
         }
         let origin = origin_of(ctx);
         let plan = write::update(
-            &self.home,
+            Sessions::new(&self.home, &self.store),
             &self.store,
             &origin,
             selection.clone(),
@@ -374,7 +375,7 @@ impl McpServer {
             return Ok(answer);
         }
         let report = write::update(
-            &self.home,
+            Sessions::new(&self.home, &self.store),
             &self.store,
             &origin,
             selection,
@@ -392,7 +393,13 @@ impl McpServer {
         args: UndoArgs,
         round: (Option<String>, Option<rmcp::model::InputResponses>),
     ) -> Result<CallToolResponse> {
-        let plan = write::undo(&self.home, &self.store, args.change_id, true).await?;
+        let plan = write::undo(
+            Sessions::new(&self.home, &self.store),
+            &self.store,
+            args.change_id,
+            true,
+        )
+        .await?;
         let json = serde_json::to_value(&args).map_err(|e| Error::internal(e.to_string()))?;
         let reason = plan.confirmation_reason(self.options.confirm_above);
         let flags = (args.dry_run, args.confirm_token.as_deref());
@@ -402,7 +409,13 @@ impl McpServer {
         if let Some(answer) = gate.await? {
             return Ok(answer);
         }
-        let report = write::undo(&self.home, &self.store, args.change_id, false).await?;
+        let report = write::undo(
+            Sessions::new(&self.home, &self.store),
+            &self.store,
+            args.change_id,
+            false,
+        )
+        .await?;
         Ok(success(&ChangeOut::of(&report)).into())
     }
 }

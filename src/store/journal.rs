@@ -231,48 +231,39 @@ impl Store {
     }
 
     pub async fn tag_in_use(&self, account: &str, tag: &str) -> Result<bool, Error> {
-        let n: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM message_tags t JOIN messages m ON m.id = t.message_id
-             JOIN mailboxes b ON b.id = m.mailbox_id WHERE b.account_id = ? AND t.tag = ?",
+        let found: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM message_tags t JOIN messages m ON m.id = t.message_id
+             JOIN mailboxes b ON b.id = m.mailbox_id WHERE b.account_id = ? AND t.tag = ?)",
         )
         .bind(account)
         .bind(tag)
         .fetch_one(self.pool())
         .await
         .map_err(db_error)?;
-        Ok(n > 0)
+        Ok(found)
     }
 }
 
 /// A change's journal entry and tag rows, written while the server works, uncommitted.
-/// It commits only if the change as read back is exactly the one written (outcomes, states
-/// before and after, tag order included); otherwise it is rolled back and the change is
-/// recorded from the read-back as usual. Either way the index changes only from what the
-/// server showed, in the transaction of the journal entry that explains it.
+/// The caller commits it only if the read-back says exactly what was written (outcomes,
+/// states before and after, tag order included), and otherwise rolls it back and records
+/// the change from the read-back as usual (`write::journal`). Either way the index changes
+/// only from what the server showed, in the transaction of the journal entry that explains
+/// it.
 pub struct PendingChange {
     tx: Transaction<'static, Sqlite>,
     id: i64,
 }
 
 impl PendingChange {
-    /// Commits if `change` (from the read-back) equals `expected` (what was written ahead),
-    /// adding what only the read-back knows (modseqs, raw flags). Returns the change id, or
-    /// None after rolling back.
-    pub async fn commit_as(
-        self,
-        expected: &ChangeRecord,
-        change: &ChangeRecord,
-    ) -> Result<Option<i64>, Error> {
-        if !same_entries(expected, change) {
-            tracing::debug!("journal: read-back differs from what was written ahead");
-            self.tx.rollback().await.map_err(db_error)?;
-            return Ok(None);
-        }
-        self.commit(change).await.map(Some)
+    /// Writes nothing of the change.
+    pub async fn rollback(self) -> Result<(), Error> {
+        self.tx.rollback().await.map_err(db_error)
     }
 
-    /// Adds the place and state rows `change` observed, and commits.
-    async fn commit(mut self, change: &ChangeRecord) -> Result<i64, Error> {
+    /// Adds the place and state rows `change` observed (with what only the read-back knows:
+    /// modseqs, raw flags), and commits. Returns the change id.
+    pub async fn commit(mut self, change: &ChangeRecord) -> Result<i64, Error> {
         update_observed(&mut self.tx, &change.items).await?;
         tracing::debug!("journal: index updated");
         self.tx.commit().await.map_err(db_error)?;
@@ -281,24 +272,6 @@ impl PendingChange {
     }
 }
 
-/// Whether two records of one change say the same: counts, and per message its outcome,
-/// error and states.
-fn same_entries(a: &ChangeRecord, b: &ChangeRecord) -> bool {
-    (a.applied, a.unchanged, a.stale, a.failed) == (b.applied, b.unchanged, b.stale, b.failed)
-        && a.items.len() == b.items.len()
-        && a.items.iter().zip(&b.items).all(|(x, y)| {
-            x.message_id == y.message_id
-                && x.account == y.account
-                && x.outcome == y.outcome
-                && x.error_type == y.error_type
-                && x.error == y.error
-                && x.before == y.before
-                && x.after == y.after
-        })
-}
-
-/// Brings the index rows of observed messages in line with what the server showed: one
-/// `UPDATE … FROM (VALUES …)` per 500 messages rather than one statement per message.
 /// The change's own row (its items follow with `insert_items`).
 pub(crate) async fn insert_change(
     tx: &mut Transaction<'_, Sqlite>,

@@ -134,6 +134,11 @@ const SELECT_REFS: &str = "SELECT json_group_array(json_array(m.id, b.account_id
     FROM messages m JOIN mailboxes b ON b.id = m.mailbox_id JOIN message_state s ON s.id = m.id
     WHERE 1 = 1";
 
+/// The mailboxes holding at least one message of a selection: `SELECT_REFS`'s tables, but
+/// each mailbox's search stops at its first match. The caller closes the parenthesis.
+const SELECT_PLACES: &str = "SELECT b.account_id, b.name FROM mailboxes b WHERE EXISTS (
+    SELECT 1 FROM messages m JOIN message_state s ON s.id = m.id WHERE m.mailbox_id = b.id";
+
 #[derive(serde::Deserialize)]
 struct RefRow(
     i64,
@@ -297,6 +302,42 @@ impl Store {
             out.extend(fetch_refs(self, q).await?);
         }
         Ok(out)
+    }
+
+    /// The (account, mailbox) pairs of a selection (ids, or a query's matches), without
+    /// reading its messages: enough to start connecting before the targets are read.
+    pub async fn selection_places(
+        &self,
+        ids: &[i64],
+        query: Option<&Query>,
+    ) -> Result<Vec<(String, String)>, Error> {
+        let mut out = std::collections::BTreeSet::new();
+        let mut run = async |q: &mut QueryBuilder<Sqlite>| -> Result<(), Error> {
+            let rows: Vec<(String, String)> = q
+                .build_query_as()
+                .fetch_all(self.pool())
+                .await
+                .map_err(db_error)?;
+            out.extend(rows);
+            Ok(())
+        };
+        match query {
+            Some(query) => {
+                let mut q = QueryBuilder::<Sqlite>::new(SELECT_PLACES);
+                push_terms(&mut q, query);
+                q.push(")");
+                run(&mut q).await?;
+            }
+            None => {
+                for chunk in ids.chunks(500) {
+                    let mut q = QueryBuilder::<Sqlite>::new(SELECT_PLACES);
+                    push_ids(&mut q, chunk);
+                    q.push(")");
+                    run(&mut q).await?;
+                }
+            }
+        }
+        Ok(out.into_iter().collect())
     }
 
     /// Write targets matching every term, in id order.

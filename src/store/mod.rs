@@ -107,6 +107,14 @@ impl Store {
     /// the WAL, as committed as ever; the next process to close the index (or the 64 MB
     /// auto-checkpoint) copies them.
     pub async fn close_deferring_checkpoint(&self) {
+        // A connection whose transaction just ended returns to the pool on a task of its
+        // own: one not back yet would escape the setting below and checkpoint as it closes.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_millis(200);
+        while self.pool.num_idle() < self.pool.size() as usize
+            && std::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
         let mut idle = Vec::new();
         while let Some(mut conn) = self.pool.try_acquire() {
             if let Ok(mut handle) = conn.lock_handle().await {

@@ -8,7 +8,7 @@
 //! Gmail over IMAP (X-GM-EXT-1) only archives on `\Deleted` + EXPUNGE, so there the message is
 //! moved to `[Gmail]/Trash` (the trash role) first and, for permanent mode, expunged there.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
 use mailbroker_core::{
     Capabilities, DeleteBatch, DeleteMode, Error, ItemResult, Outcome, Result, Uid,
@@ -92,10 +92,10 @@ impl ImapProvider {
             .copied()
             .filter(|u| present.contains(u))
             .collect();
-        let mut results: HashMap<Uid, ItemResult> = uids
+        let mut results: Vec<ItemResult> = uids
             .iter()
             .filter(|u| !present.contains(u))
-            .map(|u| (*u, ItemResult::new(*u, Outcome::Unchanged)))
+            .map(|u| ItemResult::new(*u, Outcome::Unchanged))
             .collect();
         if !live.is_empty() {
             match (trash, batch.mode) {
@@ -105,23 +105,22 @@ impl ImapProvider {
                 (Some(trash), DeleteMode::Permanent) => {
                     self.move_and_verify(&live, &trash, &mut results).await?;
                     let landed: Vec<Uid> = results
-                        .values()
+                        .iter()
                         .filter_map(|r| r.moved_to.as_ref().map(|(_, _, n)| *n))
                         .collect();
                     self.expunge_exactly(&landed)
                         .await
                         .map_err(|e| unknown_if_lost(e, &live))?;
-                    results.values_mut().for_each(|r| r.moved_to = None);
+                    results.iter_mut().for_each(|r| r.moved_to = None);
                 }
                 (None, _) => {
                     let gone = self.expunge_and_verify(&live, &batch.mailbox).await?;
-                    results.extend(gone.into_iter().map(|r| (r.uid, r)));
+                    results.extend(gone);
                 }
             }
         }
-        let mut out: Vec<ItemResult> = results.into_values().collect();
-        out.sort_by_key(|r| r.uid);
-        Ok(out)
+        results.sort_by_key(|r| r.uid);
+        Ok(results)
     }
 
     /// Expunges exactly `live` from the selected `mailbox` and checks they are gone.

@@ -284,6 +284,7 @@ impl ImapProvider {
         condstore: bool,
     ) -> Result<async_imap::types::Mailbox> {
         self.commands += 1;
+        self.prepared = None;
         let selected = if condstore {
             timed(
                 "select",

@@ -10,7 +10,7 @@
 //! When `h` still equals the mailbox's modseq at the last sync, nothing changed since the
 //! index was current, and the precondition read is skipped.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use async_imap::imap_proto::rfc4315::UidSetMember;
 use async_imap::imap_proto::{Response, ResponseCode};
@@ -127,7 +127,12 @@ impl ImapProvider {
             ));
         }
         let condstore = self.caps.has("CONDSTORE");
-        let selected = self.select(&batch.mailbox, condstore).await?;
+        // Selected ahead by `prepare`: the server's answer then may be a little older, which
+        // is safe, as `UNCHANGEDSINCE` carries the HIGHESTMODSEQ of that answer.
+        let selected = match self.prepared.take() {
+            Some((name, cs, selected)) if name == batch.mailbox && cs == condstore => selected,
+            _ => self.select(&batch.mailbox, condstore).await?,
+        };
         tracing::debug!("imap: selected");
         if selected.uid_validity != Some(batch.uidvalidity) {
             let err = Error::stale_state(format!(
@@ -145,42 +150,43 @@ impl ImapProvider {
         // Unchanged since the last sync: the index is current, so the precondition read would
         // find nothing and is skipped.
         let current = highest != 0 && highest == batch.synced_modseq;
+        // Results stay in vectors: for 10,000 messages, passing them through hash maps cost
+        // more than classifying them.
         let mut results = if condstore && !current {
             self.changed_since_indexed(batch).await?
         } else {
-            HashMap::new()
+            Vec::new()
         };
+        let settled: HashSet<Uid> = results.iter().map(|r| r.uid).collect();
         let mut live: Vec<Uid> = uids_of(batch);
-        live.retain(|u| !results.contains_key(u));
+        live.retain(|u| !settled.contains(u));
         if !batch.op.is_empty() && !live.is_empty() {
             let unchanged_since = condstore.then_some(highest);
-            results.extend(self.store_and_verify(batch, &live, unchanged_since).await?);
-            live.retain(|u| {
-                results
-                    .get(u)
-                    .is_some_and(|r| r.outcome == Outcome::Applied)
-            });
+            let stored = self.store_and_verify(batch, &live, unchanged_since).await?;
+            live = stored
+                .iter()
+                .filter(|r| r.outcome == Outcome::Applied)
+                .map(|r| r.uid)
+                .collect();
+            results.extend(stored);
         }
         if let Some(target) = &batch.move_to
             && !live.is_empty()
         {
             self.move_and_verify(&live, target, &mut results).await?;
         }
-        let mut out: Vec<ItemResult> = results.into_values().collect();
-        out.sort_by_key(|r| r.uid);
-        Ok(out)
+        // Stable, and nearly free on the runs of UIDs already in order.
+        results.sort_by_key(|r| r.uid);
+        Ok(results)
     }
 
     /// Targets that changed on the server since they were indexed (the precondition read).
     /// One that already shows what was asked (an earlier run whose answer was lost) needs
     /// nothing; the others are stale and left alone.
-    async fn changed_since_indexed(
-        &mut self,
-        batch: &WriteBatch,
-    ) -> Result<HashMap<Uid, ItemResult>> {
+    async fn changed_since_indexed(&mut self, batch: &WriteBatch) -> Result<Vec<ItemResult>> {
         let min = batch.targets.iter().map(|t| t.modseq).min().unwrap_or(0);
         let indexed: HashMap<Uid, u64> = batch.targets.iter().map(|t| (t.uid, t.modseq)).collect();
-        let mut results = HashMap::new();
+        let mut results = Vec::new();
         for (uid, modseq, flags) in self.read_changed(min).await? {
             if indexed.get(&uid).is_none_or(|m| modseq <= *m) {
                 continue;
@@ -193,18 +199,19 @@ impl ImapProvider {
             } else {
                 stale(uid, modseq, flags)
             };
-            results.insert(uid, result);
+            results.push(result);
         }
         Ok(results)
     }
 
-    /// Stores the batch's flags on `live` and classifies each message from the read-back.
+    /// Stores the batch's flags on `live` and classifies each message from the read-back,
+    /// in the order of `live`.
     async fn store_and_verify(
         &mut self,
         batch: &WriteBatch,
         live: &[Uid],
         unchanged_since: Option<u64>,
-    ) -> Result<HashMap<Uid, ItemResult>> {
+    ) -> Result<Vec<ItemResult>> {
         // The STOREs go out back to back: they touch disjoint UID sets, so the server may run
         // them in any order (RFC 3501 §5.5), and the batch pays one round trip for all of
         // them. The read-back must wait for their answers: a FETCH of flags sent while a
@@ -223,13 +230,16 @@ impl ImapProvider {
         }
         .map_err(|e| unknown_if_lost(e, live))?;
         tracing::debug!(messages = verified.len(), "imap: read back");
+        // Sorted by UID (the server's order already), looked up by binary search.
+        verified.sort_by_key(|(u, _, _)| *u);
+        let seen = |v: &[(Uid, u64, MessageFlags)], uid: &Uid| {
+            v.binary_search_by_key(uid, |(u, _, _)| *u).is_ok()
+        };
         if unchanged_since.is_some() {
-            let changed: std::collections::HashSet<Uid> =
-                verified.iter().map(|(u, _, _)| *u).collect();
             let quiet: Vec<Uid> = live
                 .iter()
                 .copied()
-                .filter(|u| !changed.contains(u))
+                .filter(|u| !seen(&verified, u))
                 .collect();
             if !quiet.is_empty() {
                 let rest = self
@@ -237,14 +247,21 @@ impl ImapProvider {
                     .await
                     .map_err(|e| unknown_if_lost(e, live))?;
                 verified.extend(rest);
+                verified.sort_by_key(|(u, _, _)| *u);
             }
         }
         // Each message's read-back state moves into its result: no copy of its flags.
-        let mut seen: HashMap<Uid, (u64, MessageFlags)> =
-            verified.into_iter().map(|(u, m, f)| (u, (m, f))).collect();
-        let mut results = HashMap::with_capacity(live.len());
+        let mut verified: Vec<(Uid, Option<(u64, MessageFlags)>)> = verified
+            .into_iter()
+            .map(|(u, m, f)| (u, Some((m, f))))
+            .collect();
+        let mut results = Vec::with_capacity(live.len());
         for uid in live {
-            let result = match seen.remove(uid) {
+            let found = verified
+                .binary_search_by_key(uid, |(u, _)| *u)
+                .ok()
+                .and_then(|i| verified[i].1.take());
+            let result = match found {
                 Some((modseq, flags)) if batch.op.holds_in(&flags) => ItemResult {
                     observed: Some((modseq, flags)),
                     ..ItemResult::new(*uid, Outcome::Applied)
@@ -266,7 +283,7 @@ impl ImapProvider {
                     format!("uid {uid} is no longer in {:?}", batch.mailbox),
                 )),
             };
-            results.insert(*uid, result);
+            results.push(result);
         }
         Ok(results)
     }
@@ -277,7 +294,7 @@ impl ImapProvider {
         &mut self,
         live: &[Uid],
         target: &str,
-        results: &mut HashMap<Uid, ItemResult>,
+        results: &mut Vec<ItemResult>,
     ) -> Result<()> {
         let moved = self
             .move_uids(live, target)
@@ -295,10 +312,17 @@ impl ImapProvider {
             .into_iter()
             .map(|(u, m, f)| (u, (m, f)))
             .collect();
+        let mut at: HashMap<Uid, usize> = results
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (r.uid, i))
+            .collect();
         for uid in live {
-            let entry = results
-                .entry(*uid)
-                .or_insert_with(|| ItemResult::new(*uid, Outcome::Applied));
+            let i = *at.entry(*uid).or_insert_with(|| {
+                results.push(ItemResult::new(*uid, Outcome::Applied));
+                results.len() - 1
+            });
+            let entry = &mut results[i];
             match moved
                 .get(uid)
                 .and_then(|(v, n)| Some((*v, *n, landed.get(n)?)))

@@ -1,0 +1,127 @@
+//! Accounts locked and connected for a write or a deletion.
+//!
+//! A write that will run without asking anyone (`update --yes`) opens its sessions ahead:
+//! each account is locked, connected, and its one mailbox selected while the targets are
+//! read and planned. The greeting, login and select round trips then overlap that local work
+//! instead of following it (about 50 ms of reading and planning for 10,000 messages against
+//! four round trips).
+//!
+//! Architecture Invariant: sessions are opened ahead only after the request was checked
+//! against every account it touches (`write::check_request`), so a request refused as invalid
+//! never reaches a server. A session opened ahead sends nothing but its login and select
+//! until a batch runs on it.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use mailbroker_core::{AccountId, Error, Provider, Result};
+use tokio::task::JoinHandle;
+
+use crate::home::{AccountLock, Home};
+use crate::registry;
+use crate::store::Store;
+
+/// How long a sync, write or deletion waits for another one on the same account.
+pub const LOCK_WAIT: Duration = Duration::from_secs(300);
+
+/// One account's connection, held under its lock.
+pub struct Session {
+    _lock: AccountLock,
+    pub provider: Box<dyn Provider>,
+}
+
+/// Locks the account, then connects to it with its stored settings and secret.
+pub async fn open(home: &Home, store: &Store, id: &AccountId) -> Result<Session> {
+    let lock = home.lock_account(id, LOCK_WAIT).await?;
+    let record = store.account(id).await?;
+    let provider = registry::connect(store, &record).await?;
+    Ok(Session {
+        _lock: lock,
+        provider,
+    })
+}
+
+/// The sessions of one write: those opened ahead, and the others opened when first needed.
+/// Dropping it ends the sessions still opening and those no batch took.
+pub struct Sessions {
+    home: Home,
+    store: Store,
+    ahead: BTreeMap<String, JoinHandle<Result<Session>>>,
+}
+
+impl Sessions {
+    /// Sessions opened only when a batch needs them.
+    pub fn new(home: &Home, store: &Store) -> Sessions {
+        Sessions {
+            home: home.clone(),
+            store: store.clone(),
+            ahead: BTreeMap::new(),
+        }
+    }
+
+    /// Starts opening a session per account of `places` (account, mailbox), selecting the
+    /// mailbox where the account has only one.
+    pub fn open_ahead(home: &Home, store: &Store, places: &[(String, String)]) -> Sessions {
+        let mut mailboxes: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for (account, mailbox) in places {
+            mailboxes.entry(account).or_default().push(mailbox);
+        }
+        let ahead = mailboxes
+            .into_iter()
+            .map(|(account, boxes)| {
+                let (home, store) = (home.clone(), store.clone());
+                let (id, mailbox) = (account.to_string(), boxes.first().map(|m| m.to_string()));
+                let only = (boxes.len() == 1).then_some(mailbox).flatten();
+                let task = tokio::spawn(async move {
+                    let mut session = open(&home, &store, &id.parse()?).await?;
+                    if let Some(mailbox) = only {
+                        session.provider.prepare(&mailbox).await;
+                    }
+                    tracing::debug!(account = id, "write: session opened ahead");
+                    Ok(session)
+                });
+                (account.to_string(), task)
+            })
+            .collect();
+        Sessions {
+            home: home.clone(),
+            store: store.clone(),
+            ahead,
+        }
+    }
+
+    /// The account's session: the one opened ahead, else a new one.
+    pub async fn take(&mut self, account: &str) -> Result<Session> {
+        match self.ahead.remove(account) {
+            Some(task) => task
+                .await
+                .map_err(|e| Error::internal(format!("opening account {account}: {e}")))?,
+            None => open(&self.home, &self.store, &account.parse()?).await,
+        }
+    }
+
+    /// Ends the sessions opened ahead that no batch took, politely where they are open;
+    /// returns the commands they sent.
+    pub async fn close_unused(&mut self) -> u64 {
+        let mut commands = 0;
+        for (_, task) in std::mem::take(&mut self.ahead) {
+            if !task.is_finished() {
+                task.abort();
+                continue;
+            }
+            if let Ok(Ok(mut session)) = task.await {
+                session.provider.close().await;
+                commands += session.provider.commands_sent();
+            }
+        }
+        commands
+    }
+}
+
+impl Drop for Sessions {
+    fn drop(&mut self) {
+        for task in self.ahead.values() {
+            task.abort();
+        }
+    }
+}
