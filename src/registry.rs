@@ -7,6 +7,19 @@ use crate::store::{AccountRecord, Store};
 
 /// Opens a session with the account's server using its stored settings and secret.
 pub async fn connect(store: &Store, account: &AccountRecord) -> Result<Box<dyn Provider>> {
+    connector(store, account).await?.connect().await
+}
+
+/// What opening a session needs from the index, read: settings and secret (IMAP), or a
+/// session ready to use (Gmail's needs no connection of its own; its token is read, and
+/// refreshed if it has expired). Reading this first lets a session open ahead with its
+/// network work alone left to overlap the caller's.
+pub enum Connector {
+    Imap(Box<mailbroker_imap::ImapConfig>, String),
+    Ready(Box<dyn Provider>),
+}
+
+pub async fn connector(store: &Store, account: &AccountRecord) -> Result<Connector> {
     match account.provider {
         ProviderKind::Imap => {
             let settings = serde_json::from_value(account.settings.clone()).map_err(|e| {
@@ -14,10 +27,7 @@ pub async fn connect(store: &Store, account: &AccountRecord) -> Result<Box<dyn P
             })?;
             let password = store.secret(&account.id, "password").await?;
             let config = mailbroker_imap::ImapConfig::from_settings(settings, password)?;
-            let provider = mailbroker_imap::ImapProvider::connect(&config)
-                .await
-                .map_err(|e| e.context(format!("account {}", account.id)))?;
-            Ok(Box::new(provider))
+            Ok(Connector::Imap(Box::new(config), account.id.to_string()))
         }
         ProviderKind::Gmail => {
             let (settings, tokens) =
@@ -29,13 +39,28 @@ pub async fn connect(store: &Store, account: &AccountRecord) -> Result<Box<dyn P
                 account.capabilities.clone(),
                 account.id.as_str(),
             )?;
-            Ok(Box::new(provider))
+            Ok(Connector::Ready(Box::new(provider)))
         }
         other => Err(Error::unsupported(format!(
             "account {}: {} accounts are not supported by this version",
             account.id,
             other.as_str()
         ))),
+    }
+}
+
+impl Connector {
+    /// Does the network part of opening the session.
+    pub async fn connect(self) -> Result<Box<dyn Provider>> {
+        match self {
+            Connector::Imap(config, account) => {
+                let provider = mailbroker_imap::ImapProvider::connect(&config)
+                    .await
+                    .map_err(|e| e.context(format!("account {account}")))?;
+                Ok(Box::new(provider))
+            }
+            Connector::Ready(provider) => Ok(provider),
+        }
     }
 }
 

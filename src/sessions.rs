@@ -32,13 +32,22 @@ pub struct Session {
 
 /// Locks the account, then connects to it with its stored settings and secret.
 pub async fn open(home: &Home, store: &Store, id: &AccountId) -> Result<Session> {
-    let lock = home.lock_account(id, LOCK_WAIT).await?;
-    let record = store.account(id).await?;
-    let provider = registry::connect(store, &record).await?;
+    let (lock, connector) = lock_and_read(home, store, id).await?;
     Ok(Session {
         _lock: lock,
-        provider,
+        provider: connector.connect().await?,
     })
+}
+
+/// The account's lock, and what connecting to it needs from the index.
+async fn lock_and_read(
+    home: &Home,
+    store: &Store,
+    id: &AccountId,
+) -> Result<(AccountLock, registry::Connector)> {
+    let lock = home.lock_account(id, LOCK_WAIT).await?;
+    let record = store.account(id).await?;
+    Ok((lock, registry::connector(store, &record).await?))
 }
 
 /// The sessions of one write: those opened ahead, and the others opened when first needed.
@@ -60,34 +69,44 @@ impl Sessions {
     }
 
     /// Starts opening a session per account of `places` (account, mailbox), selecting the
-    /// mailbox where the account has only one.
-    pub fn open_ahead(home: &Home, store: &Store, places: &[(String, String)]) -> Sessions {
+    /// mailbox where the account has only one. Each account is locked and what connecting
+    /// needs is read from the index before this returns, so the caller's own reading of the
+    /// index does not compete with it; the network work goes on while the caller works.
+    pub async fn open_ahead(
+        home: &Home,
+        store: &Store,
+        places: &[(String, String)],
+    ) -> Result<Sessions> {
         let mut mailboxes: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
         for (account, mailbox) in places {
             mailboxes.entry(account).or_default().push(mailbox);
         }
-        let ahead = mailboxes
-            .into_iter()
-            .map(|(account, boxes)| {
-                let (home, store) = (home.clone(), store.clone());
-                let (id, mailbox) = (account.to_string(), boxes.first().map(|m| m.to_string()));
-                let only = (boxes.len() == 1).then_some(mailbox).flatten();
-                let task = tokio::spawn(async move {
-                    let mut session = open(&home, &store, &id.parse()?).await?;
-                    if let Some(mailbox) = only {
-                        session.provider.prepare(&mailbox).await;
-                    }
-                    tracing::debug!(account = id, "write: session opened ahead");
-                    Ok(session)
-                });
-                (account.to_string(), task)
-            })
-            .collect();
-        Sessions {
+        let mut ahead = BTreeMap::new();
+        for (account, boxes) in mailboxes {
+            let (lock, connector) = lock_and_read(home, store, &account.parse()?).await?;
+            let only = match boxes.as_slice() {
+                [mailbox] => Some(mailbox.to_string()),
+                _ => None,
+            };
+            let id = account.to_string();
+            let task = tokio::spawn(async move {
+                let mut provider = connector.connect().await?;
+                if let Some(mailbox) = only {
+                    provider.prepare(&mailbox).await;
+                }
+                tracing::debug!(account = id, "write: session opened ahead");
+                Ok(Session {
+                    _lock: lock,
+                    provider,
+                })
+            });
+            ahead.insert(account.to_string(), task);
+        }
+        Ok(Sessions {
             home: home.clone(),
             store: store.clone(),
             ahead,
-        }
+        })
     }
 
     /// The account's session: the one opened ahead, else a new one.

@@ -230,7 +230,7 @@ pub async fn open_ahead(
     let accounts: std::collections::BTreeSet<&str> =
         places.iter().map(|(a, _)| a.as_str()).collect();
     check_request(store, accounts, patch).await?;
-    Ok(Sessions::open_ahead(home, store, &places))
+    Sessions::open_ahead(home, store, &places).await
 }
 
 /// Resolves and plans an update with patch semantics, then executes it unless `dry_run`,
