@@ -360,19 +360,36 @@ async fn invalid_keywords_are_refused_before_anything_is_sent() {
     let id = one_id(home.path(), "subject:\"Note 0\"");
     let long = "k".repeat(51);
     let logins_before = logins("w-invalid");
-    for bad in ["two words", "par(en", "line\r\nbreak", long.as_str()] {
-        let run = mb(home.path(), &["update", &id, "--add-tag", bad]);
-        assert_ne!(run.code, 0);
-        assert_eq!(
-            run.json["error_type"], "validation_error",
-            "{bad:?}: {}",
-            run.stdout
-        );
+    // With --yes the sessions open while the targets are read: the checks come first.
+    for yes in [&[][..], &["--yes"][..]] {
+        for bad in ["two words", "par(en", "line\r\nbreak", long.as_str()] {
+            let run = mb(
+                home.path(),
+                &[&["update", &id, "--add-tag", bad][..], yes].concat(),
+            );
+            assert_ne!(run.code, 0);
+            assert_eq!(
+                run.json["error_type"], "validation_error",
+                "{bad:?} {yes:?}: {}",
+                run.stdout
+            );
+        }
     }
     for invalid in [
         &["update", &id, "--add-tag", "A", "--remove-tag", "a"][..],
         &["update", &id][..],
         &["update", &id, "--move-to", "nowhere"][..],
+        &[
+            "update",
+            &id,
+            "--yes",
+            "--add-tag",
+            "A",
+            "--remove-tag",
+            "a",
+        ][..],
+        &["update", "--yes", &id][..],
+        &["update", &id, "--yes", "--move-to", "nowhere"][..],
     ] {
         let run = mb(home.path(), invalid);
         assert_ne!(run.code, 0, "{invalid:?}");
@@ -456,6 +473,66 @@ async fn a_write_whose_answer_is_lost_is_unknown_and_a_rerun_converges() {
         &["update", "--query", "in:inbox", "--add-tag", "Kept"],
     );
     assert_eq!(third["commands"], 0, "{third}");
+}
+
+/// `update --yes` opens its session (login, select) while it reads the targets, and the
+/// batch uses the mailbox selected ahead. A repeated request may have started to log in by
+/// the time it finds nothing to do (the session is then dropped); it stores nothing.
+#[tokio::test]
+async fn a_confirmed_update_connects_ahead_and_its_repeat_stores_nothing() {
+    let Some(server) = server() else { return };
+    let home = tempfile::tempdir().unwrap();
+    let user = "w-ahead";
+    let mut client = ImapClient::connect(server, user).await.unwrap();
+    for i in 0..3 {
+        let body = message(i, "carol@example.test", &format!("Ahead {i}"), "text");
+        client.append("INBOX", "", &body).await.unwrap();
+    }
+    let proxy =
+        mailbroker_testkit::Proxy::start(server.imap_port, std::time::Duration::ZERO).unwrap();
+    let mut args = common::add_args("a", "127.0.0.1", proxy.port, user);
+    args.extend(["--tls", "none"].map(String::from));
+    assert_eq!(common::mb_args(home.path(), &args).code, 0);
+    ok(home.path(), &["sync"]);
+    let request = [
+        "update",
+        "--query",
+        "in:inbox",
+        "--add-tag",
+        "Early",
+        "--yes",
+    ];
+    proxy.take_sent();
+
+    let log = [("MAILBROKER_LOG", "mailbroker=debug")];
+    let first = mb_with(home.path(), &request, &log);
+    assert_eq!(first.code, 0, "{}", first.stdout);
+    assert_eq!(first.json["applied"], 3, "{}", first.stdout);
+    assert!(
+        first.stderr.contains("write: session opened ahead"),
+        "{}",
+        first.stderr
+    );
+    let sent = proxy.take_sent();
+    assert_eq!(sent.matches(" SELECT ").count(), 1, "{sent}");
+    assert_eq!(sent.matches("UID STORE").count(), 1, "{sent}");
+    let on_server = client.flags("INBOX").await.unwrap();
+    assert!(
+        on_server.values().all(|f| f.contains(&"Early".to_string())),
+        "{on_server:?}"
+    );
+
+    let second = ok(home.path(), &request);
+    assert_eq!(second["applied"], 0, "{second}");
+    assert_eq!(second["unchanged"], 3, "{second}");
+    assert!(second["plan"].as_array().unwrap().is_empty(), "{second}");
+    let sent = proxy.take_sent();
+    assert!(
+        !sent.contains("STORE"),
+        "a repeated request stored again: {sent}"
+    );
+    // At most LOGIN, SELECT and LOGOUT, had the session opened before it was dropped.
+    assert!(second["commands"].as_u64().unwrap() <= 3, "{second}");
 }
 
 #[tokio::test]

@@ -14,6 +14,8 @@ use tokio::net::{TcpListener, TcpStream};
 pub struct Proxy {
     pub port: u16,
     cut_after: Arc<Mutex<Option<String>>>,
+    /// Everything clients sent, for tests that check which commands went out.
+    sent: Arc<Mutex<Vec<u8>>>,
     stop: Arc<AtomicBool>,
 }
 
@@ -27,7 +29,8 @@ impl Proxy {
         let port = listener.local_addr()?.port();
         let cut_after = Arc::new(Mutex::new(None));
         let stop = Arc::new(AtomicBool::new(false));
-        let (cut, halt) = (cut_after.clone(), stop.clone());
+        let sent = Arc::new(Mutex::new(Vec::new()));
+        let (cut, halt, log) = (cut_after.clone(), stop.clone(), sent.clone());
         std::thread::spawn(move || {
             let Ok(rt) = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -45,10 +48,10 @@ impl Proxy {
                     else {
                         continue;
                     };
-                    let cut = cut.clone();
+                    let (cut, log) = (cut.clone(), log.clone());
                     tokio::spawn(async move {
                         if let Ok(server) = TcpStream::connect(("127.0.0.1", upstream)).await {
-                            let _ = pipe(client, server, delay, cut).await;
+                            let _ = pipe(client, server, delay, cut, log).await;
                         }
                     });
                 }
@@ -57,8 +60,26 @@ impl Proxy {
         Ok(Proxy {
             port,
             cut_after,
+            sent,
             stop,
         })
+    }
+
+    /// What clients have sent so far, a line each, and forgets it. LOGIN lines lose their
+    /// arguments, so a failing test's message shows no password.
+    pub fn take_sent(&self) -> String {
+        let bytes = self
+            .sent
+            .lock()
+            .map(|mut s| std::mem::take(&mut *s))
+            .unwrap_or_default();
+        String::from_utf8_lossy(&bytes)
+            .lines()
+            .map(|line| match line.split_once(" LOGIN ") {
+                Some((tag, _)) => format!("{tag} LOGIN …\n"),
+                None => format!("{line}\n"),
+            })
+            .collect()
     }
 
     /// The next time a client sends a line containing `pattern`, forward it, then close both
@@ -113,6 +134,7 @@ async fn pipe(
     server: TcpStream,
     delay: Duration,
     cut: Arc<Mutex<Option<String>>>,
+    log: Arc<Mutex<Vec<u8>>>,
 ) -> Result<()> {
     let _ = client.set_nodelay(true);
     let _ = server.set_nodelay(true);
@@ -149,6 +171,9 @@ async fn pipe(
             let n = cr.read(&mut buf).await?;
             if n == 0 {
                 return Ok::<_, anyhow::Error>(());
+            }
+            if let Ok(mut log) = log.lock() {
+                log.extend_from_slice(&buf[..n]);
             }
             let pattern = cut.lock().ok().and_then(|c| c.clone());
             let cutting = pattern.is_some_and(|p| String::from_utf8_lossy(&buf[..n]).contains(&p));
