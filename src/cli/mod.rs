@@ -124,7 +124,8 @@ pub struct UpdateArgs {
     #[arg(long, value_name = "MODE", value_parser = ["trash", "permanent"])]
     pub delete: Option<String>,
     /// Confirm a write that needs it (a move to junk or trash, or more than 25 messages)
-    /// without being asked; needed when not on a terminal.
+    /// without being asked; needed when not on a terminal. The connection then opens while
+    /// the messages are read and planned.
     #[arg(long)]
     pub yes: bool,
 }
