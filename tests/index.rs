@@ -115,3 +115,38 @@ async fn journal_items_survive_the_upgrade_to_shared_states() {
         .unwrap();
     assert_eq!(stored, 3, "two shared states and the failed item's own");
 }
+
+/// What a write opens ahead comes from `selection_places`: the account and mailbox of each
+/// selected message, found without reading the messages; and an unknown id is refused there,
+/// before any session opens, as it is when the targets are read.
+#[tokio::test]
+async fn a_selection_names_its_places_and_refuses_unknown_ids() {
+    let (home, _) = home_with_index_at(
+        7,
+        r#"INSERT INTO accounts (id, provider, settings, capabilities, created_at)
+             VALUES ('a', 'imap', '{}', '{"extensions":[],"custom_tags":true}', 0);
+           INSERT INTO mailboxes (id, account_id, name, role)
+             VALUES (1, 'a', 'INBOX', 'inbox'), (2, 'a', 'Archive', 'archive'),
+                    (3, 'a', 'Empty', NULL);
+           INSERT INTO messages (id, mailbox_id, uidvalidity, uid, subject)
+             VALUES (7, 1, 1, 70, 'Kept'), (8, 2, 1, 80, 'Filed'), (9, 2, 1, 81, 'Also');
+           INSERT INTO message_state (id, tags) VALUES (7, '["$Kept"]'), (8, '["$Kept"]'),
+             (9, '[]');
+           INSERT INTO message_tags (message_id, tag) VALUES (7, '$Kept'), (8, '$Kept');"#,
+    )
+    .await;
+    let store = mailbroker::store::Store::open(&home.path().join("index.sqlite3"))
+        .await
+        .unwrap();
+    let place = |mailbox: &str| ("a".to_string(), mailbox.to_string());
+
+    let by_ids = store.selection_places(&[8, 9], None).await.unwrap();
+    assert_eq!(by_ids, vec![place("Archive")]);
+    let query = mailbroker::search::parse("tag:$Kept", 0).unwrap();
+    let by_query = store.selection_places(&[], Some(&query)).await.unwrap();
+    assert_eq!(by_query, vec![place("Archive"), place("INBOX")]);
+    let unknown = store.selection_places(&[7, 999], None).await.unwrap_err();
+    assert_eq!(unknown.error_type(), "not_found", "{unknown:?}");
+    assert!(unknown.message().contains("999"), "{unknown:?}");
+    store.close().await;
+}

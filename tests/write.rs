@@ -390,10 +390,11 @@ async fn invalid_keywords_are_refused_before_anything_is_sent() {
         ][..],
         &["update", "--yes", &id][..],
         &["update", &id, "--yes", "--move-to", "nowhere"][..],
+        &["update", &id, "999999", "--yes", "--add-tag", "A"][..],
     ] {
         let run = mb(home.path(), invalid);
         assert_ne!(run.code, 0, "{invalid:?}");
-        let expected = if invalid.contains(&"nowhere") {
+        let expected = if invalid.contains(&"nowhere") || invalid.contains(&"999999") {
             "not_found"
         } else {
             "validation_error"

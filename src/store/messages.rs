@@ -134,6 +134,11 @@ const SELECT_REFS: &str = "SELECT json_group_array(json_array(m.id, b.account_id
     FROM messages m JOIN mailboxes b ON b.id = m.mailbox_id JOIN message_state s ON s.id = m.id
     WHERE 1 = 1";
 
+fn no_message(id: i64) -> Error {
+    Error::not_found(format!("no message with id {id}"))
+        .with_next_step("run: mailbroker search QUERY to find message ids")
+}
+
 /// The mailboxes holding at least one message of a selection: `SELECT_REFS`'s tables, but
 /// each mailbox's search stops at its first match. The caller closes the parenthesis.
 const SELECT_PLACES: &str = "SELECT b.account_id, b.name FROM mailboxes b WHERE EXISTS (
@@ -276,10 +281,7 @@ impl Store {
             .fetch_optional(self.pool())
             .await
             .map_err(db_error)?;
-        row.map(row_of).ok_or_else(|| {
-            Error::not_found(format!("no message with id {id}"))
-                .with_next_step("run: mailbroker search QUERY to find message ids")
-        })
+        row.map(row_of).ok_or_else(|| no_message(id))
     }
 
     /// Write targets by id; an unknown id is `not_found`.
@@ -287,8 +289,7 @@ impl Store {
         let out = self.existing_refs(ids).await?;
         let found: std::collections::HashSet<i64> = out.iter().map(|r| r.id).collect();
         match ids.iter().find(|id| !found.contains(id)) {
-            Some(missing) => Err(Error::not_found(format!("no message with id {missing}"))
-                .with_next_step("run: mailbroker search QUERY to find message ids")),
+            Some(missing) => Err(no_message(*missing)),
             None => Ok(out),
         }
     }
@@ -305,39 +306,47 @@ impl Store {
     }
 
     /// The (account, mailbox) pairs of a selection (ids, or a query's matches), without
-    /// reading its messages: enough to start connecting before the targets are read.
+    /// reading its messages: enough to start connecting before the targets are read. An
+    /// unknown id is `not_found`, as when the targets are read.
     pub async fn selection_places(
         &self,
         ids: &[i64],
         query: Option<&Query>,
     ) -> Result<Vec<(String, String)>, Error> {
         let mut out = std::collections::BTreeSet::new();
-        let mut run = async |q: &mut QueryBuilder<Sqlite>| -> Result<(), Error> {
+        if let Some(query) = query {
+            let mut q = QueryBuilder::<Sqlite>::new(SELECT_PLACES);
+            push_terms(&mut q, query);
+            q.push(")");
             let rows: Vec<(String, String)> = q
                 .build_query_as()
                 .fetch_all(self.pool())
                 .await
                 .map_err(db_error)?;
             out.extend(rows);
-            Ok(())
-        };
-        match query {
-            Some(query) => {
-                let mut q = QueryBuilder::<Sqlite>::new(SELECT_PLACES);
-                push_terms(&mut q, query);
-                q.push(")");
-                run(&mut q).await?;
-            }
-            None => {
-                for chunk in ids.chunks(500) {
-                    let mut q = QueryBuilder::<Sqlite>::new(SELECT_PLACES);
-                    push_ids(&mut q, chunk);
-                    q.push(")");
-                    run(&mut q).await?;
-                }
+            return Ok(out.into_iter().collect());
+        }
+        let mut found = std::collections::HashSet::new();
+        for chunk in ids.chunks(500) {
+            let mut q = QueryBuilder::<Sqlite>::new(
+                "SELECT m.id, b.account_id, b.name
+                 FROM messages m JOIN mailboxes b ON b.id = m.mailbox_id WHERE 1 = 1",
+            );
+            push_ids(&mut q, chunk);
+            let rows: Vec<(i64, String, String)> = q
+                .build_query_as()
+                .fetch_all(self.pool())
+                .await
+                .map_err(db_error)?;
+            for (id, account, mailbox) in rows {
+                found.insert(id);
+                out.insert((account, mailbox));
             }
         }
-        Ok(out.into_iter().collect())
+        match ids.iter().find(|id| !found.contains(id)) {
+            Some(missing) => Err(no_message(*missing)),
+            None => Ok(out.into_iter().collect()),
+        }
     }
 
     /// Write targets matching every term, in id order.
