@@ -1,0 +1,136 @@
+//! `mailbroker update`: the person's side of the write pipeline, and how a change report is
+//! printed (for `undo` too).
+
+use mailbroker_core::{Error, Result};
+
+use super::UpdateArgs;
+use crate::home::Home;
+use crate::output::print_json;
+use crate::sessions::Sessions;
+use crate::store::Store;
+use crate::write;
+
+pub(super) async fn update(
+    home: &Home,
+    store: &Store,
+    args: &UpdateArgs,
+    json: bool,
+) -> Result<u8> {
+    let patch = args.patch();
+    patch.validate()?;
+    // Nobody will be asked: the sessions open while the targets are read.
+    let sessions = match args.yes && !args.dry_run && patch.delete.is_none() {
+        true => write::open_ahead(home, store, &args.ids, args.query.as_deref(), &patch).await?,
+        false => Sessions::new(home, store),
+    };
+    let (selection, rows) =
+        write::resolve_selection(store, &args.ids, args.query.as_deref()).await?;
+    if let Some(mode) = patch.delete {
+        let manifest = crate::delete::stage(
+            store,
+            "cli",
+            &selection,
+            &rows,
+            mode,
+            crate::delete::MAX_MESSAGES,
+        )
+        .await?;
+        if json {
+            print_json(Some("manifest"), &manifest)?;
+        } else {
+            println!(
+                "staged manifest {} ({} message(s)); run: mailbroker delete-staged {}",
+                manifest.id, manifest.summary["count"], manifest.id
+            );
+        }
+        return Ok(0);
+    }
+    if !args.dry_run && !args.yes {
+        let plan = write::update(
+            Sessions::new(home, store),
+            store,
+            "cli",
+            selection.clone(),
+            rows.clone(),
+            &patch,
+            true,
+        )
+        .await?;
+        if let Some(reason) = plan.confirmation_reason(write::DEFAULT_CONFIRM_ABOVE) {
+            confirm_on_terminal(&plan, &reason)?;
+        }
+    }
+    let report = write::update(
+        sessions,
+        store,
+        "cli",
+        selection,
+        rows,
+        &patch,
+        args.dry_run,
+    )
+    .await?;
+    print_change(&report, json)
+}
+
+/// Asks the person at the terminal to confirm a write; without a terminal, `--yes` is needed.
+fn confirm_on_terminal(plan: &write::ChangeReport, reason: &str) -> Result<()> {
+    use std::io::{IsTerminal, Write};
+    if !std::io::stdin().is_terminal() || !std::io::stderr().is_terminal() {
+        return Err(Error::confirmation_required(format!(
+            "this write needs confirmation: {reason}"
+        ))
+        .with_next_step("check it with --dry-run, then add --yes"));
+    }
+    let mut err = std::io::stderr();
+    for line in &plan.plan {
+        let _ = writeln!(err, "  {line}");
+    }
+    let answer = crate::output::ask(&format!("This write {reason}. Proceed? [y/N] "))?;
+    if matches!(answer.as_str(), "y" | "Y" | "yes") {
+        Ok(())
+    } else {
+        Err(Error::confirmation_declined(
+            "not confirmed; nothing was changed",
+        ))
+    }
+}
+
+/// Prints a change report; exits non-zero (as `verification_failed`/`stale_state`/…) when any
+/// message failed, so scripts notice.
+pub(super) fn print_change(report: &write::ChangeReport, json: bool) -> Result<u8> {
+    if json {
+        print_json(None, report)?;
+    } else {
+        if report.dry_run {
+            println!(
+                "dry run: nothing was changed; {} messages would change, {} already as asked",
+                report.planned, report.unchanged
+            );
+        }
+        for line in &report.plan {
+            println!("  {line}");
+        }
+        if let Some(id) = report.change_id {
+            println!("change {id}");
+        }
+        if !report.dry_run {
+            println!(
+                "applied: {}, unchanged: {}, stale: {}, failed: {}",
+                report.applied, report.unchanged, report.stale, report.failed
+            );
+        }
+        for f in &report.failures {
+            println!("  message {}: {} {}", f.id, f.error_type, f.error);
+        }
+    }
+    // The report is the output; the exit code only tells scripts that not everything happened.
+    Ok(if report.failed + report.stale > 0 {
+        CHANGE_INCOMPLETE
+    } else {
+        0
+    })
+}
+
+/// Exit code of an update or undo that left some messages stale or failed.
+const CHANGE_INCOMPLETE: u8 = 5;
