@@ -18,6 +18,7 @@ pub mod search;
 pub mod sessions;
 pub mod store;
 pub mod sync;
+pub mod undo;
 pub mod write;
 
 pub use mailbroker_core::{Error, Result};

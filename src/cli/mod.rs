@@ -12,7 +12,7 @@ use crate::home::Home;
 use crate::output::{print_json, progress_bar};
 use crate::sessions::Sessions;
 use crate::store::{MessageRow, Store};
-use crate::{accounts, search, sync, write};
+use crate::{accounts, search, sync};
 
 mod delete;
 mod update;
@@ -333,7 +333,8 @@ async fn dispatch(home: &Home, store: &Store, command: Command, json: bool) -> R
     let done = match command {
         Command::Update(args) => return update::update(home, store, &args, json).await,
         Command::Undo { change, dry_run } => {
-            let report = write::undo(Sessions::new(home, store), store, change, dry_run).await?;
+            let report =
+                crate::undo::undo(Sessions::new(home, store), store, change, dry_run).await?;
             return update::print_change(&report, json);
         }
         Command::Account(cmd) => account(store, cmd, json).await,

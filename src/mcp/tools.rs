@@ -393,7 +393,7 @@ impl McpServer {
         args: UndoArgs,
         round: (Option<String>, Option<rmcp::model::InputResponses>),
     ) -> Result<CallToolResponse> {
-        let plan = write::undo(
+        let plan = crate::undo::undo(
             Sessions::new(&self.home, &self.store),
             &self.store,
             args.change_id,
@@ -409,7 +409,7 @@ impl McpServer {
         if let Some(answer) = gate.await? {
             return Ok(answer);
         }
-        let report = write::undo(
+        let report = crate::undo::undo(
             Sessions::new(&self.home, &self.store),
             &self.store,
             args.change_id,
