@@ -371,7 +371,8 @@ pub(crate) fn collect_flags(
                     AttributeValue::Uid(u) => uid = Some(Uid::from(*u)),
                     AttributeValue::ModSeq(m) => modseq = *m,
                     AttributeValue::Flags(f) => {
-                        flags = f.iter().map(|s| Flag::from(s.to_string())).collect();
+                        // Borrowed from the answer: `flags_of` makes the one copy kept.
+                        flags = f.iter().map(|s| Flag::from(s.as_ref())).collect();
                     }
                     _ => {}
                 }
