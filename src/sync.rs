@@ -10,8 +10,6 @@ use crate::home::Home;
 use crate::registry;
 use crate::store::{Store, StoreSink};
 
-/// How long a sync waits for another process's sync or write on the same account.
-
 #[derive(Debug, Serialize)]
 pub struct AccountSyncReport {
     pub account: AccountId,

@@ -413,6 +413,23 @@ async fn invalid_keywords_are_refused_before_anything_is_sent() {
     assert_eq!(client.flags("INBOX").await.unwrap(), before);
 }
 
+/// Adds `user` as account `id` through a proxy in front of the test Dovecot (plain IMAP, no
+/// added latency) and syncs it. The proxy can cut a connection and records what was sent.
+fn add_account_through_proxy(
+    server: &mailbroker_testkit::Dovecot,
+    home: &std::path::Path,
+    id: &str,
+    user: &str,
+) -> mailbroker_testkit::Proxy {
+    let proxy =
+        mailbroker_testkit::Proxy::start(server.imap_port, std::time::Duration::ZERO).unwrap();
+    let mut args = common::add_args(id, "127.0.0.1", proxy.port, user);
+    args.extend(["--tls", "none"].map(String::from));
+    assert_eq!(common::mb_args(home, &args).code, 0);
+    ok(home, &["sync"]);
+    proxy
+}
+
 #[tokio::test]
 async fn a_write_whose_answer_is_lost_is_unknown_and_a_rerun_converges() {
     let Some(server) = server() else { return };
@@ -426,12 +443,7 @@ async fn a_write_whose_answer_is_lost_is_unknown_and_a_rerun_converges() {
             .await
             .unwrap();
     }
-    let proxy =
-        mailbroker_testkit::Proxy::start(server.imap_port, std::time::Duration::ZERO).unwrap();
-    let mut args = common::add_args("p", "127.0.0.1", proxy.port, user);
-    args.extend(["--tls", "none"].map(String::from));
-    assert_eq!(common::mb_args(home.path(), &args).code, 0);
-    ok(home.path(), &["sync"]);
+    let proxy = add_account_through_proxy(server, home.path(), "p", user);
 
     // The STORE reaches the server, but its answer never comes back.
     proxy.cut_after("UID STORE");
@@ -489,12 +501,7 @@ async fn a_confirmed_update_connects_ahead_and_its_repeat_stores_nothing() {
         let body = message(i, "carol@example.test", &format!("Ahead {i}"), "text");
         client.append("INBOX", "", &body).await.unwrap();
     }
-    let proxy =
-        mailbroker_testkit::Proxy::start(server.imap_port, std::time::Duration::ZERO).unwrap();
-    let mut args = common::add_args("a", "127.0.0.1", proxy.port, user);
-    args.extend(["--tls", "none"].map(String::from));
-    assert_eq!(common::mb_args(home.path(), &args).code, 0);
-    ok(home.path(), &["sync"]);
+    let proxy = add_account_through_proxy(server, home.path(), "a", user);
     let request = [
         "update",
         "--query",

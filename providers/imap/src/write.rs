@@ -224,37 +224,34 @@ impl ImapProvider {
         // With CONDSTORE one FETCH of what changed since the SELECT reads back every message
         // we wrote, however scattered; the few that did not change are then looked up by UID
         // to tell a failed write from a vanished message.
-        let mut verified = match unchanged_since {
+        let verified = match unchanged_since {
             Some(highest) => self.read_changed(highest).await,
             None => self.read_flags(live).await,
         }
         .map_err(|e| unknown_if_lost(e, live))?;
         tracing::debug!(messages = verified.len(), "imap: read back");
-        // Sorted by UID (the server's order already), looked up by binary search.
-        verified.sort_by_key(|(u, _, _)| *u);
-        let seen = |v: &[(Uid, u64, MessageFlags)], uid: &Uid| {
-            v.binary_search_by_key(uid, |(u, _, _)| *u).is_ok()
-        };
+        // By UID (the server's order already), looked up by binary search; each message's
+        // read-back state later moves into its result: no copy of its flags.
+        let mut verified: Vec<(Uid, Option<(u64, MessageFlags)>)> = verified
+            .into_iter()
+            .map(|(u, m, f)| (u, Some((m, f))))
+            .collect();
+        verified.sort_by_key(|(u, _)| *u);
         if unchanged_since.is_some() {
             let quiet: Vec<Uid> = live
                 .iter()
                 .copied()
-                .filter(|u| !seen(&verified, u))
+                .filter(|u| verified.binary_search_by_key(u, |(v, _)| *v).is_err())
                 .collect();
             if !quiet.is_empty() {
                 let rest = self
                     .read_flags(&quiet)
                     .await
                     .map_err(|e| unknown_if_lost(e, live))?;
-                verified.extend(rest);
-                verified.sort_by_key(|(u, _, _)| *u);
+                verified.extend(rest.into_iter().map(|(u, m, f)| (u, Some((m, f)))));
+                verified.sort_by_key(|(u, _)| *u);
             }
         }
-        // Each message's read-back state moves into its result: no copy of its flags.
-        let mut verified: Vec<(Uid, Option<(u64, MessageFlags)>)> = verified
-            .into_iter()
-            .map(|(u, m, f)| (u, Some((m, f))))
-            .collect();
         let mut results = Vec::with_capacity(live.len());
         for uid in live {
             let found = verified
