@@ -18,6 +18,9 @@ fn quiet_on_closed_stdout(cli: &mailbroker::cli::Cli) {
 fn main() -> ExitCode {
     let cli = mailbroker::cli::Cli::parse();
     quiet_on_closed_stdout(&cli);
+    if !matches!(cli.command, mailbroker::cli::Command::Mcp(_)) {
+        mailbroker::write::ends_after_command();
+    }
     // Logs go to stderr only: stdout carries command output (and, later, MCP frames).
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)

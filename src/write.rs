@@ -1,14 +1,17 @@
 //! The write pipeline (SPEC §3), shared by every surface: resolve → plan → (dry run) →
 //! execute per account under its lock → verify (inside the adapter) → journal + index update.
 //!
-//! Architecture Invariant: the index is only updated from what the server read back, in the
-//! same transaction as the journal entry that explains it.
+//! Architecture Invariant: the index only ever commits what the server read back, in the
+//! same transaction as the journal entry that explains it. Rows written earlier from what the
+//! server accepted (`Accepted`) commit only if the read-back equals them exactly.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use mailbroker_core::{
-    Error, FlagOp, ItemResult, MessageFlags, Outcome, Patch, Result, WriteBatch, WriteTarget,
+    Accepted, Error, FlagOp, ItemResult, MessageFlags, OnAccepted, Outcome, Patch, Result,
+    WriteBatch, WriteTarget,
 };
 use serde::Serialize;
 
@@ -375,14 +378,29 @@ pub async fn execute(
     // for one batch at most (well inside their busy timeout); and a move's new UIDs only
     // come from the server.
     let request = (origin.to_string(), selection, patch, undo_of);
-    let (go, connected) = tokio::sync::oneshot::channel();
+    let (go, index_free) = tokio::sync::oneshot::channel();
+    let (tell, accepted) = tokio::sync::oneshot::channel();
     let ahead =
         (report.planned > 0 && groups.len() == 1 && groups.iter().all(|g| g.2.move_to.is_none()))
-            .then(|| write_ahead(store, request.clone(), &report.plan, &intents, connected));
-    let commands = run_batches(sessions, &groups, &intents, &mut results, || {
+            .then(|| {
+                write_ahead(
+                    store,
+                    request.clone(),
+                    &report.plan,
+                    &intents,
+                    index_free,
+                    accepted,
+                )
+            });
+    let on_accepted: Option<OnAccepted> = ahead.is_some().then(|| {
+        Box::new(move |states| {
+            let _ = tell.send(states);
+        }) as OnAccepted
+    });
+    let free = || {
         let _ = go.send(());
-    })
-    .await;
+    };
+    let commands = run_batches(sessions, &groups, &intents, &mut results, free, on_accepted).await;
     if commands.is_err()
         && let Some(task) = &ahead
     {
@@ -402,13 +420,35 @@ pub async fn execute(
         ms = started.elapsed().as_millis() as u64,
         "write: provider done"
     );
+    release(groups);
     report.change_id = journal(store, &mut report, request, &intents, results, ahead).await?;
+    release(intents);
     tracing::debug!(
         ms = started.elapsed().as_millis() as u64,
         "write: journal and index committed"
     );
     report.local_ms = (started.elapsed().as_millis() as u64).saturating_sub(report.provider_ms);
     Ok(report)
+}
+
+/// Set by a process that ends right after its one command (the CLI, not the MCP server).
+static ENDS_AFTER_COMMAND: AtomicBool = AtomicBool::new(false);
+
+/// Declares that this process ends right after its one command. A large change's structures
+/// are then left for the system to take back at exit instead of being freed allocation by
+/// allocation, as clang does with its own (`-disable-free`): for 10,000 messages, hundreds of
+/// thousands of small allocations, whose freeing took about 10 ms of the person's wait after
+/// the read-back. Freeing them on another thread instead competed with the index's close
+/// for the two cores of a small machine.
+pub fn ends_after_command() {
+    ENDS_AFTER_COMMAND.store(true, Ordering::Relaxed);
+}
+
+/// Frees `value`, or leaves it to the process's exit (see `ends_after_command`).
+fn release<T>(value: T) {
+    if ENDS_AFTER_COMMAND.load(Ordering::Relaxed) {
+        std::mem::forget(value);
+    }
 }
 
 /// Journals the change from its results, with the index update, in one transaction: the
@@ -423,10 +463,13 @@ async fn journal(
     ahead: Option<(ChangeRecord, PendingChange)>,
 ) -> Result<Option<i64>> {
     if let Some((mut expected, pending)) = ahead {
-        if take_read_back(&mut expected, &mut results) {
+        if take_read_back(&mut expected, &mut results, pending.index_written_ahead()) {
             (report.applied, report.unchanged) =
                 (expected.applied as u64, expected.unchanged as u64);
-            return pending.commit(&expected).await.map(Some);
+            release(results);
+            let id = pending.commit(&expected).await;
+            release(expected);
+            return id.map(Some);
         }
         tracing::debug!("journal: read-back differs from what was written ahead");
         pending.rollback().await?;
@@ -440,15 +483,23 @@ async fn journal(
     }
     let change = change_record(request, report.plan.clone(), report, items);
     tracing::debug!("write: journal built");
-    store.record_change(&change).await.map(Some)
+    let id = store.record_change(&change).await;
+    release(change);
+    id.map(Some)
 }
 
 /// Whether every message read back exactly as `expected` (the entry written ahead) says:
 /// applied without error where it was planned, in place, with the intended flags and tags
-/// in their order; untouched where it was not. If so, each observed state (with the modseq
-/// and raw flags only the server knows) moves into `expected`, which is then the entry the
-/// read-back would have produced, without building that entry a second time.
-fn take_read_back(expected: &mut ChangeRecord, results: &mut [Option<ItemResult>]) -> bool {
+/// in their order; untouched where it was not. With `index_ahead` (the index rows were
+/// written from the server's answer to the write), each read-back must also equal the
+/// observed state written, modseq and raw flags included. If so, each observed state (with
+/// the modseq and raw flags only the server knows) moves into `expected`, which is then the
+/// entry the read-back would have produced, without building that entry a second time.
+fn take_read_back(
+    expected: &mut ChangeRecord,
+    results: &mut [Option<ItemResult>],
+    index_ahead: bool,
+) -> bool {
     let as_written = |item: &JournalItem, result: &Option<ItemResult>| match result {
         None => item.outcome == "unchanged" && item.after.is_none(),
         Some(r) => {
@@ -456,6 +507,7 @@ fn take_read_back(expected: &mut ChangeRecord, results: &mut [Option<ItemResult>
                 && item.outcome == "applied"
                 && r.error.is_none()
                 && r.moved_to.is_none()
+                && (!index_ahead || item.observed == r.observed)
                 && match (&item.after, &r.observed) {
                     (Some(after), Some((_, flags))) => {
                         (after.read, after.flagged, &after.tags)
@@ -486,26 +538,61 @@ fn take_read_back(expected: &mut ChangeRecord, results: &mut [Option<ItemResult>
 type Request = (String, serde_json::Value, serde_json::Value, Option<i64>);
 
 /// Builds the journal entry as it will read if every message takes the change, on another
-/// thread, and writes it once `connected` fires, while the server works; it commits only if
-/// the read-back says exactly that (`PendingChange::commit_as`). None when nothing was
-/// written ahead (no connection, or a database error): the change is then journaled from
-/// the read-back alone.
+/// thread, and writes it once `index_free` fires (see `run_batches`), while the server
+/// works; it commits only if the read-back says exactly that (`take_read_back`). None when
+/// nothing was written ahead (no connection, or a database error): the change is then
+/// journaled from the read-back alone.
+///
+/// When the provider tells what the server accepted (`accepted`) and that is every planned
+/// message in its intended state, the index rows are written from it too, while the
+/// read-back runs; the commit then requires the read-back to equal them exactly.
 fn write_ahead(
     store: &Store,
     request: Request,
     plan: &[String],
     intents: &Arc<[Intent]>,
-    connected: tokio::sync::oneshot::Receiver<()>,
+    index_free: tokio::sync::oneshot::Receiver<()>,
+    accepted: tokio::sync::oneshot::Receiver<Accepted>,
 ) -> tokio::task::JoinHandle<Option<(ChangeRecord, PendingChange)>> {
     let (store, plan, intents) = (store.clone(), plan.to_vec(), intents.clone());
     tokio::spawn(async move {
-        // Built while the accounts connect; written once they are (see `run_batches`).
-        let expected = expected_change(request, plan, &intents);
-        connected.await.ok()?;
-        let pending = store.begin_change(&expected).await.ok()?;
+        // Built while the accounts connect; written once connecting leaves the index alone.
+        let mut expected = expected_change(request, plan, &intents);
+        index_free.await.ok()?;
+        let mut pending = store.begin_change(&expected).await.ok()?;
         tracing::debug!("journal: written ahead");
+        // The sender is dropped unused when the provider cannot tell.
+        if let Ok(states) = accepted.await
+            && observe_accepted(&mut expected, states)
+        {
+            pending.update_index(&expected).await.ok()?;
+        }
         Some((expected, pending))
     })
+}
+
+/// Sets each planned item's observed state to what the server accepted for it, if the
+/// server accepted every planned message in exactly its intended state; else changes
+/// nothing and says so (the read-back will not match either).
+fn observe_accepted(expected: &mut ChangeRecord, mut states: Accepted) -> bool {
+    states.sort_unstable_by_key(|(uid, _, _)| *uid);
+    let mut found = Vec::with_capacity(states.len());
+    for (n, item) in expected.items.iter().enumerate() {
+        let Some(after) = &item.after else { continue };
+        let Ok(i) = states.binary_search_by_key(&item.before.uid, |(uid, _, _)| *uid) else {
+            return false;
+        };
+        let (_, _, flags) = &states[i];
+        if (flags.read, flags.flagged, &flags.tags) != (after.read, after.flagged, &after.tags) {
+            return false;
+        }
+        found.push((n, i));
+    }
+    for (n, i) in found {
+        let (_, modseq, flags) = &mut states[i];
+        expected.items[n].observed = Some((*modseq, std::mem::take(flags)));
+    }
+    true
 }
 
 /// The change as it will be journaled if every planned message shows exactly its intended
@@ -624,16 +711,18 @@ fn journal_item(intent: &Intent, result: ItemResult) -> JournalItem {
 /// marks its messages (unknown outcome when the connection dropped mid-write) and ends that
 /// account's work: nothing more is sent on a connection whose state is unknown.
 ///
-/// Every account is locked and connected before the first batch runs, then `connected` is
-/// called: connecting may write to the index (a refreshed OAuth token), which must be done
-/// before a journal entry written ahead holds the index's write lock; and an account that
-/// cannot be reached fails the change before anything is sent to any account.
+/// Every account is locked and connected before the first batch runs, so an account that
+/// cannot be reached fails the change before anything is sent to any account. `index_free`
+/// is called once connecting no longer writes to the index (a refreshed OAuth token): a
+/// journal entry written ahead holds the index's write lock. With every session opened
+/// ahead that is at once, so the entry is written during the login and select round trips.
 async fn run_batches(
     mut sessions: Sessions,
     groups: &[(BatchKey, Vec<usize>, WriteBatch)],
     intents: &[Intent],
     results: &mut [Option<ItemResult>],
-    connected: impl FnOnce(),
+    index_free: impl FnOnce(),
+    mut accepted: Option<OnAccepted>,
 ) -> Result<u64> {
     let mut commands = 0;
     let mut by_account: BTreeMap<&str, Vec<(&Vec<usize>, &WriteBatch)>> = BTreeMap::new();
@@ -643,12 +732,20 @@ async fn run_batches(
             .or_default()
             .push((members, batch));
     }
+    let mut index_free = Some(index_free);
+    if by_account.keys().all(|a| sessions.opened_ahead(a))
+        && let Some(free) = index_free.take()
+    {
+        free();
+    }
     let mut open = Vec::with_capacity(by_account.len());
     for (account, batches) in by_account {
         open.push((sessions.take(account).await?, batches));
     }
     commands += sessions.close_unused().await;
-    connected();
+    if let Some(free) = index_free.take() {
+        free();
+    }
     for (mut session, batches) in open {
         let provider = &mut session.provider;
         let mut broken: Option<Error> = None;
@@ -658,7 +755,7 @@ async fn run_batches(
                     "not attempted after an earlier failure: {}",
                     e.message()
                 ))),
-                None => provider.apply(batch).await,
+                None => provider.apply(batch, accepted.take()).await,
             };
             match outcome {
                 Ok(items) => {

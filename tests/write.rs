@@ -430,6 +430,52 @@ fn add_account_through_proxy(
     proxy
 }
 
+/// Tags every message of INBOX "Early", confirmed ahead.
+const TAG_EARLY: [&str; 6] = [
+    "update",
+    "--query",
+    "in:inbox",
+    "--add-tag",
+    "Early",
+    "--yes",
+];
+/// The write's steps on stderr.
+const DEBUG_LOG: [(&str, &str); 1] = [("MAILBROKER_LOG", "mailbroker=debug")];
+
+/// A fresh account "a" for `user` with three untagged messages in INBOX, reached through a
+/// proxy; `None` where the test server is missing outside CI.
+async fn three_messages_through_proxy(
+    user: &str,
+) -> Option<(tempfile::TempDir, ImapClient, mailbroker_testkit::Proxy)> {
+    let server = server()?;
+    let home = tempfile::tempdir().unwrap();
+    let mut client = ImapClient::connect(server, user).await.unwrap();
+    for i in 0..3 {
+        let body = message(i, "carol@example.test", &format!("Proxied {i}"), "text");
+        client.append("INBOX", "", &body).await.unwrap();
+    }
+    let proxy = add_account_through_proxy(server, home.path(), "a", user);
+    Some((home, client, proxy))
+}
+
+/// Tags the three messages again. Had the index kept a wrong modseq for any of them, the
+/// precondition read would find it changed since it was indexed and leave it alone, stale.
+fn next_change_finds_nothing_stale(home: &std::path::Path) {
+    let later = ok(
+        home,
+        &[
+            "update",
+            "--query",
+            "in:inbox",
+            "--add-tag",
+            "Later",
+            "--yes",
+        ],
+    );
+    assert_eq!(later["applied"], 3, "{later}");
+    assert_eq!(later["stale"], 0, "{later}");
+}
+
 #[tokio::test]
 async fn a_write_whose_answer_is_lost_is_unknown_and_a_rerun_converges() {
     let Some(server) = server() else { return };
@@ -493,27 +539,13 @@ async fn a_write_whose_answer_is_lost_is_unknown_and_a_rerun_converges() {
 /// the time it finds nothing to do (the session is then dropped); it stores nothing.
 #[tokio::test]
 async fn a_confirmed_update_connects_ahead_and_its_repeat_stores_nothing() {
-    let Some(server) = server() else { return };
-    let home = tempfile::tempdir().unwrap();
-    let user = "w-ahead";
-    let mut client = ImapClient::connect(server, user).await.unwrap();
-    for i in 0..3 {
-        let body = message(i, "carol@example.test", &format!("Ahead {i}"), "text");
-        client.append("INBOX", "", &body).await.unwrap();
-    }
-    let proxy = add_account_through_proxy(server, home.path(), "a", user);
-    let request = [
-        "update",
-        "--query",
-        "in:inbox",
-        "--add-tag",
-        "Early",
-        "--yes",
-    ];
+    let Some((home, mut client, proxy)) = three_messages_through_proxy("w-ahead").await else {
+        return;
+    };
+    let request = TAG_EARLY;
     proxy.take_sent();
 
-    let log = [("MAILBROKER_LOG", "mailbroker=debug")];
-    let first = mb_with(home.path(), &request, &log);
+    let first = mb_with(home.path(), &request, &DEBUG_LOG);
     assert_eq!(first.code, 0, "{}", first.stdout);
     assert_eq!(first.json["applied"], 3, "{}", first.stdout);
     assert!(
@@ -541,6 +573,53 @@ async fn a_confirmed_update_connects_ahead_and_its_repeat_stores_nothing() {
     );
     // At most LOGIN, SELECT and LOGOUT, had the session opened before it was dropped.
     assert!(second["commands"].as_u64().unwrap() <= 3, "{second}");
+
+    // The first change wrote the index rows from the STORE's answer, and they are right.
+    assert!(
+        first.stderr.contains("journal: index updated ahead"),
+        "{}",
+        first.stderr
+    );
+    next_change_finds_nothing_stale(home.path());
+}
+
+/// Another client touches a message between mailbroker's STORE and its read-back: same
+/// flags, newer modseq. The index rows written from the STORE's answer no longer match the
+/// read-back, so they are rolled back with the entry written ahead, and the change is
+/// journaled, and the index written, from the read-back.
+#[tokio::test]
+async fn a_message_touched_before_the_read_back_is_indexed_as_read_back() {
+    let Some((home, mut client, proxy)) = three_messages_through_proxy("w-touched").await else {
+        return;
+    };
+    proxy.hold_at("UID FETCH");
+    let dir = home.path().to_path_buf();
+    let run = tokio::task::spawn_blocking(move || mb_with(&dir, &TAG_EARLY, &DEBUG_LOG));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !proxy.holding() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no read-back was sent"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    client.store("INBOX", 1, "+FLAGS", "Other").await.unwrap();
+    client.store("INBOX", 1, "-FLAGS", "Other").await.unwrap();
+    proxy.release();
+    let first = run.await.unwrap();
+    assert_eq!(first.code, 0, "{}", first.stdout);
+    assert_eq!(first.json["applied"], 3, "{}", first.stdout);
+    for step in [
+        "journal: index updated ahead",
+        "journal: read-back differs from what was written ahead",
+    ] {
+        assert!(first.stderr.contains(step), "{step}: {}", first.stderr);
+    }
+    // The index has message 1's newer modseq.
+    next_change_finds_nothing_stale(home.path());
+    let change = first.json["change_id"].as_i64().unwrap().to_string();
+    let shown = ok(home.path(), &["changes", &change]);
+    assert_eq!(shown["change"]["applied"], 3, "{shown}");
 }
 
 #[tokio::test]

@@ -71,7 +71,11 @@ impl Store {
         insert_items(&mut tx, id, &change.items).await?;
         tracing::debug!("journal: items inserted");
         update_tags(&mut tx, &change.items).await?;
-        Ok(PendingChange { tx, id })
+        Ok(PendingChange {
+            tx,
+            id,
+            index_ahead: false,
+        })
     }
 
     /// A change without items yet; a staged deletion's run adds them batch by batch.
@@ -253,19 +257,39 @@ impl Store {
 pub struct PendingChange {
     tx: Transaction<'static, Sqlite>,
     id: i64,
+    /// The index rows were written from the server's answer before its read-back (see
+    /// `update_index`).
+    index_ahead: bool,
 }
 
 impl PendingChange {
+    /// Writes the place and state rows of `change`'s observed messages now, from what the
+    /// server accepted before its read-back. The caller then commits only if the read-back
+    /// shows exactly those states, modseqs and raw flags included.
+    pub async fn update_index(&mut self, change: &ChangeRecord) -> Result<(), Error> {
+        update_observed(&mut self.tx, &change.items).await?;
+        self.index_ahead = true;
+        tracing::debug!("journal: index updated ahead");
+        Ok(())
+    }
+
+    pub fn index_written_ahead(&self) -> bool {
+        self.index_ahead
+    }
+
     /// Writes nothing of the change.
     pub async fn rollback(self) -> Result<(), Error> {
         self.tx.rollback().await.map_err(db_error)
     }
 
-    /// Adds the place and state rows `change` observed (with what only the read-back knows:
-    /// modseqs, raw flags), and commits. Returns the change id.
+    /// Adds the place and state rows `change` observed (with what only the server knows:
+    /// modseqs, raw flags) unless `update_index` wrote them, and commits. Returns the change
+    /// id.
     pub async fn commit(mut self, change: &ChangeRecord) -> Result<i64, Error> {
-        update_observed(&mut self.tx, &change.items).await?;
-        tracing::debug!("journal: index updated");
+        if !self.index_ahead {
+            update_observed(&mut self.tx, &change.items).await?;
+            tracing::debug!("journal: index updated");
+        }
         self.tx.commit().await.map_err(db_error)?;
         tracing::debug!("journal: committed");
         Ok(self.id)

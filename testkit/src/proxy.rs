@@ -1,6 +1,7 @@
-//! A TCP proxy in front of a test server that can add latency (like a remote server) and cut
+//! A TCP proxy in front of a test server that can add latency (like a remote server), cut
 //! the connection right after a chosen command has been forwarded (a write whose answer is
-//! lost).
+//! lost), and hold a chosen command back until the test lets it go (another client acting
+//! between two commands).
 
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -16,7 +17,16 @@ pub struct Proxy {
     cut_after: Arc<Mutex<Option<String>>>,
     /// Everything clients sent, for tests that check which commands went out.
     sent: Arc<Mutex<Vec<u8>>>,
+    hold: Arc<Hold>,
     stop: Arc<AtomicBool>,
+}
+
+/// A command to hold back: its pattern, whether it is being held, and its release.
+#[derive(Default)]
+struct Hold {
+    pattern: Mutex<Option<String>>,
+    holding: AtomicBool,
+    release: tokio::sync::Notify,
 }
 
 impl Proxy {
@@ -30,7 +40,8 @@ impl Proxy {
         let cut_after = Arc::new(Mutex::new(None));
         let stop = Arc::new(AtomicBool::new(false));
         let sent = Arc::new(Mutex::new(Vec::new()));
-        let (cut, halt, log) = (cut_after.clone(), stop.clone(), sent.clone());
+        let hold = Arc::new(Hold::default());
+        let (cut, halt, log, held) = (cut_after.clone(), stop.clone(), sent.clone(), hold.clone());
         std::thread::spawn(move || {
             let Ok(rt) = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -48,10 +59,10 @@ impl Proxy {
                     else {
                         continue;
                     };
-                    let (cut, log) = (cut.clone(), log.clone());
+                    let (cut, log, held) = (cut.clone(), log.clone(), held.clone());
                     tokio::spawn(async move {
                         if let Ok(server) = TcpStream::connect(("127.0.0.1", upstream)).await {
-                            let _ = pipe(client, server, delay, cut, log).await;
+                            let _ = pipe(client, server, delay, cut, log, held).await;
                         }
                     });
                 }
@@ -61,6 +72,7 @@ impl Proxy {
             port,
             cut_after,
             sent,
+            hold,
             stop,
         })
     }
@@ -88,6 +100,26 @@ impl Proxy {
         if let Ok(mut c) = self.cut_after.lock() {
             *c = Some(pattern.to_string());
         }
+    }
+}
+
+impl Proxy {
+    /// The next time a client sends a line containing `pattern`, keep it (and what follows
+    /// on that connection) from the server until `release`.
+    pub fn hold_at(&self, pattern: &str) {
+        if let Ok(mut p) = self.hold.pattern.lock() {
+            *p = Some(pattern.to_string());
+        }
+    }
+
+    /// Whether a command is being held now.
+    pub fn holding(&self) -> bool {
+        self.hold.holding.load(Ordering::SeqCst)
+    }
+
+    /// Lets the held command (or the next one to be held) go on to the server.
+    pub fn release(&self) {
+        self.hold.release.notify_one();
     }
 }
 
@@ -135,6 +167,7 @@ async fn pipe(
     delay: Duration,
     cut: Arc<Mutex<Option<String>>>,
     log: Arc<Mutex<Vec<u8>>>,
+    hold: Arc<Hold>,
 ) -> Result<()> {
     let _ = client.set_nodelay(true);
     let _ = server.set_nodelay(true);
@@ -179,6 +212,20 @@ async fn pipe(
             let cutting = pattern.is_some_and(|p| String::from_utf8_lossy(&buf[..n]).contains(&p));
             if cutting {
                 silenced_up.store(true, Ordering::SeqCst);
+            }
+            let held = hold.pattern.lock().ok().is_some_and(|mut p| {
+                let matched = p
+                    .as_ref()
+                    .is_some_and(|p| String::from_utf8_lossy(&buf[..n]).contains(p.as_str()));
+                if matched {
+                    *p = None;
+                }
+                matched
+            });
+            if held {
+                hold.holding.store(true, Ordering::SeqCst);
+                hold.release.notified().await;
+                hold.holding.store(false, Ordering::SeqCst);
             }
             to_server.send(&buf[..n])?;
             if cutting {

@@ -17,5 +17,6 @@ pub use model::{
 };
 pub use provider::{MailboxSyncReport, Provider, SyncRequest, SyncSink};
 pub use write::{
-    DeleteBatch, DeleteMode, FlagOp, ItemResult, Outcome, Patch, WriteBatch, WriteTarget,
+    Accepted, DeleteBatch, DeleteMode, FlagOp, ItemResult, OnAccepted, Outcome, Patch, WriteBatch,
+    WriteTarget,
 };

@@ -19,8 +19,9 @@
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
+use crate::WriteBatch;
 use crate::{Capabilities, MailboxCursor, MailboxInfo, MailboxName, MessageFlags, MessageMeta};
-use crate::{DeleteBatch, Error, ItemResult, Result, SyncMode, Uid, UidValidity, WriteBatch};
+use crate::{DeleteBatch, Error, ItemResult, OnAccepted, Result, SyncMode, Uid, UidValidity};
 
 /// What the core asks of one sync.
 #[derive(Debug, Clone, Default)]
@@ -100,8 +101,13 @@ pub trait Provider: Send {
     async fn prepare(&mut self, _mailbox: &str) {}
 
     /// Executes one batch with preconditions and read-back verification, reporting each
-    /// message. An error means nothing of the batch is known to have been sent.
-    async fn apply(&mut self, _batch: &WriteBatch) -> Result<Vec<ItemResult>> {
+    /// message. An error means nothing of the batch is known to have been sent. `accepted`,
+    /// when given, hears what the server accepted before the read-back (see `Accepted`).
+    async fn apply(
+        &mut self,
+        _batch: &WriteBatch,
+        _accepted: Option<OnAccepted>,
+    ) -> Result<Vec<ItemResult>> {
         Err(Error::unsupported("this provider cannot change messages"))
     }
 

@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use futures::TryStreamExt;
 use mailbroker_core::{
     Capabilities, DeleteBatch, Error, ItemResult, MailboxInfo, MailboxSyncReport, MessageFlags,
-    Provider, Result, SyncRequest, SyncSink, Uid, UidValidity, WriteBatch,
+    OnAccepted, Provider, Result, SyncRequest, SyncSink, Uid, UidValidity, WriteBatch,
 };
 
 use crate::connect::{self, COMMAND_TIMEOUT, ImapConfig, Session, imap_error, timed};
@@ -146,8 +146,12 @@ impl Provider for ImapProvider {
         }
     }
 
-    async fn apply(&mut self, batch: &WriteBatch) -> Result<Vec<ItemResult>> {
-        self.apply_batch(batch).await
+    async fn apply(
+        &mut self,
+        batch: &WriteBatch,
+        accepted: Option<OnAccepted>,
+    ) -> Result<Vec<ItemResult>> {
+        self.apply_batch(batch, accepted).await
     }
 
     async fn delete(&mut self, batch: &DeleteBatch) -> Result<Vec<ItemResult>> {

@@ -13,14 +13,15 @@
 use std::collections::{HashMap, HashSet};
 
 use async_imap::imap_proto::rfc4315::UidSetMember;
-use async_imap::imap_proto::{Response, ResponseCode};
+use async_imap::imap_proto::{AttributeValue, Response, ResponseCode};
+use async_imap::types::Flag;
 use mailbroker_core::{
-    Capabilities, Error, FlagOp, ItemResult, MessageFlags, Outcome, Result, Uid, UidValidity,
-    WriteBatch,
+    Accepted, Capabilities, Error, FlagOp, ItemResult, MessageFlags, OnAccepted, Outcome, Result,
+    Uid, UidValidity, WriteBatch,
 };
 
 use crate::session::{self, ImapProvider};
-use crate::uidset;
+use crate::{convert, uidset};
 
 /// Characters RFC 3501 forbids in an atom (a keyword is an atom), besides controls and space.
 const ATOM_SPECIALS: &[char] = &['(', ')', '{', '%', '*', '"', '\\', ']'];
@@ -78,6 +79,39 @@ fn store_lists(op: &FlagOp) -> (Vec<String>, Vec<String>) {
     (add, remove)
 }
 
+/// The flags `op` gives a message that had `flags`, normalised as a read-back of them would
+/// report them (keyword case as asked: a server that kept an older spelling shows that, and
+/// the read-back then differs).
+fn flags_after(flags: &MessageFlags, op: &FlagOp) -> MessageFlags {
+    let (add, remove) = store_lists(op);
+    let mut raw: Vec<&str> = flags
+        .raw
+        .iter()
+        .map(String::as_str)
+        .filter(|f| !remove.iter().any(|r| r.eq_ignore_ascii_case(f)))
+        .collect();
+    for flag in &add {
+        if !raw.iter().any(|f| f.eq_ignore_ascii_case(flag)) {
+            raw.push(flag);
+        }
+    }
+    convert::flags_of(raw.into_iter().map(Flag::from))
+}
+
+/// What the server accepted of `batch`: the targets its STORE answer gave a modseq
+/// (`answered`, by UID), each with the state the STORE gives it.
+fn accepted(batch: &WriteBatch, mut answered: Vec<(Uid, u64)>) -> Accepted {
+    answered.sort_unstable();
+    batch
+        .targets
+        .iter()
+        .filter_map(|t| {
+            let i = answered.binary_search_by_key(&t.uid, |(u, _)| *u).ok()?;
+            Some((t.uid, answered[i].1, flags_after(&t.flags, &batch.op)))
+        })
+        .collect()
+}
+
 fn uids_of(batch: &WriteBatch) -> Vec<Uid> {
     batch.targets.iter().map(|t| t.uid).collect()
 }
@@ -120,7 +154,11 @@ pub fn plan(caps: &Capabilities, batch: &WriteBatch) -> Vec<String> {
 }
 
 impl ImapProvider {
-    pub(crate) async fn apply_batch(&mut self, batch: &WriteBatch) -> Result<Vec<ItemResult>> {
+    pub(crate) async fn apply_batch(
+        &mut self,
+        batch: &WriteBatch,
+        accepted: Option<OnAccepted>,
+    ) -> Result<Vec<ItemResult>> {
         if batch.move_to.is_some() && !self.caps.has("MOVE") && !self.caps.has("UIDPLUS") {
             return Err(Error::unsupported(
                 "this server has neither MOVE nor UIDPLUS, so a move could expunge other messages",
@@ -162,7 +200,9 @@ impl ImapProvider {
         live.retain(|u| !settled.contains(u));
         if !batch.op.is_empty() && !live.is_empty() {
             let unchanged_since = condstore.then_some(highest);
-            let stored = self.store_and_verify(batch, &live, unchanged_since).await?;
+            let stored = self
+                .store_and_verify(batch, &live, unchanged_since, accepted)
+                .await?;
             live = stored
                 .iter()
                 .filter(|r| r.outcome == Outcome::Applied)
@@ -211,16 +251,29 @@ impl ImapProvider {
         batch: &WriteBatch,
         live: &[Uid],
         unchanged_since: Option<u64>,
+        accepted: Option<OnAccepted>,
     ) -> Result<Vec<ItemResult>> {
         // The STOREs go out back to back: they touch disjoint UID sets, so the server may run
         // them in any order (RFC 3501 §5.5), and the batch pays one round trip for all of
         // them. The read-back must wait for their answers: a FETCH of flags sent while a
         // STORE of those flags runs is ambiguous, and Dovecot answers it with the old state.
         let stores = store_commands(live, &batch.op, unchanged_since);
-        self.pipeline(&stores, |_, _| {})
-            .await
-            .map_err(|e| unknown_if_lost(e, live))?;
+        // With CONDSTORE the answer names each written message's new modseq, even for a
+        // silent STORE (RFC 7162 §3.1.3).
+        let mut answered: Vec<(Uid, u64)> = Vec::new();
+        self.pipeline(&stores, |_, resp| {
+            if let Response::Fetch(_, attrs) = resp {
+                answered.extend(modseq_of(attrs));
+            }
+        })
+        .await
+        .map_err(|e| unknown_if_lost(e, live))?;
         tracing::debug!(commands = stores.len(), "imap: stored");
+        if let Some(tell) = accepted
+            && unchanged_since.is_some()
+        {
+            tell(self::accepted(batch, answered));
+        }
         // With CONDSTORE one FETCH of what changed since the SELECT reads back every message
         // we wrote, however scattered; the few that did not change are then looked up by UID
         // to tell a failed write from a vanished message.
@@ -436,6 +489,19 @@ fn store_commands(uids: &[Uid], op: &FlagOp, unchanged_since: Option<u64>) -> Ve
     out
 }
 
+/// The UID and modseq a FETCH answer names, when it names both.
+fn modseq_of(attrs: &[AttributeValue<'_>]) -> Option<(Uid, u64)> {
+    let uid = attrs.iter().find_map(|a| match a {
+        AttributeValue::Uid(u) => Some(Uid::from(*u)),
+        _ => None,
+    })?;
+    let modseq = attrs.iter().find_map(|a| match a {
+        AttributeValue::ModSeq(m) => Some(*m),
+        _ => None,
+    })?;
+    Some((uid, modseq))
+}
+
 fn stale(uid: Uid, modseq: u64, flags: MessageFlags) -> ItemResult {
     ItemResult {
         observed: Some((modseq, flags)),
@@ -513,5 +579,40 @@ mod tests {
         validate_tag(&caps, "Known", false).unwrap();
         caps.custom_tags = true;
         validate_tag(&caps, "Fresh", true).unwrap();
+    }
+
+    /// What the server accepted is reported in the form of a read-back of it: sorted raw
+    /// flags, system flags read as read/flagged, keywords as tags.
+    #[test]
+    fn accepted_states_read_as_a_read_back_would() {
+        let before = convert::flags_of([r"\Seen", "Zed", "$Low"].into_iter().map(Flag::from));
+        let op = FlagOp {
+            read: Some(false),
+            flagged: Some(true),
+            add_tags: vec!["Alpha".into(), "zed".into()],
+            remove_tags: vec!["$low".into()],
+        };
+        let after = flags_after(&before, &op);
+        assert_eq!(after.raw, ["Alpha", "Zed", "\\Flagged"]);
+        assert_eq!(after.tags, ["Alpha", "Zed"]);
+        assert!(!after.read && after.flagged);
+
+        let batch = WriteBatch {
+            mailbox: "INBOX".into(),
+            uidvalidity: 1,
+            synced_modseq: 0,
+            op,
+            move_to: None,
+            targets: [7, 9]
+                .map(|uid| mailbroker_core::WriteTarget {
+                    uid,
+                    modseq: 1,
+                    flags: before.clone(),
+                })
+                .to_vec(),
+        };
+        // UID 7 was refused (MODIFIED): the answer named only UID 9, and UID 4 is not ours.
+        let states = accepted(&batch, vec![(9, 12), (4, 12)]);
+        assert_eq!(states, vec![(9, 12, after)]);
     }
 }
