@@ -294,6 +294,17 @@ impl ImapProvider {
     pub(crate) async fn pipeline(
         &mut self,
         commands: &[String],
+        on_data: impl FnMut(usize, &Response<'_>),
+    ) -> Result<()> {
+        self.pipeline_meanwhile(commands, || {}, on_data).await
+    }
+
+    /// As `pipeline`, running `meanwhile` once the commands are sent, before their answers
+    /// are read: local work then overlaps the round trip instead of delaying it.
+    pub(crate) async fn pipeline_meanwhile(
+        &mut self,
+        commands: &[String],
+        meanwhile: impl FnOnce(),
         mut on_data: impl FnMut(usize, &Response<'_>),
     ) -> Result<()> {
         let verb: String = commands
@@ -315,6 +326,7 @@ impl ImapProvider {
                 .map_err(|e| imap_error(&verb, e))?;
             tags.push(id);
         }
+        meanwhile();
         let mut current = 0;
         let mut refused = None;
         while current < tags.len() {

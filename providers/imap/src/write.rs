@@ -79,18 +79,17 @@ fn store_lists(op: &FlagOp) -> (Vec<String>, Vec<String>) {
     (add, remove)
 }
 
-/// The flags `op` gives a message that had `flags`, normalised as a read-back of them would
-/// report them (keyword case as asked: a server that kept an older spelling shows that, and
-/// the read-back then differs).
-fn flags_after(flags: &MessageFlags, op: &FlagOp) -> MessageFlags {
-    let (add, remove) = store_lists(op);
+/// The flags a STORE of `store_lists`' (added, removed) gives a message that had `flags`,
+/// normalised as a read-back of them would report them (keyword case as asked: a server
+/// that kept an older spelling shows that, and the read-back then differs).
+fn flags_after(flags: &MessageFlags, (add, remove): &(Vec<String>, Vec<String>)) -> MessageFlags {
     let mut raw: Vec<&str> = flags
         .raw
         .iter()
         .map(String::as_str)
         .filter(|f| !remove.iter().any(|r| r.eq_ignore_ascii_case(f)))
         .collect();
-    for flag in &add {
+    for flag in add {
         if !raw.iter().any(|f| f.eq_ignore_ascii_case(flag)) {
             raw.push(flag);
         }
@@ -102,12 +101,13 @@ fn flags_after(flags: &MessageFlags, op: &FlagOp) -> MessageFlags {
 /// (`answered`, by UID), each with the state the STORE gives it.
 fn accepted(batch: &WriteBatch, mut answered: Vec<(Uid, u64)>) -> Accepted {
     answered.sort_unstable();
+    let lists = store_lists(&batch.op);
     batch
         .targets
         .iter()
         .filter_map(|t| {
             let i = answered.binary_search_by_key(&t.uid, |(u, _)| *u).ok()?;
-            Some((t.uid, answered[i].1, flags_after(&t.flags, &batch.op)))
+            Some((t.uid, answered[i].1, flags_after(&t.flags, &lists)))
         })
         .collect()
 }
@@ -227,7 +227,7 @@ impl ImapProvider {
         let min = batch.targets.iter().map(|t| t.modseq).min().unwrap_or(0);
         let indexed: HashMap<Uid, u64> = batch.targets.iter().map(|t| (t.uid, t.modseq)).collect();
         let mut results = Vec::new();
-        for (uid, modseq, flags) in self.read_changed(min).await? {
+        for (uid, modseq, flags) in self.read_changed(min, || {}).await? {
             if indexed.get(&uid).is_none_or(|m| modseq <= *m) {
                 continue;
             }
@@ -269,16 +269,19 @@ impl ImapProvider {
         .await
         .map_err(|e| unknown_if_lost(e, live))?;
         tracing::debug!(commands = stores.len(), "imap: stored");
-        if let Some(tell) = accepted
-            && unchanged_since.is_some()
-        {
-            tell(self::accepted(batch, answered));
-        }
         // With CONDSTORE one FETCH of what changed since the SELECT reads back every message
         // we wrote, however scattered; the few that did not change are then looked up by UID
-        // to tell a failed write from a vanished message.
+        // to tell a failed write from a vanished message. What the server accepted is worked
+        // out and told while that FETCH is on its way.
         let verified = match unchanged_since {
-            Some(highest) => self.read_changed(highest).await,
+            Some(highest) => {
+                let tell = || {
+                    if let Some(tell) = accepted {
+                        tell(self::accepted(batch, answered));
+                    }
+                };
+                self.read_changed(highest, tell).await
+            }
             None => self.read_flags(live).await,
         }
         .map_err(|e| unknown_if_lost(e, live))?;
@@ -394,11 +397,18 @@ impl ImapProvider {
 
     /// Every message of the selected mailbox whose modseq is above `modseq`: one command,
     /// whatever the UIDs.
-    async fn read_changed(&mut self, modseq: u64) -> Result<Vec<(Uid, u64, MessageFlags)>> {
+    /// `meanwhile` runs once the command is sent.
+    async fn read_changed(
+        &mut self,
+        modseq: u64,
+        meanwhile: impl FnOnce(),
+    ) -> Result<Vec<(Uid, u64, MessageFlags)>> {
         let mut out = Vec::new();
         let command = format!("UID FETCH 1:* (UID FLAGS MODSEQ) (CHANGEDSINCE {modseq})");
-        self.fetch_flags(&command, &mut out, &mut Vec::new())
-            .await?;
+        self.pipeline_meanwhile(&[command], meanwhile, |_, resp| {
+            session::collect_flags(resp, &mut out, &mut Vec::new())
+        })
+        .await?;
         Ok(out)
     }
 
@@ -592,7 +602,7 @@ mod tests {
             add_tags: vec!["Alpha".into(), "zed".into()],
             remove_tags: vec!["$low".into()],
         };
-        let after = flags_after(&before, &op);
+        let after = flags_after(&before, &store_lists(&op));
         assert_eq!(after.raw, ["Alpha", "Zed", "\\Flagged"]);
         assert_eq!(after.tags, ["Alpha", "Zed"]);
         assert!(!after.read && after.flagged);
