@@ -34,6 +34,42 @@ pub struct JournalItem {
     pub observed: Option<(u64, MessageFlags)>,
 }
 
+/// A change's own row in `changes`, its JSON columns still text.
+#[derive(sqlx::FromRow)]
+struct ChangeRow {
+    id: i64,
+    created_at: i64,
+    origin: String,
+    selection: String,
+    patch: String,
+    plan: String,
+    undo_of: Option<i64>,
+    applied: i64,
+    unchanged: i64,
+    stale: i64,
+    failed: i64,
+}
+
+/// A change's own row, without its items.
+fn change_of(r: ChangeRow) -> Result<ChangeRecord, Error> {
+    let id = r.id;
+    let bad = |e: serde_json::Error| Error::internal(format!("change {id}: bad journal json: {e}"));
+    Ok(ChangeRecord {
+        id,
+        created_at: r.created_at,
+        origin: r.origin,
+        selection: serde_json::from_str(&r.selection).map_err(bad)?,
+        patch: serde_json::from_str(&r.patch).map_err(bad)?,
+        plan: serde_json::from_str(&r.plan).map_err(bad)?,
+        undo_of: r.undo_of,
+        applied: r.applied,
+        unchanged: r.unchanged,
+        stale: r.stale,
+        failed: r.failed,
+        items: Vec::new(),
+    })
+}
+
 /// A change as recorded.
 #[derive(Debug, Clone, Serialize)]
 pub struct ChangeRecord {
@@ -57,6 +93,22 @@ fn json(v: &impl Serialize) -> String {
 }
 
 impl Store {
+    /// Change `id`'s own row, or the latest `limit` rows, newest first; without items. One
+    /// statement for both: the journal has a row per change, so finding one id by walking
+    /// back from the newest stays short.
+    async fn change_rows(&self, id: Option<i64>, limit: u32) -> Result<Vec<ChangeRecord>, Error> {
+        let rows: Vec<ChangeRow> = sqlx::query_as(
+            "SELECT id, created_at, origin, selection, patch, plan, undo_of, applied, unchanged,
+               stale, failed FROM changes WHERE ?1 IS NULL OR id = ?1 ORDER BY id DESC LIMIT ?2",
+        )
+        .bind(id)
+        .bind(i64::from(limit))
+        .fetch_all(self.pool())
+        .await
+        .map_err(db_error)?;
+        rows.into_iter().map(change_of).collect()
+    }
+
     /// Writes the change, its items and the index rows of every message it observed, all in
     /// one transaction. Returns the change id.
     pub async fn record_change(&self, change: &ChangeRecord) -> Result<i64, Error> {
@@ -86,44 +138,13 @@ impl Store {
         Ok(id)
     }
 
+    /// The latest changes, newest first, without their items.
     pub async fn changes(&self, limit: u32) -> Result<Vec<ChangeRecord>, Error> {
-        let ids: Vec<i64> = sqlx::query_scalar("SELECT id FROM changes ORDER BY id DESC LIMIT ?")
-            .bind(i64::from(limit))
-            .fetch_all(self.pool())
-            .await
-            .map_err(db_error)?;
-        let mut out = Vec::new();
-        for id in ids {
-            let mut change = self.change(id).await?;
-            change.items.clear();
-            out.push(change);
-        }
-        Ok(out)
+        self.change_rows(None, limit).await
     }
 
     pub async fn change(&self, id: i64) -> Result<ChangeRecord, Error> {
-        type Row = (
-            i64,
-            i64,
-            String,
-            String,
-            String,
-            String,
-            Option<i64>,
-            i64,
-            i64,
-            i64,
-            i64,
-        );
-        let row: Option<Row> = sqlx::query_as(
-            "SELECT id, created_at, origin, selection, patch, plan, undo_of, applied, unchanged,
-               stale, failed FROM changes WHERE id = ?",
-        )
-        .bind(id)
-        .fetch_optional(self.pool())
-        .await
-        .map_err(db_error)?;
-        let Some(r) = row else {
+        let Some(mut change) = self.change_rows(Some(id), 1).await?.pop() else {
             return Err(Error::not_found(format!("no change {id}"))
                 .with_next_step("run: mailbroker changes"));
         };
@@ -193,20 +214,8 @@ impl Store {
                 observed: None,
             });
         }
-        Ok(ChangeRecord {
-            id: r.0,
-            created_at: r.1,
-            origin: r.2,
-            selection: serde_json::from_str(&r.3).map_err(bad)?,
-            patch: serde_json::from_str(&r.4).map_err(bad)?,
-            plan: serde_json::from_str(&r.5).map_err(bad)?,
-            undo_of: r.6,
-            applied: r.7,
-            unchanged: r.8,
-            stale: r.9,
-            failed: r.10,
-            items,
-        })
+        change.items = items;
+        Ok(change)
     }
 
     /// The mailbox of `account` named `name`, or holding the role `name`.
