@@ -509,10 +509,7 @@ fn take_read_back(
                 && r.moved_to.is_none()
                 && (!index_ahead || item.observed == r.observed)
                 && match (&item.after, &r.observed) {
-                    (Some(after), Some((_, flags))) => {
-                        (after.read, after.flagged, &after.tags)
-                            == (flags.read, flags.flagged, &flags.tags)
-                    }
+                    (Some(after), Some((_, flags))) => shows(flags, after),
                     _ => false,
                 }
         }
@@ -531,6 +528,11 @@ fn take_read_back(
         }
     }
     matches
+}
+
+/// Whether `flags` are what the journal's after-state says, tags in their order.
+fn shows(flags: &MessageFlags, after: &MessageState) -> bool {
+    (flags.read, flags.flagged, &flags.tags) == (after.read, after.flagged, &after.tags)
 }
 
 /// A change's request as the journal records it: origin, selection, patch, and the change
@@ -582,8 +584,7 @@ fn observe_accepted(expected: &mut ChangeRecord, mut states: Accepted) -> bool {
         let Ok(i) = states.binary_search_by_key(&item.before.uid, |(uid, _, _)| *uid) else {
             return false;
         };
-        let (_, _, flags) = &states[i];
-        if (flags.read, flags.flagged, &flags.tags) != (after.read, after.flagged, &after.tags) {
+        if !shows(&states[i].2, after) {
             return false;
         }
         found.push((n, i));

@@ -170,16 +170,12 @@ async fn a_mixed_outcome_is_journaled_from_the_read_back() {
     );
     assert_eq!(run.code, 5, "{}", run.stdout);
     // Both paths were taken: written ahead, then rolled back for the read-back.
-    assert!(
-        run.stderr.contains("journal: written ahead"),
-        "{}",
-        run.stderr
-    );
-    assert!(
-        run.stderr
-            .contains("read-back differs from what was written ahead"),
-        "{}",
-        run.stderr
+    assert_logged(
+        &run,
+        &[
+            "journal: written ahead",
+            "read-back differs from what was written ahead",
+        ],
     );
     assert_eq!(run.json["applied"], 2, "{}", run.stdout);
     assert_eq!(run.json["stale"], 1, "{}", run.stdout);
@@ -220,11 +216,7 @@ async fn a_mixed_outcome_is_journaled_from_the_read_back() {
     );
     assert_eq!(run.code, 0, "{}", run.stdout);
     assert_eq!(run.json["applied"], 3, "{}", run.stdout);
-    assert!(
-        run.stderr.contains("journal: written ahead"),
-        "{}",
-        run.stderr
-    );
+    assert_logged(&run, &["journal: written ahead"]);
     assert!(!run.stderr.contains("read-back differs"), "{}", run.stderr);
     assert_eq!(ids(&ok(home.path(), &["search", "tag:Whole"])).len(), 3);
     let server = client.flags("INBOX").await.unwrap();
@@ -430,6 +422,13 @@ fn add_account_through_proxy(
     proxy
 }
 
+/// Asserts that a run with `DEBUG_LOG` (or another debug filter) logged each of `steps`.
+fn assert_logged(run: &common::Run, steps: &[&str]) {
+    for step in steps {
+        assert!(run.stderr.contains(step), "{step}: {}", run.stderr);
+    }
+}
+
 /// Tags every message of INBOX "Early", confirmed ahead.
 const TAG_EARLY: [&str; 6] = [
     "update",
@@ -548,11 +547,7 @@ async fn a_confirmed_update_connects_ahead_and_its_repeat_stores_nothing() {
     let first = mb_with(home.path(), &request, &DEBUG_LOG);
     assert_eq!(first.code, 0, "{}", first.stdout);
     assert_eq!(first.json["applied"], 3, "{}", first.stdout);
-    assert!(
-        first.stderr.contains("write: session opened ahead"),
-        "{}",
-        first.stderr
-    );
+    assert_logged(&first, &["write: session opened ahead"]);
     let sent = proxy.take_sent();
     assert_eq!(sent.matches(" SELECT ").count(), 1, "{sent}");
     assert_eq!(sent.matches("UID STORE").count(), 1, "{sent}");
@@ -575,11 +570,7 @@ async fn a_confirmed_update_connects_ahead_and_its_repeat_stores_nothing() {
     assert!(second["commands"].as_u64().unwrap() <= 3, "{second}");
 
     // The first change wrote the index rows from the STORE's answer, and they are right.
-    assert!(
-        first.stderr.contains("journal: index updated ahead"),
-        "{}",
-        first.stderr
-    );
+    assert_logged(&first, &["journal: index updated ahead"]);
     next_change_finds_nothing_stale(home.path());
 }
 
@@ -609,12 +600,13 @@ async fn a_message_touched_before_the_read_back_is_indexed_as_read_back() {
     let first = run.await.unwrap();
     assert_eq!(first.code, 0, "{}", first.stdout);
     assert_eq!(first.json["applied"], 3, "{}", first.stdout);
-    for step in [
-        "journal: index updated ahead",
-        "journal: read-back differs from what was written ahead",
-    ] {
-        assert!(first.stderr.contains(step), "{step}: {}", first.stderr);
-    }
+    assert_logged(
+        &first,
+        &[
+            "journal: index updated ahead",
+            "journal: read-back differs from what was written ahead",
+        ],
+    );
     // The index has message 1's newer modseq.
     next_change_finds_nothing_stale(home.path());
     let change = first.json["change_id"].as_i64().unwrap().to_string();

@@ -50,12 +50,16 @@ struct ChangeRow {
     failed: i64,
 }
 
+/// The error for change `id`'s journal JSON that does not parse.
+fn bad_json(id: i64) -> impl Fn(serde_json::Error) -> Error + Copy {
+    move |e| Error::internal(format!("change {id}: bad journal json: {e}"))
+}
+
 /// A change's own row, without its items.
 fn change_of(r: ChangeRow) -> Result<ChangeRecord, Error> {
-    let id = r.id;
-    let bad = |e: serde_json::Error| Error::internal(format!("change {id}: bad journal json: {e}"));
+    let bad = bad_json(r.id);
     Ok(ChangeRecord {
-        id,
+        id: r.id,
         created_at: r.created_at,
         origin: r.origin,
         selection: serde_json::from_str(&r.selection).map_err(bad)?,
@@ -148,8 +152,7 @@ impl Store {
             return Err(Error::not_found(format!("no change {id}"))
                 .with_next_step("run: mailbroker changes"));
         };
-        let bad =
-            |e: serde_json::Error| Error::internal(format!("change {id}: bad journal json: {e}"));
+        let bad = bad_json(id);
         let states: Vec<(i64, String)> =
             sqlx::query_as("SELECT id, state FROM change_states WHERE change_id = ?")
                 .bind(id)

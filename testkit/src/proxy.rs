@@ -161,6 +161,20 @@ impl Link {
     }
 }
 
+/// Whether `bytes` contain the pattern in `slot`; if so the pattern is spent (cleared).
+fn take_if_seen(slot: &Mutex<Option<String>>, bytes: &[u8]) -> bool {
+    let Ok(mut pattern) = slot.lock() else {
+        return false;
+    };
+    let seen = pattern
+        .as_deref()
+        .is_some_and(|p| String::from_utf8_lossy(bytes).contains(p));
+    if seen {
+        *pattern = None;
+    }
+    seen
+}
+
 async fn pipe(
     client: TcpStream,
     server: TcpStream,
@@ -208,30 +222,17 @@ async fn pipe(
             if let Ok(mut log) = log.lock() {
                 log.extend_from_slice(&buf[..n]);
             }
-            let pattern = cut.lock().ok().and_then(|c| c.clone());
-            let cutting = pattern.is_some_and(|p| String::from_utf8_lossy(&buf[..n]).contains(&p));
+            let cutting = take_if_seen(&cut, &buf[..n]);
             if cutting {
                 silenced_up.store(true, Ordering::SeqCst);
             }
-            let held = hold.pattern.lock().ok().is_some_and(|mut p| {
-                let matched = p
-                    .as_ref()
-                    .is_some_and(|p| String::from_utf8_lossy(&buf[..n]).contains(p.as_str()));
-                if matched {
-                    *p = None;
-                }
-                matched
-            });
-            if held {
+            if take_if_seen(&hold.pattern, &buf[..n]) {
                 hold.holding.store(true, Ordering::SeqCst);
                 hold.release.notified().await;
                 hold.holding.store(false, Ordering::SeqCst);
             }
             to_server.send(&buf[..n])?;
             if cutting {
-                if let Ok(mut c) = cut.lock() {
-                    *c = None;
-                }
                 // Let the server finish the command (the rest of its line may still be on
                 // its way), then drop both sides unanswered.
                 let finish = async {

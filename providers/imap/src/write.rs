@@ -13,7 +13,7 @@
 use std::collections::{HashMap, HashSet};
 
 use async_imap::imap_proto::rfc4315::UidSetMember;
-use async_imap::imap_proto::{AttributeValue, Response, ResponseCode};
+use async_imap::imap_proto::{Response, ResponseCode};
 use async_imap::types::Flag;
 use mailbroker_core::{
     Accepted, Capabilities, Error, FlagOp, ItemResult, MessageFlags, OnAccepted, Outcome, Result,
@@ -98,8 +98,14 @@ fn flags_after(flags: &MessageFlags, (add, remove): &(Vec<String>, Vec<String>))
 }
 
 /// What the server accepted of `batch`: the targets its STORE answer gave a modseq
-/// (`answered`, by UID), each with the state the STORE gives it.
-fn accepted(batch: &WriteBatch, mut answered: Vec<(Uid, u64)>) -> Accepted {
+/// (`answered`), each with the state the STORE gives it. An answer without a modseq (a
+/// change another session made, reported in passing) tells nothing here.
+fn accepted_states(batch: &WriteBatch, answered: Vec<(Uid, u64, MessageFlags)>) -> Accepted {
+    let mut answered: Vec<(Uid, u64)> = answered
+        .into_iter()
+        .filter(|(_, modseq, _)| *modseq != 0)
+        .map(|(uid, modseq, _)| (uid, modseq))
+        .collect();
     answered.sort_unstable();
     let lists = store_lists(&batch.op);
     batch
@@ -260,11 +266,9 @@ impl ImapProvider {
         let stores = store_commands(live, &batch.op, unchanged_since);
         // With CONDSTORE the answer names each written message's new modseq, even for a
         // silent STORE (RFC 7162 §3.1.3).
-        let mut answered: Vec<(Uid, u64)> = Vec::new();
+        let mut answered = Vec::new();
         self.pipeline(&stores, |_, resp| {
-            if let Response::Fetch(_, attrs) = resp {
-                answered.extend(modseq_of(attrs));
-            }
+            session::collect_flags(resp, &mut answered, &mut Vec::new())
         })
         .await
         .map_err(|e| unknown_if_lost(e, live))?;
@@ -277,7 +281,7 @@ impl ImapProvider {
             Some(highest) => {
                 let tell = || {
                     if let Some(tell) = accepted {
-                        tell(self::accepted(batch, answered));
+                        tell(accepted_states(batch, answered));
                     }
                 };
                 self.read_changed(highest, tell).await
@@ -499,19 +503,6 @@ fn store_commands(uids: &[Uid], op: &FlagOp, unchanged_since: Option<u64>) -> Ve
     out
 }
 
-/// The UID and modseq a FETCH answer names, when it names both.
-fn modseq_of(attrs: &[AttributeValue<'_>]) -> Option<(Uid, u64)> {
-    let uid = attrs.iter().find_map(|a| match a {
-        AttributeValue::Uid(u) => Some(Uid::from(*u)),
-        _ => None,
-    })?;
-    let modseq = attrs.iter().find_map(|a| match a {
-        AttributeValue::ModSeq(m) => Some(*m),
-        _ => None,
-    })?;
-    Some((uid, modseq))
-}
-
 fn stale(uid: Uid, modseq: u64, flags: MessageFlags) -> ItemResult {
     ItemResult {
         observed: Some((modseq, flags)),
@@ -622,7 +613,8 @@ mod tests {
                 .to_vec(),
         };
         // UID 7 was refused (MODIFIED): the answer named only UID 9, and UID 4 is not ours.
-        let states = accepted(&batch, vec![(9, 12), (4, 12)]);
+        let answer = |uid| (uid, 12, MessageFlags::default());
+        let states = accepted_states(&batch, vec![answer(9), answer(4)]);
         assert_eq!(states, vec![(9, 12, after)]);
     }
 }
