@@ -109,13 +109,6 @@ impl Sessions {
         })
     }
 
-    /// Whether the account's session is being opened ahead: what connecting needed of the
-    /// index (its secret, a refreshed token) was then read and written before the targets
-    /// were, and the index is no longer touched by it.
-    pub fn opened_ahead(&self, account: &str) -> bool {
-        self.ahead.contains_key(account)
-    }
-
     /// The account's session: the one opened ahead, else a new one.
     pub async fn take(&mut self, account: &str) -> Result<Session> {
         match self.ahead.remove(account) {

@@ -1,24 +1,22 @@
 //! The write pipeline (SPEC §3), shared by every surface: resolve → plan → (dry run) →
 //! execute per account under its lock → verify (inside the adapter) → journal + index update.
 //!
-//! Architecture Invariant: the index only ever commits what the server read back, in the
-//! same transaction as the journal entry that explains it. Rows written earlier from what the
-//! server accepted (`Accepted`) commit only if the read-back equals them exactly.
+//! Architecture Invariant: nothing is sent before the change's intent is journaled, and the
+//! index only ever commits what the server read back, in the same transaction as the
+//! journal entry that explains it.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use mailbroker_core::{
-    Accepted, Error, FlagOp, ItemResult, MessageFlags, OnAccepted, Outcome, Patch, Result,
-    WriteBatch, WriteTarget,
+    Error, FlagOp, ItemResult, MessageFlags, Outcome, Patch, Result, WriteBatch, WriteTarget,
 };
 use serde::Serialize;
 
 use crate::home::Home;
 use crate::registry;
 use crate::sessions::Sessions;
-use crate::store::{ChangeRecord, JournalItem, MessageRef, MessageState, PendingChange, Store};
+use crate::store::{ChangeRecord, DONE, EXECUTING, JournalItem, MessageRef, MessageState, Store};
 
 /// What one message should get: a flag operation and/or a move.
 #[derive(Debug, Clone)]
@@ -142,10 +140,13 @@ pub async fn resolve_selection(
             tracing::debug!(rows = rows.len(), "selection resolved");
             Ok((serde_json::json!({ "query": q }), rows))
         }
-        (false, None) => Ok((
-            serde_json::json!({ "ids": ids }),
-            store.message_refs(ids).await?,
-        )),
+        (false, None) => {
+            // Once, here: a message named twice is still one message to change.
+            let mut seen = std::collections::HashSet::new();
+            let ids: Vec<i64> = ids.iter().copied().filter(|id| seen.insert(*id)).collect();
+            let rows = store.message_refs(&ids).await?;
+            Ok((serde_json::json!({ "ids": ids }), rows))
+        }
         _ => Err(
             Error::validation("give either message ids or a query, not both")
                 .with_next_step("find ids with search, or pass only the query"),
@@ -277,7 +278,7 @@ type BatchKey = (String, String, u32, FlagOp, Option<String>);
 fn batches(intents: &[Intent]) -> BTreeMap<BatchKey, Vec<usize>> {
     let mut out: BTreeMap<BatchKey, Vec<usize>> = BTreeMap::new();
     for (i, it) in intents.iter().enumerate() {
-        if it.op.is_empty() && it.move_to.is_none() {
+        if !it.changes_something() {
             continue;
         }
         let key = (
@@ -324,6 +325,12 @@ fn batch_of(key: &BatchKey, intents: &[Intent], members: &[usize]) -> WriteBatch
 }
 
 /// Plans, executes and journals a set of intents (an update or an undo).
+///
+/// Architecture Invariant: nothing is sent to a server until the change's intent (its row
+/// and an `unknown` item per message to change) is committed to the journal. Its results
+/// replace the intent in one transaction with the index update. If that fails (a full
+/// disk), the intent stays and says `outcome_unknown` for what was sent, and the next
+/// request re-reads the server before it writes, as after a lost answer.
 #[allow(clippy::too_many_arguments)]
 pub async fn execute(
     sessions: Sessions,
@@ -344,11 +351,6 @@ pub async fn execute(
             (key, members, batch)
         })
         .collect();
-    tracing::debug!(
-        ms = started.elapsed().as_millis() as u64,
-        batches = groups.len(),
-        "write: batched"
-    );
     let mut plan = Vec::new();
     for (key, _, batch) in &groups {
         let record = store.account(&key.0.parse()?).await?;
@@ -358,77 +360,100 @@ pub async fn execute(
     let mut report = ChangeReport {
         dry_run,
         plan,
-        planned: intents
-            .iter()
-            .filter(|i| !i.op.is_empty() || i.move_to.is_some())
-            .count() as u64,
+        planned: intents.iter().filter(|i| i.changes_something()).count() as u64,
         ..ChangeReport::default()
     };
-    if dry_run {
+    if dry_run || report.planned == 0 {
         report.unchanged = intents.len() as u64 - report.planned;
+        // A session opened ahead for a request that needs nothing goes unused.
+        let mut sessions = sessions;
+        report.commands = sessions.close_unused().await;
         report.local_ms = started.elapsed().as_millis() as u64;
         return Ok(report);
     }
+    let request = (origin.to_string(), selection, patch, undo_of);
+    // Journaled while the accounts connect; awaited before the first write is sent.
+    let intent = intent_record(request.clone(), &report.plan, &intents);
+    let recording = {
+        let store = store.clone();
+        tokio::spawn(async move { store.record_intent(&intent).await })
+    };
     let mut results: Vec<Option<ItemResult>> = vec![None; intents.len()];
     let provider_started = std::time::Instant::now();
     let checkpoint = store.checkpoint_in_background();
-    let intents: Arc<[Intent]> = intents.into();
-    // Written ahead only for a change of one batch without a move: the open transaction
-    // holds the index's write lock while the server works, so other processes' writes wait
-    // for one batch at most (well inside their busy timeout); and a move's new UIDs only
-    // come from the server.
-    let request = (origin.to_string(), selection, patch, undo_of);
-    let (go, index_free) = tokio::sync::oneshot::channel();
-    let (tell, accepted) = tokio::sync::oneshot::channel();
-    let ahead =
-        (report.planned > 0 && groups.len() == 1 && groups.iter().all(|g| g.2.move_to.is_none()))
-            .then(|| {
-                write_ahead(
-                    store,
-                    request.clone(),
-                    &report.plan,
-                    &intents,
-                    index_free,
-                    accepted,
-                )
-            });
-    let on_accepted: Option<OnAccepted> = ahead.is_some().then(|| {
-        Box::new(move |states| {
-            let _ = tell.send(states);
-        }) as OnAccepted
-    });
-    let free = || {
-        let _ = go.send(());
-    };
-    let commands = run_batches(sessions, &groups, &intents, &mut results, free, on_accepted).await;
-    if commands.is_err()
-        && let Some(task) = &ahead
-    {
-        // Dropping the transaction written ahead rolls it back.
-        task.abort();
-    }
-    report.commands = commands?;
-    let ahead = match ahead {
-        Some(task) => task.await.ok().flatten(),
-        None => None,
-    };
+    let ran = run_batches(sessions, store, &groups, &intents, &mut results, recording).await;
     // Finished long before the server answers; waited for so the journal's commit below
     // does not race it for the disk.
     let _ = checkpoint.await;
+    let (commands, change_id) = ran?;
+    report.commands = commands;
     report.provider_ms = provider_started.elapsed().as_millis() as u64;
     tracing::debug!(
         ms = started.elapsed().as_millis() as u64,
         "write: provider done"
     );
     release(groups);
-    report.change_id = journal(store, &mut report, request, &intents, results, ahead).await?;
+    let items = tally(&mut report, &intents, results);
+    let change = change_record(request, report.plan.clone(), &report, items, DONE);
+    let recorded = store.finish_change(change_id, &change).await;
+    release(change);
     release(intents);
+    recorded.map_err(|e| unrecorded(e, change_id))?;
+    report.change_id = Some(change_id);
     tracing::debug!(
         ms = started.elapsed().as_millis() as u64,
         "write: journal and index committed"
     );
     report.local_ms = (started.elapsed().as_millis() as u64).saturating_sub(report.provider_ms);
     Ok(report)
+}
+
+impl Intent {
+    /// Whether anything is to be sent for this message.
+    fn changes_something(&self) -> bool {
+        !self.op.is_empty() || self.move_to.is_some()
+    }
+}
+
+/// What the journal says of a message whose write was sent (or about to be) and whose
+/// result is not recorded.
+const UNRECORDED: &str =
+    "the result of this write was not recorded; the next request re-reads the server first";
+
+/// The journal entry of a change before anything is sent: every message to change is
+/// `unknown` until its result replaces it.
+fn intent_record(request: Request, plan: &[String], intents: &[Intent]) -> ChangeRecord {
+    let items: Vec<JournalItem> = intents
+        .iter()
+        .filter(|i| i.changes_something())
+        .map(|i| {
+            let unknown = ItemResult::new(i.row.uid, Outcome::Unknown)
+                .with_error(Error::outcome_unknown(UNRECORDED));
+            journal_item(i, unknown)
+        })
+        .collect();
+    let counts = ChangeReport {
+        failed: items.len() as u64,
+        ..ChangeReport::default()
+    };
+    change_record(request, plan.to_vec(), &counts, items, EXECUTING)
+}
+
+/// A change could not be journaled before anything was sent.
+fn not_sent(e: Error) -> Error {
+    e.context("nothing was sent: this change could not be journaled")
+}
+
+/// A change was sent but its results could not be recorded: its intent stays.
+fn unrecorded(e: Error, change_id: i64) -> Error {
+    let step = e.next_step().unwrap_or("fix the index").to_string();
+    e.context(format!(
+        "the change was sent, but its results could not be recorded (change {change_id} \
+         says outcome_unknown)"
+    ))
+    .with_next_step(format!(
+        "{step}; then repeat the request: it re-reads the server and sends nothing twice"
+    ))
 }
 
 /// Set by a process that ends right after its one command (the CLI, not the MCP server).
@@ -451,167 +476,9 @@ fn release<T>(value: T) {
     }
 }
 
-/// Journals the change from its results, with the index update, in one transaction: the
-/// one written ahead when the read-back matches it, else a new one. None when nothing was
-/// observed to change (no journal entry then).
-async fn journal(
-    store: &Store,
-    report: &mut ChangeReport,
-    request: Request,
-    intents: &[Intent],
-    mut results: Vec<Option<ItemResult>>,
-    ahead: Option<(ChangeRecord, PendingChange)>,
-) -> Result<Option<i64>> {
-    if let Some((mut expected, pending)) = ahead {
-        if take_read_back(&mut expected, &mut results, pending.index_written_ahead()) {
-            (report.applied, report.unchanged) =
-                (expected.applied as u64, expected.unchanged as u64);
-            release(results);
-            let id = pending.commit(&expected).await;
-            release(expected);
-            return id.map(Some);
-        }
-        tracing::debug!("journal: read-back differs from what was written ahead");
-        pending.rollback().await?;
-    }
-    let items = tally(report, intents, results);
-    if items
-        .iter()
-        .all(|i| i.outcome == "unchanged" && i.observed.is_none())
-    {
-        return Ok(None);
-    }
-    let change = change_record(request, report.plan.clone(), report, items);
-    tracing::debug!("write: journal built");
-    let id = store.record_change(&change).await;
-    release(change);
-    id.map(Some)
-}
-
-/// Whether every message read back exactly as `expected` (the entry written ahead) says:
-/// applied without error where it was planned, in place, with the intended flags and tags
-/// in their order; untouched where it was not. With `index_ahead` (the index rows were
-/// written from the server's answer to the write), each read-back must also equal the
-/// observed state written, modseq and raw flags included. If so, each observed state (with
-/// the modseq and raw flags only the server knows) moves into `expected`, which is then the
-/// entry the read-back would have produced, without building that entry a second time.
-fn take_read_back(
-    expected: &mut ChangeRecord,
-    results: &mut [Option<ItemResult>],
-    index_ahead: bool,
-) -> bool {
-    let as_written = |item: &JournalItem, result: &Option<ItemResult>| match result {
-        None => item.outcome == "unchanged" && item.after.is_none(),
-        Some(r) => {
-            r.outcome == Outcome::Applied
-                && item.outcome == "applied"
-                && r.error.is_none()
-                && r.moved_to.is_none()
-                && (!index_ahead || item.observed == r.observed)
-                && match (&item.after, &r.observed) {
-                    (Some(after), Some((_, flags))) => shows(flags, after),
-                    _ => false,
-                }
-        }
-    };
-    let matches = expected.items.len() == results.len()
-        && expected
-            .items
-            .iter()
-            .zip(results.iter())
-            .all(|(i, r)| as_written(i, r));
-    if matches {
-        for (item, result) in expected.items.iter_mut().zip(results.iter_mut()) {
-            if let Some(r) = result.take() {
-                item.observed = r.observed;
-            }
-        }
-    }
-    matches
-}
-
-/// Whether `flags` are what the journal's after-state says, tags in their order.
-fn shows(flags: &MessageFlags, after: &MessageState) -> bool {
-    (flags.read, flags.flagged, &flags.tags) == (after.read, after.flagged, &after.tags)
-}
-
 /// A change's request as the journal records it: origin, selection, patch, and the change
 /// it undoes.
 type Request = (String, serde_json::Value, serde_json::Value, Option<i64>);
-
-/// Builds the journal entry as it will read if every message takes the change, on another
-/// thread, and writes it once `index_free` fires (see `run_batches`), while the server
-/// works; it commits only if the read-back says exactly that (`take_read_back`). None when
-/// nothing was written ahead (no connection, or a database error): the change is then
-/// journaled from the read-back alone.
-///
-/// When the provider tells what the server accepted (`accepted`) and that is every planned
-/// message in its intended state, the index rows are written from it too, while the
-/// read-back runs; the commit then requires the read-back to equal them exactly.
-fn write_ahead(
-    store: &Store,
-    request: Request,
-    plan: &[String],
-    intents: &Arc<[Intent]>,
-    index_free: tokio::sync::oneshot::Receiver<()>,
-    accepted: tokio::sync::oneshot::Receiver<Accepted>,
-) -> tokio::task::JoinHandle<Option<(ChangeRecord, PendingChange)>> {
-    let (store, plan, intents) = (store.clone(), plan.to_vec(), intents.clone());
-    tokio::spawn(async move {
-        // Built while the accounts connect; written once connecting leaves the index alone.
-        let mut expected = expected_change(request, plan, &intents);
-        index_free.await.ok()?;
-        let mut pending = store.begin_change(&expected).await.ok()?;
-        tracing::debug!("journal: written ahead");
-        // The sender is dropped unused when the provider cannot tell.
-        if let Ok(states) = accepted.await
-            && observe_accepted(&mut expected, states)
-        {
-            pending.update_index(&expected).await.ok()?;
-        }
-        Some((expected, pending))
-    })
-}
-
-/// Sets each planned item's observed state to what the server accepted for it, if the
-/// server accepted every planned message in exactly its intended state; else changes
-/// nothing and says so (the read-back will not match either).
-fn observe_accepted(expected: &mut ChangeRecord, mut states: Accepted) -> bool {
-    states.sort_unstable_by_key(|(uid, _, _)| *uid);
-    let mut found = Vec::with_capacity(states.len());
-    for (n, item) in expected.items.iter().enumerate() {
-        let Some(after) = &item.after else { continue };
-        let Ok(i) = states.binary_search_by_key(&item.before.uid, |(uid, _, _)| *uid) else {
-            return false;
-        };
-        if !shows(&states[i].2, after) {
-            return false;
-        }
-        found.push((n, i));
-    }
-    for (n, i) in found {
-        let (_, modseq, flags) = &mut states[i];
-        expected.items[n].observed = Some((*modseq, std::mem::take(flags)));
-    }
-    true
-}
-
-/// The change as it will be journaled if every planned message shows exactly its intended
-/// flags after the write (server-side details such as modseq are not part of the entry).
-fn expected_change(request: Request, plan: Vec<String>, intents: &[Intent]) -> ChangeRecord {
-    let results = intents
-        .iter()
-        .map(|i| {
-            (!i.op.is_empty()).then(|| ItemResult {
-                observed: Some((0, intended_flags(&i.row, &i.op))),
-                ..ItemResult::new(i.row.uid, Outcome::Applied)
-            })
-        })
-        .collect();
-    let mut counts = ChangeReport::default();
-    let items = tally(&mut counts, intents, results);
-    change_record(request, plan, &counts, items)
-}
 
 /// A change as the journal records it: the request, its plan and counts, a line a message.
 fn change_record(
@@ -619,6 +486,7 @@ fn change_record(
     plan: Vec<String>,
     counts: &ChangeReport,
     items: Vec<JournalItem>,
+    status: &str,
 ) -> ChangeRecord {
     let (origin, selection, patch, undo_of) = request;
     ChangeRecord {
@@ -633,17 +501,8 @@ fn change_record(
         unchanged: counts.unchanged as i64,
         stale: counts.stale as i64,
         failed: counts.failed as i64,
+        status: status.to_string(),
         items,
-    }
-}
-
-/// `row`'s flags with `op` applied (raw values are the server's to report).
-fn intended_flags(row: &MessageRef, op: &FlagOp) -> MessageFlags {
-    MessageFlags {
-        read: op.read.unwrap_or(row.read),
-        flagged: op.flagged.unwrap_or(row.flagged),
-        tags: op.tags_after(&row.tags),
-        raw: Vec::new(),
     }
 }
 
@@ -712,20 +571,18 @@ fn journal_item(intent: &Intent, result: ItemResult) -> JournalItem {
 /// marks its messages (unknown outcome when the connection dropped mid-write) and ends that
 /// account's work: nothing more is sent on a connection whose state is unknown.
 ///
-/// Every account is locked and connected before the first batch runs, so an account that
-/// cannot be reached fails the change before anything is sent to any account. `index_free`
-/// is called once connecting no longer writes to the index (a refreshed OAuth token): a
-/// journal entry written ahead holds the index's write lock. With every session opened
-/// ahead that is at once, so the entry is written during the login and select round trips.
+/// Every account is locked and connected, and the change's intent journaled (`intent`),
+/// before the first batch is sent. An account that cannot be reached, or an intent that
+/// cannot be journaled, fails the change with nothing sent to any account. Returns the
+/// commands sent and the change's id.
 async fn run_batches(
     mut sessions: Sessions,
+    store: &Store,
     groups: &[(BatchKey, Vec<usize>, WriteBatch)],
     intents: &[Intent],
     results: &mut [Option<ItemResult>],
-    index_free: impl FnOnce(),
-    mut accepted: Option<OnAccepted>,
-) -> Result<u64> {
-    let mut commands = 0;
+    intent: tokio::task::JoinHandle<Result<i64>>,
+) -> Result<(u64, i64)> {
     let mut by_account: BTreeMap<&str, Vec<(&Vec<usize>, &WriteBatch)>> = BTreeMap::new();
     for (key, members, batch) in groups {
         by_account
@@ -733,20 +590,40 @@ async fn run_batches(
             .or_default()
             .push((members, batch));
     }
-    let mut index_free = Some(index_free);
-    if by_account.keys().all(|a| sessions.opened_ahead(a))
-        && let Some(free) = index_free.take()
-    {
-        free();
-    }
     let mut open = Vec::with_capacity(by_account.len());
+    let mut unreachable = None;
     for (account, batches) in by_account {
-        open.push((sessions.take(account).await?, batches));
+        match sessions.take(account).await {
+            Ok(session) => open.push((session, batches)),
+            Err(e) => {
+                unreachable = Some(e);
+                break;
+            }
+        }
     }
-    commands += sessions.close_unused().await;
-    if let Some(free) = index_free.take() {
-        free();
-    }
+    let mut commands = sessions.close_unused().await;
+    let recorded = match intent.await {
+        Ok(recorded) => recorded,
+        Err(e) => Err(Error::internal(format!("journaling the change: {e}"))),
+    };
+    let change_id = match (unreachable, recorded) {
+        (None, Ok(id)) => id,
+        (unreachable, recorded) => {
+            for (mut session, _) in open {
+                session.provider.close().await;
+            }
+            return Err(match (unreachable, recorded) {
+                (Some(e), Ok(id)) => {
+                    // Nothing was sent: the intent says nothing true.
+                    store.discard_change(id).await?;
+                    e
+                }
+                (Some(e), Err(_)) => e,
+                (None, Err(e)) => not_sent(e),
+                (None, Ok(_)) => Error::internal("unreachable: the change was journaled"),
+            });
+        }
+    };
     for (mut session, batches) in open {
         let provider = &mut session.provider;
         let mut broken: Option<Error> = None;
@@ -756,7 +633,7 @@ async fn run_batches(
                     "not attempted after an earlier failure: {}",
                     e.message()
                 ))),
-                None => provider.apply(batch, accepted.take()).await,
+                None => provider.apply(batch).await,
             };
             match outcome {
                 Ok(items) => {
@@ -786,5 +663,5 @@ async fn run_batches(
         provider.close().await;
         commands += provider.commands_sent();
     }
-    Ok(commands)
+    Ok((commands, change_id))
 }

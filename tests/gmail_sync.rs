@@ -231,7 +231,7 @@ async fn update_2500_in_three_batches_verified_by_history() {
     );
     assert_eq!(mock.ids_with(Some("INBOX")).len() as u64, 2500 - n);
     let change = archived["change_id"].as_i64().unwrap();
-    let undone = ok(home.path(), &["undo", &change.to_string()]);
+    let undone = ok(home.path(), &["undo", &change.to_string(), "--yes"]);
     assert_eq!(undone["applied"].as_u64(), Some(n), "{undone}");
     assert_eq!(mock.ids_with(Some("INBOX")).len(), 2500);
     assert_eq!(count(home.path(), "in:inbox"), 2500);

@@ -10,7 +10,6 @@ use mailbroker_imap::{ImapConfig, TlsMode};
 
 use crate::home::Home;
 use crate::output::{print_json, progress_bar};
-use crate::sessions::Sessions;
 use crate::store::{MessageRow, Store};
 use crate::{accounts, search, sync};
 
@@ -84,6 +83,10 @@ pub enum Command {
         /// Print the plan and change nothing.
         #[arg(long)]
         dry_run: bool,
+        /// Confirm an undo that needs it (a move to junk or trash, or more than 25
+        /// messages) without being asked; needed when not on a terminal.
+        #[arg(long)]
+        yes: bool,
     },
     /// List the change journal, or show one change with its messages.
     Changes {
@@ -332,11 +335,11 @@ pub async fn run(cli: Cli) -> Result<u8> {
 async fn dispatch(home: &Home, store: &Store, command: Command, json: bool) -> Result<u8> {
     let done = match command {
         Command::Update(args) => return update::update(home, store, &args, json).await,
-        Command::Undo { change, dry_run } => {
-            let report =
-                crate::undo::undo(Sessions::new(home, store), store, change, dry_run).await?;
-            return update::print_change(&report, json);
-        }
+        Command::Undo {
+            change,
+            dry_run,
+            yes,
+        } => return update::undo(home, store, change, (dry_run, yes), json).await,
         Command::Account(cmd) => account(store, cmd, json).await,
         Command::Sync { account, full } => run_sync(home, store, account, full, json).await,
         Command::Search { query, limit } => search_messages(store, &query, limit, json).await,
@@ -616,8 +619,13 @@ async fn run_sync(
 }
 
 fn print_change_record(c: &crate::store::ChangeRecord) {
+    let unrecorded = if c.status == crate::store::EXECUTING {
+        "\tresults not recorded (outcome unknown)"
+    } else {
+        ""
+    };
     println!(
-        "{}\t{}\t{}\t{}\tapplied {} unchanged {} stale {} failed {}",
+        "{}\t{}\t{}\t{}\tapplied {} unchanged {} stale {} failed {}{unrecorded}",
         c.id,
         rfc3339(c.created_at),
         c.origin,

@@ -73,6 +73,24 @@ pub(super) async fn update(
     print_change(&report, json)
 }
 
+/// `mailbroker undo`: asks as `update` does when the undo needs confirmation.
+pub(super) async fn undo(
+    home: &Home,
+    store: &Store,
+    change: i64,
+    (dry_run, yes): (bool, bool),
+    json: bool,
+) -> Result<u8> {
+    if !dry_run && !yes {
+        let plan = crate::undo::undo(Sessions::new(home, store), store, change, true).await?;
+        if let Some(reason) = plan.confirmation_reason(write::DEFAULT_CONFIRM_ABOVE) {
+            confirm_on_terminal(&plan, &reason)?;
+        }
+    }
+    let report = crate::undo::undo(Sessions::new(home, store), store, change, dry_run).await?;
+    print_change(&report, json)
+}
+
 /// Asks the person at the terminal to confirm a write; without a terminal, `--yes` is needed.
 fn confirm_on_terminal(plan: &write::ChangeReport, reason: &str) -> Result<()> {
     use std::io::{IsTerminal, Write};

@@ -48,6 +48,7 @@ struct ChangeRow {
     unchanged: i64,
     stale: i64,
     failed: i64,
+    status: String,
 }
 
 /// The error for change `id`'s journal JSON that does not parse.
@@ -70,6 +71,7 @@ fn change_of(r: ChangeRow) -> Result<ChangeRecord, Error> {
         unchanged: r.unchanged,
         stale: r.stale,
         failed: r.failed,
+        status: r.status,
         items: Vec::new(),
     })
 }
@@ -88,9 +90,18 @@ pub struct ChangeRecord {
     pub unchanged: i64,
     pub stale: i64,
     pub failed: i64,
+    /// `executing` from the moment its intent is journaled (before anything is sent) until
+    /// its results are recorded, then `done`. An entry left `executing` could not record its
+    /// results: its items say `unknown`.
+    pub status: String,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub items: Vec<JournalItem>,
 }
+
+/// A change's status while its intent is journaled and its results are not.
+pub const EXECUTING: &str = "executing";
+/// A change's status once its results are recorded.
+pub const DONE: &str = "done";
 
 fn json(v: &impl Serialize) -> String {
     serde_json::to_string(v).unwrap_or_else(|_| "null".to_string())
@@ -103,7 +114,7 @@ impl Store {
     async fn change_rows(&self, id: Option<i64>, limit: u32) -> Result<Vec<ChangeRecord>, Error> {
         let rows: Vec<ChangeRow> = sqlx::query_as(
             "SELECT id, created_at, origin, selection, patch, plan, undo_of, applied, unchanged,
-               stale, failed FROM changes WHERE ?1 IS NULL OR id = ?1 ORDER BY id DESC LIMIT ?2",
+               stale, failed, status FROM changes WHERE ?1 IS NULL OR id = ?1 ORDER BY id DESC LIMIT ?2",
         )
         .bind(id)
         .bind(i64::from(limit))
@@ -113,25 +124,74 @@ impl Store {
         rows.into_iter().map(change_of).collect()
     }
 
-    /// Writes the change, its items and the index rows of every message it observed, all in
-    /// one transaction. Returns the change id.
-    pub async fn record_change(&self, change: &ChangeRecord) -> Result<i64, Error> {
-        self.begin_change(change).await?.commit(change).await
+    /// Journals a change's intent, before anything of it is sent: its row (status
+    /// `executing`) and its items, each as `change` gives it (`unknown` for every message to
+    /// change), committed with a full sync so it survives a power loss. Returns the change id.
+    pub async fn record_intent(&self, change: &ChangeRecord) -> Result<i64, Error> {
+        let mut conn = self.pool().acquire().await.map_err(db_error)?;
+        sqlx::query("PRAGMA synchronous = FULL")
+            .execute(&mut *conn)
+            .await
+            .map_err(db_error)?;
+        let written = async {
+            let mut tx = sqlx::Connection::begin(&mut *conn)
+                .await
+                .map_err(db_error)?;
+            let id = insert_change(&mut tx, change).await?;
+            insert_items(&mut tx, id, &change.items).await?;
+            tx.commit().await.map_err(db_error)?;
+            Ok::<i64, Error>(id)
+        }
+        .await;
+        // The pool's other work keeps the cheaper setting: a crash loses nothing committed
+        // in WAL mode, only a power loss could.
+        let _ = sqlx::query("PRAGMA synchronous = NORMAL")
+            .execute(&mut *conn)
+            .await;
+        tracing::debug!("journal: intent recorded");
+        written
     }
 
-    /// Writes `change`'s journal entry and tag rows into a transaction left open; see
-    /// `PendingChange`. The change may be the one expected before the server has answered.
-    pub async fn begin_change(&self, change: &ChangeRecord) -> Result<PendingChange, Error> {
+    /// Replaces change `id`'s intent with its results: counts, status `done`, an item per
+    /// message, and the index rows of every message the server read back, in one
+    /// transaction. If this fails, the intent stays as it was.
+    pub async fn finish_change(&self, id: i64, change: &ChangeRecord) -> Result<(), Error> {
         let mut tx = self.pool().begin().await.map_err(db_error)?;
-        let id = insert_change(&mut tx, change).await?;
+        sqlx::query(
+            "UPDATE changes SET applied = ?, unchanged = ?, stale = ?, failed = ?, status = ?
+             WHERE id = ?",
+        )
+        .bind(change.applied)
+        .bind(change.unchanged)
+        .bind(change.stale)
+        .bind(change.failed)
+        .bind(DONE)
+        .bind(id)
+        .execute(&mut *tx)
+        .await
+        .map_err(db_error)?;
+        sqlx::query("DELETE FROM change_items WHERE change_id = ?")
+            .bind(id)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_error)?;
         insert_items(&mut tx, id, &change.items).await?;
-        tracing::debug!("journal: items inserted");
-        update_tags(&mut tx, &change.items).await?;
-        Ok(PendingChange {
-            tx,
-            id,
-            index_ahead: false,
-        })
+        update_index(&mut tx, &change.items).await?;
+        tx.commit().await.map_err(db_error)?;
+        tracing::debug!("journal: results recorded");
+        Ok(())
+    }
+
+    /// Removes change `id` whose intent was journaled but of which nothing was sent (an
+    /// account could not be reached).
+    pub async fn discard_change(&self, id: i64) -> Result<(), Error> {
+        sqlx::query("DELETE FROM changes WHERE id = ? AND status = ?")
+            .bind(id)
+            .bind(EXECUTING)
+            .execute(self.pool())
+            .await
+            .map_err(db_error)?;
+        Ok(())
     }
 
     /// A change without items yet; a staged deletion's run adds them batch by batch.
@@ -260,54 +320,6 @@ impl Store {
     }
 }
 
-/// A change's journal entry and tag rows, written while the server works, uncommitted.
-/// The caller commits it only if the read-back says exactly what was written (outcomes,
-/// states before and after, tag order included), and otherwise rolls it back and records
-/// the change from the read-back as usual (`write::journal`). Either way the index changes
-/// only from what the server showed, in the transaction of the journal entry that explains
-/// it.
-pub struct PendingChange {
-    tx: Transaction<'static, Sqlite>,
-    id: i64,
-    /// The index rows were written from the server's answer before its read-back (see
-    /// `update_index`).
-    index_ahead: bool,
-}
-
-impl PendingChange {
-    /// Writes the place and state rows of `change`'s observed messages now, from what the
-    /// server accepted before its read-back. The caller then commits only if the read-back
-    /// shows exactly those states, modseqs and raw flags included.
-    pub async fn update_index(&mut self, change: &ChangeRecord) -> Result<(), Error> {
-        update_observed(&mut self.tx, &change.items).await?;
-        self.index_ahead = true;
-        tracing::debug!("journal: index updated ahead");
-        Ok(())
-    }
-
-    pub fn index_written_ahead(&self) -> bool {
-        self.index_ahead
-    }
-
-    /// Writes nothing of the change.
-    pub async fn rollback(self) -> Result<(), Error> {
-        self.tx.rollback().await.map_err(db_error)
-    }
-
-    /// Adds the place and state rows `change` observed (with what only the server knows:
-    /// modseqs, raw flags) unless `update_index` wrote them, and commits. Returns the change
-    /// id.
-    pub async fn commit(mut self, change: &ChangeRecord) -> Result<i64, Error> {
-        if !self.index_ahead {
-            update_observed(&mut self.tx, &change.items).await?;
-            tracing::debug!("journal: index updated");
-        }
-        self.tx.commit().await.map_err(db_error)?;
-        tracing::debug!("journal: committed");
-        Ok(self.id)
-    }
-}
-
 /// The change's own row (its items follow with `insert_items`).
 pub(crate) async fn insert_change(
     tx: &mut Transaction<'_, Sqlite>,
@@ -315,7 +327,8 @@ pub(crate) async fn insert_change(
 ) -> Result<i64, Error> {
     sqlx::query_scalar(
         "INSERT INTO changes (created_at, origin, selection, patch, plan, undo_of, applied,
-           unchanged, stale, failed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+           unchanged, stale, failed, status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+         RETURNING id",
     )
     .bind(now_secs())
     .bind(&change.origin)
@@ -327,6 +340,7 @@ pub(crate) async fn insert_change(
     .bind(change.unchanged)
     .bind(change.stale)
     .bind(change.failed)
+    .bind(&change.status)
     .fetch_one(&mut **tx)
     .await
     .map_err(db_error)

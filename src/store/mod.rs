@@ -18,7 +18,7 @@ use sqlx::SqlitePool;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 
 pub use accounts::{AccountRecord, MailboxRecord};
-pub use journal::{ChangeRecord, JournalItem, MessageState, PendingChange};
+pub use journal::{ChangeRecord, DONE, EXECUTING, JournalItem, MessageState};
 pub use manifests::{ItemOutcome, Manifest, ManifestItem};
 pub use messages::{MessageRef, MessageRow};
 pub use sink::StoreSink;
@@ -29,15 +29,31 @@ pub struct Store {
     pool: SqlitePool,
 }
 
-/// Maps a database failure to our vocabulary. Database errors are ours, not the user's, so
-/// they are `internal`; a locked database after the busy timeout says so.
+/// Maps a database failure to our vocabulary. Most database errors are ours, not the user's,
+/// so they are `internal`; an index the user's machine keeps us from writing (read-only, a
+/// full disk) or a locked one says so, with what to do.
 pub(crate) fn db_error(e: sqlx::Error) -> Error {
+    // SQLite's primary result codes (the low byte of an extended code).
+    const READONLY: i32 = 8;
+    const FULL: i32 = 13;
+    let primary = match &e {
+        sqlx::Error::Database(db) => db.code().and_then(|c| c.parse::<i32>().ok()),
+        _ => None,
+    }
+    .map(|c| c & 0xff);
     let text = e.to_string();
-    if text.contains("database is locked") {
-        Error::internal("the index is locked by another mailbroker process")
-            .with_next_step("wait for it to finish, then retry")
-    } else {
-        Error::internal(format!("index: {text}"))
+    match primary {
+        Some(READONLY) => Error::writes_disabled("the index is read-only: nothing can be recorded")
+            .with_next_step(
+                "make the index file and its directory writable by you (see --home), then retry",
+            ),
+        Some(FULL) => Error::limit_exceeded("the disk holding the index is full")
+            .with_next_step("free space on that disk, then retry"),
+        _ if text.contains("database is locked") => {
+            Error::internal("the index is locked by another mailbroker process")
+                .with_next_step("wait for it to finish, then retry")
+        }
+        _ => Error::internal(format!("index: {text}")),
     }
 }
 

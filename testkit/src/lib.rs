@@ -10,6 +10,8 @@ mod dovecot;
 mod imap;
 mod proxy;
 
+pub mod mounts;
+
 pub mod oauth;
 
 pub use certs::TestCa;

@@ -17,6 +17,5 @@ pub use model::{
 };
 pub use provider::{MailboxSyncReport, Provider, SyncRequest, SyncSink};
 pub use write::{
-    Accepted, DeleteBatch, DeleteMode, FlagOp, ItemResult, OnAccepted, Outcome, Patch, WriteBatch,
-    WriteTarget,
+    DeleteBatch, DeleteMode, FlagOp, ItemResult, Outcome, Patch, WriteBatch, WriteTarget,
 };

@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::WriteBatch;
 use crate::{Capabilities, MailboxCursor, MailboxInfo, MailboxName, MessageFlags, MessageMeta};
-use crate::{DeleteBatch, Error, ItemResult, OnAccepted, Result, SyncMode, Uid, UidValidity};
+use crate::{DeleteBatch, Error, ItemResult, Result, SyncMode, Uid, UidValidity};
 
 /// What the core asks of one sync.
 #[derive(Debug, Clone, Default)]
@@ -101,13 +101,9 @@ pub trait Provider: Send {
     async fn prepare(&mut self, _mailbox: &str) {}
 
     /// Executes one batch with preconditions and read-back verification, reporting each
-    /// message. An error means nothing of the batch is known to have been sent. `accepted`,
-    /// when given, hears what the server accepted before the read-back (see `Accepted`).
-    async fn apply(
-        &mut self,
-        _batch: &WriteBatch,
-        _accepted: Option<OnAccepted>,
-    ) -> Result<Vec<ItemResult>> {
+    /// message. An error means nothing of the batch is known to have been sent, or, as
+    /// `outcome_unknown`, that it was sent and its answer lost.
+    async fn apply(&mut self, _batch: &WriteBatch) -> Result<Vec<ItemResult>> {
         Err(Error::unsupported("this provider cannot change messages"))
     }
 

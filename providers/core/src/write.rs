@@ -147,17 +147,6 @@ pub struct WriteBatch {
     pub targets: Vec<WriteTarget>,
 }
 
-/// Each message the server said it wrote, as soon as it answers the write and before the
-/// read-back: the version it gave the message (IMAP: the modseq in the STORE's answer) and
-/// the state the write gives it if the server did as asked, normalised as a read-back would
-/// report it. The caller may prepare its index update from this while the read-back runs;
-/// it keeps what it prepared only if the read-back then shows exactly these states.
-pub type Accepted = Vec<(Uid, u64, MessageFlags)>;
-
-/// Where a provider reports `Accepted`, at most once per batch. A provider whose write's
-/// answer names no per-message versions (Gmail, IMAP without CONDSTORE) never calls it.
-pub type OnAccepted = Box<dyn FnOnce(Accepted) + Send>;
-
 /// Messages of one mailbox to delete in one provider round (a staged manifest's batch).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeleteBatch {

@@ -13,8 +13,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use mailbroker_core::{
-    Capabilities, DeleteBatch, Error, ItemResult, MailboxInfo, MailboxSyncReport, OnAccepted,
-    Provider, Result, SyncRequest, SyncSink, Uid, UidValidity, WriteBatch,
+    Capabilities, DeleteBatch, Error, ItemResult, MailboxInfo, MailboxSyncReport, Provider, Result,
+    SyncRequest, SyncSink, Uid, UidValidity, WriteBatch,
 };
 
 pub use write::{plan, plan_delete};
@@ -97,12 +97,7 @@ impl Provider for GmailProvider {
         sync::sync(&self.client, &mut self.cursor, request, sink).await
     }
 
-    /// Gmail's answer to a write names no per-message versions, so `accepted` is not told.
-    async fn apply(
-        &mut self,
-        batch: &WriteBatch,
-        _accepted: Option<OnAccepted>,
-    ) -> Result<Vec<ItemResult>> {
+    async fn apply(&mut self, batch: &WriteBatch) -> Result<Vec<ItemResult>> {
         self.apply_batch(batch).await
     }
 

@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use futures::TryStreamExt;
 use mailbroker_core::{
     Capabilities, DeleteBatch, Error, ItemResult, MailboxInfo, MailboxSyncReport, MessageFlags,
-    OnAccepted, Provider, Result, SyncRequest, SyncSink, Uid, UidValidity, WriteBatch,
+    Provider, Result, SyncRequest, SyncSink, Uid, UidValidity, WriteBatch,
 };
 
 use crate::connect::{self, COMMAND_TIMEOUT, ImapConfig, Session, imap_error, timed};
@@ -146,12 +146,8 @@ impl Provider for ImapProvider {
         }
     }
 
-    async fn apply(
-        &mut self,
-        batch: &WriteBatch,
-        accepted: Option<OnAccepted>,
-    ) -> Result<Vec<ItemResult>> {
-        self.apply_batch(batch, accepted).await
+    async fn apply(&mut self, batch: &WriteBatch) -> Result<Vec<ItemResult>> {
+        self.apply_batch(batch).await
     }
 
     async fn delete(&mut self, batch: &DeleteBatch) -> Result<Vec<ItemResult>> {
@@ -294,17 +290,6 @@ impl ImapProvider {
     pub(crate) async fn pipeline(
         &mut self,
         commands: &[String],
-        on_data: impl FnMut(usize, &Response<'_>),
-    ) -> Result<()> {
-        self.pipeline_meanwhile(commands, || {}, on_data).await
-    }
-
-    /// As `pipeline`, running `meanwhile` once the commands are sent, before their answers
-    /// are read: local work then overlaps the round trip instead of delaying it.
-    pub(crate) async fn pipeline_meanwhile(
-        &mut self,
-        commands: &[String],
-        meanwhile: impl FnOnce(),
         mut on_data: impl FnMut(usize, &Response<'_>),
     ) -> Result<()> {
         let verb: String = commands
@@ -326,7 +311,6 @@ impl ImapProvider {
                 .map_err(|e| imap_error(&verb, e))?;
             tags.push(id);
         }
-        meanwhile();
         let mut current = 0;
         let mut refused = None;
         while current < tags.len() {

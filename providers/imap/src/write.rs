@@ -14,14 +14,13 @@ use std::collections::{HashMap, HashSet};
 
 use async_imap::imap_proto::rfc4315::UidSetMember;
 use async_imap::imap_proto::{Response, ResponseCode};
-use async_imap::types::Flag;
 use mailbroker_core::{
-    Accepted, Capabilities, Error, FlagOp, ItemResult, MessageFlags, OnAccepted, Outcome, Result,
-    Uid, UidValidity, WriteBatch,
+    Capabilities, Error, FlagOp, ItemResult, MessageFlags, Outcome, Result, Uid, UidValidity,
+    WriteBatch,
 };
 
 use crate::session::{self, ImapProvider};
-use crate::{convert, uidset};
+use crate::uidset;
 
 /// Characters RFC 3501 forbids in an atom (a keyword is an atom), besides controls and space.
 const ATOM_SPECIALS: &[char] = &['(', ')', '{', '%', '*', '"', '\\', ']'];
@@ -79,45 +78,6 @@ fn store_lists(op: &FlagOp) -> (Vec<String>, Vec<String>) {
     (add, remove)
 }
 
-/// The flags a STORE of `store_lists`' (added, removed) gives a message that had `flags`,
-/// normalised as a read-back of them would report them (keyword case as asked: a server
-/// that kept an older spelling shows that, and the read-back then differs).
-fn flags_after(flags: &MessageFlags, (add, remove): &(Vec<String>, Vec<String>)) -> MessageFlags {
-    let mut raw: Vec<&str> = flags
-        .raw
-        .iter()
-        .map(String::as_str)
-        .filter(|f| !remove.iter().any(|r| r.eq_ignore_ascii_case(f)))
-        .collect();
-    for flag in add {
-        if !raw.iter().any(|f| f.eq_ignore_ascii_case(flag)) {
-            raw.push(flag);
-        }
-    }
-    convert::flags_of(raw.into_iter().map(Flag::from))
-}
-
-/// What the server accepted of `batch`: the targets its STORE answer gave a modseq
-/// (`answered`), each with the state the STORE gives it. An answer without a modseq (a
-/// change another session made, reported in passing) tells nothing here.
-fn accepted_states(batch: &WriteBatch, answered: Vec<(Uid, u64, MessageFlags)>) -> Accepted {
-    let mut answered: Vec<(Uid, u64)> = answered
-        .into_iter()
-        .filter(|(_, modseq, _)| *modseq != 0)
-        .map(|(uid, modseq, _)| (uid, modseq))
-        .collect();
-    answered.sort_unstable();
-    let lists = store_lists(&batch.op);
-    batch
-        .targets
-        .iter()
-        .filter_map(|t| {
-            let i = answered.binary_search_by_key(&t.uid, |(u, _)| *u).ok()?;
-            Some((t.uid, answered[i].1, flags_after(&t.flags, &lists)))
-        })
-        .collect()
-}
-
 fn uids_of(batch: &WriteBatch) -> Vec<Uid> {
     batch.targets.iter().map(|t| t.uid).collect()
 }
@@ -160,11 +120,7 @@ pub fn plan(caps: &Capabilities, batch: &WriteBatch) -> Vec<String> {
 }
 
 impl ImapProvider {
-    pub(crate) async fn apply_batch(
-        &mut self,
-        batch: &WriteBatch,
-        accepted: Option<OnAccepted>,
-    ) -> Result<Vec<ItemResult>> {
+    pub(crate) async fn apply_batch(&mut self, batch: &WriteBatch) -> Result<Vec<ItemResult>> {
         if batch.move_to.is_some() && !self.caps.has("MOVE") && !self.caps.has("UIDPLUS") {
             return Err(Error::unsupported(
                 "this server has neither MOVE nor UIDPLUS, so a move could expunge other messages",
@@ -206,9 +162,7 @@ impl ImapProvider {
         live.retain(|u| !settled.contains(u));
         if !batch.op.is_empty() && !live.is_empty() {
             let unchanged_since = condstore.then_some(highest);
-            let stored = self
-                .store_and_verify(batch, &live, unchanged_since, accepted)
-                .await?;
+            let stored = self.store_and_verify(batch, &live, unchanged_since).await?;
             live = stored
                 .iter()
                 .filter(|r| r.outcome == Outcome::Applied)
@@ -233,7 +187,7 @@ impl ImapProvider {
         let min = batch.targets.iter().map(|t| t.modseq).min().unwrap_or(0);
         let indexed: HashMap<Uid, u64> = batch.targets.iter().map(|t| (t.uid, t.modseq)).collect();
         let mut results = Vec::new();
-        for (uid, modseq, flags) in self.read_changed(min, || {}).await? {
+        for (uid, modseq, flags) in self.read_changed(min).await? {
             if indexed.get(&uid).is_none_or(|m| modseq <= *m) {
                 continue;
             }
@@ -257,35 +211,21 @@ impl ImapProvider {
         batch: &WriteBatch,
         live: &[Uid],
         unchanged_since: Option<u64>,
-        accepted: Option<OnAccepted>,
     ) -> Result<Vec<ItemResult>> {
         // The STOREs go out back to back: they touch disjoint UID sets, so the server may run
         // them in any order (RFC 3501 §5.5), and the batch pays one round trip for all of
         // them. The read-back must wait for their answers: a FETCH of flags sent while a
         // STORE of those flags runs is ambiguous, and Dovecot answers it with the old state.
         let stores = store_commands(live, &batch.op, unchanged_since);
-        // With CONDSTORE the answer names each written message's new modseq, even for a
-        // silent STORE (RFC 7162 §3.1.3).
-        let mut answered = Vec::new();
-        self.pipeline(&stores, |_, resp| {
-            session::collect_flags(resp, &mut answered, &mut Vec::new())
-        })
-        .await
-        .map_err(|e| unknown_if_lost(e, live))?;
+        self.pipeline(&stores, |_, _| {})
+            .await
+            .map_err(|e| unknown_if_lost(e, live))?;
         tracing::debug!(commands = stores.len(), "imap: stored");
         // With CONDSTORE one FETCH of what changed since the SELECT reads back every message
         // we wrote, however scattered; the few that did not change are then looked up by UID
-        // to tell a failed write from a vanished message. What the server accepted is worked
-        // out and told while that FETCH is on its way.
+        // to tell a failed write from a vanished message.
         let verified = match unchanged_since {
-            Some(highest) => {
-                let tell = || {
-                    if let Some(tell) = accepted {
-                        tell(accepted_states(batch, answered));
-                    }
-                };
-                self.read_changed(highest, tell).await
-            }
+            Some(highest) => self.read_changed(highest).await,
             None => self.read_flags(live).await,
         }
         .map_err(|e| unknown_if_lost(e, live))?;
@@ -401,18 +341,11 @@ impl ImapProvider {
 
     /// Every message of the selected mailbox whose modseq is above `modseq`: one command,
     /// whatever the UIDs.
-    /// `meanwhile` runs once the command is sent.
-    async fn read_changed(
-        &mut self,
-        modseq: u64,
-        meanwhile: impl FnOnce(),
-    ) -> Result<Vec<(Uid, u64, MessageFlags)>> {
+    async fn read_changed(&mut self, modseq: u64) -> Result<Vec<(Uid, u64, MessageFlags)>> {
         let mut out = Vec::new();
         let command = format!("UID FETCH 1:* (UID FLAGS MODSEQ) (CHANGEDSINCE {modseq})");
-        self.pipeline_meanwhile(&[command], meanwhile, |_, resp| {
-            session::collect_flags(resp, &mut out, &mut Vec::new())
-        })
-        .await?;
+        self.fetch_flags(&command, &mut out, &mut Vec::new())
+            .await?;
         Ok(out)
     }
 
@@ -580,41 +513,5 @@ mod tests {
         validate_tag(&caps, "Known", false).unwrap();
         caps.custom_tags = true;
         validate_tag(&caps, "Fresh", true).unwrap();
-    }
-
-    /// What the server accepted is reported in the form of a read-back of it: sorted raw
-    /// flags, system flags read as read/flagged, keywords as tags.
-    #[test]
-    fn accepted_states_read_as_a_read_back_would() {
-        let before = convert::flags_of([r"\Seen", "Zed", "$Low"].into_iter().map(Flag::from));
-        let op = FlagOp {
-            read: Some(false),
-            flagged: Some(true),
-            add_tags: vec!["Alpha".into(), "zed".into()],
-            remove_tags: vec!["$low".into()],
-        };
-        let after = flags_after(&before, &store_lists(&op));
-        assert_eq!(after.raw, ["Alpha", "Zed", "\\Flagged"]);
-        assert_eq!(after.tags, ["Alpha", "Zed"]);
-        assert!(!after.read && after.flagged);
-
-        let batch = WriteBatch {
-            mailbox: "INBOX".into(),
-            uidvalidity: 1,
-            synced_modseq: 0,
-            op,
-            move_to: None,
-            targets: [7, 9]
-                .map(|uid| mailbroker_core::WriteTarget {
-                    uid,
-                    modseq: 1,
-                    flags: before.clone(),
-                })
-                .to_vec(),
-        };
-        // UID 7 was refused (MODIFIED): the answer named only UID 9, and UID 4 is not ours.
-        let answer = |uid| (uid, 12, MessageFlags::default());
-        let states = accepted_states(&batch, vec![answer(9), answer(4)]);
-        assert_eq!(states, vec![(9, 12, after)]);
     }
 }

@@ -1,0 +1,254 @@
+//! No server write escapes the journal: repeated ids are one selection, and an index that
+//! cannot be written (read-only, a full disk) stops a change before anything is sent, or,
+//! when it fails after the server was written, leaves an entry that says `outcome_unknown`.
+
+mod common;
+
+use std::path::Path;
+
+use common::mcp::{client, connect, ids as mcp_ids, ok_call};
+use common::{add_account, mb, ok, server};
+use mailbroker_testkit::mounts::{self, Mount};
+use mailbroker_testkit::{ImapClient, message};
+use rmcp::model::ProtocolVersion;
+use serde_json::{Value, json};
+
+/// `n` messages from Dana in INBOX of a fresh account "i" for `user`, synced; their ids.
+async fn setup(user: &str, home: &Path, n: usize) -> Option<(ImapClient, Vec<String>)> {
+    let server = server()?;
+    let mut client = ImapClient::connect(server, user).await.unwrap();
+    for i in 0..n {
+        let body = message(i, "dana@example.test", &format!("Item {i}"), "text");
+        client.append("INBOX", "", &body).await.unwrap();
+    }
+    add_account(server, home, "i", user, &[]);
+    ok(home, &["sync"]);
+    let found = ok(home, &["search", "--limit", "10000", "in:inbox"]);
+    let ids = found["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].to_string())
+        .collect();
+    Some((client, ids))
+}
+
+/// `ids` repeated `times` times, as `$(for i in $(seq 60); do seq 111 120; done)` gives them.
+fn repeated(ids: &[String], times: usize) -> Vec<&str> {
+    (0..times)
+        .flat_map(|_| ids.iter().map(String::as_str))
+        .collect()
+}
+
+#[tokio::test]
+async fn repeated_ids_are_one_selection_journaled_and_undoable() {
+    let home = tempfile::tempdir().unwrap();
+    let Some((mut client, ids)) = setup("i-repeat", home.path(), 10).await else {
+        return;
+    };
+    // 600 ids: the same ten in every chunk of 500 the index reads them in.
+    let mut args = vec!["update"];
+    args.extend(repeated(&ids, 60));
+    args.extend(["--move-to", "Archive", "--yes"]);
+    let moved = ok(home.path(), &args);
+    assert_eq!(moved["applied"], 10, "{moved}");
+    assert!(moved["change_id"].is_i64(), "{moved}");
+    assert_eq!(client.flags("Archive").await.unwrap().len(), 10);
+    assert!(client.flags("INBOX").await.unwrap().is_empty());
+    let archived = ok(home.path(), &["search", "--limit", "100", "in:archive"]);
+    assert_eq!(archived["messages"].as_array().unwrap().len(), 10);
+    let change = moved["change_id"].to_string();
+    let shown = ok(home.path(), &["changes", &change]);
+    assert_eq!(shown["change"]["items"].as_array().unwrap().len(), 10);
+
+    let undone = ok(home.path(), &["undo", &change, "--yes"]);
+    assert_eq!(undone["applied"], 10, "{undone}");
+    assert_eq!(client.flags("INBOX").await.unwrap().len(), 10);
+
+    let mut args = vec!["update"];
+    args.extend(repeated(&ids, 60));
+    args.extend(["--add-tag", "Twice", "--yes"]);
+    let tagged = ok(home.path(), &args);
+    assert_eq!(tagged["applied"], 10, "{tagged}");
+    let on_server = client.flags("INBOX").await.unwrap();
+    assert!(
+        on_server.values().all(|f| f.contains(&"Twice".to_string())),
+        "{on_server:?}"
+    );
+}
+
+#[tokio::test]
+async fn repeated_ids_over_mcp_are_one_selection() {
+    let home = tempfile::tempdir().unwrap();
+    let Some((mut client_imap, _)) = setup("i-repeat-mcp", home.path(), 3).await else {
+        return;
+    };
+    let session = connect(home.path(), client(None, ProtocolVersion::V_2025_11_25)).await;
+    let found = mcp_ids(&session, "in:inbox").await;
+    let ids: Vec<i64> = (0..200).flat_map(|_| found.iter().copied()).collect();
+    let args = json!({ "ids": ids, "add_tags": ["Seen3"], "create_missing_tags": true });
+    let plan = ok_call(
+        &session,
+        "update_message",
+        json!({ "ids": ids, "add_tags": ["Seen3"], "create_missing_tags": true, "dry_run": true }),
+    )
+    .await;
+    assert_eq!(plan["planned"], 3, "{plan}");
+    let token = plan["confirm_token"].clone();
+    let mut args = args;
+    if token.is_string() {
+        args["confirm_token"] = token;
+    }
+    let done = ok_call(&session, "update_message", args).await;
+    assert_eq!(done["applied"], 3, "{done}");
+    let on_server = client_imap.flags("INBOX").await.unwrap();
+    assert!(
+        on_server.values().all(|f| f.contains(&"Seen3".to_string())),
+        "{on_server:?}"
+    );
+    session.cancel().await.unwrap();
+}
+
+/// The server's flags of INBOX and whether anything is in Archive: what an unwritten change
+/// must leave as it was.
+async fn server_state(client: &mut ImapClient) -> (Value, usize) {
+    let flags = client.flags("INBOX").await.unwrap();
+    (json!(flags), client.flags("Archive").await.unwrap().len())
+}
+
+/// The run failed as `error_type`, saying that nothing was sent.
+fn refused_before_sending(run: &common::Run, error_type: &str) {
+    assert_ne!(run.code, 0, "{}", run.stdout);
+    assert_eq!(run.json["error_type"], error_type, "{}", run.stdout);
+    let error = run.json["error"].as_str().unwrap_or_default();
+    assert!(error.contains("nothing was sent"), "{}", run.stdout);
+}
+
+#[tokio::test]
+async fn a_read_only_index_sends_nothing() {
+    let home = tempfile::tempdir().unwrap();
+    let Some((mut client, _)) = setup("i-readonly", home.path(), 30).await else {
+        return;
+    };
+    if !mounts::can_mount() {
+        return;
+    }
+    let before = server_state(&mut client).await;
+    let index = home.path().join("index.sqlite3");
+    let _ro = Mount::read_only_file(&index).unwrap();
+    for change in [["--add-tag", "Blocked"], ["--move-to", "Archive"]] {
+        let mut args = vec!["update", "--query", "in:inbox", "--yes"];
+        args.extend(change);
+        let run = mb(home.path(), &args);
+        assert_eq!(server_state(&mut client).await, before, "{args:?}");
+        refused_before_sending(&run, "writes_disabled");
+    }
+}
+
+/// A home on a 4 MiB tmpfs holding a synced account of 300 messages; `None` when skipped.
+async fn home_on_small_disk(user: &str) -> Option<(tempfile::TempDir, Mount, ImapClient)> {
+    server()?;
+    if !mounts::can_mount() {
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let disk = Mount::tmpfs(dir.path(), 4096).unwrap();
+    let (client, _) = setup(user, dir.path(), 300).await?;
+    Some((dir, disk, client))
+}
+
+#[tokio::test]
+async fn a_full_disk_sends_nothing() {
+    let Some((home, _disk, mut client)) = home_on_small_disk("i-full").await else {
+        return;
+    };
+    let before = server_state(&mut client).await;
+    // Room to open the index (its 32 KiB shared-memory file), none to journal a change.
+    let filler = mounts::fill(home.path(), 36).unwrap();
+    let request = [
+        "update",
+        "--query",
+        "in:inbox",
+        "--add-tag",
+        "Full",
+        "--yes",
+    ];
+    let run = mb(home.path(), &request);
+    assert_eq!(server_state(&mut client).await, before, "{}", run.stdout);
+    refused_before_sending(&run, "limit_exceeded");
+    std::fs::remove_file(filler).unwrap();
+    let retried = ok(home.path(), &request);
+    assert_eq!(retried["applied"], 300, "{retried}");
+}
+
+#[tokio::test]
+async fn a_disk_full_after_the_write_leaves_an_unknown_entry_and_a_rerun_converges() {
+    let Some(server) = server() else { return };
+    let Some((home, _disk, mut client)) = home_on_small_disk("i-full-after").await else {
+        return;
+    };
+    // The same account again, through a proxy that holds the STORE until the disk is full.
+    let proxy =
+        mailbroker_testkit::Proxy::start(server.imap_port, std::time::Duration::ZERO).unwrap();
+    let mut args = common::add_args("p", "127.0.0.1", proxy.port, "i-full-after");
+    args.extend(["--tls", "none"].map(String::from));
+    assert_eq!(common::mb_args(home.path(), &args).code, 0);
+    ok(home.path(), &["sync", "--account", "p"]);
+    let request = [
+        "update",
+        "--query",
+        "account:p in:inbox",
+        "--add-tag",
+        "Late",
+        "--yes",
+    ];
+    proxy.hold_at("UID STORE");
+    let dir = home.path().to_path_buf();
+    let run = tokio::task::spawn_blocking(move || mb(&dir, &request));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !proxy.holding() {
+        assert!(std::time::Instant::now() < deadline, "no STORE was sent");
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    let filler = mounts::fill(home.path(), 0).unwrap();
+    proxy.release();
+    let first = run.await.unwrap();
+    assert_ne!(first.code, 0, "{}", first.stdout);
+    assert_eq!(
+        first.json["error_type"], "limit_exceeded",
+        "{}",
+        first.stdout
+    );
+    let on_server = client.flags("INBOX").await.unwrap();
+    assert!(
+        on_server.values().all(|f| f.contains(&"Late".to_string())),
+        "the STORE was released, so the server has the tag: {on_server:?}"
+    );
+    std::fs::remove_file(filler).unwrap();
+
+    // The change is journaled, every message's outcome unknown.
+    let list = ok(home.path(), &["changes"]);
+    let entry = &list["changes"][0];
+    assert_eq!(entry["status"], "executing", "{list}");
+    let shown = ok(home.path(), &["changes", &entry["id"].to_string()]);
+    let items = shown["change"]["items"].as_array().unwrap();
+    assert_eq!(items.len(), 300, "{shown}");
+    assert!(
+        items
+            .iter()
+            .all(|i| i["outcome"] == "unknown" && i["error_type"] == "outcome_unknown"),
+        "{shown}"
+    );
+
+    // A rerun re-reads the server, sends no STORE, and the index catches up.
+    proxy.take_sent();
+    let rerun = ok(home.path(), &request);
+    assert_eq!(rerun["applied"], 0, "{rerun}");
+    assert_eq!(rerun["unchanged"], 300, "{rerun}");
+    let sent = proxy.take_sent();
+    assert!(!sent.contains("UID STORE"), "{sent}");
+    assert_eq!(
+        common::indexed_flags(home.path(), "p", "INBOX"),
+        client.flags("INBOX").await.unwrap()
+    );
+}
