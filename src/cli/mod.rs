@@ -341,7 +341,9 @@ async fn dispatch(home: &Home, store: &Store, command: Command, json: bool) -> R
             yes,
         } => return update::undo(home, store, change, (dry_run, yes), json).await,
         Command::Account(cmd) => account(store, cmd, json).await,
-        Command::Sync { account, full } => run_sync(home, store, account, full, json).await,
+        Command::Sync { account, full } => {
+            return run_sync(home, store, account, full, json).await;
+        }
         Command::Search { query, limit } => search_messages(store, &query, limit, json).await,
         Command::Changes { id, limit } => changes(store, id, limit, json).await,
         Command::Show {
@@ -550,9 +552,13 @@ async fn account(store: &Store, cmd: AccountCommand, json: bool) -> Result<()> {
                 view.account.capabilities.extensions.join(" ")
             );
             for m in &view.mailboxes {
+                let source = match m.role_source {
+                    Some(mailbroker_core::RoleSource::Name) => ", guessed from its name",
+                    _ => "",
+                };
                 let role = m
                     .role
-                    .map_or(String::new(), |r| format!(" [{}]", r.as_str()));
+                    .map_or(String::new(), |r| format!(" [{}{source}]", r.as_str()));
                 println!(
                     "  {}{}: {} messages, {} unread",
                     m.name, role, m.messages, m.unread
@@ -578,7 +584,7 @@ async fn run_sync(
     account: Option<String>,
     full: bool,
     json: bool,
-) -> Result<()> {
+) -> Result<u8> {
     let ids: Vec<AccountId> = match account {
         Some(a) => vec![a.parse()?],
         None => store.accounts().await?.into_iter().map(|a| a.id).collect(),
@@ -612,10 +618,20 @@ async fn run_sync(
         }
         reports.push(report);
     }
+    let skipped: Vec<_> = reports
+        .iter()
+        .flat_map(|r| r.mailboxes.iter().map(move |m| (&r.account, m)))
+        .filter_map(|(account, m)| Some((account, &m.mailbox, m.error.as_deref()?)))
+        .collect();
     if json {
         print_json(Some("accounts"), &reports)?;
+    } else {
+        for (account, mailbox, error) in &skipped {
+            println!("{account}: mailbox {mailbox:?} skipped ({error}); the next sync retries it");
+        }
     }
-    Ok(())
+    // The others were synced; the exit code tells scripts that not everything was.
+    Ok(if skipped.is_empty() { 0 } else { 5 })
 }
 
 fn print_change_record(c: &crate::store::ChangeRecord) {

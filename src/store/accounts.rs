@@ -1,6 +1,8 @@
 //! Accounts, their secrets and their mailboxes.
 
-use mailbroker_core::{AccountId, Capabilities, Error, MailboxCursor, ProviderKind, Role};
+use mailbroker_core::{
+    AccountId, Capabilities, Error, MailboxCursor, ProviderKind, Role, RoleSource,
+};
 use serde::Serialize;
 
 use super::{Store, db_error, now_secs};
@@ -26,6 +28,8 @@ pub struct MailboxRecord {
     pub id: i64,
     pub name: String,
     pub role: Option<Role>,
+    /// `server` (the server marks it) or `name` (guessed from a well-known name).
+    pub role_source: Option<RoleSource>,
     pub selectable: bool,
     pub messages: i64,
     pub unread: i64,
@@ -239,9 +243,9 @@ impl Store {
 
     /// Mailboxes of an account with message counts.
     pub async fn mailboxes(&self, id: &AccountId) -> Result<Vec<MailboxRecord>, Error> {
-        type Row = (i64, String, Option<String>, i64, i64, i64);
+        type Row = (i64, String, Option<String>, Option<String>, i64, i64, i64);
         let rows: Vec<Row> = sqlx::query_as(
-            "SELECT b.id, b.name, b.role, b.selectable,
+            "SELECT b.id, b.name, b.role, b.role_source, b.selectable,
                     (SELECT count(*) FROM messages m WHERE m.mailbox_id = b.id),
                     (SELECT count(*) FROM messages m JOIN message_state s ON s.id = m.id
                        WHERE m.mailbox_id = b.id AND s.is_read = 0)
@@ -254,10 +258,11 @@ impl Store {
         Ok(rows
             .into_iter()
             .map(
-                |(mid, name, role, selectable, messages, unread)| MailboxRecord {
+                |(mid, name, role, source, selectable, messages, unread)| MailboxRecord {
                     id: mid,
                     name,
                     role: role.as_deref().and_then(Role::parse),
+                    role_source: source.as_deref().and_then(RoleSource::parse),
                     selectable: selectable != 0,
                     messages,
                     unread,

@@ -281,21 +281,21 @@ impl Store {
         Ok(change)
     }
 
-    /// The mailbox of `account` named `name`, or holding the role `name`.
-    /// The mailbox a move target names in an account (a name, else a role), with its role.
+    /// The mailbox a move target names in an account, with its role: the mailbox holding the
+    /// role `name` (`junk`, `trash`, …), else the one named exactly `name`. A role wins over a
+    /// folder that merely carries its name, so `--move-to junk` always means the junk role,
+    /// and asks for confirmation as a move to junk does.
     pub async fn resolve_mailbox(
         &self,
         account: &str,
         name: &str,
     ) -> Result<(String, Option<String>), Error> {
         let found: Option<(String, Option<String>)> = sqlx::query_as(
-            "SELECT name, role FROM mailboxes WHERE account_id = ? AND selectable = 1
-               AND (name = ? OR lower(role) = lower(?))
-             ORDER BY name = ? DESC LIMIT 1",
+            "SELECT name, role FROM mailboxes WHERE account_id = ?1 AND selectable = 1
+               AND (name = ?2 OR lower(role) = lower(?2))
+             ORDER BY lower(role) = lower(?2) DESC LIMIT 1",
         )
         .bind(account)
-        .bind(name)
-        .bind(name)
         .bind(name)
         .fetch_optional(self.pool())
         .await

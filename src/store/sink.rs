@@ -24,14 +24,16 @@ pub(super) async fn upsert_mailbox(
     mb: &MailboxInfo,
 ) -> Result<()> {
     sqlx::query(
-        "INSERT INTO mailboxes (account_id, name, role, delimiter, selectable)
-         VALUES (?, ?, ?, ?, ?)
+        "INSERT INTO mailboxes (account_id, name, role, role_source, delimiter, selectable)
+         VALUES (?, ?, ?, ?, ?, ?)
          ON CONFLICT(account_id, name) DO UPDATE SET
-           role = excluded.role, delimiter = excluded.delimiter, selectable = excluded.selectable",
+           role = excluded.role, role_source = excluded.role_source,
+           delimiter = excluded.delimiter, selectable = excluded.selectable",
     )
     .bind(account)
     .bind(&mb.name)
     .bind(mb.role.map(|r| r.as_str()))
+    .bind(mb.role.and(mb.role_source).map(|s| s.as_str()))
     .bind(mb.delimiter.as_deref())
     .bind(mb.selectable)
     .execute(conn)

@@ -13,7 +13,7 @@ mod write;
 pub use error::{Error, Result};
 pub use model::{
     AccountId, Capabilities, MailboxCursor, MailboxInfo, MailboxName, MessageFlags, MessageMeta,
-    ProviderKind, Role, SyncMode, Uid, UidValidity,
+    ProviderKind, Role, RoleSource, SyncMode, Uid, UidValidity,
 };
 pub use provider::{MailboxSyncReport, Provider, SyncRequest, SyncSink};
 pub use write::{

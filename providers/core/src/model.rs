@@ -157,11 +157,41 @@ impl Capabilities {
     }
 }
 
-/// One mailbox as the server lists it.
+/// Where a mailbox's role came from, so a person can tell a server's word from a guess.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RoleSource {
+    /// The server said so: IMAP SPECIAL-USE or INBOX, a Gmail system label, a Graph
+    /// well-known folder.
+    Server,
+    /// Guessed from a well-known name, where the server marks no roles.
+    Name,
+}
+
+impl RoleSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RoleSource::Server => "server",
+            RoleSource::Name => "name",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<RoleSource> {
+        [RoleSource::Server, RoleSource::Name]
+            .into_iter()
+            .find(|r| r.as_str() == s)
+    }
+}
+
+/// One mailbox as the server lists it. Its name is as a person reads it (IMAP: unescaped,
+/// modified UTF-7 decoded); the adapter encodes it again for the wire.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MailboxInfo {
     pub name: MailboxName,
     pub role: Option<Role>,
+    /// Where `role` came from (None without a role).
+    #[serde(default)]
+    pub role_source: Option<RoleSource>,
     pub delimiter: Option<String>,
     /// `false` for containers that hold no messages (IMAP `\Noselect`).
     pub selectable: bool,

@@ -77,6 +77,9 @@ pub struct MailboxSyncReport {
     pub removed: u64,
     /// True when the stored UIDVALIDITY no longer matched and the mailbox was refetched.
     pub uidvalidity_reset: bool,
+    /// Why this mailbox could not be synced (the others were); it is retried next time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// A connected session with one account's mail service.

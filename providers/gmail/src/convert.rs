@@ -32,6 +32,7 @@ pub fn mailboxes() -> Vec<MailboxInfo> {
         .map(|(name, _, role)| MailboxInfo {
             name: (*name).to_string(),
             role: Some(*role),
+            role_source: Some(mailbroker_core::RoleSource::Server),
             delimiter: None,
             selectable: true,
         })

@@ -64,6 +64,7 @@ fn report(mailbox: &str, mode: SyncMode) -> MailboxSyncReport {
         changed: 0,
         removed: 0,
         uidvalidity_reset: false,
+        error: None,
     }
 }
 

@@ -3,7 +3,7 @@
 use async_imap::imap_proto::{BodyStructure, NameAttribute};
 use async_imap::types::{Fetch, Flag, Name};
 use mail_parser::{Address, MessageParser};
-use mailbroker_core::{MailboxInfo, MessageFlags, MessageMeta, Role, Uid};
+use mailbroker_core::{MailboxInfo, MessageFlags, MessageMeta, Role, RoleSource, Uid};
 
 /// How many characters of body text the index keeps per message.
 const SNIPPET_CHARS: usize = 240;
@@ -63,17 +63,9 @@ pub(crate) fn special_use_role(attrs: &[NameAttribute<'_>]) -> Option<Role> {
     })
 }
 
-/// The role a mailbox's name suggests when the server does not say (no SPECIAL-USE).
-pub(crate) fn role_from_name(name: &str, delimiter: Option<&str>) -> Option<Role> {
-    if name.eq_ignore_ascii_case("INBOX") {
-        return Some(Role::Inbox);
-    }
-    let leaf = match delimiter {
-        Some(d) if !d.is_empty() => name.rsplit(d).next().unwrap_or(name),
-        _ => name,
-    };
-    let leaf = leaf.to_ascii_lowercase();
-    let role = match leaf.as_str() {
+/// The role a top-level mailbox's name suggests, for servers that mark no roles.
+pub(crate) fn role_from_name(name: &str) -> Option<Role> {
+    let role = match name.to_ascii_lowercase().as_str() {
         "trash" | "deleted items" | "deleted messages" | "bin" => Role::Trash,
         "junk" | "spam" | "junk e-mail" | "junk email" | "bulk mail" => Role::Junk,
         "sent" | "sent items" | "sent mail" | "sent messages" => Role::Sent,
@@ -85,37 +77,145 @@ pub(crate) fn role_from_name(name: &str, delimiter: Option<&str>) -> Option<Role
     Some(role)
 }
 
-/// Turns LIST answers into mailboxes with roles: SPECIAL-USE first, then well-known names for
-/// roles no mailbox claimed by attribute.
-pub(crate) fn mailboxes_of(names: &[Name]) -> Vec<MailboxInfo> {
+/// Turns LIST answers into mailboxes with roles. Where the server has SPECIAL-USE
+/// (`special_use`), roles come from its attributes alone, and INBOX is the inbox: a folder
+/// called "Trash" somewhere in the tree is not the trash unless the server says so. Only
+/// without it does a well-known top-level name give a role that no earlier mailbox took.
+pub(crate) fn mailboxes_of(names: &[Name], special_use: bool) -> Vec<MailboxInfo> {
     let mut out: Vec<MailboxInfo> = names
         .iter()
-        .map(|n| MailboxInfo {
-            name: n.name().to_string(),
-            role: if n.name().eq_ignore_ascii_case("INBOX") {
+        .map(|n| {
+            let name = name_from_wire(n.name());
+            let role = if name.eq_ignore_ascii_case("INBOX") {
                 Some(Role::Inbox)
-            } else {
+            } else if special_use {
                 special_use_role(n.attributes())
-            },
-            delimiter: n.delimiter().map(str::to_string),
-            selectable: !n.attributes().iter().any(|a| match a {
-                NameAttribute::NoSelect => true,
-                NameAttribute::Extension(e) => e.eq_ignore_ascii_case("\\NonExistent"),
-                _ => false,
-            }),
+            } else {
+                None
+            };
+            MailboxInfo {
+                name,
+                role,
+                role_source: role.map(|_| RoleSource::Server),
+                delimiter: n.delimiter().map(str::to_string),
+                selectable: !n.attributes().iter().any(|a| match a {
+                    NameAttribute::NoSelect => true,
+                    NameAttribute::Extension(e) => e.eq_ignore_ascii_case("\\NonExistent"),
+                    _ => false,
+                }),
+            }
         })
         .collect();
+    if special_use {
+        return out;
+    }
     for i in 0..out.len() {
-        if out[i].role.is_some() {
+        let nested = out[i]
+            .delimiter
+            .as_deref()
+            .is_some_and(|d| !d.is_empty() && out[i].name.contains(d));
+        if out[i].role.is_some() || nested {
             continue;
         }
-        if let Some(role) = role_from_name(&out[i].name, out[i].delimiter.as_deref())
+        if let Some(role) = role_from_name(&out[i].name)
             && !out.iter().any(|m| m.role == Some(role))
         {
             out[i].role = Some(role);
+            out[i].role_source = Some(RoleSource::Name);
         }
     }
     out
+}
+
+/// A mailbox name as the server wrote it, as a person reads it. imap-proto hands a quoted
+/// string back with its escapes (`\"`, `\\`) still in, so they are removed here; then modified
+/// UTF-7 (RFC 3501 §5.1.3) is decoded. A name that is not valid modified UTF-7 is kept as
+/// sent rather than guessed at.
+pub(crate) fn name_from_wire(raw: &str) -> String {
+    let mut name = String::with_capacity(raw.len());
+    let mut chars = raw.chars();
+    while let Some(c) = chars.next() {
+        match (c, c == '\\') {
+            (_, true) => name.extend(chars.next()),
+            (c, false) => name.push(c),
+        }
+    }
+    decode_modified_utf7(&name).unwrap_or(name)
+}
+
+/// `name` as it goes on the wire, before quoting: modified UTF-7. Printable ASCII stands for
+/// itself except `&` (`&-`); every other run is UTF-16BE in base64 with `,` for `/`, no
+/// padding, between `&` and `-`.
+pub(crate) fn name_to_wire(name: &str) -> String {
+    use base64::Engine;
+    let mut out = String::with_capacity(name.len());
+    let mut run: Vec<u16> = Vec::new();
+    let flush = |run: &mut Vec<u16>, out: &mut String| {
+        if run.is_empty() {
+            return;
+        }
+        let bytes: Vec<u8> = run.drain(..).flat_map(u16::to_be_bytes).collect();
+        let encoded = base64::engine::general_purpose::STANDARD_NO_PAD.encode(bytes);
+        out.push('&');
+        out.push_str(&encoded.replace('/', ","));
+        out.push('-');
+    };
+    for c in name.chars() {
+        if (' '..='~').contains(&c) {
+            flush(&mut run, &mut out);
+            match c {
+                '&' => out.push_str("&-"),
+                c => out.push(c),
+            }
+        } else {
+            run.extend(c.encode_utf16(&mut [0; 2]).iter());
+        }
+    }
+    flush(&mut run, &mut out);
+    out
+}
+
+/// `name` as an IMAP quoted string, for the commands the adapter writes itself.
+pub(crate) fn quoted_name(name: &str) -> String {
+    let wire = name_to_wire(name);
+    format!("\"{}\"", wire.replace('\\', "\\\\").replace('"', "\\\""))
+}
+
+/// Decodes modified UTF-7, or None if `name` is not valid modified UTF-7.
+fn decode_modified_utf7(name: &str) -> Option<String> {
+    use base64::Engine;
+    let mut out = String::with_capacity(name.len());
+    let mut rest = name;
+    while let Some(start) = rest.find('&') {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 1..];
+        let end = after.find('-')?;
+        let encoded = &after[..end];
+        if encoded.is_empty() {
+            out.push('&');
+        } else {
+            let bytes = base64::engine::general_purpose::STANDARD_NO_PAD
+                .decode(encoded.replace(',', "/"))
+                .ok()?;
+            if bytes.len() % 2 != 0 {
+                return None;
+            }
+            let units: Vec<u16> = bytes
+                .chunks_exact(2)
+                .map(|pair| u16::from_be_bytes([pair[0], pair[1]]))
+                .collect();
+            let decoded = String::from_utf16(&units).ok()?;
+            // Printable ASCII must stand for itself (RFC 3501 §5.1.3), and no mailbox name
+            // holds control characters: either means this was not modified UTF-7.
+            if decoded.chars().any(|c| c.is_ascii() || c.is_control()) {
+                return None;
+            }
+            out.push_str(&decoded);
+        }
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Some(out)
 }
 
 fn has_attachment(body: &BodyStructure<'_>) -> bool {
@@ -214,14 +314,38 @@ mod tests {
     use super::*;
 
     #[test]
-    fn well_known_names_give_roles_only_when_unclaimed() {
-        assert_eq!(role_from_name("INBOX", Some("/")), Some(Role::Inbox));
-        assert_eq!(
-            role_from_name("Deleted Items", Some("/")),
-            Some(Role::Trash)
-        );
-        assert_eq!(role_from_name("Work/SPAM", Some("/")), Some(Role::Junk));
-        assert_eq!(role_from_name("Invoices", Some("/")), None);
+    fn well_known_names_give_roles() {
+        assert_eq!(role_from_name("Deleted Items"), Some(Role::Trash));
+        assert_eq!(role_from_name("SPAM"), Some(Role::Junk));
+        assert_eq!(role_from_name("Invoices"), None);
+    }
+
+    #[test]
+    fn names_from_the_wire_are_unescaped_and_decoded() {
+        assert_eq!(name_from_wire(r#"we\"ird\\box"#), r#"we"ird\box"#);
+        assert_eq!(name_from_wire("Entw&APw-rfe"), "Entwürfe");
+        assert_eq!(name_from_wire("&ZeVnLIqe-"), "日本語");
+        assert_eq!(name_from_wire("Q&-A"), "Q&A");
+        // Not modified UTF-7: kept as sent, never a panic.
+        for odd in ["a&b", "&!!-", "&A-", "&AAA-", "&2D3-"] {
+            assert_eq!(name_from_wire(odd), odd);
+        }
+    }
+
+    #[test]
+    fn names_to_the_wire_round_trip() {
+        for name in [
+            "Entwürfe",
+            "日本語",
+            "Q&A",
+            "plain",
+            "we\"ird",
+            "emoji 📬 box",
+        ] {
+            assert_eq!(name_from_wire(&name_to_wire(name)), name, "{name}");
+        }
+        assert_eq!(name_to_wire("Entwürfe"), "Entw&APw-rfe");
+        assert_eq!(quoted_name(r#"we"ird\box"#), r#""we\"ird\\box""#);
     }
 
     #[test]

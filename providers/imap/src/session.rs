@@ -183,19 +183,29 @@ impl Provider for ImapProvider {
 impl ImapProvider {
     /// LIST of every mailbox; with `status`, and where LIST-STATUS exists, the same command
     /// also returns each mailbox's counters (one round trip instead of one STATUS per mailbox).
+    /// A server that asks for return options (LIST-EXTENDED, which LIST-STATUS implies) omits
+    /// the SPECIAL-USE attributes unless they are asked for too.
     pub(crate) async fn list_with_status(
         &mut self,
         status: bool,
     ) -> Result<(Vec<MailboxInfo>, Vec<(String, MailboxStatus)>)> {
-        let pattern = if status && self.caps.has("LIST-STATUS") {
+        let special_use = self.caps.has("SPECIAL-USE");
+        let extended = self.caps.has("LIST-STATUS");
+        let mut returns = Vec::new();
+        if extended && special_use {
+            returns.push("SPECIAL-USE".to_string());
+        }
+        if extended && status {
             let modseq = if self.caps.has("CONDSTORE") {
                 " HIGHESTMODSEQ"
             } else {
                 ""
             };
-            format!("\"*\" RETURN (STATUS (UIDVALIDITY UIDNEXT{modseq}))")
-        } else {
-            "\"*\"".to_string()
+            returns.push(format!("STATUS (UIDVALIDITY UIDNEXT{modseq})"));
+        }
+        let pattern = match returns.is_empty() {
+            true => "\"*\"".to_string(),
+            false => format!("\"*\" RETURN ({})", returns.join(" ")),
         };
         self.drain_unsolicited();
         let rx = self.session.unsolicited_responses.clone();
@@ -233,7 +243,7 @@ impl ImapProvider {
                 "imap list returned no mailboxes (not even INBOX)",
             ));
         }
-        Ok((convert::mailboxes_of(&names), statuses))
+        Ok((convert::mailboxes_of(&names, special_use), statuses))
     }
 }
 
@@ -264,7 +274,7 @@ impl MailboxStatus {
                 _ => {}
             }
         }
-        Some((mailbox, s))
+        Some((convert::name_from_wire(&mailbox), s))
     }
 }
 

@@ -51,21 +51,46 @@ pub(crate) async fn sync_account(
         .collect();
     let mut reports = Vec::new();
     for mailbox in mailboxes.iter().filter(|m| m.selectable) {
-        let status = match statuses.get(&mailbox.name) {
-            Some(s) => *s,
-            None => imap.status(&mailbox.name).await?,
-        };
         let cursor = if request.full {
             None
         } else {
             known.get(mailbox.name.as_str()).copied()
         };
-        let report = sync_mailbox(imap, mailbox, status, cursor, sink)
-            .await
-            .map_err(|e| e.context(format!("sync of mailbox {:?}", mailbox.name)))?;
+        let synced = match statuses.get(&mailbox.name) {
+            Some(status) => sync_mailbox(imap, mailbox, *status, cursor, sink).await,
+            None => match imap.status(&mailbox.name).await {
+                Ok(status) => sync_mailbox(imap, mailbox, status, cursor, sink).await,
+                Err(e) => Err(e),
+            },
+        };
+        let report = match synced {
+            Ok(report) => report,
+            // The server refused this one mailbox (gone meanwhile, a name it will not take):
+            // report it and go on; its cursor stays cleared, so the next sync retries it.
+            Err(e @ (Error::NotFound(_) | Error::ProviderWriteFailed(_))) => {
+                tracing::warn!(mailbox = %mailbox.name, error = %e, "sync: mailbox skipped");
+                MailboxSyncReport {
+                    error: Some(e.message().to_string()),
+                    ..empty_report(&mailbox.name)
+                }
+            }
+            Err(e) => return Err(e.context(format!("sync of mailbox {:?}", mailbox.name))),
+        };
         reports.push(report);
     }
     Ok(reports)
+}
+
+fn empty_report(mailbox: &str) -> MailboxSyncReport {
+    MailboxSyncReport {
+        mailbox: mailbox.to_string(),
+        mode: SyncMode::Full,
+        added: 0,
+        changed: 0,
+        removed: 0,
+        uidvalidity_reset: false,
+        error: None,
+    }
 }
 
 async fn sync_mailbox(
@@ -77,14 +102,7 @@ async fn sync_mailbox(
 ) -> Result<MailboxSyncReport> {
     let name = mailbox.name.as_str();
     let condstore = imap.caps.has("CONDSTORE");
-    let mut report = MailboxSyncReport {
-        mailbox: name.to_string(),
-        mode: SyncMode::Full,
-        added: 0,
-        changed: 0,
-        removed: 0,
-        uidvalidity_reset: false,
-    };
+    let mut report = empty_report(name);
     if let Some(c) = cursor
         && condstore
         && c.uidvalidity == status.uidvalidity
@@ -285,15 +303,16 @@ impl ImapProvider {
     ) -> Result<async_imap::types::Mailbox> {
         self.commands += 1;
         self.prepared = None;
+        let wire = convert::name_to_wire(mailbox);
         let selected = if condstore {
             timed(
                 "select",
                 COMMAND_TIMEOUT,
-                self.session.select_condstore(mailbox),
+                self.session.select_condstore(&wire),
             )
             .await?
         } else {
-            timed("select", COMMAND_TIMEOUT, self.session.select(mailbox)).await?
+            timed("select", COMMAND_TIMEOUT, self.session.select(&wire)).await?
         };
         let selected = selected.map_err(|e| match e {
             async_imap::error::Error::No(text) => {
@@ -320,7 +339,7 @@ impl ImapProvider {
         let mb = timed(
             "status",
             COMMAND_TIMEOUT,
-            self.session.status(mailbox, items),
+            self.session.status(convert::name_to_wire(mailbox), items),
         )
         .await?
         .map_err(|e| imap_error("status", e))?;

@@ -377,7 +377,7 @@ impl ImapProvider {
         uids: &[Uid],
         target: &str,
     ) -> Result<HashMap<Uid, (UidValidity, Uid)>> {
-        let quoted = format!("\"{}\"", target.replace('\\', "\\\\").replace('"', "\\\""));
+        let quoted = crate::convert::quoted_name(target);
         let mut moved = HashMap::new();
         for set in uidset::chunks(uids, quoted.len() + 32) {
             if self.caps.has("MOVE") {
