@@ -106,6 +106,7 @@ fn batch_of(
             None => WriteTarget {
                 uid: i.uid,
                 modseq: 0,
+                message_id: None,
                 flags: MessageFlags::default(),
             },
         })

@@ -298,6 +298,7 @@ pub(crate) fn target_of(row: &MessageRef) -> WriteTarget {
     WriteTarget {
         uid: row.uid,
         modseq: row.modseq,
+        message_id: row.message_id.clone(),
         flags: MessageFlags {
             read: row.read,
             flagged: row.flagged,

@@ -79,6 +79,9 @@ pub struct MessageRef {
     pub uid: Uid,
     /// The server's modification sequence when last seen (0 without CONDSTORE).
     pub modseq: u64,
+    /// The Message-ID header, to find the message again after it moved.
+    #[serde(skip)]
+    pub message_id: Option<String>,
     /// The mailbox's modseq when a sync last caught the index up with it (0 when unknown).
     /// If the server still reports it, nothing in the mailbox changed since.
     #[serde(skip)]
@@ -105,6 +108,7 @@ struct PlaceRow {
     is_flagged: bool,
     tags: String,
     flags: String,
+    message_id: Option<String>,
 }
 
 impl From<PlaceRow> for MessageRef {
@@ -121,6 +125,7 @@ impl From<PlaceRow> for MessageRef {
             i64::from(r.is_flagged),
             serde_json::from_str(&r.tags).unwrap_or_default(),
             serde_json::from_str(&r.flags).unwrap_or_default(),
+            r.message_id,
         ))
     }
 }
@@ -130,7 +135,7 @@ impl From<PlaceRow> for MessageRef {
 /// `tags` and `flags` are JSON arrays already.
 const SELECT_REFS: &str = "SELECT json_group_array(json_array(m.id, b.account_id, b.name,
     m.uidvalidity, m.uid, s.modseq, b.highestmodseq, s.is_read, s.is_flagged, json(s.tags),
-    json(s.flags)) ORDER BY m.id)
+    json(s.flags), m.message_id) ORDER BY m.id)
     FROM messages m JOIN mailboxes b ON b.id = m.mailbox_id JOIN message_state s ON s.id = m.id
     WHERE 1 = 1";
 
@@ -157,6 +162,7 @@ struct RefRow(
     i64,
     Vec<String>,
     Vec<String>,
+    Option<String>,
 );
 
 fn ref_of(r: RefRow) -> MessageRef {
@@ -172,6 +178,7 @@ fn ref_of(r: RefRow) -> MessageRef {
         flagged: r.8 != 0,
         tags: r.9,
         raw: r.10,
+        message_id: r.11,
     }
 }
 

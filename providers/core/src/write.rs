@@ -127,6 +127,10 @@ impl FlagOp {
 pub struct WriteTarget {
     pub uid: Uid,
     pub modseq: u64,
+    /// The Message-ID header, by which a message that left its mailbox can be found where
+    /// it went (a move whose answer was lost).
+    #[serde(default)]
+    pub message_id: Option<String>,
     /// The indexed state, raw values included: a provider whose read-back reports only what
     /// changed (Gmail's history) builds the state after from it.
     pub flags: MessageFlags,

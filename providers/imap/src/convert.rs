@@ -218,6 +218,15 @@ fn decode_modified_utf7(name: &str) -> Option<String> {
     Some(out)
 }
 
+/// The Message-ID in a fetched header section, as the sync indexes it (mail-parser's
+/// reading, without angle brackets).
+pub(crate) fn message_id_of(header: &[u8]) -> Option<String> {
+    MessageParser::default()
+        .parse(header)?
+        .message_id()
+        .map(str::to_string)
+}
+
 fn has_attachment(body: &BodyStructure<'_>) -> bool {
     match body {
         BodyStructure::Multipart { bodies, .. } => bodies.iter().any(has_attachment),

@@ -100,10 +100,12 @@ impl ImapProvider {
         if !live.is_empty() {
             match (trash, batch.mode) {
                 (Some(trash), DeleteMode::Trash) => {
-                    self.move_and_verify(&live, &trash, &mut results).await?;
+                    let (_, gone) = self.move_and_verify(&live, &trash, &mut results).await?;
+                    results.extend(already_gone(&gone));
                 }
                 (Some(trash), DeleteMode::Permanent) => {
-                    self.move_and_verify(&live, &trash, &mut results).await?;
+                    let (_, gone) = self.move_and_verify(&live, &trash, &mut results).await?;
+                    results.extend(already_gone(&gone));
                     let landed: Vec<Uid> = results
                         .iter()
                         .filter_map(|r| r.moved_to.as_ref().map(|(_, _, n)| *n))
@@ -158,4 +160,10 @@ impl ImapProvider {
         }
         Ok(())
     }
+}
+
+/// Staged messages that left their mailbox before the move to trash reached them: already
+/// gone, which counts as done.
+fn already_gone(uids: &[Uid]) -> impl Iterator<Item = ItemResult> + '_ {
+    uids.iter().map(|u| ItemResult::new(*u, Outcome::Unchanged))
 }

@@ -8,6 +8,7 @@
 mod connect;
 mod convert;
 mod delete;
+mod moves;
 mod read;
 mod session;
 mod sync;

@@ -12,13 +12,11 @@
 
 use std::collections::{HashMap, HashSet};
 
-use async_imap::imap_proto::rfc4315::UidSetMember;
-use async_imap::imap_proto::{Response, ResponseCode};
 use mailbroker_core::{
-    Capabilities, Error, FlagOp, ItemResult, MessageFlags, Outcome, Result, Uid, UidValidity,
-    WriteBatch,
+    Capabilities, Error, FlagOp, ItemResult, MessageFlags, Outcome, Result, Uid, WriteBatch,
 };
 
+use crate::moves::NotMoved;
 use crate::session::{self, ImapProvider};
 use crate::uidset;
 
@@ -160,6 +158,16 @@ impl ImapProvider {
         let settled: HashSet<Uid> = results.iter().map(|r| r.uid).collect();
         let mut live: Vec<Uid> = uids_of(batch);
         live.retain(|u| !settled.contains(u));
+        // Targets of a move that left the mailbox since they were indexed are looked for
+        // where the move would take them. Where the mailbox is as the last sync left it on
+        // a QRESYNC server (an expunge changes its HIGHESTMODSEQ), none has left.
+        let mut gone = Vec::new();
+        if batch.move_to.is_some() && !live.is_empty() && !(current && self.caps.has("QRESYNC")) {
+            let present = self.present(&live).await?;
+            (live, gone) = live
+                .into_iter()
+                .partition(|u| present.binary_search(u).is_ok());
+        }
         if !batch.op.is_empty() && !live.is_empty() {
             let unchanged_since = condstore.then_some(highest);
             let stored = self.store_and_verify(batch, &live, unchanged_since).await?;
@@ -168,12 +176,45 @@ impl ImapProvider {
                 .filter(|r| r.outcome == Outcome::Applied)
                 .map(|r| r.uid)
                 .collect();
-            results.extend(stored);
+            for result in stored {
+                // Vanished between the check above and the STORE.
+                let vanished = result.outcome == Outcome::Stale && result.observed.is_none();
+                if batch.move_to.is_some() && vanished {
+                    gone.push(result.uid);
+                } else {
+                    results.push(result);
+                }
+            }
         }
         if let Some(target) = &batch.move_to
-            && !live.is_empty()
+            && !(live.is_empty() && gone.is_empty())
         {
-            self.move_and_verify(&live, target, &mut results).await?;
+            let (validity, not_moved) = self.move_and_verify(&live, target, &mut results).await?;
+            // With UIDPLUS a UID the move names no new place for was gone before it ran;
+            // without it the move names none at all, and moved them.
+            let ours = !self.caps.has("UIDPLUS");
+            let message_ids: HashMap<Uid, &str> = batch
+                .targets
+                .iter()
+                .filter_map(|t| Some((t.uid, t.message_id.as_deref()?)))
+                .collect();
+            let message_id = |uid: Uid| message_ids.get(&uid).copied();
+            let not_moved: Vec<NotMoved> = gone
+                .iter()
+                .map(|u| (*u, Outcome::Unchanged))
+                .chain(not_moved.iter().map(|u| match ours {
+                    true => (*u, Outcome::Applied),
+                    false => (*u, Outcome::Unchanged),
+                }))
+                .map(|(uid, if_found)| NotMoved {
+                    uid,
+                    message_id: message_id(uid),
+                    if_found,
+                })
+                .collect();
+            self.settle_not_moved(&batch.mailbox, (target, validity), &not_moved, &mut results)
+                .await
+                .map_err(|e| unknown_if_lost(e, &live))?;
         }
         // Stable, and nearly free on the runs of UIDs already in order.
         results.sort_by_key(|r| r.uid);
@@ -285,60 +326,6 @@ impl ImapProvider {
         Ok(results)
     }
 
-    /// Moves `live` to `target` and reads them back where they landed: that verifies the move
-    /// and gives the index their new UIDs and modseqs for later preconditions.
-    pub(crate) async fn move_and_verify(
-        &mut self,
-        live: &[Uid],
-        target: &str,
-        results: &mut Vec<ItemResult>,
-    ) -> Result<()> {
-        let moved = self
-            .move_uids(live, target)
-            .await
-            .map_err(|e| unknown_if_lost(e, live))?;
-        let condstore = self.caps.has("CONDSTORE");
-        self.select(target, condstore)
-            .await
-            .map_err(|e| unknown_if_lost(e, live))?;
-        let new_uids: Vec<Uid> = moved.values().map(|(_, u)| *u).collect();
-        let landed: HashMap<Uid, (u64, MessageFlags)> = self
-            .read_flags(&new_uids)
-            .await
-            .map_err(|e| unknown_if_lost(e, live))?
-            .into_iter()
-            .map(|(u, m, f)| (u, (m, f)))
-            .collect();
-        let mut at: HashMap<Uid, usize> = results
-            .iter()
-            .enumerate()
-            .map(|(i, r)| (r.uid, i))
-            .collect();
-        for uid in live {
-            let i = *at.entry(*uid).or_insert_with(|| {
-                results.push(ItemResult::new(*uid, Outcome::Applied));
-                results.len() - 1
-            });
-            let entry = &mut results[i];
-            match moved
-                .get(uid)
-                .and_then(|(v, n)| Some((*v, *n, landed.get(n)?)))
-            {
-                Some((validity, new_uid, (modseq, flags))) => {
-                    entry.moved_to = Some((target.to_string(), validity, new_uid));
-                    entry.observed = Some((*modseq, flags.clone()));
-                }
-                None => {
-                    entry.outcome = Outcome::Failed;
-                    entry.error = Some(Error::verification_failed(format!(
-                        "uid {uid} was not found in {target:?} after the move"
-                    )));
-                }
-            }
-        }
-        Ok(())
-    }
-
     /// Every message of the selected mailbox whose modseq is above `modseq`: one command,
     /// whatever the UIDs.
     async fn read_changed(&mut self, modseq: u64) -> Result<Vec<(Uid, u64, MessageFlags)>> {
@@ -371,51 +358,7 @@ impl ImapProvider {
         .await?;
         Ok(out)
     }
-
-    pub(crate) async fn move_uids(
-        &mut self,
-        uids: &[Uid],
-        target: &str,
-    ) -> Result<HashMap<Uid, (UidValidity, Uid)>> {
-        let quoted = crate::convert::quoted_name(target);
-        let mut moved = HashMap::new();
-        for set in uidset::chunks(uids, quoted.len() + 32) {
-            if self.caps.has("MOVE") {
-                let codes = self
-                    .command_codes(&format!("UID MOVE {set} {quoted}"))
-                    .await?;
-                collect_copyuid(&codes, &mut moved);
-            } else {
-                // UIDPLUS fallback: expunge exactly these UIDs, never a bare EXPUNGE.
-                let codes = self
-                    .command_codes(&format!("UID COPY {set} {quoted}"))
-                    .await?;
-                collect_copyuid(&codes, &mut moved);
-                self.command_codes(&format!("UID STORE {set} +FLAGS.SILENT (\\Deleted)"))
-                    .await?;
-                self.command_codes(&format!("UID EXPUNGE {set}")).await?;
-            }
-        }
-        Ok(moved)
-    }
-
-    /// Sends one command and collects the COPYUID codes of its untagged and tagged answers
-    /// (async-imap's own calls drop the tagged response code).
-    pub(crate) async fn command_codes(&mut self, command: &str) -> Result<Vec<CopyUid>> {
-        let mut codes = Vec::new();
-        self.command(command, |resp| {
-            if let Response::Data { outcome, .. } | Response::Done { outcome, .. } = resp
-                && let Some(ResponseCode::CopyUid(v, from, to)) = &outcome.code
-            {
-                codes.push((*v, from.clone(), to.clone()));
-            }
-        })
-        .await?;
-        Ok(codes)
-    }
 }
-
-type CopyUid = (u32, Vec<UidSetMember>, Vec<UidSetMember>);
 
 /// `UID STORE` commands for `op` over `uids`, split so no line exceeds the length limit.
 fn store_commands(uids: &[Uid], op: &FlagOp, unchanged_since: Option<u64>) -> Vec<String> {
@@ -455,23 +398,6 @@ pub(crate) fn unknown_if_lost(e: Error, uids: &[Uid]) -> Error {
         ))
         .with_next_step("run: mailbroker sync, then repeat the request; nothing is resent blindly"),
         other => other,
-    }
-}
-
-fn expand(set: &[UidSetMember]) -> Vec<Uid> {
-    set.iter()
-        .flat_map(|m| match m {
-            UidSetMember::Uid(u) => Uid::from(*u)..=Uid::from(*u),
-            UidSetMember::UidRange(r) => Uid::from(*r.start())..=Uid::from(*r.end()),
-        })
-        .collect()
-}
-
-fn collect_copyuid(codes: &[CopyUid], into: &mut HashMap<Uid, (UidValidity, Uid)>) {
-    for (validity, from, to) in codes {
-        for (src, dst) in expand(from).into_iter().zip(expand(to)) {
-            into.insert(src, (*validity, dst));
-        }
     }
 }
 

@@ -1,0 +1,152 @@
+//! Moves whose targets are not where the index says: a rerun after a lost MOVE answer, a
+//! message expunged or moved by another client before or during the move. Each is reported
+//! per message; none fails the batch or is reported `verification_failed`.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{mb, ok, server};
+use mailbroker_testkit::{ImapClient, Proxy, message};
+
+const MOVE_ALL: [&str; 7] = [
+    "update",
+    "--query",
+    "in:inbox",
+    "--move-to",
+    "Archive",
+    "--yes",
+    "--json",
+];
+
+/// Four messages in INBOX for `user`, reached through a proxy as account "m", synced.
+async fn four_through_proxy(user: &str) -> Option<(tempfile::TempDir, ImapClient, Proxy)> {
+    let server = server()?;
+    let mut client = ImapClient::connect(server, user).await.unwrap();
+    for i in 0..4 {
+        let body = message(i, "hal@example.test", &format!("Move {i}"), "text");
+        client.append("INBOX", "", &body).await.unwrap();
+    }
+    let home = tempfile::tempdir().unwrap();
+    let proxy = Proxy::start(server.imap_port, Duration::ZERO).unwrap();
+    let mut args = common::add_args("m", "127.0.0.1", proxy.port, user);
+    args.extend(["--tls", "none"].map(String::from));
+    assert_eq!(common::mb_args(home.path(), &args).code, 0);
+    ok(home.path(), &["sync"]);
+    Some((home, client, proxy))
+}
+
+/// Runs `args` in the background until the proxy holds the command matching `pattern`.
+async fn held(
+    home: &std::path::Path,
+    proxy: &Proxy,
+    pattern: &str,
+    args: &'static [&'static str],
+) -> tokio::task::JoinHandle<common::Run> {
+    proxy.hold_at(pattern);
+    let dir = home.to_path_buf();
+    let run = tokio::task::spawn_blocking(move || mb(&dir, args));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !proxy.holding() {
+        assert!(Instant::now() < deadline, "{pattern} was not sent");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    run
+}
+
+/// The failures of a change report, as (error_type, outcome) pairs.
+fn failure_kinds(json: &serde_json::Value) -> Vec<(String, String)> {
+    json["failures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            let text = |k: &str| f[k].as_str().unwrap_or_default().to_string();
+            (text("error_type"), text("outcome"))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_rerun_after_a_lost_move_answer_finds_the_messages_moved() {
+    let Some((home, mut client, proxy)) = four_through_proxy("mv-lost").await else {
+        return;
+    };
+    proxy.cut_after("UID MOVE");
+    let first = mb(home.path(), &MOVE_ALL);
+    assert_eq!(first.code, 5, "{}", first.stdout);
+    assert_eq!(first.json["failed"], 4, "{}", first.stdout);
+    assert_eq!(client.flags("Archive").await.unwrap().len(), 4);
+
+    proxy.take_sent();
+    let rerun = mb(home.path(), &MOVE_ALL);
+    assert_eq!(rerun.code, 0, "{}", rerun.stdout);
+    assert_eq!(rerun.json["failed"], 0, "{}", rerun.stdout);
+    assert_eq!(rerun.json["unchanged"], 4, "{}", rerun.stdout);
+    let sent = proxy.take_sent();
+    assert!(!sent.contains("UID MOVE"), "moved again: {sent}");
+    let archived = ok(home.path(), &["search", "in:archive"]);
+    assert_eq!(
+        archived["messages"].as_array().unwrap().len(),
+        4,
+        "{archived}"
+    );
+    assert!(
+        ok(home.path(), &["search", "in:inbox"])["messages"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn a_message_expunged_elsewhere_before_the_move_is_stale() {
+    let Some((home, mut client, _proxy)) = four_through_proxy("mv-gone").await else {
+        return;
+    };
+    client.expunge("INBOX", &[2]).await.unwrap();
+    let run = mb(home.path(), &MOVE_ALL);
+    assert_eq!(run.code, 5, "{}", run.stdout);
+    assert_eq!(run.json["applied"], 3, "{}", run.stdout);
+    assert_eq!(run.json["stale"], 1, "{}", run.stdout);
+    assert_eq!(
+        failure_kinds(&run.json),
+        [("stale_state".to_string(), "stale".to_string())]
+    );
+    assert_eq!(client.flags("Archive").await.unwrap().len(), 3);
+}
+
+#[tokio::test]
+async fn concurrent_moves_and_expunges_during_a_move_are_reported_per_message() {
+    let Some((home, mut client, proxy)) = four_through_proxy("mv-issued").await else {
+        return;
+    };
+    let run = held(home.path(), &proxy, "UID MOVE", &MOVE_ALL).await;
+    // While mailbroker's MOVE waits, another client expunges one target, moves one to Trash
+    // (a conflicting move: mailbroker's loses, stale) and one where mailbroker moves it.
+    // Dovecot then refuses the whole MOVE with NO [EXPUNGEISSUED]; the rest is moved again.
+    client.expunge("INBOX", &[1]).await.unwrap();
+    client.select("INBOX").await.unwrap();
+    client.move_each(&[2], "Trash").await.unwrap();
+    client.move_each(&[3], "Archive").await.unwrap();
+    proxy.release();
+    let run = run.await.unwrap();
+    assert_eq!(run.code, 5, "{}", run.stdout);
+    assert_eq!(run.json["applied"], 1, "{}", run.stdout);
+    assert_eq!(run.json["unchanged"], 1, "{}", run.stdout);
+    assert_eq!(run.json["stale"], 2, "{}", run.stdout);
+    let kinds = failure_kinds(&run.json);
+    assert!(
+        kinds
+            .iter()
+            .all(|(t, o)| t == "stale_state" && o == "stale"),
+        "{kinds:?}"
+    );
+    assert_eq!(client.flags("Archive").await.unwrap().len(), 2);
+    let archived = ok(home.path(), &["search", "in:archive"]);
+    assert_eq!(
+        archived["messages"].as_array().unwrap().len(),
+        2,
+        "{archived}"
+    );
+}
