@@ -4,6 +4,8 @@
 //! `is:unread|read|flagged|starred|unflagged` `has:attachment` `before:`/`after:` (YYYY-MM-DD)
 //! `older_than:`/`newer_than:` (`7d` `2w` `3m` `1y`) `larger:`/`smaller:` (`5M` `200K`),
 //! `"quoted phrases"`, bare words (full text), and `-term` negation. Terms AND together.
+//! `in:anywhere` names every mailbox: a selection that changes or stages messages must not be
+//! empty (`parse_selection`), so everything is asked for in words.
 //! `OR`, `|` and parentheses are refused with a clear error until they are built.
 
 use mailbroker_core::Error;
@@ -27,8 +29,14 @@ pub enum Term {
     After(i64),
     Larger(u64),
     Smaller(u64),
+    /// `in:anywhere`: every mailbox, for a selection that means everything on purpose.
+    Anywhere,
     Not(Box<Term>),
 }
+
+/// Most terms in one query: each becomes a condition of one SQL statement, and SQLite's
+/// expression depth is limited.
+pub const MAX_TERMS: usize = 1000;
 
 /// A parsed query: its terms, all of which must hold.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -76,12 +84,25 @@ fn parse_date(token: &str, value: &str) -> Result<i64, Error> {
     let parts: Vec<&str> = value.split('-').collect();
     let nums: Option<Vec<i64>> = parts.iter().map(|p| p.parse().ok()).collect();
     match nums.as_deref() {
-        Some([y, m, d]) if (1..=12).contains(m) && (1..=31).contains(d) => {
+        Some([y, m, d])
+            if (1..=9999).contains(y)
+                && (1..=12).contains(m)
+                && (1..=days_in_month(*y, *m)).contains(d) =>
+        {
             Ok(days_from_civil(*y, *m, *d) * 86_400)
         }
         _ => Err(Error::validation(format!(
-            "{token}: expected a date as YYYY-MM-DD"
+            "{token}: expected a date as YYYY-MM-DD (a day that exists)"
         ))),
+    }
+}
+
+fn days_in_month(y: i64, m: i64) -> i64 {
+    match m {
+        4 | 6 | 9 | 11 => 30,
+        2 if y % 4 == 0 && (y % 100 != 0 || y % 400 == 0) => 29,
+        2 => 28,
+        _ => 31,
     }
 }
 
@@ -96,46 +117,79 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
+/// A value's number and its one-character unit suffix (any character, not only ASCII).
+fn split_unit(value: &str) -> (&str, Option<char>) {
+    match value.char_indices().last() {
+        Some((i, c)) if !c.is_ascii_digit() => (&value[..i], Some(c)),
+        _ => (value, None),
+    }
+}
+
+fn too_large(token: &str) -> Error {
+    Error::validation(format!("{token}: the number is too large"))
+}
+
+/// An age in seconds; checked, so a huge number is an error rather than a wrapped one.
 fn parse_age(token: &str, value: &str) -> Result<i64, Error> {
-    let (num, unit) = value.split_at(value.len().saturating_sub(1));
+    let (num, unit) = split_unit(value);
     let n: i64 = num.parse().map_err(|_| {
         Error::validation(format!(
             "{token}: expected a number and a unit, like 7d, 2w, 3m, 1y"
         ))
     })?;
-    let days = match unit {
-        "d" => n,
-        "w" => n * 7,
-        "m" => n * 30,
-        "y" => n * 365,
+    let days_per = match unit {
+        Some('d') => 1,
+        Some('w') => 7,
+        Some('m') => 30,
+        Some('y') => 365,
         _ => {
             return Err(Error::validation(format!(
                 "{token}: the unit must be d, w, m or y"
             )));
         }
     };
-    Ok(days * 86_400)
+    n.checked_mul(days_per)
+        .and_then(|days| days.checked_mul(86_400))
+        .ok_or_else(|| too_large(token))
 }
 
+/// A size in bytes, at most what SQLite's signed integers hold.
 fn parse_size(token: &str, value: &str) -> Result<u64, Error> {
-    let upper = value.to_ascii_uppercase();
-    let (num, mult) = match upper.chars().last() {
-        Some('K') => (&upper[..upper.len() - 1], 1024),
-        Some('M') => (&upper[..upper.len() - 1], 1024 * 1024),
-        Some('G') => (&upper[..upper.len() - 1], 1024 * 1024 * 1024),
-        _ => (upper.as_str(), 1),
+    let (num, unit) = split_unit(value);
+    let mult: u64 = match unit.map(|c| c.to_ascii_uppercase()) {
+        None => 1,
+        Some('K') => 1024,
+        Some('M') => 1024 * 1024,
+        Some('G') => 1024 * 1024 * 1024,
+        Some(_) => {
+            return Err(Error::validation(format!(
+                "{token}: the unit must be K, M or G"
+            )));
+        }
     };
-    num.parse::<u64>()
-        .map(|n| n * mult)
-        .map_err(|_| Error::validation(format!("{token}: expected a size like 200K or 5M")))
+    let n: u64 = num
+        .parse()
+        .map_err(|_| Error::validation(format!("{token}: expected a size like 200K or 5M")))?;
+    n.checked_mul(mult)
+        .filter(|bytes| i64::try_from(*bytes).is_ok())
+        .ok_or_else(|| too_large(token))
 }
 
 fn term_of(token: &str, now: i64) -> Result<Term, Error> {
-    if let Some(rest) = token.strip_prefix('-')
-        && !rest.is_empty()
-    {
-        return Ok(Term::Not(Box::new(term_of(rest, now)?)));
+    // Negation by leading dashes, counted rather than recursed into: a long run of them is
+    // one token, not a deep call stack. An even number cancels out.
+    let rest = token.trim_start_matches('-');
+    if rest.len() < token.len() && !rest.is_empty() {
+        let term = positive_term(rest, now)?;
+        return Ok(match (token.len() - rest.len()) % 2 {
+            1 => Term::Not(Box::new(term)),
+            _ => term,
+        });
     }
+    positive_term(token, now)
+}
+
+fn positive_term(token: &str, now: i64) -> Result<Term, Error> {
     if token == "OR" || token == "|" || token.starts_with('(') || token.ends_with(')') {
         return Err(Error::unsupported(format!(
             "{token:?}: OR and parentheses are not supported yet; terms always AND together"
@@ -157,6 +211,7 @@ fn term_of(token: &str, now: i64) -> Result<Term, Error> {
         "cc" => Term::Cc(value),
         "subject" => Term::Subject(value),
         "tag" | "label" => Term::Tag(value),
+        "in" | "mailbox" if value.eq_ignore_ascii_case("anywhere") => Term::Anywhere,
         "in" | "mailbox" => Term::Mailbox(value),
         "account" => Term::Account(value),
         "is" => match value.to_ascii_lowercase().as_str() {
@@ -178,8 +233,14 @@ fn term_of(token: &str, now: i64) -> Result<Term, Error> {
         }
         "before" => Term::Before(parse_date(token, &value)?),
         "after" => Term::After(parse_date(token, &value)?),
-        "older_than" => Term::Before(now - parse_age(token, &value)?),
-        "newer_than" => Term::After(now - parse_age(token, &value)?),
+        "older_than" => Term::Before(
+            now.checked_sub(parse_age(token, &value)?)
+                .ok_or_else(|| too_large(token))?,
+        ),
+        "newer_than" => Term::After(
+            now.checked_sub(parse_age(token, &value)?)
+                .ok_or_else(|| too_large(token))?,
+        ),
         "larger" => Term::Larger(parse_size(token, &value)?),
         "smaller" => Term::Smaller(parse_size(token, &value)?),
         _ => {
@@ -194,13 +255,34 @@ fn term_of(token: &str, now: i64) -> Result<Term, Error> {
 
 /// Parses a query. `now` (seconds since the epoch) anchors `older_than:`/`newer_than:`.
 pub fn parse(input: &str, now: i64) -> Result<Query, Error> {
+    let tokens = tokens(input)?;
+    if tokens.len() > MAX_TERMS {
+        return Err(Error::validation(format!(
+            "the query has {} terms; at most {MAX_TERMS} are allowed",
+            tokens.len()
+        ))
+        .with_next_step("narrow it with fewer, broader terms"));
+    }
     let mut terms = Vec::new();
-    for (pos, token) in tokens(input)? {
+    for (pos, token) in tokens {
         let term =
             term_of(&token, now).map_err(|e| e.context(format!("at position {}", pos + 1)))?;
         terms.push(term);
     }
     Ok(Query { terms })
+}
+
+/// Parses a query that selects messages to change or stage for deletion. An empty one would
+/// select every message, so it is refused: everything must be asked for in words.
+pub fn parse_selection(input: &str, now: i64) -> Result<Query, Error> {
+    let query = parse(input, now)?;
+    if query.terms.is_empty() {
+        return Err(Error::validation(
+            "an empty query would select every message; nothing was changed",
+        )
+        .with_next_step("give search terms, or write in:anywhere to mean every message"));
+    }
+    Ok(query)
 }
 
 #[cfg(test)]
@@ -237,6 +319,72 @@ mod tests {
                 Term::After(1_000_000 - 7 * 86_400)
             ]
         );
+    }
+
+    #[test]
+    fn numbers_too_large_and_odd_units_are_refused() {
+        for q in [
+            "larger:18446744073709551615",
+            "larger:8589934592G",
+            "smaller:9223372036854775808",
+            "older_than:9223372036854775807d",
+            "newer_than:106751991167300y",
+            "newer_than:1é",
+            "larger:5é",
+        ] {
+            let e = parse(q, 1_000_000).unwrap_err();
+            assert_eq!(e.error_type(), "validation_error", "{q}");
+        }
+        assert_eq!(
+            parse("larger:9223372036854775807", 0).unwrap().terms,
+            vec![Term::Larger(i64::MAX as u64)]
+        );
+    }
+
+    #[test]
+    fn impossible_dates_are_refused() {
+        for q in [
+            "before:2026-02-31",
+            "after:2025-02-29",
+            "before:2026-04-31",
+            "before:0-01-01",
+        ] {
+            assert_eq!(
+                parse(q, 0).unwrap_err().error_type(),
+                "validation_error",
+                "{q}"
+            );
+        }
+        parse("before:2024-02-29", 0).unwrap();
+    }
+
+    #[test]
+    fn dashes_negate_by_parity_without_recursion() {
+        let q = format!("{}from:a", "-".repeat(100_001));
+        assert_eq!(
+            parse(&q, 0).unwrap().terms,
+            vec![Term::Not(Box::new(Term::From("a".into())))]
+        );
+        assert_eq!(parse("--x", 0).unwrap().terms, vec![Term::Text("x".into())]);
+    }
+
+    #[test]
+    fn a_selection_needs_words_and_few_enough_terms() {
+        for q in ["", "   ", "\t\n"] {
+            let e = parse_selection(q, 0).unwrap_err();
+            assert_eq!(e.error_type(), "validation_error", "{q:?}");
+            assert!(e.next_step().unwrap().contains("in:anywhere"));
+        }
+        assert_eq!(
+            parse_selection("in:anywhere", 0).unwrap().terms,
+            vec![Term::Anywhere]
+        );
+        let many = vec!["x"; MAX_TERMS + 1].join(" ");
+        assert_eq!(
+            parse(&many, 0).unwrap_err().error_type(),
+            "validation_error"
+        );
+        parse(&vec!["x"; MAX_TERMS].join(" "), 0).unwrap();
     }
 
     #[test]

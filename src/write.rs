@@ -135,7 +135,7 @@ pub async fn resolve_selection(
 ) -> Result<(serde_json::Value, Vec<MessageRef>)> {
     match (ids.is_empty(), query) {
         (true, Some(q)) => {
-            let parsed = crate::search::parse(q, crate::store::now_secs())?;
+            let parsed = crate::search::parse_selection(q, crate::store::now_secs())?;
             let rows = store.search_refs(&parsed).await?;
             tracing::debug!(rows = rows.len(), "selection resolved");
             Ok((serde_json::json!({ "query": q }), rows))
@@ -227,7 +227,7 @@ pub async fn open_ahead(
     patch: &Patch,
 ) -> Result<Sessions> {
     let query = match query {
-        Some(q) => Some(crate::search::parse(q, crate::store::now_secs())?),
+        Some(q) => Some(crate::search::parse_selection(q, crate::store::now_secs())?),
         None => None,
     };
     let places = store.selection_places(ids, query.as_ref()).await?;

@@ -271,6 +271,9 @@ fn push_term(q: &mut QueryBuilder<Sqlite>, term: &Term) {
         Term::Smaller(n) => {
             q.push("m.size < ").push_bind(*n as i64);
         }
+        Term::Anywhere => {
+            q.push("1 = 1");
+        }
         Term::Not(inner) => {
             q.push("NOT (");
             push_term(q, inner);
