@@ -3,13 +3,16 @@
 //! client with neither, a two-step flow where a dry run hands out a `confirm_token`.
 //!
 //! Architecture Invariant: a token is bound to a digest of the tool, its exact arguments and
-//! the resolved messages; it is single-use and expires after `TOKEN_TTL`. A write that needed
-//! confirmation and did not get it sends nothing.
+//! the resolved messages; it is single-use and expires after `TOKEN_TTL`. An input request's
+//! state is that digest's HMAC (with a nonce and an expiry) under a key drawn by this server
+//! process, and is honoured once, only as the answer to a request this process issued. A
+//! write that needed confirmation and did not get it sends nothing.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use hmac::{Hmac, KeyInit, Mac};
 use rmcp::model::{
     ElicitRequest, ElicitRequestParams, InputRequest, InputRequests, InputRequiredResult,
     ProtocolVersion,
@@ -41,48 +44,146 @@ pub enum Asked {
     InputRequired(InputRequiredResult),
 }
 
-/// Issued confirm tokens: token → (binding digest, expiry).
+/// What this server process handed out to confirm writes: confirm tokens (the two-step
+/// flow) and the input requests it issued (protocol 2026-07-28), with the key their request
+/// state is signed with. Clones share it.
 #[derive(Clone, Default)]
-pub struct Tokens(Arc<Mutex<HashMap<String, (String, Instant)>>>);
+pub struct Confirmations(Arc<Mutex<Issued>>);
 
-impl Tokens {
+#[derive(Default)]
+struct Issued {
+    /// Drawn at first use; never leaves the process, so a state from another process (or
+    /// computed offline) does not verify.
+    key: Option<[u8; 32]>,
+    /// Confirm token → (binding digest, expiry).
+    tokens: HashMap<String, (String, Instant)>,
+    /// Nonce of each input request issued and not yet answered → its expiry.
+    asked: HashMap<String, Instant>,
+}
+
+type Signer = Hmac<Sha256>;
+
+fn refuse_state() -> Error {
+    Error::confirmation_required(
+        "this confirmation does not answer a request this server asked (or it was already \
+         answered, or it expired); nothing was changed",
+    )
+    .with_next_step("call the tool again without input responses, and let the user answer")
+}
+
+impl Issued {
+    fn key(&mut self) -> Result<[u8; 32]> {
+        if let Some(key) = self.key {
+            return Ok(key);
+        }
+        let mut key = [0u8; 32];
+        getrandom::fill(&mut key).map_err(|e| Error::internal(format!("no randomness: {e}")))?;
+        self.key = Some(key);
+        Ok(key)
+    }
+
+    fn forget_expired(&mut self, now: Instant) {
+        self.tokens.retain(|_, (_, expires)| *expires > now);
+        self.asked.retain(|_, expires| *expires > now);
+    }
+}
+
+/// The signature of an input request's state: the binding, its nonce and its expiry.
+fn signer(key: &[u8; 32], binding: &str, nonce: &str, expires: u64) -> Result<Signer> {
+    let mut mac = <Signer as KeyInit>::new_from_slice(key)
+        .map_err(|e| Error::internal(format!("confirmation key: {e}")))?;
+    for part in [binding.as_bytes(), nonce.as_bytes(), &expires.to_be_bytes()] {
+        mac.update(part);
+        mac.update(&[0]);
+    }
+    Ok(mac)
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+impl Confirmations {
+    fn issued(&self) -> Result<std::sync::MutexGuard<'_, Issued>> {
+        self.0
+            .lock()
+            .map_err(|_| Error::internal("confirmations poisoned"))
+    }
+
     pub fn issue(&self, binding: &str) -> Result<String> {
         let token = super::random_hex(16)?;
-        let mut map = self
-            .0
-            .lock()
-            .map_err(|_| Error::internal("confirm tokens poisoned"))?;
+        let mut issued = self.issued()?;
         let now = Instant::now();
-        map.retain(|_, (_, expires)| *expires > now);
-        map.insert(token.clone(), (binding.to_string(), now + TOKEN_TTL));
+        issued.forget_expired(now);
+        issued
+            .tokens
+            .insert(token.clone(), (binding.to_string(), now + TOKEN_TTL));
         Ok(token)
     }
 
     /// Takes the token if it is live and bound to `binding`; a mismatch leaves it in place.
     fn redeem(&self, token: &str, binding: &str) -> Result<()> {
-        let mut map = self
-            .0
-            .lock()
-            .map_err(|_| Error::internal("confirm tokens poisoned"))?;
+        let mut issued = self.issued()?;
         let refuse = |why: &str| {
             Error::confirmation_required(format!("the confirm_token {why}; nothing was changed"))
                 .with_next_step(
                     "call again with dry_run: true, show the plan to the user, and pass the new confirm_token",
                 )
         };
-        match map.get(token) {
+        match issued.tokens.get(token) {
             None => Err(refuse("is unknown, used or expired")),
             Some((_, expires)) if *expires <= Instant::now() => {
-                map.remove(token);
+                issued.tokens.remove(token);
                 Err(refuse("has expired"))
             }
             Some((bound, _)) if bound != binding => {
                 Err(refuse("was issued for other arguments or other messages"))
             }
             Some(_) => {
-                map.remove(token);
+                issued.tokens.remove(token);
                 Ok(())
             }
+        }
+    }
+
+    /// The request state of a new input request for `binding`: `nonce.expiry.signature`,
+    /// the nonce remembered until it is answered or expires.
+    fn ask(&self, binding: &str) -> Result<String> {
+        let nonce = super::random_hex(16)?;
+        let mut issued = self.issued()?;
+        let now = Instant::now();
+        issued.forget_expired(now);
+        let expires = crate::store::now_secs().max(0) as u64 + TOKEN_TTL.as_secs();
+        let key = issued.key()?;
+        let signature = hex(&signer(&key, binding, &nonce, expires)?
+            .finalize()
+            .into_bytes());
+        issued.asked.insert(nonce.clone(), now + TOKEN_TTL);
+        Ok(format!("{nonce}.{expires}.{signature}"))
+    }
+
+    /// Checks that `state` is one this process issued for `binding`, unexpired and not yet
+    /// answered, and marks it answered.
+    fn answered(&self, state: Option<&str>, binding: &str) -> Result<()> {
+        let mut parts = state.unwrap_or_default().splitn(3, '.');
+        let (Some(nonce), Some(expires), Some(signature)) =
+            (parts.next(), parts.next(), parts.next())
+        else {
+            return Err(refuse_state());
+        };
+        let expires: u64 = expires.parse().map_err(|_| refuse_state())?;
+        let signature: Vec<u8> = (0..signature.len() / 2)
+            .filter_map(|i| u8::from_str_radix(signature.get(2 * i..2 * i + 2)?, 16).ok())
+            .collect();
+        let mut issued = self.issued()?;
+        let key = issued.key()?;
+        signer(&key, binding, nonce, expires)?
+            .verify_slice(&signature)
+            .map_err(|_| refuse_state())?;
+        let now = Instant::now();
+        match issued.asked.remove(nonce) {
+            Some(until) if until > now && expires as i64 >= crate::store::now_secs() => Ok(()),
+            _ => Err(refuse_state()),
         }
     }
 }
@@ -118,14 +219,14 @@ fn declined() -> Error {
 /// Obtains the user's confirmation for a write described by `reason`.
 pub async fn confirm(
     ctx: &RequestContext<RoleServer>,
-    tokens: &Tokens,
+    confirmations: &Confirmations,
     binding: &str,
     reason: &str,
     token: Option<&str>,
     round: (Option<&str>, Option<&rmcp::model::InputResponses>),
 ) -> Result<Asked> {
     if let Some(token) = token {
-        tokens.redeem(token, binding)?;
+        confirmations.redeem(token, binding)?;
         return Ok(Asked::Confirmed);
     }
     let message = format!("mailbroker: allow this write? It {reason}.");
@@ -135,13 +236,9 @@ pub async fn confirm(
     if modern {
         let (state, responses) = round;
         if let Some(answer) = responses.and_then(|r| r.get(INPUT_KEY)) {
-            // The state echoes the binding: an answer given for other arguments is ignored.
-            if state != Some(binding) {
-                return Err(Error::confirmation_required(
-                    "the confirmation answered a different request",
-                )
-                .with_next_step("call the tool again without input responses"));
-            }
+            // Honoured only as the answer to a request this process issued for exactly this
+            // call, once: a state computed offline, replayed, or from another server is not.
+            confirmations.answered(state, binding)?;
             let accepted = answer["action"] == "accept" && answer["content"]["confirm"] == true;
             return if accepted {
                 Ok(Asked::Confirmed)
@@ -165,7 +262,7 @@ pub async fn confirm(
             requests.insert(INPUT_KEY.into(), InputRequest::Elicitation(request));
             return Ok(Asked::InputRequired(InputRequiredResult::new(
                 Some(requests),
-                Some(binding.to_string()),
+                Some(confirmations.ask(binding)?),
             )));
         }
         return Err(token_flow(reason));
@@ -198,7 +295,7 @@ mod tests {
 
     #[test]
     fn tokens_are_single_use_and_bound() {
-        let tokens = Tokens::default();
+        let tokens = Confirmations::default();
         let a = binding(
             "update_message",
             &serde_json::json!({"read": true}),
@@ -223,5 +320,33 @@ mod tests {
         tokens.redeem(&token, &a).unwrap();
         let again = tokens.redeem(&token, &a).unwrap_err();
         assert_eq!(again.error_type(), "confirmation_required");
+    }
+
+    #[test]
+    fn input_states_are_keyed_single_use_and_bound() {
+        let mine = Confirmations::default();
+        let a = binding(
+            "update_message",
+            &serde_json::json!({"move_to": "trash"}),
+            &[1],
+        );
+        let b = binding(
+            "update_message",
+            &serde_json::json!({"move_to": "trash"}),
+            &[2],
+        );
+        let state = mine.ask(&a).unwrap();
+        // Not for other arguments, not from another process, not twice, not made up.
+        let refused =
+            |r: Result<()>| assert_eq!(r.unwrap_err().error_type(), "confirmation_required");
+        refused(mine.answered(Some(&state), &b));
+        refused(Confirmations::default().answered(Some(&state), &a));
+        mine.answered(Some(&state), &a).unwrap();
+        refused(mine.answered(Some(&state), &a));
+        refused(mine.answered(Some(&a), &a));
+        refused(mine.answered(None, &a));
+        let fresh = mine.ask(&a).unwrap();
+        let (nonce, rest) = fresh.split_once('.').unwrap();
+        refused(mine.answered(Some(&format!("{nonce}.9{rest}")), &a));
     }
 }

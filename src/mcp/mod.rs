@@ -60,7 +60,7 @@ pub struct McpServer {
     home: Home,
     store: Store,
     options: Arc<McpOptions>,
-    tokens: confirm::Tokens,
+    confirmations: confirm::Confirmations,
     tool_router: ToolRouter<McpServer>,
 }
 
@@ -76,7 +76,7 @@ impl McpServer {
             home,
             store,
             options: Arc::new(options),
-            tokens: confirm::Tokens::default(),
+            confirmations: confirm::Confirmations::default(),
             tool_router,
         }
     }

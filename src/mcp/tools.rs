@@ -252,7 +252,7 @@ impl McpServer {
         let binding = confirm::binding(tool, args, ids);
         if dry_run {
             if let Some(reason) = reason {
-                dry.confirm_token = Some(self.tokens.issue(&binding)?);
+                dry.confirm_token = Some(self.confirmations.issue(&binding)?);
                 dry.confirmation_required = Some(reason);
             }
             return Ok(Some(success(&dry).into()));
@@ -263,7 +263,7 @@ impl McpServer {
         let (state, responses) = round;
         match confirm::confirm(
             ctx,
-            &self.tokens,
+            &self.confirmations,
             &binding,
             &reason,
             token,

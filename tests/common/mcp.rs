@@ -62,6 +62,28 @@ pub async fn connect(home: &Path, client: Client) -> Session {
     client.serve(b).await.expect("client connects")
 }
 
+/// As `connect`, but the client speaks protocol 2026-07-28 from the start (`server/discover`,
+/// no `initialize`): confirmation then comes as an input-required result, not a request.
+pub async fn connect_modern(home: &Path, client: Client) -> Session {
+    use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
+    let home = Home::resolve(Some(home)).unwrap();
+    let store = Store::open(&home.database()).await.unwrap();
+    let server = McpServer::new(home, store, McpOptions::default());
+    let (a, b) = tokio::io::duplex(1 << 20);
+    tokio::spawn(async move {
+        if let Ok(running) = server.serve(a).await {
+            let _ = running.waiting().await;
+        }
+    });
+    let modern = ClientLifecycleMode::Discover {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+    };
+    client
+        .serve_with_lifecycle(b, modern)
+        .await
+        .expect("client connects")
+}
+
 pub fn client(answer: Option<ElicitationAction>, version: ProtocolVersion) -> Client {
     Client {
         answer,

@@ -1,0 +1,165 @@
+//! The input-required confirmation (protocol 2026-07-28) cannot be forged or reused: its
+//! request state is keyed by the server, single-use, and honoured only as the answer to an
+//! input request that server issued.
+
+mod common;
+
+use std::path::Path;
+
+use common::mcp::{client, connect, connect_modern, ids};
+use common::{add_account, ok, seed, server};
+use rmcp::model::*;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+/// 5 INBOX messages for `user`, synced into a fresh home.
+async fn setup(user: &str) -> Option<(tempfile::TempDir, mailbroker_testkit::ImapClient)> {
+    let server = server()?;
+    let home = tempfile::tempdir().unwrap();
+    let imap = seed(server, user, "INBOX", 5).await;
+    add_account(server, home.path(), "c", user, &[]);
+    ok(home.path(), &["sync"]);
+    Some((home, imap))
+}
+
+fn to_trash(id: i64) -> Value {
+    json!({ "ids": [id], "move_to": "trash" })
+}
+
+/// An elicitation's answer in an input-required retry: yes or no.
+fn answer(yes: bool) -> InputResponses {
+    let mut responses = InputResponses::new();
+    let action = if yes { "accept" } else { "decline" };
+    responses.insert(
+        "confirm".into(),
+        json!({ "action": action, "content": { "confirm": yes } }),
+    );
+    responses
+}
+
+/// Calls update_message once (no input-required round trip is driven), optionally as the
+/// retry with `state` and a yes.
+async fn call_once(
+    session: &common::mcp::Session,
+    args: &Value,
+    state: Option<String>,
+) -> CallToolResponse {
+    answer_once(session, args, state, true).await
+}
+
+async fn answer_once(
+    session: &common::mcp::Session,
+    args: &Value,
+    state: Option<String>,
+    yes: bool,
+) -> CallToolResponse {
+    let mut params = CallToolRequestParams::new("update_message")
+        .with_arguments(args.as_object().cloned().unwrap_or_default());
+    if let Some(state) = state {
+        params.request_state = Some(state);
+        params.input_responses = Some(answer(yes));
+    }
+    session.call_tool_once(params).await.expect("a result")
+}
+
+/// The request state of an input request the server issues for `args`.
+async fn asked_state(session: &common::mcp::Session, args: &Value) -> String {
+    let first = call_once(session, args, None).await;
+    let CallToolResponse::InputRequired(asked) = first else {
+        panic!("a move to trash must ask: {first:?}");
+    };
+    asked.request_state.expect("a request state")
+}
+
+/// The error type of a completed call, or panics if it asked for input or succeeded.
+fn refused(response: CallToolResponse) -> String {
+    let CallToolResponse::Complete(result) = response else {
+        panic!("expected a refusal, got {response:?}")
+    };
+    assert_eq!(result.is_error, Some(true), "{result:?}");
+    let body = result.structured_content.unwrap_or(Value::Null);
+    body["error_type"].as_str().unwrap_or_default().to_string()
+}
+
+async fn trash_count(imap: &mut mailbroker_testkit::ImapClient) -> usize {
+    imap.flags("Trash").await.unwrap().len()
+}
+
+async fn inbox_ids(home: &Path) -> Vec<i64> {
+    let session = connect(home, client(None, ProtocolVersion::V_2025_11_25)).await;
+    let found = ids(&session, "in:inbox").await;
+    session.cancel().await.ok();
+    found
+}
+
+#[tokio::test]
+async fn a_forged_request_state_is_refused() {
+    let Some((home, mut imap)) = setup("cf-forged").await else {
+        return;
+    };
+    let id = inbox_ids(home.path()).await[0];
+    // A client that never declared elicitation and was never asked computes the state
+    // offline (an unkeyed digest of tool, arguments and ids) and answers "yes" itself.
+    let args = to_trash(id);
+    // As the server saw them: its typed arguments, defaults included, without dry_run.
+    let seen = json!({ "ids": [id], "move_to": "trash", "create_missing_tags": false });
+    let mut hasher = Sha256::new();
+    hasher.update(b"update_message\0");
+    hasher.update(seen.to_string().as_bytes());
+    hasher.update(b"\0");
+    hasher.update(json!([id]).to_string().as_bytes());
+    let forged: String = hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let session = connect_modern(home.path(), client(None, ProtocolVersion::V_2026_07_28)).await;
+    for state in [forged, "x".repeat(64), String::new()] {
+        let answer = call_once(&session, &args, Some(state)).await;
+        assert_eq!(refused(answer), "confirmation_required");
+    }
+    assert_eq!(trash_count(&mut imap).await, 0);
+    session.cancel().await.ok();
+}
+
+#[tokio::test]
+async fn a_request_state_is_single_use_and_bound_to_its_server() {
+    let Some((home, mut imap)) = setup("cf-replay").await else {
+        return;
+    };
+    let inbox = inbox_ids(home.path()).await;
+    let args = to_trash(inbox[0]);
+    let asking = client(
+        Some(ElicitationAction::Accept),
+        ProtocolVersion::V_2026_07_28,
+    );
+    let session = connect_modern(home.path(), asking.clone()).await;
+    let state = asked_state(&session, &args).await;
+    // Another server process (another key) does not honour it.
+    let other = connect_modern(home.path(), asking.clone()).await;
+    assert_eq!(
+        refused(call_once(&other, &args, Some(state.clone())).await),
+        "confirmation_required"
+    );
+    other.cancel().await.ok();
+    // Nor for other arguments.
+    let other_args = to_trash(inbox[1]);
+    assert_eq!(
+        refused(call_once(&session, &other_args, Some(state.clone())).await),
+        "confirmation_required"
+    );
+    // Answered "no", it cannot be answered again with "yes".
+    let no = answer_once(&session, &args, Some(state.clone()), false).await;
+    assert_eq!(refused(no), "confirmation_declined");
+    let replayed = call_once(&session, &args, Some(state)).await;
+    assert_eq!(refused(replayed), "confirmation_required");
+    assert_eq!(trash_count(&mut imap).await, 0);
+    // A fresh request, answered "yes" by its own server, goes ahead.
+    let state = asked_state(&session, &args).await;
+    let CallToolResponse::Complete(done) = call_once(&session, &args, Some(state)).await else {
+        panic!("the answered request should complete");
+    };
+    assert_ne!(done.is_error, Some(true), "{done:?}");
+    assert_eq!(trash_count(&mut imap).await, 1);
+    session.cancel().await.ok();
+}
