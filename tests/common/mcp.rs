@@ -49,7 +49,8 @@ impl ClientHandler for Client {
 
 pub type Session = RunningService<RoleClient, Client>;
 
-pub async fn connect(home: &Path, client: Client) -> Session {
+/// An MCP server on a fresh index handle of `home`, serving the returned end of a pipe.
+async fn serve(home: &Path) -> tokio::io::DuplexStream {
     let home = Home::resolve(Some(home)).unwrap();
     let store = Store::open(&home.database()).await.unwrap();
     let server = McpServer::new(home, store, McpOptions::default());
@@ -59,27 +60,25 @@ pub async fn connect(home: &Path, client: Client) -> Session {
             let _ = running.waiting().await;
         }
     });
-    client.serve(b).await.expect("client connects")
+    b
+}
+
+pub async fn connect(home: &Path, client: Client) -> Session {
+    client
+        .serve(serve(home).await)
+        .await
+        .expect("client connects")
 }
 
 /// As `connect`, but the client speaks protocol 2026-07-28 from the start (`server/discover`,
 /// no `initialize`): confirmation then comes as an input-required result, not a request.
 pub async fn connect_modern(home: &Path, client: Client) -> Session {
     use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
-    let home = Home::resolve(Some(home)).unwrap();
-    let store = Store::open(&home.database()).await.unwrap();
-    let server = McpServer::new(home, store, McpOptions::default());
-    let (a, b) = tokio::io::duplex(1 << 20);
-    tokio::spawn(async move {
-        if let Ok(running) = server.serve(a).await {
-            let _ = running.waiting().await;
-        }
-    });
     let modern = ClientLifecycleMode::Discover {
         preferred_versions: vec![ProtocolVersion::V_2026_07_28],
     };
     client
-        .serve_with_lifecycle(b, modern)
+        .serve_with_lifecycle(serve(home).await, modern)
         .await
         .expect("client connects")
 }
