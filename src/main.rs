@@ -21,14 +21,8 @@ fn main() -> ExitCode {
     if !matches!(cli.command, mailbroker::cli::Command::Mcp(_)) {
         mailbroker::write::ends_after_command();
     }
-    // Logs go to stderr only: stdout carries command output (and, later, MCP frames).
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("MAILBROKER_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .init();
+    // Logs go to stderr only (stdout carries command output, or MCP frames), redacted.
+    mailbroker::logging::init();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

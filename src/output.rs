@@ -1,6 +1,7 @@
 //! The one place that shapes what the CLI prints: JSON envelopes with `success`, human lines,
 //! and errors with their SPEC §10 `error_type` and next step.
 
+use std::borrow::Cow;
 use std::io::{IsTerminal, Write};
 
 use indicatif::{ProgressBar, ProgressStyle};
@@ -42,6 +43,46 @@ pub fn print_error(e: &Error, json: bool) {
     }
 }
 
+/// `text` from a message (a header, a name) made safe to print as part of one line on a
+/// terminal: every control character (ESC, BEL, CR, LF, …) is shown as its Unicode control
+/// picture (`␛`) and the bidirectional overrides as `�`, so a crafted Subject can neither
+/// drive the terminal nor forge a row. `--json` output keeps the data exact instead.
+pub fn one_line(text: &str) -> Cow<'_, str> {
+    neutralise(text, false)
+}
+
+/// As `one_line`, for a message body: line breaks and tabs stay (CRLF becomes LF).
+pub fn body_text(text: &str) -> Cow<'_, str> {
+    neutralise(text, true)
+}
+
+fn neutralise(text: &str, keep_lines: bool) -> Cow<'_, str> {
+    let kept = |c: char| keep_lines && matches!(c, '\n' | '\t');
+    let unsafe_char = |c: char| {
+        (c.is_control() && !kept(c))
+            || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    };
+    if !text.chars().any(unsafe_char) {
+        return Cow::Borrowed(text);
+    }
+    let text = if keep_lines {
+        Cow::Owned(text.replace("\r\n", "\n"))
+    } else {
+        Cow::Borrowed(text)
+    };
+    Cow::Owned(
+        text.chars()
+            .map(|c| match c {
+                c if !unsafe_char(c) => c,
+                // C0 controls have pictures at U+2400 + code; DEL at U+2421.
+                c if (c as u32) < 0x20 => char::from_u32(0x2400 + c as u32).unwrap_or('\u{fffd}'),
+                '\u{7f}' => '\u{2421}',
+                _ => '\u{fffd}',
+            })
+            .collect(),
+    )
+}
+
 /// A progress bar on stderr, shown only to a person at a terminal.
 pub fn progress_bar(json: bool) -> ProgressBar {
     if json || !std::io::stderr().is_terminal() {
@@ -68,4 +109,21 @@ pub fn ask(question: &str) -> Result<String, Error> {
         .read_line(&mut answer)
         .map_err(|e| Error::internal(format!("cannot read the answer: {e}")))?;
     Ok(answer.trim().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_characters_cannot_reach_the_terminal() {
+        let subject = "hi\x1b]0;owned\x07\x1b[31mred\r\n12345 N forged row\u{202e}";
+        let shown = one_line(subject);
+        assert!(!shown.chars().any(|c| c.is_control()), "{shown:?}");
+        assert!(shown.contains("\u{241b}]0;owned"), "{shown:?}");
+        assert!(!shown.contains('\u{202e}'));
+        let body = body_text("line one\r\nline\ttwo\x1b[2J\u{9b}");
+        assert_eq!(body, "line one\nline\ttwo\u{241b}[2J\u{fffd}");
+        assert!(matches!(one_line("plain Grüße"), Cow::Borrowed(_)));
+    }
 }

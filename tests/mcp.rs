@@ -396,6 +396,8 @@ async fn risky_writes_need_confirmation_by_every_route() {
 async fn http_server(home: &Path, writes: bool) -> (String, tokio::sync::oneshot::Sender<()>) {
     let token_file = home.join("token");
     std::fs::write(&token_file, "0123456789abcdef0123\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600)).unwrap();
     let h = Home::resolve(Some(home)).unwrap();
     let store = Store::open(&h.database()).await.unwrap();
     let options = HttpOptions {

@@ -50,6 +50,8 @@ fn http_server(home: &Path) -> HttpServer {
     use std::io::{BufRead, BufReader};
     let token = home.join("http-token");
     std::fs::write(&token, "py-token-0123456789abcdef\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_mailbroker"))
         .arg("--home")
         .arg(home)

@@ -94,7 +94,7 @@ fn print_summary(m: &Manifest) {
             println!(
                 "  {:>6}  {}",
                 sender["messages"],
-                sender["from"].as_str().unwrap_or("")
+                crate::output::one_line(sender["from"].as_str().unwrap_or(""))
             );
         }
     }

@@ -9,7 +9,7 @@ use mailbroker_core::{AccountId, Error, Result};
 use mailbroker_imap::{ImapConfig, TlsMode};
 
 use crate::home::Home;
-use crate::output::{print_json, progress_bar};
+use crate::output::{self, print_json, progress_bar};
 use crate::store::{MessageRow, Store};
 use crate::{accounts, search, sync};
 
@@ -268,9 +268,25 @@ pub struct ImapArgs {
     /// Do not use this advertised extension (e.g. QRESYNC on a server where it misbehaves).
     #[arg(long = "disable-extension", value_name = "EXT")]
     pub disable_extension: Vec<String>,
+    /// Allow --tls none to a host other than this machine: the password then crosses the
+    /// network in clear text.
+    #[arg(long)]
+    pub allow_plaintext: bool,
 }
 
 fn read_password(args: &ImapArgs) -> Result<String> {
+    let password = password_given(args)?;
+    mailbroker_core::secrets::register(&password);
+    if password.contains(['\r', '\n']) {
+        return Err(
+            Error::validation("the password holds a line break, which IMAP cannot send")
+                .with_next_step("check the variable or input it is read from"),
+        );
+    }
+    Ok(password)
+}
+
+fn password_given(args: &ImapArgs) -> Result<String> {
     if let Some(var) = &args.password_env {
         return std::env::var(var).map_err(|_| {
             Error::validation(format!("environment variable {var} is not set"))
@@ -309,6 +325,7 @@ fn imap_config(args: &ImapArgs) -> Result<ImapConfig> {
         password: read_password(args)?,
         ca_pem,
         disabled_extensions: args.disable_extension.clone(),
+        allow_plaintext: args.allow_plaintext,
     })
 }
 
@@ -429,13 +446,13 @@ async fn show_body(
     for a in &text.attachments {
         println!(
             "attachment: {} ({}, {} bytes)",
-            a.name.as_deref().unwrap_or("(unnamed)"),
-            a.content_type,
+            output::one_line(a.name.as_deref().unwrap_or("(unnamed)")),
+            output::one_line(&a.content_type),
             a.size
         );
     }
     println!();
-    println!("{body}");
+    println!("{}", output::body_text(&body));
     if has_more {
         println!(
             "[… {} more characters: --offset {}]",
@@ -496,6 +513,14 @@ async fn account(store: &Store, cmd: AccountCommand, json: bool) -> Result<()> {
         AccountCommand::Add(AddCommand::Imap(args)) => {
             let id: AccountId = args.id.parse()?;
             let config = imap_config(&args)?;
+            config.check_plaintext()?;
+            if config.tls == TlsMode::None && args.allow_plaintext {
+                eprintln!(
+                    "warning: --tls none with --allow-plaintext: the password goes to {} in \
+                     clear text, readable by anyone on the network path",
+                    config.host
+                );
+            }
             let view = accounts::add_imap(store, id, args.email.clone(), config).await?;
             print_account(&view, json)
         }
@@ -671,27 +696,33 @@ fn one_line(r: &MessageRow) -> String {
         r.place.id,
         marks,
         r.date.as_deref().map_or("", |d| &d[..10.min(d.len())]),
-        r.place.mailbox,
-        r.from.chars().take(28).collect::<String>(),
-        r.subject,
-        tags
+        output::one_line(&r.place.mailbox),
+        output::one_line(&r.from)
+            .chars()
+            .take(28)
+            .collect::<String>(),
+        output::one_line(&r.subject),
+        output::one_line(&tags)
     )
 }
 
 fn print_message(r: &MessageRow) {
+    use output::one_line as safe;
     println!("id:       {}", r.place.id);
     println!(
         "account:  {}  mailbox: {}  uid: {}",
-        r.place.account, r.place.mailbox, r.place.uid
+        r.place.account,
+        safe(&r.place.mailbox),
+        r.place.uid
     );
     println!("date:     {}", r.date.as_deref().unwrap_or("-"));
-    println!("from:     {}", r.from);
-    println!("to:       {}", r.to);
+    println!("from:     {}", safe(&r.from));
+    println!("to:       {}", safe(&r.to));
     if !r.cc.is_empty() {
-        println!("cc:       {}", r.cc);
+        println!("cc:       {}", safe(&r.cc));
     }
-    println!("subject:  {}", r.subject);
-    println!("flags:    {}", r.flags.join(" "));
+    println!("subject:  {}", safe(&r.subject));
+    println!("flags:    {}", safe(&r.flags.join(" ")));
     println!(
         "size:     {} bytes{}",
         r.size,
@@ -702,5 +733,5 @@ fn print_message(r: &MessageRow) {
         }
     );
     println!();
-    println!("{}", r.snippet);
+    println!("{}", safe(&r.snippet));
 }

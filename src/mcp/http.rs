@@ -66,29 +66,30 @@ pub fn bind_addr(addr: &str, allow_remote: bool) -> Result<SocketAddr> {
     Ok(parsed)
 }
 
+/// Shortest bearer token accepted, from a file or the environment.
+const MIN_TOKEN_LEN: usize = 16;
+
 /// The bearer token and where it comes from: the given file, the environment, or a file
-/// generated (0600) in the home on first use.
+/// generated (0600) in the home on first use. A token shorter than `MIN_TOKEN_LEN`, or a
+/// file others may read, is refused: either lets someone else in.
 fn load_token(home: &Home, file: Option<&PathBuf>) -> Result<(String, String)> {
     if let Some(path) = file {
+        private_file(path)?;
         let text = std::fs::read_to_string(path).map_err(|e| {
             Error::validation(format!("cannot read token file {}: {e}", path.display()))
         })?;
-        let token = text.trim().to_string();
-        if token.len() < 16 {
-            return Err(Error::validation(format!(
-                "the token in {} is shorter than 16 characters",
-                path.display()
-            )));
-        }
-        return Ok((token, path.display().to_string()));
+        let source = path.display().to_string();
+        return strong(text.trim(), &source).map(|t| (t, source));
     }
     if let Ok(token) = std::env::var(TOKEN_ENV)
         && !token.trim().is_empty()
     {
-        return Ok((token.trim().to_string(), format!("${TOKEN_ENV}")));
+        return strong(token.trim(), &format!("${TOKEN_ENV}"))
+            .map(|t| (t, format!("${TOKEN_ENV}")));
     }
     let path = home.root().join("mcp-token");
     if let Ok(text) = std::fs::read_to_string(&path) {
+        private_file(&path)?;
         return Ok((text.trim().to_string(), path.display().to_string()));
     }
     let token = super::random_hex(32)?;
@@ -96,6 +97,35 @@ fn load_token(home: &Home, file: Option<&PathBuf>) -> Result<(String, String)> {
         .map_err(|e| Error::internal(format!("cannot write {}: {e}", path.display())))?;
     restrict_file(&path)?;
     Ok((token, path.display().to_string()))
+}
+
+/// `token` if it is long enough to guess at no better than chance.
+fn strong(token: &str, source: &str) -> Result<String> {
+    if token.chars().count() < MIN_TOKEN_LEN {
+        return Err(Error::validation(format!(
+            "the token in {source} is shorter than {MIN_TOKEN_LEN} characters"
+        ))
+        .with_next_step("use a longer random token, or leave it out to have one generated"));
+    }
+    Ok(token.to_string())
+}
+
+/// Refuses a token file that others than its owner may read or write.
+fn private_file(path: &std::path::Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(path)
+        .map_err(|e| Error::validation(format!("cannot read token file {}: {e}", path.display())))?
+        .permissions()
+        .mode();
+    if mode & 0o077 != 0 {
+        return Err(Error::validation(format!(
+            "token file {} can be read by others (mode {:o})",
+            path.display(),
+            mode & 0o777
+        ))
+        .with_next_step(format!("run: chmod 600 {}", path.display())));
+    }
+    Ok(())
 }
 
 #[derive(Clone)]
@@ -316,8 +346,22 @@ mod tests {
         let mode = std::fs::metadata(&source).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600, "{source}");
         assert_eq!(load_token(&home, None).unwrap().0, token);
-        let short = dir.path().join("short");
-        std::fs::write(&short, "abc").unwrap();
-        assert!(load_token(&home, Some(&short)).is_err());
+        let file = |name: &str, text: &str, mode: u32| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, text).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+            path
+        };
+        let refused = |path: PathBuf| {
+            let e = load_token(&home, Some(&path)).unwrap_err();
+            assert_eq!(e.error_type(), "validation_error", "{path:?}");
+        };
+        refused(file("short", "abc", 0o600));
+        refused(file("shared", "a-long-enough-token-123", 0o644));
+        let good = file("good", "a-long-enough-token-123\n", 0o600);
+        assert_eq!(
+            load_token(&home, Some(&good)).unwrap().0,
+            "a-long-enough-token-123"
+        );
     }
 }

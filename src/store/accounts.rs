@@ -104,6 +104,7 @@ impl Store {
         .execute(&mut *tx)
         .await
         .map_err(db_error)?;
+        remember(secret.1);
         sqlx::query("INSERT INTO credentials (account_id, kind, secret) VALUES (?, ?, ?)")
             .bind(account.id.as_str())
             .bind(secret.0)
@@ -151,6 +152,7 @@ impl Store {
                 .fetch_optional(&self.pool)
                 .await
                 .map_err(db_error)?;
+        secret.as_deref().map(remember);
         secret.ok_or_else(|| {
             Error::auth_required(format!("account {id} has no stored {kind}")).with_next_step(
                 format!("run: mailbroker account remove {id}, then add it again"),
@@ -160,6 +162,7 @@ impl Store {
 
     /// Replaces an account's secret of one kind (a refreshed or re-authorized token).
     pub async fn set_secret(&self, id: &AccountId, kind: &str, secret: &str) -> Result<(), Error> {
+        remember(secret);
         sqlx::query(
             "INSERT INTO credentials (account_id, kind, secret) VALUES (?, ?, ?)
              ON CONFLICT (account_id, kind) DO UPDATE SET secret = excluded.secret",
@@ -282,5 +285,16 @@ impl Store {
         .fetch_all(&self.pool)
         .await
         .map_err(db_error)
+    }
+}
+
+/// Registers a secret for log redaction as it passes the store: its text and, when it is a
+/// JSON object (tokens), each of its string values. The store knows no provider's shape.
+fn remember(secret: &str) {
+    mailbroker_core::secrets::register(secret);
+    if let Ok(serde_json::Value::Object(fields)) = serde_json::from_str(secret) {
+        for value in fields.values().filter_map(|v| v.as_str()) {
+            mailbroker_core::secrets::register(value);
+        }
     }
 }

@@ -20,7 +20,18 @@ pub struct OAuthRun {
 /// Runs `bin --home HOME --json ARGS…` (`account add gmail …`, `account login …`) and
 /// completes its browser step.
 pub async fn with_browser(bin: &Path, home: &Path, args: &[String]) -> Result<OAuthRun> {
+    with_browser_env(bin, home, args, &[]).await
+}
+
+/// As `with_browser`, with `env` set for the command (e.g. a log level).
+pub async fn with_browser_env(
+    bin: &Path,
+    home: &Path,
+    args: &[String],
+    env: &[(&str, &str)],
+) -> Result<OAuthRun> {
     let mut child = Command::new(bin)
+        .envs(env.iter().copied())
         .arg("--home")
         .arg(home)
         .arg("--json")

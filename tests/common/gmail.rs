@@ -10,15 +10,22 @@ use serde_json::{Value, json};
 /// Runs an OAuth command (`account add gmail …` or `account login …`) with the browser step
 /// played against the mock, and checks that no token was printed.
 pub async fn with_browser(home: &Path, args: Vec<String>) -> super::Run {
+    with_browser_env(home, args, &[]).await
+}
+
+/// As `with_browser`, with `env` set for the command (e.g. `MAILBROKER_LOG`).
+pub async fn with_browser_env(home: &Path, args: Vec<String>, env: &[(&str, &str)]) -> super::Run {
     let bin = Path::new(env!("CARGO_BIN_EXE_mailbroker"));
-    let run = oauth::with_browser(bin, home, &args).await.unwrap();
+    let run = oauth::with_browser_env(bin, home, &args, env)
+        .await
+        .unwrap();
     assert!(
         run.url.contains("code_challenge_method=S256"),
         "{}",
         run.url
     );
     let stdout = String::from_utf8_lossy(&run.output.stdout).into_owned();
-    for secret in ["ya29.", "1//mock-"] {
+    for secret in TOKEN_PREFIXES {
         assert!(
             !stdout.contains(secret) && !run.stderr.contains(secret),
             "a token was printed"
@@ -31,6 +38,9 @@ pub async fn with_browser(home: &Path, args: Vec<String>) -> super::Run {
         stderr: run.stderr,
     }
 }
+
+/// How the mock's access and refresh tokens begin: none may ever be printed or logged.
+pub const TOKEN_PREFIXES: [&str; 2] = ["ya29.", "1//mock-"];
 
 pub fn oauth_args(mock: &GmailMock, first: &[&str]) -> Vec<String> {
     oauth::mock_args(&mock.url, first)

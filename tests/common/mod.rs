@@ -49,10 +49,20 @@ pub fn mb(home: &Path, args: &[&str]) -> Run {
 }
 
 pub fn mb_with(home: &Path, args: &[&str], env: &[(&str, &str)]) -> Run {
+    let mut all = vec!["--json"];
+    all.extend(args);
+    run_binary(home, &all, env)
+}
+
+/// Runs `mailbroker --home HOME ARGS…` as a person would, without `--json`.
+pub fn mb_text(home: &Path, args: &[&str]) -> Run {
+    run_binary(home, args, &[])
+}
+
+fn run_binary(home: &Path, args: &[&str], env: &[(&str, &str)]) -> Run {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_mailbroker"));
     cmd.arg("--home")
         .arg(home)
-        .arg("--json")
         .args(args)
         .env("MB_TEST_PW", PASSWORD)
         .env_remove("MAILBROKER_HOME")

@@ -10,6 +10,8 @@ mod model;
 mod provider;
 mod write;
 
+pub mod secrets;
+
 pub use error::{Error, Result};
 pub use model::{
     AccountId, Capabilities, MailboxCursor, MailboxInfo, MailboxName, MessageFlags, MessageMeta,

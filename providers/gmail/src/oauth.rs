@@ -154,6 +154,16 @@ fn tokens_of(
         .map(|r| r.secret().clone())
         .or_else(|| refresh_fallback.map(str::to_string))
         .ok_or_else(|| Error::auth_required("the authorization server gave no refresh token"))?;
+    for secret in [
+        Some(response.access_token().secret().as_str()),
+        Some(refresh.as_str()),
+        secret,
+    ]
+    .into_iter()
+    .flatten()
+    {
+        mailbroker_core::secrets::register(secret);
+    }
     Ok(Tokens {
         access_token: response.access_token().secret().clone(),
         refresh_token: refresh,

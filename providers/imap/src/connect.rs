@@ -67,6 +67,9 @@ pub struct ImapConfig {
     /// Extensions the server advertises that mailbroker must not use (a workaround for
     /// servers with a broken implementation, e.g. `QRESYNC`).
     pub disabled_extensions: Vec<String>,
+    /// Allow `TlsMode::None` to a host that is not loopback: the password then crosses the
+    /// network in clear text. Only ever set by the person, with a warning.
+    pub allow_plaintext: bool,
 }
 
 impl fmt::Debug for ImapConfig {
@@ -79,6 +82,16 @@ impl fmt::Debug for ImapConfig {
             .field("password", &"<hidden>")
             .finish_non_exhaustive()
     }
+}
+
+/// Whether `host` names this machine: `localhost`, or a loopback address literal. A name is
+/// not resolved: what it resolves to can change.
+fn is_loopback(host: &str) -> bool {
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    bare.eq_ignore_ascii_case("localhost")
+        || bare
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// The byte stream under an IMAP session: plain TCP or TLS over TCP.
@@ -212,6 +225,7 @@ async fn read_greeting(client: &mut async_imap::Client<Transport>) -> Result<()>
 pub(crate) async fn open(
     config: &ImapConfig,
 ) -> Result<(Session, Option<async_imap::types::Capabilities>)> {
+    config.check_plaintext()?;
     let addr = format!("{}:{}", config.host, config.port);
     let tcp = timed("connect", CONNECT_TIMEOUT, TcpStream::connect(&addr))
         .await?
@@ -281,9 +295,25 @@ pub struct ImapSettings {
     pub ca_pem: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub disabled_extensions: Vec<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_plaintext: bool,
 }
 
 impl ImapConfig {
+    /// Refuses a connection without TLS to a host other than this machine, unless the person
+    /// allowed it: LOGIN would send the password in clear text across the network.
+    pub fn check_plaintext(&self) -> Result<()> {
+        if self.tls != TlsMode::None || self.allow_plaintext || is_loopback(&self.host) {
+            return Ok(());
+        }
+        Err(Error::validation(format!(
+            "--tls none would send the password to {} in clear text; it is allowed only to \
+             this machine (localhost, 127.0.0.1, ::1)",
+            self.host
+        ))
+        .with_next_step("use --tls implicit or --tls starttls, or add --allow-plaintext if you accept that risk"))
+    }
+
     pub fn settings(&self) -> ImapSettings {
         ImapSettings {
             host: self.host.clone(),
@@ -295,6 +325,7 @@ impl ImapConfig {
                 .as_ref()
                 .map(|p| String::from_utf8_lossy(p).into_owned()),
             disabled_extensions: self.disabled_extensions.clone(),
+            allow_plaintext: self.allow_plaintext,
         }
     }
 
@@ -307,6 +338,34 @@ impl ImapConfig {
             password,
             ca_pem: settings.ca_pem.map(String::into_bytes),
             disabled_extensions: settings.disabled_extensions,
+            allow_plaintext: settings.allow_plaintext,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_loopback_hosts_count_as_this_machine() {
+        for host in [
+            "localhost",
+            "LOCALHOST",
+            "127.0.0.1",
+            "127.1.2.3",
+            "::1",
+            "[::1]",
+        ] {
+            assert!(is_loopback(host), "{host}");
+        }
+        for host in [
+            "0.0.0.0",
+            "192.0.2.1",
+            "imap.example.com",
+            "localhost.example.com",
+        ] {
+            assert!(!is_loopback(host), "{host}");
+        }
     }
 }

@@ -98,6 +98,8 @@ pub async fn bench_mcp(messages: usize) -> Result<()> {
     super::add_and_sync(&bin, home.path(), "bm", server.imap_port)?;
     let token_file = home.path().join("token");
     std::fs::write(&token_file, TOKEN)?;
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600))?;
     let mut child = Command::new(&bin)
         .arg("--home")
         .arg(home.path())

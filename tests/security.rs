@@ -1,0 +1,222 @@
+//! What keeps other people out and secrets in: plain IMAP only to this machine, no password
+//! or token in any log line at trace level, strong HTTP tokens in private files, and no
+//! terminal control from a crafted message.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::process::{Command, Stdio};
+
+use common::gmail::{TOKEN_PREFIXES, oauth_args, with_browser_env};
+use common::{add_account, mb, mb_text, mb_with, ok, server};
+use mailbroker_mock_gmail::GmailMock;
+use mailbroker_testkit::{ImapClient, PASSWORD};
+use serde_json::json;
+
+const TRACE: [(&str, &str); 1] = [("MAILBROKER_LOG", "trace")];
+
+#[tokio::test]
+async fn plain_imap_goes_only_to_this_machine() {
+    let Some(server) = server() else { return };
+    let home = tempfile::tempdir().unwrap();
+    ImapClient::connect(server, "sec-plain").await.unwrap();
+    // 0.0.0.0 reaches this machine's Dovecot, but it is not a loopback address: to
+    // mailbroker it is any other host.
+    let mut args = common::add_args("p", "0.0.0.0", server.imap_port, "sec-plain");
+    args.extend(["--tls", "none"].map(String::from));
+    let refused = common::mb_args(home.path(), &args);
+    assert_eq!(refused.code, 2, "{}", refused.stdout);
+    assert_eq!(refused.json["error_type"], "validation_error");
+    assert!(
+        refused.json["next_step"]
+            .as_str()
+            .unwrap()
+            .contains("--allow-plaintext")
+    );
+    assert!(
+        ok(home.path(), &["account", "list"])["accounts"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+
+    args.push("--allow-plaintext".into());
+    let allowed = common::mb_args(home.path(), &args);
+    assert_eq!(allowed.code, 0, "{}\n{}", allowed.stdout, allowed.stderr);
+    assert!(allowed.stderr.contains("clear text"), "{}", allowed.stderr);
+    // To this machine it needs no flag.
+    let mut local = common::add_args("l", "127.0.0.1", server.imap_port, "sec-plain");
+    local.extend(["--tls", "none"].map(String::from));
+    assert_eq!(common::mb_args(home.path(), &local).code, 0);
+}
+
+#[tokio::test]
+async fn no_password_in_logs_at_trace_level() {
+    let Some(server) = server() else { return };
+    let home = tempfile::tempdir().unwrap();
+    let user = "sec-trace";
+    common::seed(server, user, "INBOX", 3).await;
+    let mut args = common::add_args("t", "127.0.0.1", server.imap_port, user);
+    args.extend(["--tls", "none"].map(String::from));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    // `mb_with` fails the test if the password appears on stdout or stderr.
+    let added = mb_with(home.path(), &args, &TRACE);
+    assert_eq!(added.code, 0, "{}", added.stdout);
+    assert!(
+        added.stderr.contains("LOGIN") && added.stderr.contains("<redacted>"),
+        "the LOGIN was not logged at trace level: {}",
+        &added.stderr[..added.stderr.len().min(2000)]
+    );
+    for run in [
+        vec!["sync"],
+        vec!["update", "--query", "in:inbox", "--flag", "--yes"],
+        vec!["show", "1", "--body"],
+    ] {
+        let run = mb_with(home.path(), &run, &TRACE);
+        assert_eq!(run.code, 0, "{}", run.stdout);
+    }
+    assert!(!PASSWORD.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_oauth_token_in_logs_at_trace_level() {
+    let mock = GmailMock::start("me@mock.example").await.unwrap();
+    mock.seed(3, &["INBOX", "UNREAD"], None);
+    let home = tempfile::tempdir().unwrap();
+    let first = ["account", "add", "gmail", "--id", "g", "--quota", "1000000"];
+    // `with_browser_env` fails the test if a token appears on stdout or stderr.
+    let added = with_browser_env(home.path(), oauth_args(&mock, &first), &TRACE).await;
+    assert_eq!(added.code, 0, "{}", added.stdout);
+    assert!(added.stderr.contains("TRACE"), "not traced");
+    let expire = reqwest::Client::new()
+        .post(format!("{}/_mock/faults", mock.url))
+        .json(&json!({ "expire_tokens": true }))
+        .send()
+        .await
+        .unwrap();
+    assert!(expire.status().is_success());
+    // A sync, after a token refresh.
+    for args in [vec!["sync"], vec!["account", "doctor", "g"]] {
+        let run = mb_with(home.path(), &args, &TRACE);
+        assert_eq!(run.code, 0, "{}", run.stdout);
+        for prefix in TOKEN_PREFIXES {
+            assert!(!run.stderr.contains(prefix), "{args:?} logged a token");
+            assert!(!run.stdout.contains(prefix), "{args:?} printed a token");
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_password_with_a_line_break_is_invalid() {
+    let Some(server) = server() else { return };
+    let home = tempfile::tempdir().unwrap();
+    let mut args = common::add_args("c", "127.0.0.1", server.imap_port, "sec-crlf");
+    args.extend(["--tls", "none"].map(String::from));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let run = mb_with(home.path(), &args, &[("MB_TEST_PW", "pass\r\nword")]);
+    assert_eq!(run.code, 2, "{}", run.stdout);
+    assert_eq!(run.json["error_type"], "validation_error", "{}", run.stdout);
+}
+
+/// Starts `mailbroker mcp --http 0` with `token` in the environment or a file of `mode`,
+/// and returns how it ended, within 10 s.
+fn serve_http(token: &str, file_mode: Option<u32>) -> (i32, String) {
+    let home = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mailbroker"));
+    cmd.arg("--home")
+        .arg(home.path())
+        .args(["--json", "mcp", "--http", "0"])
+        .stdin(Stdio::null())
+        .env_remove("MAILBROKER_MCP_TOKEN");
+    match file_mode {
+        Some(mode) => {
+            let path = home.path().join("token");
+            std::fs::write(&path, token).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+            cmd.arg("--http-token-file").arg(path);
+        }
+        None => {
+            cmd.env("MAILBROKER_MCP_TOKEN", token);
+        }
+    }
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            let out = child.wait_with_output().unwrap();
+            return (
+                status.code().unwrap_or(-1),
+                String::from_utf8_lossy(&out.stdout).into_owned(),
+            );
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return (-1, "still serving".into());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn weak_or_shared_http_tokens_are_refused() {
+    for (token, mode) in [
+        ("x", None),
+        ("short-token", None),
+        ("short", Some(0o600)),
+        ("a-long-enough-random-token", Some(0o644)),
+    ] {
+        let (code, stdout) = serve_http(token, mode);
+        assert_eq!(code, 2, "{token:?} {mode:?}: {stdout}");
+        assert!(stdout.contains("validation_error"), "{stdout}");
+    }
+}
+
+#[tokio::test]
+async fn a_crafted_message_cannot_drive_the_terminal() {
+    let Some(server) = server() else { return };
+    let home = tempfile::tempdir().unwrap();
+    let mut client = ImapClient::connect(server, "sec-esc").await.unwrap();
+    // ESC sequences that set the window title and colour, a BEL, and an encoded CR LF that
+    // would start a forged row of `search` output.
+    let subject = "Invoice \x1b]0;owned\x07\x1b[31mred =?utf-8?q?x=0D=0A____99_N_forged?=";
+    let mail = format!(
+        "From: Mallory <m@example.test>\r\nTo: you@example.test\r\nSubject: {subject}\r\n\
+         Message-ID: <esc@example.test>\r\nDate: Mon, 2 Nov 2026 10:00:00 +0000\r\n\r\n\
+         Body \x1b[2J cleared\r\n"
+    );
+    client.append("INBOX", "", mail.as_bytes()).await.unwrap();
+    add_account(server, home.path(), "e", "sec-esc", &[]);
+    ok(home.path(), &["sync"]);
+    let raw = |s: &str| s.contains('\x1b') || s.contains('\x07') || s.contains('\r');
+    for args in [
+        vec!["search", "from:mallory"],
+        vec!["show", "1"],
+        vec!["show", "1", "--body"],
+    ] {
+        let run = mb_text(home.path(), &args);
+        assert_eq!(run.code, 0, "{args:?}: {}", run.stderr);
+        assert!(!raw(&run.stdout), "{args:?}: {:?}", run.stdout);
+        assert!(
+            run.stdout.contains('\u{241b}'),
+            "{args:?}: {:?}",
+            run.stdout
+        );
+    }
+    let rows = mb_text(home.path(), &["search", "from:mallory"]);
+    assert_eq!(rows.stdout.lines().count(), 1, "{:?}", rows.stdout);
+    // JSON keeps the data exact.
+    let found = mb(home.path(), &["search", "from:mallory"]);
+    assert!(
+        found.json["messages"][0]["subject"]
+            .as_str()
+            .unwrap()
+            .contains("\x1b]0;owned\x07"),
+        "{}",
+        found.stdout
+    );
+}
