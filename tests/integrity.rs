@@ -252,3 +252,36 @@ async fn a_disk_full_after_the_write_leaves_an_unknown_entry_and_a_rerun_converg
         client.flags("INBOX").await.unwrap()
     );
 }
+
+#[tokio::test]
+async fn undo_asks_as_update_does() {
+    let home = tempfile::tempdir().unwrap();
+    let Some((mut client, ids)) = setup("i-undo-asks", home.path(), 30).await else {
+        return;
+    };
+    let moved = ok(
+        home.path(),
+        &[
+            "update",
+            "--query",
+            "in:inbox",
+            "--move-to",
+            "Archive",
+            "--yes",
+        ],
+    );
+    assert_eq!(moved["applied"], 30, "{moved}");
+    let change = moved["change_id"].to_string();
+    // 30 messages, no terminal: refused, nothing moved back.
+    let asked = mb(home.path(), &["undo", &change]);
+    assert_eq!(asked.code, 6, "{}", asked.stdout);
+    assert_eq!(
+        asked.json["error_type"], "confirmation_required",
+        "{}",
+        asked.stdout
+    );
+    assert_eq!(client.flags("Archive").await.unwrap().len(), ids.len());
+    let undone = ok(home.path(), &["undo", &change, "--yes"]);
+    assert_eq!(undone["applied"], 30, "{undone}");
+    assert!(client.flags("Archive").await.unwrap().is_empty());
+}

@@ -65,3 +65,23 @@ async fn selections_that_would_take_everything_change_nothing() {
         10
     );
 }
+
+#[tokio::test]
+async fn limits_out_of_range_are_refused() {
+    let Some(server) = server() else { return };
+    let home = tempfile::tempdir().unwrap();
+    seed(server, "sel-limit", "INBOX", 3).await;
+    add_account(server, home.path(), "l", "sel-limit", &[]);
+    ok(home.path(), &["sync"]);
+    for args in [
+        ["search", "--limit", "0", "in:inbox"],
+        ["search", "--limit", "100001", "in:inbox"],
+        ["changes", "--limit", "0", "--json"],
+    ] {
+        let run = mb(home.path(), &args);
+        assert_eq!(run.code, 2, "{args:?}: {}", run.stdout);
+        assert_eq!(run.json["error_type"], "validation_error", "{}", run.stdout);
+    }
+    let one = ok(home.path(), &["search", "--limit", "1", "in:inbox"]);
+    assert_eq!(one["messages"].as_array().unwrap().len(), 1);
+}

@@ -234,3 +234,35 @@ async fn search_and_show_read_the_index() {
     assert_eq!(shown["message"]["subject"], "Report number 3");
     assert_eq!(shown["message"]["date"], "2026-11-02T10:00:03Z");
 }
+
+#[tokio::test]
+async fn a_garbage_date_header_falls_back_to_the_received_date() {
+    let Some(server) = server() else { return };
+    let home = tempfile::tempdir().unwrap();
+    let mut client = ImapClient::connect(server, "sync-date").await.unwrap();
+    for date in ["Mon, 32 Foo 99999 99:99:99 +9999", "yesterday, probably"] {
+        let mail = format!(
+            "From: a@example.test\r\nSubject: Dated {date}\r\nDate: {date}\r\n\
+             Message-ID: <{}@example.test>\r\n\r\nbody\r\n",
+            date.len()
+        );
+        client.append("INBOX", "", mail.as_bytes()).await.unwrap();
+    }
+    add_account(server, home.path(), "d", "sync-date", &[]);
+    ok(home.path(), &["sync"]);
+    let found = ok(home.path(), &["search", "subject:Dated"]);
+    let now_year = mail_parser::DateTime::from_timestamp(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64,
+    )
+    .year;
+    for m in found["messages"].as_array().unwrap() {
+        let date = m["date"].as_str().unwrap();
+        // The append just now: this year, not year 10000.
+        assert!(date.starts_with(&now_year.to_string()), "{m}");
+    }
+    let recent = ok(home.path(), &["search", "subject:Dated", "newer_than:2d"]);
+    assert_eq!(recent["messages"].as_array().unwrap().len(), 2, "{recent}");
+}

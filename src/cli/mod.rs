@@ -379,9 +379,21 @@ async fn dispatch(home: &Home, store: &Store, command: Command, json: bool) -> R
     done.map(|()| 0)
 }
 
+/// A `--limit` within `1..=max`, or a validation error naming the option.
+fn limit_in(limit: u32, max: u32) -> Result<u32> {
+    if (1..=max).contains(&limit) {
+        return Ok(limit);
+    }
+    Err(
+        Error::validation(format!("--limit {limit} is out of range: give 1 to {max}"))
+            .with_next_step("narrow the query instead of asking for more"),
+    )
+}
+
 async fn search_messages(store: &Store, query: &[String], limit: u32, json: bool) -> Result<()> {
+    let limit = limit_in(limit, 100_000)?;
     let query = search::parse(&query.join(" "), crate::store::now_secs())?;
-    let rows = store.search(&query, limit.clamp(1, 10_000), 0).await?;
+    let rows = store.search(&query, limit, 0).await?;
     if json {
         return print_json(Some("messages"), &rows);
     }
@@ -390,6 +402,7 @@ async fn search_messages(store: &Store, query: &[String], limit: u32, json: bool
 }
 
 async fn changes(store: &Store, id: Option<i64>, limit: u32, json: bool) -> Result<()> {
+    let limit = limit_in(limit, 10_000)?;
     let Some(id) = id else {
         let list = store.changes(limit).await?;
         if json {

@@ -204,6 +204,9 @@ impl McpServer {
             });
         }
         let limit = args.limit.unwrap_or(20);
+        if !(1..=1000).contains(&limit) {
+            return Err(Error::validation("limit must be between 1 and 1000"));
+        }
         let changes = self.store.changes(limit).await?;
         let manifests = self.store.manifests(&[], limit).await?;
         Ok(ChangesOut {

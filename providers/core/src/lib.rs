@@ -15,7 +15,7 @@ pub mod secrets;
 pub use error::{Error, Result};
 pub use model::{
     AccountId, Capabilities, MailboxCursor, MailboxInfo, MailboxName, MessageFlags, MessageMeta,
-    ProviderKind, Role, RoleSource, SyncMode, Uid, UidValidity,
+    ProviderKind, Role, RoleSource, SyncMode, Uid, UidValidity, plausible_date,
 };
 pub use provider::{MailboxSyncReport, Provider, SyncRequest, SyncSink};
 pub use write::{

@@ -215,6 +215,13 @@ pub struct MessageFlags {
     pub raw: Vec<String>,
 }
 
+/// Whether a message date (seconds since the epoch, from a Date header) is a real moment in
+/// the era of e-mail: 1970 to 2200. A garbage header that parses to year 10000 is no date,
+/// and the server's own received date is used instead.
+pub fn plausible_date(secs: i64) -> bool {
+    (0..7_258_118_400).contains(&secs)
+}
+
 /// Everything the index keeps about one server copy of a message.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MessageMeta {

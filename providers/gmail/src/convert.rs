@@ -118,7 +118,9 @@ impl Cursor {
         let header = |name: &str| m.header(name);
         let date = header("Date")
             .and_then(|d| mail_parser::DateTime::parse_rfc822(&d))
+            .filter(|d| d.is_valid())
             .map(|d| d.to_timestamp())
+            .filter(|t| mailbroker_core::plausible_date(*t))
             .or(m.internal_date.map(|ms| ms / 1000));
         Some(MessageMeta {
             uid: uid_of(&m.id)?,

@@ -307,8 +307,15 @@ pub(crate) fn meta_of(fetch: &Fetch) -> Option<MessageMeta> {
         meta.to = addresses(msg.to());
         meta.cc = addresses(msg.cc());
         meta.subject = msg.subject().unwrap_or_default().to_string();
-        if let Some(date) = msg.date() {
-            meta.date = Some(date.to_timestamp());
+        // A Date header that names no real moment (garbage reads as year 10000) is no date:
+        // the server's INTERNALDATE, set above, stands.
+        if let Some(date) = msg
+            .date()
+            .filter(|d| d.is_valid())
+            .map(|d| d.to_timestamp())
+            .filter(|t| mailbroker_core::plausible_date(*t))
+        {
+            meta.date = Some(date);
         }
         if let Some(text) = msg.body_text(0) {
             meta.snippet = snippet(&text, SNIPPET_CHARS);
