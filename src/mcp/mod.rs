@@ -8,8 +8,11 @@
 pub mod command;
 mod confirm;
 pub mod http;
+mod stdio;
 mod tools;
 mod views;
+
+pub use stdio::serve_stdio;
 
 use std::sync::Arc;
 
@@ -20,7 +23,7 @@ use rmcp::model::{
     ServerConfig,
 };
 use rmcp::service::RequestContext;
-use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use rmcp::{ErrorData, RoleServer, ServerHandler};
 
 use crate::home::Home;
 use crate::store::Store;
@@ -104,6 +107,25 @@ pub(crate) fn failure(e: &Error) -> CallToolResult {
     CallToolResult::structured_error(body)
 }
 
+/// Our tools answer every failure with structured content (`failure`); an error result
+/// without it comes from rmcp itself, which refuses arguments that do not deserialize into
+/// the tool's input type with a bare text. That becomes a `validation_error` with a next
+/// step, like every other bad input.
+fn argument_error(tool: &str, result: CallToolResult) -> CallToolResult {
+    if result.is_error != Some(true) || result.structured_content.is_some() {
+        return result;
+    }
+    let text: Vec<String> = result
+        .content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect();
+    failure(
+        &Error::validation(format!("{tool}: {}", text.join(" ")))
+            .with_next_step("check the arguments' names and types against the tool's inputSchema"),
+    )
+}
+
 /// A tool's success: the typed output as structured content (it carries `success`).
 pub(crate) fn success(value: &impl serde::Serialize) -> CallToolResult {
     match serde_json::to_value(value) {
@@ -153,21 +175,12 @@ impl ServerHandler for McpServer {
             .with_next_step("ask the user to restart it with: mailbroker mcp --http-allow-writes");
             return Ok(failure(&e).into());
         }
+        let tool = request.name.clone();
         let tcc = ToolCallContext::new(self, request, context);
-        self.tool_router.call(tcc).await
+        let answer = self.tool_router.call(tcc).await?;
+        Ok(match answer {
+            CallToolResponse::Complete(result) => argument_error(&tool, result).into(),
+            other => other,
+        })
     }
-}
-
-/// Serves MCP on stdin/stdout until the client closes. stdout carries only protocol frames.
-pub async fn serve_stdio(home: Home, store: Store, options: McpOptions) -> Result<()> {
-    let server = McpServer::new(home, store, options);
-    let running = server
-        .serve(rmcp::transport::stdio())
-        .await
-        .map_err(|e| Error::internal(format!("MCP session failed to start: {e}")))?;
-    running
-        .waiting()
-        .await
-        .map_err(|e| Error::internal(format!("MCP session ended abnormally: {e}")))?;
-    Ok(())
 }
