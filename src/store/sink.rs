@@ -295,6 +295,19 @@ impl SyncSink for StoreSink {
         self.upsert_messages(mailbox, messages).await
     }
 
+    async fn indexed_uids(&mut self) -> Result<Vec<Uid>> {
+        self.flush().await?;
+        let uids: Vec<i64> = sqlx::query_scalar(
+            "SELECT m.uid FROM messages m JOIN mailboxes b ON b.id = m.mailbox_id
+             WHERE b.account_id = ?",
+        )
+        .bind(self.account.as_str())
+        .fetch_all(self.store.pool())
+        .await
+        .map_err(db_error)?;
+        Ok(uids.into_iter().map(|u| u as Uid).collect())
+    }
+
     async fn account_cursor(&mut self, cursor: &str) -> Result<()> {
         self.flush().await?;
         self.store.set_sync_cursor(&self.account, cursor).await

@@ -51,12 +51,15 @@ pub async fn authorize(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(str::to_string);
-    let verdict = {
+    let (verdict, in_flight, latency) = {
         let mut s = lock(&state);
+        s.in_flight += 1;
+        let in_flight = s.in_flight;
+        let latency = s.faults.latency;
         let scopes = token
             .and_then(|t| s.tokens.get(&t).cloned())
             .filter(|t| t.expires > Instant::now());
-        match scopes {
+        let verdict = match scopes {
             None => Err(error(
                 StatusCode::UNAUTHORIZED,
                 "authError",
@@ -90,8 +93,10 @@ pub async fn authorize(
                     Ok(t.scopes)
                 }
             }
-        }
+        };
+        (verdict, in_flight, latency)
     };
+    tokio::time::sleep(latency).await;
     let response = match verdict {
         Ok(scopes) => {
             request.extensions_mut().insert(Scopes(scopes));
@@ -100,12 +105,16 @@ pub async fn authorize(
         Err(r) => r,
     };
     let ids = response.extensions().get::<BatchSize>().map(|b| b.0);
-    lock(&state).log.push(crate::state::Logged {
+    let mut s = lock(&state);
+    s.in_flight -= 1;
+    s.log.push(crate::state::Logged {
         method,
         path,
         status: response.status().as_u16(),
         ids,
+        in_flight,
     });
+    drop(s);
     response
 }
 

@@ -143,6 +143,7 @@ struct FaultSpec {
     drop_after_write: u32,
     expire_tokens: bool,
     token_ttl_secs: Option<u64>,
+    latency_ms: u64,
 }
 
 async fn control_faults(
@@ -154,6 +155,7 @@ async fn control_faults(
     s.faults.retry_after_secs = f.retry_after_secs;
     s.faults.errors = f.errors;
     s.faults.drop_after_write = f.drop_after_write;
+    s.faults.latency = Duration::from_millis(f.latency_ms);
     if let Some(ttl) = f.token_ttl_secs {
         s.token_ttl = Duration::from_secs(ttl);
     }

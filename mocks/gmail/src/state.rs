@@ -171,6 +171,9 @@ pub struct Faults {
     pub drop_after_write: u32,
     /// Counter behind `rate_limit`, so the pattern is deterministic.
     pub counter: u64,
+    /// How long each API call takes to answer, as over a real network: enough for a
+    /// client's concurrent calls to overlap (`Logged::in_flight`).
+    pub latency: std::time::Duration,
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -180,6 +183,9 @@ pub struct Logged {
     pub status: u16,
     /// For batch calls: how many ids the body held.
     pub ids: Option<usize>,
+    /// API calls in flight when this one arrived, itself included: how many a client keeps
+    /// going at once.
+    pub in_flight: usize,
 }
 
 #[derive(Default)]
@@ -197,6 +203,8 @@ pub struct State {
     pub codes: HashMap<String, Grant>,
     pub faults: Faults,
     pub log: Vec<Logged>,
+    /// API calls being answered now.
+    pub in_flight: usize,
     pub token_ttl: Duration,
     /// Access tokens issued for a refresh token so far.
     pub refreshes: u64,

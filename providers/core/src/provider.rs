@@ -58,6 +58,9 @@ pub trait SyncSink: Send {
     /// the index holds in another mailbox of the account moves here in place, keeping its
     /// local id; the others are inserted as by `upsert_messages`.
     async fn place_messages(&mut self, mailbox: &str, messages: Vec<MessageMeta>) -> Result<()>;
+    /// Every UID the index holds for this account, in any mailbox (providers whose ids are
+    /// account-wide use it to resume an interrupted first sync).
+    async fn indexed_uids(&mut self) -> Result<Vec<Uid>>;
     /// An account-wide cursor (opaque to the core: a history id, delta links, a label map)
     /// that every later session receives back when it connects.
     async fn account_cursor(&mut self, cursor: &str) -> Result<()>;

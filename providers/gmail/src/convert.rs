@@ -71,6 +71,10 @@ pub struct Cursor {
     pub history_id: u64,
     /// User label id → name.
     pub labels: BTreeMap<String, String>,
+    /// The history id a first sync began at while it has not finished: the next sync
+    /// resumes it rather than starting over.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unfinished: Option<u64>,
 }
 
 impl Cursor {

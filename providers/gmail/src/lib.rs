@@ -7,6 +7,7 @@ pub mod client;
 pub mod convert;
 pub mod oauth;
 mod sync;
+mod window;
 mod write;
 
 use std::sync::Arc;

@@ -1,22 +1,25 @@
 //! Sync: one history id for the whole account. First (or after history expired): list every
 //! id, then `messages.get format=metadata` for each under the quota. Afterwards:
 //! `history.list` from the stored history id, and a metadata GET of only the messages it names.
+//!
+//! A first sync that was killed resumes: the cursor records the history id it started at
+//! (`Cursor::unfinished`) before the first message is indexed, so the next run fetches only
+//! what is not indexed yet, plus what history says changed since that start.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use futures::StreamExt;
 use mailbroker_core::{
     MailboxCursor, MailboxSyncReport, MessageMeta, Result, SyncMode, SyncRequest, SyncSink, Uid,
 };
-use tokio::sync::Semaphore;
 
 use crate::api;
 use crate::client::Client;
 use crate::convert::{self, Cursor, UIDVALIDITY};
+use crate::window::Window;
 
-/// Metadata GETs in flight at first; every rate-limit answer takes one away (down to one).
+/// Most metadata GETs in flight; rate limits narrow this for a while (`Window`).
 const CONCURRENCY: usize = 16;
 /// Messages handed to the index at a time.
 const SINK_BATCH: usize = 500;
@@ -41,13 +44,17 @@ pub async fn sync(
     } else {
         cursor.history_id.min(known)
     };
+    let reads = Reads {
+        client: client.clone(),
+        window: Arc::new(Window::new(CONCURRENCY)),
+    };
     let reports = match start {
-        0 => full(client, cursor, sink).await?,
+        0 => full(&reads, cursor, request.full, sink).await?,
         start => match api::history_since(client, start).await {
-            Ok(history) => incremental(client, cursor, history, sink).await?,
+            Ok(history) => incremental(&reads, cursor, history, sink).await?,
             Err(e) if e.error_type() == "not_found" => {
                 tracing::info!("gmail: history from {start} has expired; syncing in full");
-                full(client, cursor, sink).await?
+                full(&reads, cursor, true, sink).await?
             }
             Err(e) => return Err(e),
         },
@@ -75,6 +82,7 @@ async fn finish(
     reports: BTreeMap<String, MailboxSyncReport>,
 ) -> Result<Vec<MailboxSyncReport>> {
     cursor.history_id = history_id;
+    cursor.unfinished = None;
     let done = MailboxCursor {
         uidvalidity: UIDVALIDITY,
         uidnext: 0,
@@ -86,26 +94,100 @@ async fn finish(
     Ok(reports.into_values().collect())
 }
 
+/// The client of one sync, and the window its metadata reads share.
+struct Reads {
+    client: Arc<Client>,
+    window: Arc<Window>,
+}
+
+/// Every message: resumed from an unfinished first sync where history still reaches back
+/// to its start (unless `refetch`), else from scratch.
 async fn full(
-    client: &Arc<Client>,
+    reads: &Reads,
     cursor: &mut Cursor,
+    refetch: bool,
     sink: &mut dyn SyncSink,
 ) -> Result<Vec<MailboxSyncReport>> {
+    let mut reports: BTreeMap<String, MailboxSyncReport> = convert::mailboxes()
+        .iter()
+        .map(|mb| (mb.name.clone(), report(&mb.name, SyncMode::Full)))
+        .collect();
+    if let Some(started) = cursor.unfinished.filter(|_| !refetch) {
+        match resume(reads, cursor, started, sink, &mut reports).await {
+            Ok(history_id) => return finish(sink, cursor, history_id, reports).await,
+            Err(e) if e.error_type() == "not_found" => {
+                tracing::info!("gmail: history from {started} has expired; starting over");
+            }
+            Err(e) => return Err(e),
+        }
+    }
     // The history id before listing: whatever changes during the listing, the next
     // incremental sync replays.
-    let history_id = api::profile(client).await?.history_id;
-    let ids = api::all_ids(client, |n| sink.progress(0, n as u64)).await?;
-    let mut reports = BTreeMap::new();
+    let history_id = api::profile(&reads.client).await?.history_id;
     for mb in convert::mailboxes() {
         sink.reset_mailbox(&mb.name, UIDVALIDITY).await?;
-        reports.insert(mb.name.clone(), report(&mb.name, SyncMode::Full));
     }
-    fetch_into(client, cursor, &ids, sink, &mut reports, |r| &mut r.added).await?;
+    // From here on, a killed sync resumes instead of starting over.
+    cursor.unfinished = Some(history_id);
+    sink.account_cursor(&cursor.encode()).await?;
+    let ids = api::all_ids(&reads.client, |n| sink.progress(0, n as u64)).await?;
+    fetch_into(reads, cursor, &ids, sink, &mut reports, |r| &mut r.added).await?;
     finish(sink, cursor, history_id, reports).await
 }
 
+/// Goes on with a first sync that began at history id `started` and was interrupted: what
+/// it indexed stays; messages not indexed yet are fetched, those history says changed since
+/// `started` are fetched again, those gone since are removed. Returns the history id the
+/// index is then current with. `not_found` when history no longer reaches back that far.
+async fn resume(
+    reads: &Reads,
+    cursor: &Cursor,
+    started: u64,
+    sink: &mut dyn SyncSink,
+    reports: &mut BTreeMap<String, MailboxSyncReport>,
+) -> Result<u64> {
+    let history = api::history_since(&reads.client, started).await?;
+    let (_, changed) = api::touched(&history.records);
+    let ids = api::all_ids(&reads.client, |n| sink.progress(0, n as u64)).await?;
+    let indexed: HashSet<Uid> = sink.indexed_uids().await?.into_iter().collect();
+    let listed: HashSet<Uid> = ids.iter().filter_map(|id| convert::uid_of(id)).collect();
+    let gone: Vec<Uid> = indexed.difference(&listed).copied().collect();
+    remove_everywhere(sink, gone, reports).await?;
+    let missing: Vec<String> = ids
+        .into_iter()
+        .filter(|id| {
+            changed.contains(id) || convert::uid_of(id).is_none_or(|u| !indexed.contains(&u))
+        })
+        .collect();
+    tracing::info!(
+        indexed = indexed.len(),
+        fetching = missing.len(),
+        "gmail: resuming an unfinished first sync"
+    );
+    fetch_into(reads, cursor, &missing, sink, reports, |r| &mut r.added).await?;
+    Ok(history.history_id)
+}
+
+/// Removes messages (gone from Gmail) from whichever mailbox holds them, counting them.
+async fn remove_everywhere(
+    sink: &mut dyn SyncSink,
+    gone: Vec<Uid>,
+    reports: &mut BTreeMap<String, MailboxSyncReport>,
+) -> Result<()> {
+    if gone.is_empty() {
+        return Ok(());
+    }
+    for mb in convert::mailboxes() {
+        let n = sink.remove_messages(&mb.name, gone.clone()).await?;
+        if let Some(r) = reports.get_mut(&mb.name) {
+            r.removed += n;
+        }
+    }
+    Ok(())
+}
+
 async fn incremental(
-    client: &Arc<Client>,
+    reads: &Reads,
     cursor: &mut Cursor,
     history: api::HistorySince,
     sink: &mut dyn SyncSink,
@@ -119,17 +201,11 @@ async fn incremental(
         .iter()
         .filter_map(|id| convert::uid_of(id))
         .collect();
-    if !gone.is_empty() {
-        for mb in convert::mailboxes() {
-            let n = sink.remove_messages(&mb.name, gone.clone()).await?;
-            if let Some(r) = reports.get_mut(&mb.name) {
-                r.removed += n;
-            }
-        }
-    }
+    let nothing_gone = gone.is_empty();
+    remove_everywhere(sink, gone, &mut reports).await?;
     let ids: Vec<String> = changed.into_iter().collect();
-    fetch_into(client, cursor, &ids, sink, &mut reports, |r| &mut r.changed).await?;
-    if ids.is_empty() && gone.is_empty() {
+    fetch_into(reads, cursor, &ids, sink, &mut reports, |r| &mut r.changed).await?;
+    if ids.is_empty() && nothing_gone {
         reports
             .values_mut()
             .for_each(|r| r.mode = SyncMode::Unchanged);
@@ -140,7 +216,7 @@ async fn incremental(
 /// Fetches these messages' metadata and puts each in its place, counting it with `count`.
 /// `place_messages` keeps the local id of a message whose labels moved it.
 async fn fetch_into(
-    client: &Arc<Client>,
+    reads: &Reads,
     cursor: &Cursor,
     ids: &[String],
     sink: &mut dyn SyncSink,
@@ -150,7 +226,7 @@ async fn fetch_into(
     let total = ids.len() as u64;
     let mut fetched = 0u64;
     for chunk in ids.chunks(SINK_BATCH) {
-        let metas = fetch_metadata(client, cursor, chunk).await?;
+        let metas = fetch_metadata(reads, cursor, chunk).await?;
         fetched += chunk.len() as u64;
         for (place, list) in by_place(metas) {
             if let Some(r) = reports.get_mut(place) {
@@ -159,6 +235,7 @@ async fn fetch_into(
             sink.place_messages(place, list).await?;
         }
         sink.progress(fetched, total);
+        tracing::debug!(fetched, window = reads.window.width(), "gmail: metadata");
     }
     Ok(())
 }
@@ -173,34 +250,22 @@ fn by_place(metas: Vec<MessageMeta>) -> BTreeMap<&'static str, Vec<MessageMeta>>
     out
 }
 
-/// Metadata of these messages, fetched concurrently under the quota. A message deleted since
-/// it was listed is skipped; any other failure fails the sync (nothing half-written: the
-/// cursors only move at the end).
+/// Metadata of these messages, fetched concurrently under the quota, as many at a time as
+/// the window allows. A message deleted since it was listed is skipped; any other failure
+/// fails the sync (what earlier chunks indexed stays, and the cursors say what is current).
 async fn fetch_metadata(
-    client: &Arc<Client>,
+    reads: &Reads,
     cursor: &Cursor,
     ids: &[String],
 ) -> Result<Vec<MessageMeta>> {
-    let permits = Arc::new(Semaphore::new(CONCURRENCY));
-    let width = Arc::new(AtomicUsize::new(CONCURRENCY));
     let results: Vec<Result<Option<api::Message>>> = futures::stream::iter(ids.iter().cloned())
         .map(|id| {
-            let (client, permits, width) = (client.clone(), permits.clone(), width.clone());
+            let (client, window) = (reads.client.clone(), reads.window.clone());
             async move {
-                let permit = permits.acquire_owned().await.ok();
+                let slot = window.acquire().await;
                 let before = client.rate_limited();
                 let answer = api::metadata(&client, &id).await;
-                // Met a rate limit: one request fewer in flight from now on (at least one).
-                if client.rate_limited() != before
-                    && width
-                        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |w| {
-                            (w > 1).then(|| w - 1)
-                        })
-                        .is_ok()
-                    && let Some(p) = permit
-                {
-                    p.forget();
-                }
+                window.release(slot, client.rate_limited() != before);
                 match answer {
                     Ok(m) => Ok(Some(m)),
                     Err(e) if e.error_type() == "not_found" => Ok(None),
