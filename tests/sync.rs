@@ -266,3 +266,63 @@ async fn a_garbage_date_header_falls_back_to_the_received_date() {
     let recent = ok(home.path(), &["search", "subject:Dated", "newer_than:2d"]);
     assert_eq!(recent["messages"].as_array().unwrap().len(), 2, "{recent}");
 }
+
+#[tokio::test]
+async fn messages_moved_elsewhere_keep_their_ids_and_are_not_fetched_again() {
+    let Some(server) = server() else { return };
+    let home = tempfile::tempdir().unwrap();
+    let user = "sync-moved";
+    let mut client = seed(server, user, "INBOX", 6).await;
+    let proxy =
+        mailbroker_testkit::Proxy::start(server.imap_port, std::time::Duration::ZERO).unwrap();
+    let mut args = common::add_args("m", "127.0.0.1", proxy.port, user);
+    args.extend(["--tls", "none"].map(String::from));
+    assert_eq!(common::mb_args(home.path(), &args).code, 0);
+    ok(home.path(), &["sync"]);
+    let id_of = |subject: &str| {
+        let q = format!("subject:\"{subject}\"");
+        ok(home.path(), &["search", &q])["messages"][0]["id"].clone()
+    };
+    let (moved_a, moved_b) = (id_of("Report number 1"), id_of("Report number 2"));
+
+    // Another client moves two messages to Archive (listed before INBOX, so mailbroker sees
+    // them arrive before it sees them leave) and copies a third there.
+    client.select("INBOX").await.unwrap();
+    client.move_each(&[2, 3], "Archive").await.unwrap();
+    client.select("INBOX").await.unwrap();
+    client.store("INBOX", 4, "+FLAGS", "Copied").await.unwrap();
+    let copy = message(
+        3,
+        "bob@example.test",
+        "Report number 3",
+        "body text 3 zebra",
+    );
+    client.append("Archive", "", &copy).await.unwrap();
+
+    proxy.take_sent();
+    let sync = ok(home.path(), &["sync"]);
+    let sent = proxy.take_sent();
+    assert_eq!(mailbox_report(&sync, "INBOX")["removed"], 0, "{sync}");
+    assert_eq!(mailbox_report(&sync, "Archive")["added"], 1, "{sync}");
+    assert_eq!(mailbox_report(&sync, "Archive")["changed"], 2, "{sync}");
+    // Only the copy's text was fetched.
+    assert_eq!(sent.matches("BODY.PEEK[TEXT]").count(), 1, "{sent}");
+    assert_eq!(id_of("Report number 1"), moved_a);
+    assert_eq!(id_of("Report number 2"), moved_b);
+    let archived = ok(home.path(), &["search", "in:archive"]);
+    assert_eq!(
+        archived["messages"].as_array().unwrap().len(),
+        3,
+        "{archived}"
+    );
+    for mailbox in ["INBOX", "Archive"] {
+        assert_eq!(
+            indexed_flags(home.path(), "m", mailbox),
+            client.flags(mailbox).await.unwrap(),
+            "{mailbox}"
+        );
+    }
+    // Full text search still finds a moved message by its body.
+    let found = ok(home.path(), &["search", "in:archive", "zebra"]);
+    assert_eq!(found["messages"].as_array().unwrap().len(), 3, "{found}");
+}

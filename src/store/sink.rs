@@ -1,12 +1,12 @@
 //! The store's side of a sync: `StoreSink` writes what an adapter learns, in batches, each
 //! batch in one transaction.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use async_trait::async_trait;
 use mailbroker_core::{
-    AccountId, Error, MailboxCursor, MailboxInfo, MessageFlags, MessageMeta, Result, SyncSink, Uid,
-    UidValidity,
+    AccountId, Arrival, Error, MailboxCursor, MailboxInfo, MessageFlags, MessageMeta, Result,
+    Settled, SyncSink, Uid, UidValidity,
 };
 use sqlx::{QueryBuilder, Sqlite, SqliteConnection};
 use tokio::sync::mpsc;
@@ -258,21 +258,101 @@ impl SyncSink for StoreSink {
         self.delete_uids(mailbox_id, &uids).await
     }
 
-    async fn retain_messages(&mut self, mailbox: &str, uids: Vec<Uid>) -> Result<u64> {
+    async fn indexed_except(&mut self, mailbox: &str, present: Vec<Uid>) -> Result<Vec<Uid>> {
         self.flush().await?;
         let (mailbox_id, _) = self.mailbox(mailbox)?;
-        let keep: HashSet<Uid> = uids.into_iter().collect();
+        let keep: HashSet<Uid> = present.into_iter().collect();
         let local: Vec<i64> = sqlx::query_scalar("SELECT uid FROM messages WHERE mailbox_id = ?")
             .bind(mailbox_id)
             .fetch_all(self.store.pool())
             .await
             .map_err(db_error)?;
-        let gone: Vec<Uid> = local
+        Ok(local
             .into_iter()
             .map(|u| u as Uid)
             .filter(|u| !keep.contains(u))
-            .collect();
-        self.delete_uids(mailbox_id, &gone).await
+            .collect())
+    }
+
+    async fn known_elsewhere(
+        &mut self,
+        mailbox: &str,
+        message_ids: Vec<String>,
+    ) -> Result<HashSet<String>> {
+        self.flush().await?;
+        let found: Vec<String> = sqlx::query_scalar(
+            "SELECT DISTINCT m.message_id FROM messages m JOIN mailboxes b ON b.id = m.mailbox_id
+             WHERE b.account_id = ? AND b.name != ?
+               AND m.message_id IN (SELECT value FROM json_each(?))",
+        )
+        .bind(self.account.as_str())
+        .bind(mailbox)
+        .bind(json_list(&message_ids))
+        .fetch_all(self.store.pool())
+        .await
+        .map_err(db_error)?;
+        Ok(found.into_iter().collect())
+    }
+
+    async fn settle_moves(
+        &mut self,
+        departures: Vec<(String, Vec<Uid>)>,
+        arrivals: Vec<(String, Vec<Arrival>)>,
+    ) -> Result<Vec<Settled>> {
+        self.flush().await?;
+        let mut settled: BTreeMap<String, Settled> = BTreeMap::new();
+        let mut tx = self.store.pool().begin().await.map_err(db_error)?;
+        // Rows leaving, by Message-ID; those without one can only be removed.
+        let mut leaving: HashMap<String, Vec<(i64, String)>> = HashMap::new();
+        let mut removing: Vec<(i64, String)> = Vec::new();
+        for (mailbox, uids) in departures {
+            let (mailbox_id, _) = self.mailbox(&mailbox)?;
+            let uids: Vec<i64> = uids.into_iter().map(|u| u as i64).collect();
+            let rows: Vec<(i64, Option<String>)> = sqlx::query_as(
+                "SELECT id, message_id FROM messages
+                 WHERE mailbox_id = ? AND uid IN (SELECT value FROM json_each(?))",
+            )
+            .bind(mailbox_id)
+            .bind(serde_json::to_string(&uids).map_err(|e| Error::internal(e.to_string()))?)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(db_error)?;
+            for (id, message_id) in rows {
+                match message_id {
+                    Some(m) => leaving.entry(m).or_default().push((id, mailbox.clone())),
+                    None => removing.push((id, mailbox.clone())),
+                }
+            }
+        }
+        let mut retagged = Vec::new();
+        for (mailbox, list) in arrivals {
+            let (mailbox_id, uidvalidity) = self.mailbox(&mailbox)?;
+            let entry = settled.entry(mailbox.clone()).or_default();
+            for arrival in list {
+                let Some((id, _)) = leaving.get_mut(&arrival.message_id).and_then(Vec::pop) else {
+                    entry.unmatched.push(arrival.uid);
+                    continue;
+                };
+                move_row(&mut tx, id, (mailbox_id, uidvalidity), &arrival).await?;
+                retagged.push((id, json_list(&arrival.flags.tags)));
+                entry.moved_in += 1;
+            }
+        }
+        removing.extend(leaving.into_values().flatten());
+        for (id, mailbox) in removing {
+            sqlx::query("DELETE FROM messages WHERE id = ?")
+                .bind(id)
+                .execute(&mut *tx)
+                .await
+                .map_err(db_error)?;
+            settled.entry(mailbox).or_default().removed += 1;
+        }
+        replace_tags(&mut tx, &retagged).await?;
+        tx.commit().await.map_err(db_error)?;
+        Ok(settled
+            .into_iter()
+            .map(|(mailbox, s)| Settled { mailbox, ..s })
+            .collect())
     }
 
     async fn place_messages(&mut self, mailbox: &str, messages: Vec<MessageMeta>) -> Result<()> {
@@ -411,4 +491,36 @@ async fn insert_batch(
         fts.build().execute(&mut *tx).await.map_err(db_error)?;
     }
     tx.commit().await.map_err(db_error)
+}
+
+/// Moves row `id` to its new place (mailbox id, UIDVALIDITY) under the arrival's UID, with
+/// the arrival's state: the message moved; its local id and full-text entry stay.
+async fn move_row(
+    tx: &mut sqlx::Transaction<'_, Sqlite>,
+    id: i64,
+    (mailbox_id, uidvalidity): (i64, UidValidity),
+    arrival: &Arrival,
+) -> Result<()> {
+    sqlx::query("UPDATE messages SET mailbox_id = ?, uidvalidity = ?, uid = ? WHERE id = ?")
+        .bind(mailbox_id)
+        .bind(i64::from(uidvalidity))
+        .bind(arrival.uid as i64)
+        .bind(id)
+        .execute(&mut **tx)
+        .await
+        .map_err(db_error)?;
+    sqlx::query(
+        "UPDATE message_state SET modseq = ?, flags = ?, tags = ?, is_read = ?, is_flagged = ?
+         WHERE id = ?",
+    )
+    .bind(arrival.modseq as i64)
+    .bind(json_list(&arrival.flags.raw))
+    .bind(json_list(&arrival.flags.tags))
+    .bind(arrival.flags.read)
+    .bind(arrival.flags.flagged)
+    .bind(id)
+    .execute(&mut **tx)
+    .await
+    .map_err(db_error)?;
+    Ok(())
 }

@@ -17,7 +17,7 @@ pub use model::{
     AccountId, Capabilities, MailboxCursor, MailboxInfo, MailboxName, MessageFlags, MessageMeta,
     ProviderKind, Role, RoleSource, SyncMode, Uid, UidValidity, plausible_date,
 };
-pub use provider::{MailboxSyncReport, Provider, SyncRequest, SyncSink};
+pub use provider::{Arrival, MailboxSyncReport, Provider, Settled, SyncRequest, SyncSink};
 pub use write::{
     DeleteBatch, DeleteMode, FlagOp, ItemResult, Outcome, Patch, WriteBatch, WriteTarget,
 };

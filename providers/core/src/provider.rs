@@ -52,8 +52,26 @@ pub trait SyncSink: Send {
     ) -> Result<u64>;
     /// These UIDs are gone from the server.
     async fn remove_messages(&mut self, mailbox: &str, uids: Vec<Uid>) -> Result<u64>;
-    /// Keeps only these UIDs (a complete list from the server); returns how many were removed.
-    async fn retain_messages(&mut self, mailbox: &str, uids: Vec<Uid>) -> Result<u64>;
+    /// The UIDs the index holds in `mailbox` that `present` (a complete list from the
+    /// server) lacks: gone from the server, to settle with `settle_moves`.
+    async fn indexed_except(&mut self, mailbox: &str, present: Vec<Uid>) -> Result<Vec<Uid>>;
+    /// Which of these Message-IDs the index holds in another mailbox of the account: a new
+    /// message with one of them may have been moved there by another client.
+    async fn known_elsewhere(
+        &mut self,
+        mailbox: &str,
+        message_ids: Vec<String>,
+    ) -> Result<std::collections::HashSet<String>>;
+    /// Settles what left mailboxes (`departures`: UIDs gone from each) against what arrived
+    /// in others (`arrivals`, known only by flags and Message-ID): an arrival whose
+    /// Message-ID a departure carries is that message, moved; its row moves in place and
+    /// keeps its local id (and its full-text entry). The other departures are removed. The
+    /// arrivals no departure explains come back, to be fetched in full.
+    async fn settle_moves(
+        &mut self,
+        departures: Vec<(MailboxName, Vec<Uid>)>,
+        arrivals: Vec<(MailboxName, Vec<Arrival>)>,
+    ) -> Result<Vec<Settled>>;
     /// Messages whose id is unique in the whole account (Gmail), each now in `mailbox`: a copy
     /// the index holds in another mailbox of the account moves here in place, keeping its
     /// local id; the others are inserted as by `upsert_messages`.
@@ -68,6 +86,27 @@ pub trait SyncSink: Send {
     async fn mailbox_done(&mut self, mailbox: &str, cursor: MailboxCursor) -> Result<()>;
     /// Called as messages are fetched, for progress display.
     fn progress(&mut self, _fetched: u64, _total_hint: u64) {}
+}
+
+/// A message found new in a mailbox, before its headers are fetched.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Arrival {
+    pub uid: Uid,
+    pub modseq: u64,
+    pub flags: MessageFlags,
+    pub message_id: String,
+}
+
+/// What `SyncSink::settle_moves` did to one mailbox.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Settled {
+    pub mailbox: MailboxName,
+    /// Rows removed: gone from the server and found nowhere else.
+    pub removed: u64,
+    /// Rows that moved here from another mailbox.
+    pub moved_in: u64,
+    /// Arrivals no departure explains: new messages to fetch in full.
+    pub unmatched: Vec<Uid>,
 }
 
 /// What happened to one mailbox during a sync.

@@ -12,7 +12,7 @@
 use std::collections::{HashMap, HashSet};
 
 use async_imap::imap_proto::rfc4315::UidSetMember;
-use async_imap::imap_proto::{AttributeValue, MailboxDatum, Response, ResponseCode};
+use async_imap::imap_proto::{MailboxDatum, Response, ResponseCode};
 use mailbroker_core::{Error, ItemResult, MessageFlags, Outcome, Result, Uid, UidValidity};
 
 use crate::session::ImapProvider;
@@ -205,31 +205,14 @@ impl ImapProvider {
 
     /// The Message-ID of each of `uids` in the selected mailbox, read as the sync reads it.
     async fn message_ids(&mut self, uids: &[Uid]) -> Result<Vec<(Uid, String)>> {
-        let items = "(UID BODY.PEEK[HEADER.FIELDS (MESSAGE-ID)])";
-        let commands: Vec<String> = uidset::chunks(uids, items.len() + 16)
-            .into_iter()
-            .map(|set| format!("UID FETCH {set} {items}"))
-            .collect();
         let mut out = Vec::new();
-        self.pipeline(&commands, |_, resp| {
-            if let Response::Fetch(_, attrs) = resp {
-                let mut uid = None;
-                let mut id = None;
-                for attr in attrs {
-                    match attr {
-                        AttributeValue::Uid(u) => uid = Some(Uid::from(*u)),
-                        AttributeValue::BodySection {
-                            data: Some(data), ..
-                        } => id = crate::convert::message_id_of(data),
-                        _ => {}
-                    }
-                }
-                if let (Some(uid), Some(id)) = (uid, id) {
-                    out.push((uid, id));
-                }
-            }
-        })
-        .await?;
+        for set in uidset::chunks(uids, 64) {
+            let seen = self.glimpse(&set).await?;
+            out.extend(
+                seen.into_iter()
+                    .filter_map(|(uid, _, _, id)| Some((uid, id?))),
+            );
+        }
         Ok(out)
     }
 

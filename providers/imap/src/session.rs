@@ -365,6 +365,39 @@ impl ImapProvider {
     }
 }
 
+/// A message as `glimpse` sees it: UID, modseq, flags and Message-ID, without its headers
+/// and text.
+pub(crate) type Glimpse = (Uid, u64, MessageFlags, Option<String>);
+
+impl ImapProvider {
+    /// A glimpse of each message of `set` (a UID set or range) in the selected mailbox.
+    pub(crate) async fn glimpse(&mut self, set: &str) -> Result<Vec<Glimpse>> {
+        let modseq = if self.caps.has("CONDSTORE") {
+            " MODSEQ"
+        } else {
+            ""
+        };
+        let command =
+            format!("UID FETCH {set} (UID FLAGS{modseq} BODY.PEEK[HEADER.FIELDS (MESSAGE-ID)])");
+        let mut out = Vec::new();
+        self.command(&command, |resp| {
+            let mut flags = Vec::new();
+            collect_flags(resp, &mut flags, &mut Vec::new());
+            if let (Some((uid, modseq, flags)), Response::Fetch(_, attrs)) = (flags.pop(), resp) {
+                let id = attrs.iter().find_map(|a| match a {
+                    AttributeValue::BodySection {
+                        data: Some(data), ..
+                    } => convert::message_id_of(data),
+                    _ => None,
+                });
+                out.push((uid, modseq, flags, id));
+            }
+        })
+        .await?;
+        Ok(out)
+    }
+}
+
 /// Takes (uid, modseq, flags) from a FETCH answer and UIDs from a VANISHED one.
 pub(crate) fn collect_flags(
     resp: &Response<'_>,

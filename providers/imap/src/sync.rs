@@ -8,20 +8,29 @@
 //! 4. CONDSTORE → new UIDs, `CHANGEDSINCE` for flags, a UID list for expunges;
 //! 5. neither → new UIDs, then every message's flags compared with the index.
 //!
+//! A message another client moved shows as a new UID in one mailbox and an expunge in
+//! another, in whichever order they are listed. So expunges are not applied as they are
+//! found, and a new message whose Message-ID another mailbox of the account holds is only
+//! glimpsed (flags and Message-ID): once every mailbox was looked at, the sink matches the
+//! two (`SyncSink::settle_moves`), moving the row in place (same local id, no refetch of
+//! its headers and text) and removing the rest; a cursor is stored only after that. Truly
+//! new mail (a Message-ID the account does not hold) is fetched in the same pass.
+//!
 //! Memory does not grow with mailbox size beyond one UID list: fetched messages are handed to
 //! the sink in batches and each FETCH stream is consumed to its end before the next command.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use futures::TryStreamExt;
 use mailbroker_core::{
-    Error, MailboxCursor, MailboxInfo, MailboxSyncReport, MessageFlags, Result, SyncMode,
+    Arrival, Error, MailboxCursor, MailboxInfo, MailboxSyncReport, MessageFlags, Result, SyncMode,
     SyncRequest, SyncSink, Uid,
 };
 
 use crate::connect::{COMMAND_TIMEOUT, imap_error, timed};
 use crate::convert;
-use crate::session::{ImapProvider, MailboxStatus};
+use crate::session::{Glimpse, ImapProvider, MailboxStatus};
+use crate::uidset;
 
 /// Messages handed to the sink per call: large enough to amortise a transaction, small enough
 /// that memory stays flat.
@@ -50,6 +59,7 @@ pub(crate) async fn sync_account(
         .map(|(name, cursor)| (name.as_str(), *cursor))
         .collect();
     let mut reports = Vec::new();
+    let mut unsettled = Vec::new();
     for mailbox in mailboxes.iter().filter(|m| m.selectable) {
         let cursor = if request.full {
             None
@@ -63,22 +73,32 @@ pub(crate) async fn sync_account(
                 Err(e) => Err(e),
             },
         };
-        let report = match synced {
-            Ok(report) => report,
-            // The server refused this one mailbox (gone meanwhile, a name it will not take):
-            // report it and go on; its cursor stays cleared, so the next sync retries it.
-            Err(e @ (Error::NotFound(_) | Error::ProviderWriteFailed(_))) => {
-                tracing::warn!(mailbox = %mailbox.name, error = %e, "sync: mailbox skipped");
-                MailboxSyncReport {
-                    error: Some(e.message().to_string()),
-                    ..empty_report(&mailbox.name)
-                }
-            }
-            Err(e) => return Err(e.context(format!("sync of mailbox {:?}", mailbox.name))),
-        };
-        reports.push(report);
+        match synced {
+            Ok(Synced::Done(report)) => reports.push(report),
+            Ok(Synced::Unsettled(u)) => unsettled.push(u),
+            Err(e) => reports.push(skipped(&mailbox.name, e)?),
+        }
+    }
+    for outcome in settle(imap, unsettled, sink).await? {
+        reports.push(outcome);
     }
     Ok(reports)
+}
+
+/// The report of a mailbox the server refused (gone meanwhile, a name it will not take):
+/// the others go on, and its cursor, left cleared, makes the next sync retry it. Any other
+/// error (a lost connection) ends the sync.
+fn skipped(mailbox: &str, e: Error) -> Result<MailboxSyncReport> {
+    match e {
+        Error::NotFound(_) | Error::ProviderWriteFailed(_) => {
+            tracing::warn!(mailbox, error = %e, "sync: mailbox skipped");
+            Ok(MailboxSyncReport {
+                error: Some(e.message().to_string()),
+                ..empty_report(mailbox)
+            })
+        }
+        e => Err(e.context(format!("sync of mailbox {mailbox:?}"))),
+    }
 }
 
 fn empty_report(mailbox: &str) -> MailboxSyncReport {
@@ -93,13 +113,31 @@ fn empty_report(mailbox: &str) -> MailboxSyncReport {
     }
 }
 
+/// A mailbox's sync, or what it waits for: messages left it, or arrived in it that may
+/// have been moved from another mailbox. Another client's move shows as a new UID in one
+/// mailbox and an expunge in another, in whichever order the mailboxes are listed; only
+/// once every mailbox was looked at can the two be matched (`settle`).
+enum Synced {
+    Done(MailboxSyncReport),
+    Unsettled(Unsettled),
+}
+
+struct Unsettled {
+    report: MailboxSyncReport,
+    /// The mailbox's cursor, stored once it is settled (a sync cut short before then looks
+    /// again next time).
+    now: MailboxCursor,
+    gone: Vec<Uid>,
+    arrivals: Vec<Arrival>,
+}
+
 async fn sync_mailbox(
     imap: &mut ImapProvider,
     mailbox: &MailboxInfo,
     status: MailboxStatus,
     cursor: Option<MailboxCursor>,
     sink: &mut dyn SyncSink,
-) -> Result<MailboxSyncReport> {
+) -> Result<Synced> {
     let name = mailbox.name.as_str();
     let condstore = imap.caps.has("CONDSTORE");
     let mut report = empty_report(name);
@@ -110,7 +148,7 @@ async fn sync_mailbox(
         && Some(c.highestmodseq) == status.highestmodseq
     {
         report.mode = SyncMode::Unchanged;
-        return Ok(report);
+        return Ok(Synced::Done(report));
     }
 
     let selected = imap.select(name, condstore).await?;
@@ -132,25 +170,119 @@ async fn sync_mailbox(
         // First sync, --full or a new UIDVALIDITY: rebuild this mailbox from scratch.
         sink.reset_mailbox(name, now.uidvalidity).await?;
         if selected.exists > 0 {
-            report.added = fetch_new(imap, name, 1, u64::from(selected.exists), sink).await?;
+            let hint = u64::from(selected.exists);
+            report.added = fetch_new(imap, name, "1:*", hint, sink).await?;
         }
         sink.mailbox_done(name, now).await?;
-        return Ok(report);
+        return Ok(Synced::Done(report));
     };
 
     report.mode = incremental_mode(imap.qresync_enabled, condstore, old.highestmodseq);
+    let mut gone = Vec::new();
     if old.uidnext > 1 {
-        let (changed, removed) = check_known(imap, name, old, report.mode, sink).await?;
-        report.changed = changed;
-        report.removed = removed;
+        (report.changed, gone) = check_known(imap, name, old, report.mode, sink).await?;
     }
     // New messages last: the expunge checks above compare only UIDs below the old UIDNEXT.
+    let mut arrivals = Vec::new();
     if now.uidnext > old.uidnext && selected.exists > 0 {
-        let hint = now.uidnext - old.uidnext;
-        report.added = fetch_new(imap, name, old.uidnext.max(1), hint, sink).await?;
+        let new = imap.glimpse(&format!("{}:*", old.uidnext.max(1))).await?;
+        // `n:*` always names the highest UID, even below `n`.
+        let new = new.into_iter().filter(|(uid, ..)| *uid >= old.uidnext);
+        let (maybe_moved, fresh) = maybe_moved(name, new.collect(), sink).await?;
+        report.added = fetch_uids(imap, name, &fresh, sink).await?;
+        arrivals = maybe_moved;
     }
-    sink.mailbox_done(name, now).await?;
-    Ok(report)
+    if gone.is_empty() && arrivals.is_empty() {
+        sink.mailbox_done(name, now).await?;
+        return Ok(Synced::Done(report));
+    }
+    Ok(Synced::Unsettled(Unsettled {
+        report,
+        now,
+        gone,
+        arrivals,
+    }))
+}
+
+/// New messages split by whether another mailbox of the account holds their Message-ID
+/// (they may have been moved from there: settled later) or not (new: fetched now).
+async fn maybe_moved(
+    mailbox: &str,
+    new: Vec<Glimpse>,
+    sink: &mut dyn SyncSink,
+) -> Result<(Vec<Arrival>, Vec<Uid>)> {
+    let ids: Vec<String> = new.iter().filter_map(|(.., id)| id.clone()).collect();
+    let elsewhere = match ids.is_empty() {
+        true => HashSet::new(),
+        false => sink.known_elsewhere(mailbox, ids).await?,
+    };
+    let mut arrivals = Vec::new();
+    let mut fresh = Vec::new();
+    for (uid, modseq, flags, id) in new {
+        match id.filter(|id| elsewhere.contains(id)) {
+            Some(message_id) => arrivals.push(Arrival {
+                uid,
+                modseq,
+                flags,
+                message_id,
+            }),
+            None => fresh.push(uid),
+        }
+    }
+    Ok((arrivals, fresh))
+}
+
+/// Matches what left mailboxes against what arrived in others (`SyncSink::settle_moves`),
+/// fetches the arrivals no departure explains (selecting their mailbox again), and stores
+/// each mailbox's cursor.
+async fn settle(
+    imap: &mut ImapProvider,
+    unsettled: Vec<Unsettled>,
+    sink: &mut dyn SyncSink,
+) -> Result<Vec<MailboxSyncReport>> {
+    if unsettled.is_empty() {
+        return Ok(Vec::new());
+    }
+    let departures = unsettled
+        .iter()
+        .map(|u| (u.report.mailbox.clone(), u.gone.clone()))
+        .collect();
+    let arrivals = unsettled
+        .iter()
+        .map(|u| (u.report.mailbox.clone(), u.arrivals.clone()))
+        .collect();
+    let settled = sink.settle_moves(departures, arrivals).await?;
+    let condstore = imap.caps.has("CONDSTORE");
+    let mut reports = Vec::with_capacity(unsettled.len());
+    for mut u in unsettled {
+        let name = u.report.mailbox.clone();
+        let done = settled
+            .iter()
+            .find(|s| s.mailbox == name)
+            .cloned()
+            .unwrap_or_default();
+        u.report.removed += done.removed;
+        u.report.changed += done.moved_in;
+        if !done.unmatched.is_empty() {
+            match imap.select(&name, condstore).await {
+                Ok(selected) if selected.uid_validity == Some(u.now.uidvalidity) => {
+                    u.report.added += fetch_uids(imap, &name, &done.unmatched, sink).await?;
+                }
+                // Recreated meanwhile: its cursor stays, and the next sync starts it over.
+                Ok(_) => {
+                    reports.push(u.report);
+                    continue;
+                }
+                Err(e) => {
+                    reports.push(skipped(&name, e)?);
+                    continue;
+                }
+            }
+        }
+        sink.mailbox_done(&name, u.now).await?;
+        reports.push(u.report);
+    }
+    Ok(reports)
 }
 
 /// The cheapest route to the flag changes and expunges among indexed messages.
@@ -163,39 +295,52 @@ fn incremental_mode(qresync: bool, condstore: bool, highestmodseq: u64) -> SyncM
 }
 
 /// Brings the already-indexed UIDs (below the old UIDNEXT) up to date by `mode`; returns how
-/// many changed and how many are gone.
+/// many changed and which are gone (removed when the sync settles).
 async fn check_known(
     imap: &mut ImapProvider,
     name: &str,
     old: MailboxCursor,
     mode: SyncMode,
     sink: &mut dyn SyncSink,
-) -> Result<(u64, u64)> {
+) -> Result<(u64, Vec<Uid>)> {
     let known_range = format!("1:{}", old.uidnext - 1);
     match mode {
         SyncMode::Qresync => {
-            let (changed, vanished) =
-                changed_since(imap, name, &known_range, old.highestmodseq, true, sink).await?;
-            Ok((changed, sink.remove_messages(name, vanished).await?))
+            changed_since(imap, name, &known_range, old.highestmodseq, true, sink).await
         }
         SyncMode::Condstore => {
             let (changed, _) =
                 changed_since(imap, name, &known_range, old.highestmodseq, false, sink).await?;
             let present = imap.uid_list(&known_range).await?;
-            Ok((changed, sink.retain_messages(name, present).await?))
+            Ok((changed, sink.indexed_except(name, present).await?))
         }
         _ => {
             let (changed, present) = compare_all_flags(imap, name, &known_range, sink).await?;
-            Ok((changed, sink.retain_messages(name, present).await?))
+            Ok((changed, sink.indexed_except(name, present).await?))
         }
     }
 }
 
-/// Fetches every message with UID ≥ `from` and hands them to the sink in batches.
+/// Fetches the messages of `uids` in full (in UID sets) and hands them to the sink.
+async fn fetch_uids(
+    imap: &mut ImapProvider,
+    mailbox: &str,
+    uids: &[Uid],
+    sink: &mut dyn SyncSink,
+) -> Result<u64> {
+    let mut added = 0;
+    for set in uidset::chunks(uids, NEW_MESSAGE_ITEMS.len() + 32) {
+        added += fetch_new(imap, mailbox, &set, uids.len() as u64, sink).await?;
+    }
+    Ok(added)
+}
+
+/// Fetches every message of `set` (a UID set or range) and hands them to the sink in
+/// batches.
 async fn fetch_new(
     imap: &mut ImapProvider,
     mailbox: &str,
-    from: Uid,
+    set: &str,
     total_hint: u64,
     sink: &mut dyn SyncSink,
 ) -> Result<u64> {
@@ -205,7 +350,6 @@ async fn fetch_new(
         ""
     };
     let items = format!("({NEW_MESSAGE_ITEMS}{modseq})");
-    let range = format!("{from}:*");
     imap.commands += 1;
     let mut added = 0u64;
     let mut batch = Vec::with_capacity(BATCH);
@@ -213,7 +357,7 @@ async fn fetch_new(
         let mut stream = timed(
             "uid fetch",
             COMMAND_TIMEOUT,
-            imap.session.uid_fetch(&range, &items),
+            imap.session.uid_fetch(set, &items),
         )
         .await?
         .map_err(|e| imap_error("uid fetch", e))?;
@@ -221,8 +365,7 @@ async fn fetch_new(
             .await?
             .map_err(|e| imap_error("uid fetch", e))?
         {
-            // `from:*` always returns the highest UID even when it is below `from`.
-            let Some(meta) = convert::meta_of(&fetch).filter(|m| m.uid >= from) else {
+            let Some(meta) = convert::meta_of(&fetch) else {
                 continue;
             };
             batch.push(meta);
