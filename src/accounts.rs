@@ -50,13 +50,20 @@ pub async fn add_imap(
 pub struct AccountView {
     #[serde(flatten)]
     pub account: AccountRecord,
+    /// Where its secret rests: `keyring` (the OS keyring) or `index` (the 0600 index).
+    pub secret_store: Option<&'static str>,
     pub mailboxes: Vec<MailboxRecord>,
 }
 
 pub async fn show(store: &Store, id: &AccountId) -> Result<AccountView> {
     let account = store.account(id).await?;
     let mailboxes = store.mailboxes(id).await?;
-    Ok(AccountView { account, mailboxes })
+    let secret_store = store.secret_store(id).await?.map(|s| s.as_str());
+    Ok(AccountView {
+        account,
+        secret_store,
+        mailboxes,
+    })
 }
 
 pub async fn list(store: &Store) -> Result<Vec<AccountRecord>> {

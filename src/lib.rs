@@ -9,6 +9,7 @@ pub mod accounts;
 pub mod cli;
 pub mod delete;
 pub mod home;
+pub mod keyring;
 pub mod logging;
 pub mod mcp;
 pub mod oauth_accounts;

@@ -584,7 +584,15 @@ async fn account(store: &Store, cmd: AccountCommand, json: bool) -> Result<()> {
             if json {
                 return print_json(Some("account"), &view);
             }
-            println!("{} ({})", view.account.id, view.account.provider.as_str());
+            println!(
+                "{} ({}; secret in the {})",
+                view.account.id,
+                view.account.provider.as_str(),
+                match view.secret_store {
+                    Some("keyring") => "OS keyring",
+                    _ => "index",
+                }
+            );
             println!(
                 "extensions: {}",
                 view.account.capabilities.extensions.join(" ")

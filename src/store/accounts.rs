@@ -6,6 +6,7 @@ use mailbroker_core::{
 use serde::Serialize;
 
 use super::{Store, db_error, now_secs};
+use crate::keyring::SecretStore;
 
 /// An account as stored. `settings` is the provider's own JSON; secrets are not here.
 #[derive(Debug, Clone, Serialize)]
@@ -105,17 +106,29 @@ impl Store {
         .await
         .map_err(db_error)?;
         remember(secret.1);
-        sqlx::query("INSERT INTO credentials (account_id, kind, secret) VALUES (?, ?, ?)")
+        let (store, kept) = crate::keyring::put(secret.1).await?;
+        let written = async {
+            sqlx::query(
+                "INSERT INTO credentials (account_id, kind, secret, store) VALUES (?, ?, ?, ?)",
+            )
             .bind(account.id.as_str())
             .bind(secret.0)
-            .bind(secret.1)
+            .bind(&kept)
+            .bind(store.as_str())
             .execute(&mut *tx)
             .await
             .map_err(db_error)?;
-        for mb in mailboxes {
-            super::sink::upsert_mailbox(&mut tx, account.id.as_str(), mb).await?;
+            for mb in mailboxes {
+                super::sink::upsert_mailbox(&mut tx, account.id.as_str(), mb).await?;
+            }
+            tx.commit().await.map_err(db_error)
         }
-        tx.commit().await.map_err(db_error)
+        .await;
+        if written.is_err() && store == SecretStore::Keyring {
+            // Nothing of the account was stored: neither is its secret.
+            let _ = crate::keyring::delete(&kept).await;
+        }
+        written
     }
 
     pub async fn accounts(&self) -> Result<Vec<AccountRecord>, Error> {
@@ -143,15 +156,44 @@ impl Store {
         }
     }
 
-    /// The secret of one kind (`password`, `refresh_token`) for an account.
+    /// Where an account's secret of one kind rests, and what the index keeps of it (the
+    /// secret, or its keyring entry's name).
+    async fn stored_secret(
+        &self,
+        id: &AccountId,
+        kind: &str,
+    ) -> Result<Option<(SecretStore, String)>, Error> {
+        let row: Option<(String, String)> = sqlx::query_as(
+            "SELECT store, secret FROM credentials WHERE account_id = ? AND kind = ?",
+        )
+        .bind(id.as_str())
+        .bind(kind)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db_error)?;
+        Ok(row.map(|(store, kept)| (SecretStore::parse(&store), kept)))
+    }
+
+    /// Which store holds an account's secrets (the first kind stored), for `account show`.
+    pub async fn secret_store(&self, id: &AccountId) -> Result<Option<SecretStore>, Error> {
+        let store: Option<String> = sqlx::query_scalar(
+            "SELECT store FROM credentials WHERE account_id = ? ORDER BY kind LIMIT 1",
+        )
+        .bind(id.as_str())
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db_error)?;
+        Ok(store.as_deref().map(SecretStore::parse))
+    }
+
+    /// The secret of one kind (`password`, `refresh_token`) for an account, from wherever it
+    /// rests.
     pub async fn secret(&self, id: &AccountId, kind: &str) -> Result<String, Error> {
-        let secret: Option<String> =
-            sqlx::query_scalar("SELECT secret FROM credentials WHERE account_id = ? AND kind = ?")
-                .bind(id.as_str())
-                .bind(kind)
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(db_error)?;
+        let secret = match self.stored_secret(id, kind).await? {
+            Some((SecretStore::Keyring, name)) => Some(crate::keyring::get(&name).await?),
+            Some((SecretStore::Index, secret)) => Some(secret),
+            None => None,
+        };
         secret.as_deref().map(remember);
         secret.ok_or_else(|| {
             Error::auth_required(format!("account {id} has no stored {kind}")).with_next_step(
@@ -160,24 +202,45 @@ impl Store {
         })
     }
 
-    /// Replaces an account's secret of one kind (a refreshed or re-authorized token).
+    /// Replaces an account's secret of one kind (a refreshed or re-authorized token), where
+    /// it rests.
     pub async fn set_secret(&self, id: &AccountId, kind: &str, secret: &str) -> Result<(), Error> {
         remember(secret);
+        let (store, kept) = match self.stored_secret(id, kind).await? {
+            Some((SecretStore::Keyring, name)) => {
+                crate::keyring::replace(&name, secret).await?;
+                return Ok(());
+            }
+            Some((SecretStore::Index, _)) => (SecretStore::Index, secret.to_string()),
+            None => crate::keyring::put(secret).await?,
+        };
         sqlx::query(
-            "INSERT INTO credentials (account_id, kind, secret) VALUES (?, ?, ?)
+            "INSERT INTO credentials (account_id, kind, secret, store) VALUES (?, ?, ?, ?)
              ON CONFLICT (account_id, kind) DO UPDATE SET secret = excluded.secret",
         )
         .bind(id.as_str())
         .bind(kind)
-        .bind(secret)
+        .bind(kept)
+        .bind(store.as_str())
         .execute(&self.pool)
         .await
         .map_err(db_error)?;
         Ok(())
     }
 
-    /// Removes an account with its secrets, mailboxes and messages (by cascade).
+    /// Removes an account with its secrets (from the keyring too), mailboxes and messages
+    /// (by cascade).
     pub async fn remove_account(&self, id: &AccountId) -> Result<(), Error> {
+        let in_keyring: Vec<String> = sqlx::query_scalar(
+            "SELECT secret FROM credentials WHERE account_id = ? AND store = 'keyring'",
+        )
+        .bind(id.as_str())
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_error)?;
+        for name in in_keyring {
+            crate::keyring::delete(&name).await?;
+        }
         let done = sqlx::query("DELETE FROM accounts WHERE id = ?")
             .bind(id.as_str())
             .execute(&self.pool)

@@ -11,6 +11,7 @@ mod imap;
 mod proxy;
 
 pub mod mounts;
+pub mod secret_service;
 
 pub mod oauth;
 

@@ -31,6 +31,8 @@ pub async fn with_browser_env(
     env: &[(&str, &str)],
 ) -> Result<OAuthRun> {
     let mut child = Command::new(bin)
+        // Never the keyring of the desktop the tests run on.
+        .env("MAILBROKER_SECRET_STORE", "index")
         .envs(env.iter().copied())
         .arg("--home")
         .arg(home)

@@ -66,6 +66,8 @@ fn run_binary(home: &Path, args: &[&str], env: &[(&str, &str)]) -> Run {
         .args(args)
         .env("MB_TEST_PW", PASSWORD)
         .env_remove("MAILBROKER_HOME")
+        // Never the keyring of the desktop the tests run on (tests/keyring.rs has its own).
+        .env("MAILBROKER_SECRET_STORE", "index")
         .stdin(Stdio::null());
     for (k, v) in env {
         cmd.env(k, v);

@@ -1,0 +1,115 @@
+//! A private Secret Service for tests: a D-Bus session bus of its own with gnome-keyring's
+//! secrets component on it, unlocked, under a temporary home. mailbroker run with `env()`
+//! keeps its account secrets there; nothing touches the desktop's own keyring.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, Command, Stdio};
+
+use anyhow::{Context, Result, bail};
+
+pub struct SecretService {
+    bus: Child,
+    keyring: Child,
+    address: String,
+    _home: tempfile::TempDir,
+}
+
+impl SecretService {
+    /// Whether dbus-daemon and gnome-keyring-daemon are installed; `false` skips a test
+    /// outside CI and fails it in CI.
+    pub fn available() -> bool {
+        let found = ["dbus-daemon", "gnome-keyring-daemon"].iter().all(|bin| {
+            Command::new("which")
+                .arg(bin)
+                .stdout(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        });
+        if !found {
+            assert!(
+                !crate::dovecot_required(),
+                "CI=true but dbus-daemon or gnome-keyring-daemon is missing: .ci/run installs them"
+            );
+            eprintln!("skipping: no dbus-daemon or gnome-keyring-daemon");
+        }
+        found
+    }
+
+    pub fn start() -> Result<SecretService> {
+        let home = tempfile::tempdir()?;
+        let mut bus = Command::new("dbus-daemon")
+            .args(["--session", "--nofork", "--print-address=1"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("start dbus-daemon")?;
+        let mut line = String::new();
+        BufReader::new(bus.stdout.take().context("bus stdout")?).read_line(&mut line)?;
+        let address = line.trim().to_string();
+        if address.is_empty() {
+            bail!("dbus-daemon printed no address");
+        }
+        let mut keyring = Command::new("gnome-keyring-daemon")
+            .args(["--foreground", "--unlock", "--components=secrets"])
+            .env("DBUS_SESSION_BUS_ADDRESS", &address)
+            .env("HOME", home.path())
+            .env("XDG_DATA_HOME", home.path())
+            .env("XDG_RUNTIME_DIR", home.path())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("start gnome-keyring-daemon")?;
+        // The password of the new login keyring, which --unlock reads from stdin.
+        let mut stdin = keyring.stdin.take().context("keyring stdin")?;
+        stdin.write_all(b"test-keyring-password\n")?;
+        drop(stdin);
+        let service = SecretService {
+            bus,
+            keyring,
+            address,
+            _home: home,
+        };
+        service.wait_ready()?;
+        Ok(service)
+    }
+
+    /// Waits until org.freedesktop.secrets answers on the bus.
+    fn wait_ready(&self) -> Result<()> {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while std::time::Instant::now() < deadline {
+            let answered = Command::new("dbus-send")
+                .args([
+                    "--session",
+                    "--print-reply",
+                    "--dest=org.freedesktop.secrets",
+                    "/org/freedesktop/secrets",
+                    "org.freedesktop.DBus.Peer.Ping",
+                ])
+                .env("DBUS_SESSION_BUS_ADDRESS", &self.address)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+            if answered {
+                return Ok(());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        bail!("the secret service did not come up")
+    }
+
+    /// The environment that points a process at this service.
+    pub fn env(&self) -> Vec<(&'static str, String)> {
+        vec![("DBUS_SESSION_BUS_ADDRESS", self.address.clone())]
+    }
+}
+
+impl Drop for SecretService {
+    fn drop(&mut self) {
+        for child in [&mut self.keyring, &mut self.bus] {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
