@@ -395,8 +395,9 @@ pub async fn execute(
     );
     release(groups);
     let items = tally(&mut report, &intents, results);
+    let intended = as_intended(&intents, &items);
     let change = change_record(request, report.plan.clone(), &report, items, DONE);
-    let recorded = store.finish_change(change_id, &change).await;
+    let recorded = store.finish_change(change_id, &change, intended).await;
     release(change);
     release(intents);
     recorded.map_err(|e| unrecorded(e, change_id))?;
@@ -422,7 +423,8 @@ const UNRECORDED: &str =
     "the result of this write was not recorded; the next request re-reads the server first";
 
 /// The journal entry of a change before anything is sent: every message to change is
-/// `unknown` until its result replaces it.
+/// `unknown` until its result replaces it, its `after` the state the change asks for where
+/// that is known before the server answers (a flag change; a move's new UID is not).
 fn intent_record(request: Request, plan: &[String], intents: &[Intent]) -> ChangeRecord {
     let items: Vec<JournalItem> = intents
         .iter()
@@ -430,7 +432,10 @@ fn intent_record(request: Request, plan: &[String], intents: &[Intent]) -> Chang
         .map(|i| {
             let unknown = ItemResult::new(i.row.uid, Outcome::Unknown)
                 .with_error(Error::outcome_unknown(UNRECORDED));
-            journal_item(i, unknown)
+            JournalItem {
+                after: intended_state(i),
+                ..journal_item(i, unknown)
+            }
         })
         .collect();
     let counts = ChangeReport {
@@ -438,6 +443,33 @@ fn intent_record(request: Request, plan: &[String], intents: &[Intent]) -> Chang
         ..ChangeReport::default()
     };
     change_record(request, plan.to_vec(), &counts, items, EXECUTING)
+}
+
+/// The state a flag change asks for (tags in the order the read-back reports them when the
+/// new ones sort last); None for a move, whose new UID only the server gives.
+fn intended_state(intent: &Intent) -> Option<MessageState> {
+    if intent.move_to.is_some() || intent.op.is_empty() {
+        return None;
+    }
+    let row = &intent.row;
+    Some(MessageState {
+        read: intent.op.read.unwrap_or(row.read),
+        flagged: intent.op.flagged.unwrap_or(row.flagged),
+        tags: intent.op.tags_after(&row.tags),
+        ..state_of(row)
+    })
+}
+
+/// Whether every message the change planned read back applied, exactly as its intent says
+/// (`intended_state`): the journal's items then need only their outcome set.
+fn as_intended(intents: &[Intent], items: &[JournalItem]) -> bool {
+    intents.iter().zip(items).all(|(intent, item)| {
+        !intent.changes_something()
+            || (item.outcome == "applied"
+                && item.error_type.is_none()
+                && item.after.is_some()
+                && item.after == intended_state(intent))
+    })
 }
 
 /// A change could not be journaled before anything was sent.

@@ -209,6 +209,16 @@ async fn a_mixed_outcome_is_journaled_from_the_read_back() {
     assert_eq!(run.code, 0, "{}", run.stdout);
     assert_eq!(run.json["applied"], 3, "{}", run.stdout);
     assert_eq!(ids(&ok(home.path(), &["search", "tag:Whole"])).len(), 3);
+    // Its intent's items only changed their outcome: each reads as the read-back says.
+    let change = run.json["change_id"].to_string();
+    let shown = ok(home.path(), &["changes", &change]);
+    assert_eq!(shown["change"]["status"], "done", "{shown}");
+    for item in shown["change"]["items"].as_array().unwrap() {
+        assert_eq!(item["outcome"], "applied", "{item}");
+        assert!(item["error_type"].is_null(), "{item}");
+        let tags = item["after"]["tags"].as_array().unwrap();
+        assert!(tags.iter().any(|t| t == "Whole"), "{item}");
+    }
     let server = client.flags("INBOX").await.unwrap();
     assert!(
         server.values().all(|f| f.contains(&"Whole".to_string())),
