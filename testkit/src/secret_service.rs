@@ -7,6 +7,21 @@ use std::process::{Child, Command, Stdio};
 
 use anyhow::{Context, Result, bail};
 
+/// A session bus that only listens: no service activation, no policy limits.
+const BUS_CONFIG: &str = r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-BUS Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>session</type>
+  <listen>unix:dir=DIR</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default">
+    <allow send_destination="*" eavesdrop="true"/>
+    <allow eavesdrop="true"/>
+    <allow own="*"/>
+  </policy>
+</busconfig>
+"#;
+
 pub struct SecretService {
     bus: Child,
     keyring: Child,
@@ -37,8 +52,16 @@ impl SecretService {
 
     pub fn start() -> Result<SecretService> {
         let home = tempfile::tempdir()?;
+        // A bus of our own without service activation: the system's session configuration
+        // would start a second, locked gnome-keyring on the first call that races ours.
+        let config = home.path().join("bus.conf");
+        std::fs::write(
+            &config,
+            BUS_CONFIG.replace("DIR", &home.path().display().to_string()),
+        )?;
         let mut bus = Command::new("dbus-daemon")
-            .args(["--session", "--nofork", "--print-address=1"])
+            .arg(format!("--config-file={}", config.display()))
+            .args(["--nofork", "--print-address=1"])
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -74,24 +97,24 @@ impl SecretService {
         Ok(service)
     }
 
-    /// Waits until org.freedesktop.secrets answers on the bus.
+    /// Waits until the service answers with its default collection (the unlocked login
+    /// keyring it creates at start).
     fn wait_ready(&self) -> Result<()> {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         while std::time::Instant::now() < deadline {
-            let answered = Command::new("dbus-send")
+            let answer = Command::new("dbus-send")
                 .args([
                     "--session",
                     "--print-reply",
                     "--dest=org.freedesktop.secrets",
                     "/org/freedesktop/secrets",
-                    "org.freedesktop.DBus.Peer.Ping",
+                    "org.freedesktop.Secret.Service.ReadAlias",
+                    "string:default",
                 ])
                 .env("DBUS_SESSION_BUS_ADDRESS", &self.address)
-                .stdout(Stdio::null())
                 .stderr(Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success());
-            if answered {
+                .output()?;
+            if String::from_utf8_lossy(&answer.stdout).contains("/collection/") {
                 return Ok(());
             }
             std::thread::sleep(std::time::Duration::from_millis(50));
