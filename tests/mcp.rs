@@ -106,6 +106,23 @@ async fn read_tools_answer_small_and_typed() {
     .await;
     assert_eq!(rest["messages"].as_array().unwrap().len(), 5);
     assert!(rest["next_cursor"].is_null());
+    // The cursor as a number is the same page; an account that does not exist is not an
+    // empty page.
+    let as_number: u64 = cursor.parse().unwrap();
+    let same = ok_call(
+        &session,
+        "search_messages",
+        json!({ "query": "from:alice", "limit": 10, "cursor": as_number }),
+    )
+    .await;
+    assert_eq!(same["messages"], rest["messages"]);
+    let nobody = err_call(
+        &session,
+        "search_messages",
+        json!({ "query": "from:alice", "account": "nope" }),
+    )
+    .await;
+    assert_eq!(nobody["error_type"], "not_found", "{nobody}");
     let row = &page["messages"][0];
     for field in [
         "id", "account", "mailbox", "from", "subject", "date", "flags", "tags", "snippet",

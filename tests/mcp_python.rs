@@ -6,8 +6,9 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
+use common::mcp::http_server;
 use common::{add_account, ok, seed, server};
 
 /// The SDK version this contract test pins.
@@ -34,49 +35,6 @@ fn drive(py: &Path, config: serde_json::Value) -> serde_json::Value {
         "python client failed ({config}):\n{stdout}\n{stderr}"
     );
     serde_json::from_str(stdout.lines().last().unwrap_or("")).expect("json from the client")
-}
-
-struct HttpServer(Child, String);
-
-impl Drop for HttpServer {
-    fn drop(&mut self) {
-        // SIGTERM, so it removes its listener entry; then reap it.
-        let _ = Command::new("kill").arg(self.0.id().to_string()).status();
-        let _ = self.0.wait();
-    }
-}
-
-fn http_server(home: &Path) -> HttpServer {
-    use std::io::{BufRead, BufReader};
-    let token = home.join("http-token");
-    std::fs::write(&token, "py-token-0123456789abcdef\n").unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_mailbroker"))
-        .arg("--home")
-        .arg(home)
-        .args([
-            "mcp",
-            "--http",
-            "0",
-            "--http-allow-writes",
-            "--http-token-file",
-        ])
-        .arg(&token)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start mcp --http");
-    let mut line = String::new();
-    let stderr = child.stderr.take().unwrap();
-    BufReader::new(stderr).read_line(&mut line).unwrap();
-    let url = line
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .unwrap_or_else(|| panic!("no url in {line:?}"))
-        .to_string();
-    HttpServer(child, url)
 }
 
 #[tokio::test]
@@ -106,7 +64,7 @@ async fn the_python_sdk_lists_searches_and_confirms_over_stdio_and_http() {
             .ends_with("http-token")
     );
     assert!(
-        !status.stdout.contains("py-token-0123456789abcdef"),
+        !status.stdout.contains(common::mcp::HTTP_TOKEN),
         "status printed the token"
     );
 
@@ -127,7 +85,7 @@ async fn the_python_sdk_lists_searches_and_confirms_over_stdio_and_http() {
             serde_json::json!({
                 "transport": transport, "mode": mode,
                 "bin": env!("CARGO_BIN_EXE_mailbroker"),
-                "home": home.path(), "url": http.1, "token": "py-token-0123456789abcdef",
+                "home": home.path(), "url": http.1, "token": common::mcp::HTTP_TOKEN,
                 "subjects": subjects,
             }),
         );

@@ -8,6 +8,7 @@
 pub mod command;
 mod confirm;
 pub mod http;
+mod shape;
 mod stdio;
 mod tools;
 mod views;
@@ -19,8 +20,7 @@ use std::sync::Arc;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ServerCapabilities,
-    ServerConfig,
+    CallToolRequestParams, CallToolResponse, Implementation, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -92,54 +92,7 @@ pub(crate) fn random_hex(bytes: usize) -> Result<String> {
     Ok(buf.iter().map(|b| format!("{b:02x}")).collect())
 }
 
-/// A tool's failure as MCP wants it: a result with `isError` and the SPEC §10 fields, never a
-/// JSON-RPC error (those are for protocol faults).
-pub(crate) fn failure(e: &Error) -> CallToolResult {
-    tracing::info!(error_type = e.error_type(), "tool error: {}", e.message());
-    let mut body = serde_json::json!({
-        "success": false,
-        "error": e.message(),
-        "error_type": e.error_type(),
-    });
-    if let Some(step) = e.next_step() {
-        body["next_step"] = step.into();
-    }
-    CallToolResult::structured_error(body)
-}
-
-/// Our tools answer every failure with structured content (`failure`); an error result
-/// without it comes from rmcp itself, which refuses arguments that do not deserialize into
-/// the tool's input type with a bare text. That becomes a `validation_error` with a next
-/// step, like every other bad input.
-fn argument_error(tool: &str, result: CallToolResult) -> CallToolResult {
-    if result.is_error != Some(true) || result.structured_content.is_some() {
-        return result;
-    }
-    let text: Vec<String> = result
-        .content
-        .iter()
-        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
-        .collect();
-    failure(
-        &Error::validation(format!("{tool}: {}", text.join(" ")))
-            .with_next_step("check the arguments' names and types against the tool's inputSchema"),
-    )
-}
-
-/// A tool's success: the typed output as structured content (it carries `success`).
-pub(crate) fn success(value: &impl serde::Serialize) -> CallToolResult {
-    match serde_json::to_value(value) {
-        Ok(v) => CallToolResult::structured(v),
-        Err(e) => failure(&Error::internal(format!("cannot encode the result: {e}"))),
-    }
-}
-
-pub(crate) fn respond<T: serde::Serialize>(outcome: Result<T>) -> CallToolResult {
-    match outcome {
-        Ok(v) => success(&v),
-        Err(e) => failure(&e),
-    }
-}
+pub(crate) use shape::{failure, respond, success};
 
 impl ServerHandler for McpServer {
     fn get_info(&self) -> ServerConfig {
@@ -176,10 +129,16 @@ impl ServerHandler for McpServer {
             return Ok(failure(&e).into());
         }
         let tool = request.name.clone();
+        if let Some(route) = self.tool_router.get(&tool)
+            && let Some(e) =
+                shape::unknown_argument(&tool, &route.input_schema, request.arguments.as_ref())
+        {
+            return Ok(failure(&e).into());
+        }
         let tcc = ToolCallContext::new(self, request, context);
         let answer = self.tool_router.call(tcc).await?;
         Ok(match answer {
-            CallToolResponse::Complete(result) => argument_error(&tool, result).into(),
+            CallToolResponse::Complete(result) => shape::argument_error(&tool, result).into(),
             other => other,
         })
     }

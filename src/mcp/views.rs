@@ -32,7 +32,29 @@ pub struct SearchArgs {
     /// Rows per page, 1 to 100 (default 20).
     pub limit: Option<u32>,
     /// `next_cursor` from the previous page, to continue.
-    pub cursor: Option<String>,
+    pub cursor: Option<Cursor>,
+}
+
+/// A page cursor as a client sends it back: the string `next_cursor` was, or that number.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum Cursor {
+    Number(u64),
+    Text(String),
+}
+
+impl Cursor {
+    /// The row offset this cursor stands for.
+    pub fn offset(&self) -> mailbroker_core::Result<u64> {
+        match self {
+            Cursor::Number(n) => Ok(*n),
+            Cursor::Text(t) if t.is_empty() => Ok(0),
+            Cursor::Text(t) => t.parse().map_err(|_| {
+                mailbroker_core::Error::validation("cursor is not one this server returned")
+                    .with_next_step("pass next_cursor from the previous page, or leave it out")
+            }),
+        }
+    }
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -428,4 +450,120 @@ pub struct SyncView {
 pub struct SyncOut {
     pub success: bool,
     pub accounts: Vec<SyncView>,
+}
+
+// ----- briefs: the one line of text beside each structured answer -----
+
+use super::shape::Brief;
+
+/// "1 message", "3 messages".
+fn count(n: usize, what: &str) -> String {
+    match n {
+        1 => format!("1 {what}"),
+        n => format!("{n} {what}s"),
+    }
+}
+
+impl Brief for AccountsOut {
+    fn brief(&self) -> String {
+        let names: Vec<String> = self
+            .accounts
+            .iter()
+            .map(|a| format!("{} ({})", a.id, a.provider))
+            .collect();
+        format!(
+            "{}: {}",
+            count(self.accounts.len(), "account"),
+            names.join(", ")
+        )
+    }
+}
+
+impl Brief for MailboxesOut {
+    fn brief(&self) -> String {
+        let boxes: usize = self.accounts.iter().map(|a| a.mailboxes.len()).sum();
+        format!(
+            "{} in {}",
+            count(boxes, "mailbox"),
+            count(self.accounts.len(), "account")
+        )
+    }
+}
+
+impl Brief for SearchOut {
+    fn brief(&self) -> String {
+        let more = match &self.next_cursor {
+            Some(c) => format!("; more with cursor {c}"),
+            None => String::new(),
+        };
+        format!("{} found{more}", count(self.messages.len(), "message"))
+    }
+}
+
+impl Brief for MessagesOut {
+    fn brief(&self) -> String {
+        format!(
+            "{} read (untrusted content)",
+            count(self.messages.len(), "message")
+        )
+    }
+}
+
+impl Brief for ChangeOut {
+    fn brief(&self) -> String {
+        if let Some(id) = self.manifest_id {
+            return format!(
+                "staged deletion manifest {id} ({}); nothing deleted",
+                count(self.planned as usize, "message")
+            );
+        }
+        if self.dry_run {
+            let confirm = self
+                .confirmation_required
+                .as_deref()
+                .map_or(String::new(), |why| {
+                    format!("; needs confirmation: it {why}")
+                });
+            return format!(
+                "dry run: {} would change, nothing sent{confirm}",
+                count(self.planned as usize, "message")
+            );
+        }
+        let id = self
+            .change_id
+            .map_or("no change needed".to_string(), |id| format!("change {id}"));
+        format!(
+            "{id}: applied {}, unchanged {}, stale {}, failed {}",
+            self.applied, self.unchanged, self.stale, self.failed
+        )
+    }
+}
+
+impl Brief for ChangesOut {
+    fn brief(&self) -> String {
+        match self.items_total {
+            Some(total) => format!("change with {}", count(total as usize, "message")),
+            None => format!(
+                "{}, {}",
+                count(self.changes.len(), "change"),
+                count(self.manifests.len(), "staged deletion")
+            ),
+        }
+    }
+}
+
+impl Brief for SyncOut {
+    fn brief(&self) -> String {
+        let parts: Vec<String> = self
+            .accounts
+            .iter()
+            .map(|a| {
+                format!(
+                    "{}: +{} new, {} changed, {} removed",
+                    a.account, a.added, a.changed, a.removed
+                )
+            })
+            .collect();
+        format!("synced {}", parts.join("; "))
+    }
 }

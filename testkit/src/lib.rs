@@ -88,3 +88,38 @@ pub fn python_venv(dir: &std::path::Path, requirement: &str) -> Option<std::path
     std::fs::write(&ready, "").expect("mark the venv ready");
     Some(py)
 }
+
+/// A directory under `dir` with the npm `packages` installed (`name@version` each), made once
+/// (a marker file records it). `None` when node or npm is missing outside CI; under CI that
+/// fails instead.
+pub fn node_modules(dir: &std::path::Path, packages: &[&str]) -> Option<std::path::PathBuf> {
+    use std::process::Command;
+    let ready = dir.join(format!(".{}", packages.join("+").replace('/', "_")));
+    if ready.exists() {
+        return Some(dir.to_path_buf());
+    }
+    let npm = Command::new("npm").arg("--version").output();
+    if !npm.is_ok_and(|o| o.status.success()) {
+        assert!(
+            !dovecot_required(),
+            "CI=true but npm is missing: .ci/run must install nodejs and npm"
+        );
+        eprintln!("skipping: node and npm are not installed");
+        return None;
+    }
+    std::fs::create_dir_all(dir).expect("make the node directory");
+    std::fs::write(
+        dir.join("package.json"),
+        "{\"private\": true, \"type\": \"module\"}\n",
+    )
+    .expect("write package.json");
+    let installed = Command::new("npm")
+        .args(["install", "--silent", "--no-audit", "--no-fund", "--prefix"])
+        .arg(dir)
+        .args(packages)
+        .status()
+        .expect("run npm");
+    assert!(installed.success(), "npm install {packages:?} failed");
+    std::fs::write(&ready, "").expect("mark the node directory ready");
+    Some(dir.to_path_buf())
+}

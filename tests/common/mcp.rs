@@ -1,6 +1,7 @@
 //! rmcp's own client driving the MCP server in-process over a duplex pipe.
 
 use std::path::Path;
+use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -138,4 +139,52 @@ pub async fn ids(session: &Session, query: &str) -> Vec<i64> {
         .iter()
         .map(|m| m["id"].as_i64().unwrap())
         .collect()
+}
+
+/// The bearer token `http_server` is started with.
+pub const HTTP_TOKEN: &str = "py-token-0123456789abcdef";
+
+/// The real binary serving MCP over HTTP on a free loopback port, writes allowed, with a
+/// token file (0600); its URL. Ended (SIGTERM, so it removes its listener entry) on drop.
+pub struct HttpServer(Child, pub String);
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        // SIGTERM, so it removes its listener entry; then reap it.
+        let _ = Command::new("kill").arg(self.0.id().to_string()).status();
+        let _ = self.0.wait();
+    }
+}
+
+pub fn http_server(home: &Path) -> HttpServer {
+    use std::io::{BufRead, BufReader};
+    let token = home.join("http-token");
+    std::fs::write(&token, format!("{HTTP_TOKEN}\n")).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mailbroker"))
+        .arg("--home")
+        .arg(home)
+        .args([
+            "mcp",
+            "--http",
+            "0",
+            "--http-allow-writes",
+            "--http-token-file",
+        ])
+        .arg(&token)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start mcp --http");
+    let mut line = String::new();
+    let stderr = child.stderr.take().unwrap();
+    BufReader::new(stderr).read_line(&mut line).unwrap();
+    let url = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap_or_else(|| panic!("no url in {line:?}"))
+        .to_string();
+    HttpServer(child, url)
 }

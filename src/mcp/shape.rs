@@ -1,0 +1,286 @@
+//! How a tool's answer is shaped for every client: the data once, as structured content,
+//! with one line of text beside it; an error as the same kind of result, with the SPEC §10
+//! fields; and output schemas that both shapes satisfy.
+//!
+//! A client built on the TypeScript SDK validates structured content against the tool's
+//! output schema, error results included, and throws on a mismatch instead of showing the
+//! error. So every output schema lists the error fields beside the tool's own and requires
+//! `success` alone. Its properties carry their JSON type only: the descriptions live in the
+//! tool's description, and the full nested schemas were three quarters of `tools/list`.
+
+use std::sync::Arc;
+
+use rmcp::handler::server::common::schema_for_output;
+use rmcp::model::{CallToolResult, ContentBlock, JsonObject};
+use schemars::JsonSchema;
+use serde_json::{Value, json};
+
+use mailbroker_core::{Error, Result};
+
+/// One line saying what a result holds, for the text beside its structured content.
+pub trait Brief {
+    fn brief(&self) -> String;
+}
+
+/// The output schema of a tool answering `T`: its top-level fields by JSON type, and the
+/// error fields; only `success` is required.
+pub fn output_schema<T: JsonSchema + std::any::Any>() -> Arc<JsonObject> {
+    let full = schema_for_output::<T>();
+    let mut properties = serde_json::Map::new();
+    if let Some(Value::Object(fields)) = full.get("properties") {
+        for (name, field) in fields {
+            properties.insert(name.clone(), type_only(field));
+        }
+    }
+    for (name, kind) in [
+        ("error", json!("string")),
+        ("error_type", json!("string")),
+        ("next_step", json!(["string", "null"])),
+    ] {
+        properties.insert(name.into(), json!({ "type": kind }));
+    }
+    let mut schema = JsonObject::new();
+    schema.insert("type".into(), json!("object"));
+    schema.insert("properties".into(), Value::Object(properties));
+    schema.insert("required".into(), json!(["success"]));
+    Arc::new(schema)
+}
+
+/// A property's schema reduced to its JSON type (a reference or a union: any object).
+fn type_only(field: &Value) -> Value {
+    match field.get("type") {
+        Some(kind) => json!({ "type": kind }),
+        None if field.get("$ref").is_some() => json!({ "type": "object" }),
+        None => json!({}),
+    }
+}
+
+/// A tool's success: the typed output as structured content (it carries `success`), and
+/// its brief as the text.
+pub fn success<T: serde::Serialize + Brief>(value: &T) -> CallToolResult {
+    match serde_json::to_value(value) {
+        Ok(v) => with_text(CallToolResult::structured(v), value.brief()),
+        Err(e) => failure(&Error::internal(format!("cannot encode the result: {e}"))),
+    }
+}
+
+/// A tool's failure as MCP wants it: a result with `isError` and the SPEC §10 fields, never
+/// a JSON-RPC error (those are for protocol faults).
+pub fn failure(e: &Error) -> CallToolResult {
+    tracing::info!(error_type = e.error_type(), "tool error: {}", e.message());
+    let mut body = json!({
+        "success": false,
+        "error": e.message(),
+        "error_type": e.error_type(),
+    });
+    let step = e
+        .next_step()
+        .map(for_mcp)
+        .unwrap_or_else(|| default_step(e).to_string());
+    let text = format!("{}: {} (next: {step})", e.error_type(), e.message());
+    body["next_step"] = step.into();
+    with_text(CallToolResult::structured_error(body), text)
+}
+
+/// `result` with `text` as its one text block instead of its structured content repeated.
+fn with_text(mut result: CallToolResult, text: String) -> CallToolResult {
+    result.content = vec![ContentBlock::text(text)];
+    result
+}
+
+/// A next step written for the CLI, for an assistant instead: what it can do itself names
+/// the tool that does it; what only the person can do (log in, run a deletion) is asked of
+/// them, with the command.
+fn for_mcp(step: &str) -> String {
+    const TOOLS: [(&str, &str); 12] = [
+        ("run: mailbroker sync", "call sync_accounts"),
+        (
+            "run: mailbroker search QUERY to find message ids",
+            "find message ids with search_messages",
+        ),
+        (
+            "check the query with: mailbroker search QUERY",
+            "check the query with search_messages",
+        ),
+        ("find ids with search,", "find ids with search_messages,"),
+        ("run: mailbroker account list", "call list_accounts"),
+        ("run: mailbroker account show", "call list_mailboxes for"),
+        ("run: mailbroker changes", "call list_changes"),
+        (
+            "run: mailbroker stage-delete QUERY",
+            "call update_message with delete: \"trash\" or \"permanent\"",
+        ),
+        (
+            "check it with --dry-run, then add --yes",
+            "call again with dry_run: true first",
+        ),
+        (
+            "give at least one of --read/--unread, --flag/--unflag, --add-tag, --remove-tag, --move-to",
+            "give at least one of read, flagged, add_tags, remove_tags, move_to",
+        ),
+        ("run the request again", "call the tool again"),
+        ("repeat the request", "call the tool again"),
+    ];
+    let mut step = step.to_string();
+    for (cli, mcp) in TOOLS {
+        step = step.replace(cli, mcp);
+    }
+    step.replace("run: mailbroker", "ask the user to run: mailbroker")
+        .replace("run the request again", "call the tool again")
+}
+
+/// The next step of an error that names none.
+fn default_step(e: &Error) -> &'static str {
+    match e {
+        Error::Validation(_) => "check the arguments against the tool's description",
+        Error::NotFound(_) => {
+            "check the id or name with list_accounts, list_mailboxes or search_messages"
+        }
+        Error::Unsupported(_) => "tell the user this account cannot do that",
+        Error::AuthRequired(_) => "ask the user to run: mailbroker account login ACCOUNT",
+        Error::InsufficientScope(_) => {
+            "ask the user to run: mailbroker account upgrade-scope ACCOUNT"
+        }
+        Error::RateLimited(_) | Error::ProviderUnavailable(_) => {
+            "wait a minute and call the tool again"
+        }
+        Error::OutcomeUnknown(_) => {
+            "call the tool again: it re-reads the server first and sends nothing twice"
+        }
+        Error::ProviderWriteFailed(_) | Error::VerificationFailed(_) | Error::StaleState(_) => {
+            "call sync_accounts, then search again and repeat what is still needed"
+        }
+        Error::ConfirmationRequired(_) | Error::ConfirmationDeclined(_) => {
+            "ask the user whether to go ahead"
+        }
+        Error::LimitExceeded(_) => "narrow the selection and try again",
+        Error::WritesDisabled(_) => "tell the user this server only reads",
+        Error::Internal(_) => "tell the user: this is mailbroker's fault, not theirs",
+    }
+}
+
+pub fn respond<T: serde::Serialize + Brief>(outcome: Result<T>) -> CallToolResult {
+    match outcome {
+        Ok(v) => success(&v),
+        Err(e) => failure(&e),
+    }
+}
+
+/// Our tools answer every failure with structured content (`failure`); an error result
+/// without it comes from rmcp itself, which refuses arguments that do not deserialize into
+/// the tool's input type with a bare text. That becomes a `validation_error` with a next
+/// step, like every other bad input.
+pub fn argument_error(tool: &str, result: CallToolResult) -> CallToolResult {
+    if result.is_error != Some(true) || result.structured_content.is_some() {
+        return result;
+    }
+    let text: Vec<String> = result
+        .content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect();
+    failure(
+        &Error::validation(format!("{tool}: {}", text.join(" ")))
+            .with_next_step("check the arguments' names and types against the tool's inputSchema"),
+    )
+}
+
+/// Refuses an argument the tool does not take (a typo like `dryRun` would otherwise be
+/// ignored, and a write would run for real), naming the closest one it does take.
+pub fn unknown_argument(
+    tool: &str,
+    input_schema: &JsonObject,
+    arguments: Option<&JsonObject>,
+) -> Option<Error> {
+    let known: Vec<&String> = match input_schema.get("properties") {
+        Some(Value::Object(p)) => p.keys().collect(),
+        _ => Vec::new(),
+    };
+    let unknown = arguments?.keys().find(|k| !known.contains(k))?;
+    let closest = known
+        .iter()
+        .map(|k| (strsim::jaro_winkler(unknown, k), *k))
+        .filter(|(score, _)| *score > 0.7)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, k)| k.clone());
+    let hint = closest.map_or(String::new(), |k| format!("; did you mean {k}?"));
+    let names: Vec<&str> = known.iter().map(|k| k.as_str()).collect();
+    Some(
+        Error::validation(format!("{tool} takes no argument {unknown:?}{hint}"))
+            .with_next_step(format!("use only: {}", names.join(", "))),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(serde::Serialize, JsonSchema)]
+    struct Out {
+        success: bool,
+        rows: Vec<Row>,
+        next: Option<String>,
+    }
+
+    #[derive(serde::Serialize, JsonSchema)]
+    struct Row {
+        id: i64,
+    }
+
+    #[test]
+    fn output_schemas_admit_the_error_shape_and_name_their_fields() {
+        let schema = output_schema::<Out>();
+        assert_eq!(schema["required"], json!(["success"]));
+        let props = schema["properties"].as_object().unwrap();
+        for name in [
+            "success",
+            "rows",
+            "next",
+            "error",
+            "error_type",
+            "next_step",
+        ] {
+            assert!(props.contains_key(name), "{name}: {schema:?}");
+        }
+        assert_eq!(props["rows"], json!({ "type": "array" }));
+        assert!(!serde_json::to_string(&*schema).unwrap().contains("$defs"));
+    }
+
+    #[test]
+    fn next_steps_name_tools_or_ask_the_person() {
+        assert_eq!(
+            for_mcp("run: mailbroker sync, then repeat the request"),
+            "call sync_accounts, then call the tool again"
+        );
+        assert_eq!(
+            for_mcp("run: mailbroker account login work"),
+            "ask the user to run: mailbroker account login work"
+        );
+        assert_eq!(
+            for_mcp("run: mailbroker account show work"),
+            "call list_mailboxes for work"
+        );
+        let e = failure(&Error::validation("bad"));
+        assert!(e.structured_content.unwrap()["next_step"].is_string());
+    }
+
+    #[test]
+    fn unknown_arguments_name_the_closest_known_one() {
+        let schema: JsonObject = serde_json::from_value(json!({
+            "properties": { "ids": {}, "dry_run": {}, "flagged": {} }
+        }))
+        .unwrap();
+        let args: JsonObject =
+            serde_json::from_value(json!({ "ids": [3], "dryRun": true })).unwrap();
+        let e = unknown_argument("update_message", &schema, Some(&args)).unwrap();
+        assert_eq!(e.error_type(), "validation_error");
+        assert!(e.message().contains("\"dryRun\""), "{}", e.message());
+        assert!(
+            e.message().contains("did you mean dry_run?"),
+            "{}",
+            e.message()
+        );
+        let fine: JsonObject = serde_json::from_value(json!({ "ids": [3] })).unwrap();
+        assert!(unknown_argument("update_message", &schema, Some(&fine)).is_none());
+    }
+}
