@@ -381,8 +381,27 @@ async fn risky_writes_need_confirmation_by_every_route() {
     other["confirm_token"] = token.clone().into();
     let mismatch = err_call(&session, "update_message", other).await;
     assert_eq!(mismatch["error_type"], "confirmation_required");
+    // The assistant cannot approve its own token: it fails closed until the person does.
+    assert!(
+        plan["next_step"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("mailbroker approve {token}")),
+        "{plan}"
+    );
     let mut real = request.clone();
     real["confirm_token"] = token.clone().into();
+    let early = err_call(&session, "update_message", real.clone()).await;
+    assert_eq!(early["error_type"], "confirmation_required", "{early}");
+    assert!(
+        early["next_step"]
+            .as_str()
+            .unwrap()
+            .contains("run: mailbroker approve"),
+        "{early}"
+    );
+    let approved = common::mb(home.path(), &["approve", &token, "--yes"]);
+    assert_eq!(approved.code, 0, "{}", approved.stdout);
     let done = ok_call(&session, "update_message", real.clone()).await;
     assert_eq!(done["applied"], 29, "{done}");
     let server_flags = imap.flags("INBOX").await.unwrap();

@@ -9,6 +9,7 @@ breaks the protocol contract. The caller checks the IMAP server itself.
 
 import asyncio
 import json
+import subprocess
 import sys
 
 from mcp import Client, StdioServerParameters
@@ -96,6 +97,14 @@ async def main(cfg):
         check("dry_run" in body.get("next_step", ""), f"next step: {body}")
         _, dry = await call(c, "update_message", {**request, "dry_run": True})
         token = dry["confirm_token"]
+        # Fails closed: the assistant cannot approve its own token; the person does, at
+        # the CLI.
+        err, early = await call(c, "update_message", {**request, "confirm_token": token})
+        check(err and early["error_type"] == "confirmation_required", f"unapproved: {early}")
+        check(f"mailbroker approve {token}" in early.get("next_step", ""), f"step: {early}")
+        approved = subprocess.run([cfg["bin"], "--home", cfg["home"], "approve", token, "--yes"],
+                                  capture_output=True, text=True)
+        check(approved.returncode == 0, f"approve: {approved.stdout} {approved.stderr}")
         err, done = await call(c, "update_message", {**request, "confirm_token": token})
         check(not err and done["applied"] == 1, f"token update: {done}")
         err, again = await call(c, "update_message", {**request, "confirm_token": token, "move_to": "junk"})

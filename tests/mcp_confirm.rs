@@ -163,3 +163,33 @@ async fn a_request_state_is_single_use_and_bound_to_its_server() {
     assert_eq!(trash_count(&mut imap).await, 1);
     session.cancel().await.ok();
 }
+
+#[tokio::test]
+async fn with_confirm_with_token_the_dry_runs_token_is_enough() {
+    let Some((home, mut imap)) = setup("cf-token").await else {
+        return;
+    };
+    let id = inbox_ids(home.path()).await[0];
+    let options = mailbroker::mcp::McpOptions {
+        confirm_with_token: true,
+        ..Default::default()
+    };
+    let session = common::mcp::connect_with(
+        home.path(),
+        client(None, ProtocolVersion::V_2025_11_25),
+        options,
+    )
+    .await;
+    let mut dry = to_trash(id);
+    dry["dry_run"] = true.into();
+    let plan = common::mcp::ok_call(&session, "update_message", dry).await;
+    let token = plan["confirm_token"].as_str().unwrap().to_string();
+    let step = plan["next_step"].as_str().unwrap();
+    assert!(!step.contains("mailbroker approve"), "{plan}");
+    let mut real = to_trash(id);
+    real["confirm_token"] = token.into();
+    let done = common::mcp::ok_call(&session, "update_message", real).await;
+    assert_eq!(done["applied"], 1, "{done}");
+    assert_eq!(trash_count(&mut imap).await, 1);
+    session.cancel().await.ok();
+}

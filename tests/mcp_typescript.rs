@@ -87,6 +87,9 @@ async fn the_typescript_sdk_gets_every_answer_as_a_result() {
         assert_eq!(seen["accepted"]["body"]["applied"], 1, "{seen}");
         refused_as(&seen, "declined", "confirmation_declined");
         refused_as(&seen, "refused", "confirmation_required");
+        // Fails closed: the next step sends the person to `mailbroker approve`.
+        let step = seen["refused"]["body"]["next_step"].as_str().unwrap();
+        assert!(step.contains("mailbroker approve"), "{step}");
     }
     drop(http);
     let trash = imap.flags("Trash").await.unwrap();

@@ -13,6 +13,7 @@ use crate::output::{self, print_json, progress_bar};
 use crate::store::{MessageRow, Store};
 use crate::{accounts, search, sync};
 
+mod approve;
 mod delete;
 mod update;
 
@@ -85,6 +86,13 @@ pub enum Command {
         dry_run: bool,
         /// Confirm an undo that needs it (a move to junk or trash, or more than 25
         /// messages) without being asked; needed when not on a terminal.
+        #[arg(long)]
+        yes: bool,
+    },
+    /// Approve a write an assistant asked to make (the confirm_token its dry run showed).
+    Approve {
+        token: String,
+        /// Approve without being asked (needed when not on a terminal).
         #[arg(long)]
         yes: bool,
     },
@@ -363,6 +371,7 @@ async fn dispatch(home: &Home, store: &Store, command: Command, json: bool) -> R
         }
         Command::Search { query, limit } => search_messages(store, &query, limit, json).await,
         Command::Changes { id, limit } => changes(store, id, limit, json).await,
+        Command::Approve { token, yes } => approve::approve(store, &token, yes, json).await,
         Command::Show {
             id,
             body,

@@ -32,6 +32,11 @@ pub struct McpArgs {
     /// Writes touching more messages than this need the user's confirmation.
     #[arg(long, value_name = "N", default_value_t = crate::write::DEFAULT_CONFIRM_ABOVE)]
     pub confirm_above: u64,
+    /// Let a dry run's confirm_token run the write by itself, for clients that cannot ask
+    /// the user: the assistant can then approve its own writes. Without it the person
+    /// approves each token with `mailbroker approve TOKEN`.
+    #[arg(long)]
+    pub confirm_with_token: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -54,6 +59,7 @@ pub async fn run(home: &Home, store: &Store, args: McpArgs, json: bool) -> Resul
             let mcp = McpOptions {
                 allow_writes: args.http.is_none() || args.http_allow_writes,
                 confirm_above: args.confirm_above,
+                confirm_with_token: args.confirm_with_token,
             };
             match args.http {
                 None => serve_stdio(home.clone(), store.clone(), mcp).await,

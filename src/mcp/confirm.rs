@@ -23,6 +23,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::store::Store;
 use mailbroker_core::{Error, Result};
 
 pub const TOKEN_TTL: Duration = Duration::from_secs(600);
@@ -44,19 +45,28 @@ pub enum Asked {
     InputRequired(InputRequiredResult),
 }
 
-/// What this server process handed out to confirm writes: confirm tokens (the two-step
-/// flow) and the input requests it issued (protocol 2026-07-28), with the key their request
-/// state is signed with. Clones share it.
+/// How this server confirms writes: the input requests it issued (protocol 2026-07-28),
+/// signed with a key of its own, and the confirm tokens of the dry-run route, which rest in
+/// the index so that the person can approve one from the CLI (`mailbroker approve`). Clones
+/// share it.
+#[derive(Clone)]
+pub struct Confirmations {
+    states: InputStates,
+    store: Store,
+    /// Whether a confirm token needs the person's `mailbroker approve` before it runs a
+    /// write (the default), or is enough by itself (`--confirm-with-token`).
+    approval_needed: bool,
+}
+
+/// The input requests this process issued and their signing key.
 #[derive(Clone, Default)]
-pub struct Confirmations(Arc<Mutex<Issued>>);
+struct InputStates(Arc<Mutex<Issued>>);
 
 #[derive(Default)]
 struct Issued {
     /// Drawn at first use; never leaves the process, so a state from another process (or
     /// computed offline) does not verify.
     key: Option<[u8; 32]>,
-    /// Confirm token → (binding digest, expiry).
-    tokens: HashMap<String, (String, Instant)>,
     /// Nonce of each input request issued and not yet answered → its expiry.
     asked: HashMap<String, Instant>,
 }
@@ -81,11 +91,6 @@ impl Issued {
         self.key = Some(key);
         Ok(key)
     }
-
-    fn forget_expired(&mut self, now: Instant) {
-        self.tokens.retain(|_, (_, expires)| *expires > now);
-        self.asked.retain(|_, expires| *expires > now);
-    }
 }
 
 /// The signature of an input request's state: the binding, its nonce and its expiry.
@@ -103,47 +108,11 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-impl Confirmations {
+impl InputStates {
     fn issued(&self) -> Result<std::sync::MutexGuard<'_, Issued>> {
         self.0
             .lock()
             .map_err(|_| Error::internal("confirmations poisoned"))
-    }
-
-    pub fn issue(&self, binding: &str) -> Result<String> {
-        let token = super::random_hex(16)?;
-        let mut issued = self.issued()?;
-        let now = Instant::now();
-        issued.forget_expired(now);
-        issued
-            .tokens
-            .insert(token.clone(), (binding.to_string(), now + TOKEN_TTL));
-        Ok(token)
-    }
-
-    /// Takes the token if it is live and bound to `binding`; a mismatch leaves it in place.
-    fn redeem(&self, token: &str, binding: &str) -> Result<()> {
-        let mut issued = self.issued()?;
-        let refuse = |why: &str| {
-            Error::confirmation_required(format!("the confirm_token {why}; nothing was changed"))
-                .with_next_step(
-                    "call again with dry_run: true, show the plan to the user, and pass the new confirm_token",
-                )
-        };
-        match issued.tokens.get(token) {
-            None => Err(refuse("is unknown, used or expired")),
-            Some((_, expires)) if *expires <= Instant::now() => {
-                issued.tokens.remove(token);
-                Err(refuse("has expired"))
-            }
-            Some((bound, _)) if bound != binding => {
-                Err(refuse("was issued for other arguments or other messages"))
-            }
-            Some(_) => {
-                issued.tokens.remove(token);
-                Ok(())
-            }
-        }
     }
 
     /// The request state of a new input request for `binding`: `nonce.expiry.signature`,
@@ -152,7 +121,7 @@ impl Confirmations {
         let nonce = super::random_hex(16)?;
         let mut issued = self.issued()?;
         let now = Instant::now();
-        issued.forget_expired(now);
+        issued.asked.retain(|_, expires| *expires > now);
         let expires = crate::store::now_secs().max(0) as u64 + TOKEN_TTL.as_secs();
         let key = issued.key()?;
         let signature = hex(&signer(&key, binding, &nonce, expires)?
@@ -185,6 +154,44 @@ impl Confirmations {
             Some(until) if until > now && expires as i64 >= crate::store::now_secs() => Ok(()),
             _ => Err(refuse_state()),
         }
+    }
+}
+
+impl Confirmations {
+    pub fn new(store: Store, approval_needed: bool) -> Confirmations {
+        Confirmations {
+            states: InputStates::default(),
+            store,
+            approval_needed,
+        }
+    }
+
+    /// A confirm token for the write bound to `binding`, recorded with what the person will
+    /// be shown (`description`) when they approve it.
+    pub async fn issue(&self, binding: &str, description: &serde_json::Value) -> Result<String> {
+        let token = super::random_hex(16)?;
+        let ttl = TOKEN_TTL.as_secs() as i64;
+        self.store
+            .issue_approval(&token, binding, description, ttl)
+            .await?;
+        Ok(token)
+    }
+
+    /// What the dry run tells the assistant to do with its token.
+    pub fn token_step(&self, token: &str) -> String {
+        match self.approval_needed {
+            true => format!(
+                "show the plan to the user and ask them to approve it by running: mailbroker approve {token}; then call again with confirm_token"
+            ),
+            false => "show the plan to the user; once they approve, call again with confirm_token"
+                .to_string(),
+        }
+    }
+
+    async fn redeem(&self, token: &str, binding: &str) -> Result<()> {
+        self.store
+            .redeem_approval(token, binding, self.approval_needed)
+            .await
     }
 }
 
@@ -226,7 +233,7 @@ pub async fn confirm(
     round: (Option<&str>, Option<&rmcp::model::InputResponses>),
 ) -> Result<Asked> {
     if let Some(token) = token {
-        confirmations.redeem(token, binding)?;
+        confirmations.redeem(token, binding).await?;
         return Ok(Asked::Confirmed);
     }
     let message = format!("mailbroker: allow this write? It {reason}.");
@@ -238,7 +245,7 @@ pub async fn confirm(
         if let Some(answer) = responses.and_then(|r| r.get(INPUT_KEY)) {
             // Honoured only as the answer to a request this process issued for exactly this
             // call, once: a state computed offline, replayed, or from another server is not.
-            confirmations.answered(state, binding)?;
+            confirmations.states.answered(state, binding)?;
             let accepted = answer["action"] == "accept" && answer["content"]["confirm"] == true;
             return if accepted {
                 Ok(Asked::Confirmed)
@@ -262,17 +269,19 @@ pub async fn confirm(
             requests.insert(INPUT_KEY.into(), InputRequest::Elicitation(request));
             return Ok(Asked::InputRequired(InputRequiredResult::new(
                 Some(requests),
-                Some(confirmations.ask(binding)?),
+                Some(confirmations.states.ask(binding)?),
             )));
         }
-        return Err(token_flow(reason));
+        return Err(token_flow(reason, confirmations.approval_needed));
     }
     match ctx.peer.elicit::<ConfirmWrite>(message).await {
         Ok(Some(ConfirmWrite { confirm: true })) => Ok(Asked::Confirmed),
         Ok(_) | Err(ElicitationError::UserDeclined) | Err(ElicitationError::UserCancelled) => {
             Err(declined())
         }
-        Err(ElicitationError::CapabilityNotSupported) => Err(token_flow(reason)),
+        Err(ElicitationError::CapabilityNotSupported) => {
+            Err(token_flow(reason, confirmations.approval_needed))
+        }
         Err(e) => Err(Error::confirmation_required(format!(
             "could not ask the user to confirm: {e}"
         ))
@@ -280,13 +289,22 @@ pub async fn confirm(
     }
 }
 
-fn token_flow(reason: &str) -> Error {
+/// The refusal of a write that needs confirming, for a client that cannot ask the user: it
+/// fails closed. The dry run's token is approved by the person (`mailbroker approve`), not by
+/// the assistant, unless the server was started with `--confirm-with-token`.
+fn token_flow(reason: &str, approval_needed: bool) -> Error {
+    let step = match approval_needed {
+        true => {
+            "call again with dry_run: true; show the user its plan and ask them to approve it by running: mailbroker approve CONFIRM_TOKEN; then call again with confirm_token"
+        }
+        false => {
+            "call again with dry_run: true, show the plan to the user, and once they approve pass its confirm_token"
+        }
+    };
     Error::confirmation_required(format!(
         "this write needs the user's confirmation: it {reason}; nothing was changed"
     ))
-    .with_next_step(
-        "call again with dry_run: true, show the plan to the user, and once they approve pass its confirm_token",
-    )
+    .with_next_step(step)
 }
 
 #[cfg(test)]
@@ -294,8 +312,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn tokens_are_single_use_and_bound() {
-        let tokens = Confirmations::default();
+    fn bindings_ignore_the_order_of_ids_and_the_confirmation_arguments() {
         let a = binding(
             "update_message",
             &serde_json::json!({"read": true}),
@@ -307,24 +324,17 @@ mod tests {
             &[1, 2],
         );
         assert_ne!(a, b);
-        // Order of ids and dry_run/confirm_token do not change the binding.
         let a2 = binding(
             "update_message",
             &serde_json::json!({"read": true, "dry_run": true, "confirm_token": "x"}),
             &[1, 2],
         );
         assert_eq!(a, a2);
-        let token = tokens.issue(&a).unwrap();
-        let err = tokens.redeem(&token, &b).unwrap_err();
-        assert_eq!(err.error_type(), "confirmation_required");
-        tokens.redeem(&token, &a).unwrap();
-        let again = tokens.redeem(&token, &a).unwrap_err();
-        assert_eq!(again.error_type(), "confirmation_required");
     }
 
     #[test]
     fn input_states_are_keyed_single_use_and_bound() {
-        let mine = Confirmations::default();
+        let mine = InputStates::default();
         let a = binding(
             "update_message",
             &serde_json::json!({"move_to": "trash"}),
@@ -340,7 +350,7 @@ mod tests {
         let refused =
             |r: Result<()>| assert_eq!(r.unwrap_err().error_type(), "confirmation_required");
         refused(mine.answered(Some(&state), &b));
-        refused(Confirmations::default().answered(Some(&state), &a));
+        refused(InputStates::default().answered(Some(&state), &a));
         mine.answered(Some(&state), &a).unwrap();
         refused(mine.answered(Some(&state), &a));
         refused(mine.answered(Some(&a), &a));

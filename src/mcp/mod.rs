@@ -46,6 +46,9 @@ pub struct McpOptions {
     pub allow_writes: bool,
     /// Writes touching more messages than this need confirmation.
     pub confirm_above: u64,
+    /// A dry run's confirm token runs the write by itself, without the person's `mailbroker
+    /// approve` (`--confirm-with-token`): the assistant can then approve its own writes.
+    pub confirm_with_token: bool,
 }
 
 impl Default for McpOptions {
@@ -53,6 +56,7 @@ impl Default for McpOptions {
         McpOptions {
             allow_writes: true,
             confirm_above: crate::write::DEFAULT_CONFIRM_ABOVE,
+            confirm_with_token: false,
         }
     }
 }
@@ -77,9 +81,9 @@ impl McpServer {
         }
         McpServer {
             home,
+            confirmations: confirm::Confirmations::new(store.clone(), !options.confirm_with_token),
             store,
             options: Arc::new(options),
-            confirmations: confirm::Confirmations::default(),
             tool_router,
         }
     }

@@ -125,8 +125,19 @@ fn for_mcp(step: &str) -> String {
     for (cli, mcp) in TOOLS {
         step = step.replace(cli, mcp);
     }
-    step.replace("run: mailbroker", "ask the user to run: mailbroker")
-        .replace("run the request again", "call the tool again")
+    // What is left is the person's to run, unless the step already says who runs it.
+    let mut out = String::with_capacity(step.len() + 20);
+    let mut rest = step.as_str();
+    while let Some(at) = rest.find("run: mailbroker") {
+        out.push_str(&rest[..at]);
+        if !out.ends_with("to ") {
+            out.push_str("ask the user to ");
+        }
+        out.push_str("run: mailbroker");
+        rest = &rest[at + "run: mailbroker".len()..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The next step of an error that names none.
@@ -260,6 +271,8 @@ mod tests {
             for_mcp("run: mailbroker account show work"),
             "call list_mailboxes for work"
         );
+        let asked = "ask them to run: mailbroker approve T; then call again";
+        assert_eq!(for_mcp(asked), asked);
         let e = failure(&Error::validation("bad"));
         assert!(e.structured_content.unwrap()["next_step"].is_string());
     }

@@ -252,7 +252,12 @@ impl McpServer {
         let binding = confirm::binding(tool, args, ids);
         if dry_run {
             if let Some(reason) = reason {
-                dry.confirm_token = Some(self.confirmations.issue(&binding)?);
+                let description = serde_json::json!({
+                    "tool": tool, "reason": reason, "plan": dry.plan, "summary": dry.summary,
+                });
+                let token = self.confirmations.issue(&binding, &description).await?;
+                dry.next_step = Some(self.confirmations.token_step(&token));
+                dry.confirm_token = Some(token);
                 dry.confirmation_required = Some(reason);
             }
             return Ok(Some(success(&dry).into()));

@@ -5,6 +5,7 @@
 //! opens a network connection.
 
 mod accounts;
+mod approvals;
 mod journal;
 mod manifests;
 mod messages;
@@ -18,6 +19,7 @@ use sqlx::SqlitePool;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 
 pub use accounts::{AccountRecord, MailboxRecord};
+pub use approvals::Approval;
 pub use journal::{ChangeRecord, DONE, EXECUTING, JournalItem, MessageState};
 pub use manifests::{ItemOutcome, Manifest, ManifestItem};
 pub use messages::{MessageRef, MessageRow};

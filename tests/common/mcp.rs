@@ -52,9 +52,13 @@ pub type Session = RunningService<RoleClient, Client>;
 
 /// An MCP server on a fresh index handle of `home`, serving the returned end of a pipe.
 async fn serve(home: &Path) -> tokio::io::DuplexStream {
+    serve_with(home, McpOptions::default()).await
+}
+
+async fn serve_with(home: &Path, options: McpOptions) -> tokio::io::DuplexStream {
     let home = Home::resolve(Some(home)).unwrap();
     let store = Store::open(&home.database()).await.unwrap();
-    let server = McpServer::new(home, store, McpOptions::default());
+    let server = McpServer::new(home, store, options);
     let (a, b) = tokio::io::duplex(1 << 20);
     tokio::spawn(async move {
         if let Ok(running) = server.serve(a).await {
@@ -69,6 +73,12 @@ pub async fn connect(home: &Path, client: Client) -> Session {
         .serve(serve(home).await)
         .await
         .expect("client connects")
+}
+
+/// As `connect`, to a server started with `options`.
+pub async fn connect_with(home: &Path, client: Client, options: McpOptions) -> Session {
+    let transport = serve_with(home, options).await;
+    client.serve(transport).await.expect("client connects")
 }
 
 /// As `connect`, but the client speaks protocol 2026-07-28 from the start (`server/discover`,

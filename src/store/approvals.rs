@@ -1,0 +1,145 @@
+//! Confirmations a person gives outside the assistant's reach (`approvals`): a write that
+//! needs confirming is recorded under a token by its dry run, approved by the person with
+//! `mailbroker approve TOKEN`, and runs once with that token.
+
+use mailbroker_core::Error;
+
+use super::{Store, db_error, now_secs};
+
+/// What an approval token stands for, as the person is shown it.
+#[derive(Debug, Clone)]
+pub struct Approval {
+    pub token: String,
+    pub description: serde_json::Value,
+    pub expires_at: i64,
+    pub approved_at: Option<i64>,
+    pub used_at: Option<i64>,
+}
+
+fn unknown(token: &str) -> Error {
+    Error::not_found(format!("no confirmation {token:?} is waiting"))
+        .with_next_step("check the token the assistant showed; it is valid for ten minutes")
+}
+
+impl Store {
+    /// Records a write that needs confirming under `token`, bound to `binding`.
+    pub async fn issue_approval(
+        &self,
+        token: &str,
+        binding: &str,
+        description: &serde_json::Value,
+        ttl_secs: i64,
+    ) -> Result<(), Error> {
+        let now = now_secs();
+        sqlx::query("DELETE FROM approvals WHERE expires_at < ?")
+            .bind(now)
+            .execute(self.pool())
+            .await
+            .map_err(db_error)?;
+        sqlx::query(
+            "INSERT INTO approvals (token, binding, description, created_at, expires_at)
+             VALUES (?, ?, ?, ?, ?)",
+        )
+        .bind(token)
+        .bind(binding)
+        .bind(description.to_string())
+        .bind(now)
+        .bind(now + ttl_secs)
+        .execute(self.pool())
+        .await
+        .map_err(db_error)?;
+        Ok(())
+    }
+
+    pub async fn approval(&self, token: &str) -> Result<Approval, Error> {
+        let row: Option<(String, i64, Option<i64>, Option<i64>)> = sqlx::query_as(
+            "SELECT description, expires_at, approved_at, used_at FROM approvals WHERE token = ?",
+        )
+        .bind(token)
+        .fetch_optional(self.pool())
+        .await
+        .map_err(db_error)?;
+        let (description, expires_at, approved_at, used_at) = row.ok_or_else(|| unknown(token))?;
+        Ok(Approval {
+            token: token.to_string(),
+            description: serde_json::from_str(&description).unwrap_or_default(),
+            expires_at,
+            approved_at,
+            used_at,
+        })
+    }
+
+    /// The person's approval of `token`, while it is unexpired and unused.
+    pub async fn approve(&self, token: &str) -> Result<(), Error> {
+        let done = sqlx::query(
+            "UPDATE approvals SET approved_at = ?1
+             WHERE token = ?2 AND expires_at >= ?1 AND used_at IS NULL",
+        )
+        .bind(now_secs())
+        .bind(token)
+        .execute(self.pool())
+        .await
+        .map_err(db_error)?;
+        match done.rows_affected() {
+            0 => Err(unknown(token)),
+            _ => Ok(()),
+        }
+    }
+
+    /// Takes `token` for one run of the write bound to `binding`: unexpired, unused, and
+    /// approved by the person unless `approval_needed` is false. A token for other
+    /// arguments, or not yet approved, stays as it is.
+    pub async fn redeem_approval(
+        &self,
+        token: &str,
+        binding: &str,
+        approval_needed: bool,
+    ) -> Result<(), Error> {
+        let refuse = |why: String, step: &str| {
+            Error::confirmation_required(format!("the confirm_token {why}; nothing was changed"))
+                .with_next_step(step.to_string())
+        };
+        let again = "call again with dry_run: true, show the plan to the user, and ask them to approve its confirm_token";
+        let row: Option<(String, i64, Option<i64>, Option<i64>)> = sqlx::query_as(
+            "SELECT binding, expires_at, approved_at, used_at FROM approvals WHERE token = ?",
+        )
+        .bind(token)
+        .fetch_optional(self.pool())
+        .await
+        .map_err(db_error)?;
+        let Some((bound, expires_at, approved_at, used_at)) = row else {
+            return Err(refuse("is unknown".into(), again));
+        };
+        if used_at.is_some() {
+            return Err(refuse("was already used".into(), again));
+        }
+        if expires_at < now_secs() {
+            return Err(refuse("has expired".into(), again));
+        }
+        if bound != binding {
+            return Err(refuse(
+                "was issued for other arguments or other messages".into(),
+                again,
+            ));
+        }
+        if approval_needed && approved_at.is_none() {
+            return Err(refuse(
+                "is not approved by the user yet".into(),
+                &format!(
+                    "show the user the plan and ask them to run: mailbroker approve {token}; then call again with this confirm_token"
+                ),
+            ));
+        }
+        let taken =
+            sqlx::query("UPDATE approvals SET used_at = ? WHERE token = ? AND used_at IS NULL")
+                .bind(now_secs())
+                .bind(token)
+                .execute(self.pool())
+                .await
+                .map_err(db_error)?;
+        match taken.rows_affected() {
+            0 => Err(refuse("was already used".into(), again)),
+            _ => Ok(()),
+        }
+    }
+}
