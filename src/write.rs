@@ -40,6 +40,9 @@ pub struct ChangeReport {
     pub stale: u64,
     pub failed: u64,
     pub failures: Vec<Failure>,
+    /// The messages the change applied to, in order.
+    #[serde(skip)]
+    pub applied_ids: Vec<i64>,
     /// Protocol commands sent (0 when nothing needed changing).
     pub commands: u64,
     /// Time spent with the provider (connect, preconditions, write, verify).
@@ -55,7 +58,8 @@ pub struct ChangeReport {
 pub const DEFAULT_CONFIRM_ABOVE: u64 = 25;
 
 impl ChangeReport {
-    /// Why this write needs a person's confirmation before it runs, if it does: it moves mail
+    /// Why this write needs a person's confirmation before it runs, if it does ("moves 3
+    /// message(s) to trash", to follow "it" or "this write"): it moves mail
     /// to junk or trash, or changes more than `confirm_above` messages (SPEC §6).
     pub fn confirmation_reason(&self, confirm_above: u64) -> Option<String> {
         if self.planned == 0 {
@@ -66,11 +70,11 @@ impl ChangeReport {
             .as_deref()
             .filter(|r| matches!(*r, "junk" | "trash"))
         {
-            return Some(format!("it moves {} message(s) to {role}", self.planned));
+            return Some(format!("moves {} message(s) to {role}", self.planned));
         }
         (self.planned > confirm_above).then(|| {
             format!(
-                "it changes {} messages (more than {confirm_above})",
+                "changes {} messages (more than {confirm_above})",
                 self.planned
             )
         })
@@ -549,7 +553,10 @@ fn tally(
     for (intent, result) in intents.iter().zip(results) {
         let result = result.unwrap_or_else(|| ItemResult::new(intent.row.uid, Outcome::Unchanged));
         match result.outcome {
-            Outcome::Applied => report.applied += 1,
+            Outcome::Applied => {
+                report.applied += 1;
+                report.applied_ids.push(intent.row.id);
+            }
             Outcome::Unchanged => report.unchanged += 1,
             Outcome::Stale => report.stale += 1,
             Outcome::Failed | Outcome::Unknown => report.failed += 1,

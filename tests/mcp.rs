@@ -644,6 +644,12 @@ async fn delete_only_stages_a_manifest_for_the_user() {
     );
     let asked = accepting.asked.clone();
     let session = connect(home.path(), accepting).await;
+    let dry = ok_call(
+        &session,
+        "update_message",
+        json!({ "query": "from:alice", "delete": "trash", "dry_run": true }),
+    )
+    .await;
     let staged = ok_call(
         &session,
         "update_message",
@@ -657,9 +663,33 @@ async fn delete_only_stages_a_manifest_for_the_user() {
     );
     let manifest = staged["manifest_id"].as_i64().expect("a manifest id");
     assert_eq!(staged["summary"]["count"], 15, "{staged}");
+    // The dry run showed the summary the manifest records, dates in RFC 3339.
+    for field in [
+        "count",
+        "bytes",
+        "first_date",
+        "last_date",
+        "top_senders",
+        "mailboxes",
+    ] {
+        assert_eq!(
+            dry["summary"][field], staged["summary"][field],
+            "{field}: {dry}"
+        );
+    }
+    assert!(
+        staged["summary"]["first_date"]
+            .as_str()
+            .unwrap()
+            .ends_with('Z')
+    );
+    assert!(
+        dry["summary"]["text"].as_str().unwrap().contains("15 from"),
+        "{dry}"
+    );
     assert_eq!(
         staged["next_step"],
-        format!("run: mailbroker delete-staged {manifest}")
+        format!("ask the user to run: mailbroker delete-staged {manifest}")
     );
     // Nothing changed on the server; the manifest waits for the user.
     assert_eq!(imap.flags("INBOX").await.unwrap(), before);

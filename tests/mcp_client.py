@@ -33,8 +33,12 @@ def target(cfg):
     return streamable_http_client(cfg["url"], http_client=http)
 
 
+ASKED = []
+
+
 def answer(action):
     async def callback(context, params):
+        ASKED.append(params.message)
         if action == "accept":
             return types.ElicitResult(action="accept", content={"confirm": True})
         return types.ElicitResult(action=action)
@@ -78,9 +82,16 @@ async def main(cfg):
         check(not err and dry["planned"] == 1 and dry["dry_run"], f"dry run: {dry}")
         check(any("MOVE" in line for line in dry["plan"]), f"plan: {dry['plan']}")
         check(dry["confirmation_required"] and dry["confirm_token"], f"dry run needs confirming: {dry}")
+        # The plan says what happens in the user's terms: the action, whom from, when, how chosen.
+        text = dry["summary"]["text"]
+        for part in ("moves 1 message(s) to trash", "1 from", "dated 2026-11-02", "chosen by id"):
+            check(part in text, f"summary lacks {part!r}: {text}")
+        check(dry["summary"]["count"] == 1 and "T" in dry["summary"]["first_date"], f"{dry}")
         # Confirmed by the user through elicitation.
         err, done = await call(c, "update_message", {"ids": [accept_id], "move_to": "trash"})
         check(not err and done["applied"] == 1, f"confirmed update: {done}")
+        check(done["changed_ids"] == [accept_id], f"changed ids: {done}")
+        check(ASKED and "It moves 1 message(s) to trash: 1 from" in ASKED[-1], f"asked: {ASKED}")
         seen["protocol"] = str(getattr(c, "protocol_version", ""))
 
     async with Client(target(cfg), mode=cfg["mode"], elicitation_callback=answer("decline")) as c:

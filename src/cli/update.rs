@@ -96,7 +96,7 @@ fn confirm_on_terminal(plan: &write::ChangeReport, reason: &str) -> Result<()> {
     use std::io::{IsTerminal, Write};
     if !std::io::stdin().is_terminal() || !std::io::stderr().is_terminal() {
         return Err(Error::confirmation_required(format!(
-            "this write needs confirmation: {reason}"
+            "this write needs confirmation: it {reason}"
         ))
         .with_next_step("check it with --dry-run, then add --yes"));
     }

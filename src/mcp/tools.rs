@@ -250,6 +250,18 @@ impl McpServer {
         round: (Option<String>, Option<rmcp::model::InputResponses>),
     ) -> Result<Option<CallToolResponse>> {
         let binding = confirm::binding(tool, args, ids);
+        // What the person is shown and asked, in their terms: the action, the messages (how
+        // many, from whom, when) and how they were chosen.
+        let reason = match reason {
+            Some(action) if !ids.is_empty() => {
+                let mut summary = self.store.selection_summary(ids).await?;
+                let text = describe(&action, &summary, args);
+                summary["text"] = text.clone().into();
+                dry.summary.get_or_insert(summary);
+                Some(text)
+            }
+            other => other,
+        };
         if dry_run {
             if let Some(reason) = reason {
                 let description = serde_json::json!({
@@ -323,7 +335,10 @@ impl McpServer {
         let mut out = ChangeOut::staged(rows.len() as u64, mode_name, false);
         out.manifest_id = Some(manifest.id);
         out.summary = Some(manifest.summary);
-        out.next_step = Some(format!("run: mailbroker delete-staged {}", manifest.id));
+        out.next_step = Some(format!(
+            "ask the user to run: mailbroker delete-staged {}",
+            manifest.id
+        ));
         Ok(success(&out).into())
     }
 

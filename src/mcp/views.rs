@@ -303,6 +303,8 @@ pub struct ChangeOut {
     pub stale: u64,
     pub failed: u64,
     pub failures: Vec<FailureView>,
+    /// The messages it changed (the first 100; `applied` counts them all).
+    pub changed_ids: Vec<i64>,
     /// Why this write needs the user's confirmation, when it does.
     pub confirmation_required: Option<String>,
     /// For the two-step confirmation: pass to the real call once the user approved the plan.
@@ -328,6 +330,7 @@ impl ChangeOut {
             unchanged: report.unchanged,
             stale: report.stale,
             failed: report.failed,
+            changed_ids: report.applied_ids.iter().take(100).copied().collect(),
             failures: report
                 .failures
                 .iter()
@@ -450,6 +453,64 @@ pub struct SyncView {
 pub struct SyncOut {
     pub success: bool,
     pub accounts: Vec<SyncView>,
+}
+
+/// What a write or deletion will do, as the person is asked about it: the action, then the
+/// messages (how many, from whom, their dates) and how they were chosen. `summary` is a
+/// selection summary (`Store::selection_summary`); `selection` the request's ids or query.
+pub fn describe(
+    action: &str,
+    summary: &serde_json::Value,
+    selection: &serde_json::Value,
+) -> String {
+    let mut text = action.to_string();
+    let senders: Vec<String> = summary["top_senders"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .take(3)
+        .map(|s| {
+            format!(
+                "{} from {}",
+                s["messages"],
+                s["from"]
+                    .as_str()
+                    .filter(|f| !f.is_empty())
+                    .unwrap_or("(no sender)")
+            )
+        })
+        .collect();
+    if !senders.is_empty() {
+        text.push_str(&format!(": {}", senders.join(", ")));
+        let shown: u64 = summary["top_senders"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .take(3)
+            .filter_map(|s| s["messages"].as_u64())
+            .sum();
+        let rest = summary["count"].as_u64().unwrap_or(0).saturating_sub(shown);
+        if rest > 0 {
+            text.push_str(&format!(" and {rest} more"));
+        }
+    }
+    let day = |k: &str| {
+        summary[k]
+            .as_str()
+            .map(|d| d.chars().take(10).collect::<String>())
+    };
+    if let (Some(first), Some(last)) = (day("first_date"), day("last_date")) {
+        match first == last {
+            true => text.push_str(&format!("; dated {first}")),
+            false => text.push_str(&format!("; dated {first} to {last}")),
+        }
+    }
+    if let Some(q) = selection["query"].as_str() {
+        text.push_str(&format!("; chosen by the query {q:?}"));
+    } else if let Some(ids) = selection["ids"].as_array() {
+        text.push_str(&format!("; chosen by id ({} given)", ids.len()));
+    }
+    text
 }
 
 // ----- briefs: the one line of text beside each structured answer -----

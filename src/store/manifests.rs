@@ -64,21 +64,27 @@ pub struct ItemOutcome {
     pub purged: bool,
 }
 
-const SUMMARY_SQL: &str = "SELECT json_object(
-    'count', count(*),
-    'bytes', coalesce(sum(m.size), 0),
-    'first_date', min(m.date), 'last_date', max(m.date),
+/// A selection's summary, over the messages whose ids are the JSON array `?1`: how many, their
+/// size, their date range (RFC 3339), the ten most frequent senders, and counts per account
+/// and mailbox. What a person is shown before a write or deletion runs, and what a manifest
+/// records.
+const SUMMARY_SQL: &str = "WITH sel AS (
+      SELECT m.id, m.from_addr, m.size, m.date, b.account_id, b.name
+      FROM messages m JOIN mailboxes b ON b.id = m.mailbox_id
+      WHERE m.id IN (SELECT value FROM json_each(?1)))
+    SELECT json_object(
+    'count', (SELECT count(*) FROM sel),
+    'bytes', (SELECT coalesce(sum(size), 0) FROM sel),
+    'first_date', (SELECT strftime('%Y-%m-%dT%H:%M:%SZ', min(date), 'unixepoch') FROM sel),
+    'last_date', (SELECT strftime('%Y-%m-%dT%H:%M:%SZ', max(date), 'unixepoch') FROM sel),
     'top_senders', (SELECT json_group_array(json_object('from', f, 'messages', n)) FROM
-        (SELECT m2.from_addr AS f, count(*) AS n FROM manifest_items i2
-         JOIN messages m2 ON m2.id = i2.message_id WHERE i2.manifest_id = ?1
-         GROUP BY m2.from_addr ORDER BY n DESC, f LIMIT 10)),
+        (SELECT from_addr AS f, count(*) AS n FROM sel GROUP BY from_addr
+         ORDER BY n DESC, f LIMIT 10)),
     'accounts', (SELECT json_group_object(a, n) FROM
-        (SELECT account_id AS a, count(*) AS n FROM manifest_items WHERE manifest_id = ?1
-         GROUP BY account_id)),
+        (SELECT account_id AS a, count(*) AS n FROM sel GROUP BY account_id)),
     'mailboxes', (SELECT json_group_object(b, n) FROM
-        (SELECT account_id || '/' || mailbox AS b, count(*) AS n FROM manifest_items
-         WHERE manifest_id = ?1 GROUP BY account_id, mailbox)))
-    FROM manifest_items i JOIN messages m ON m.id = i.message_id WHERE i.manifest_id = ?1";
+        (SELECT account_id || '/' || name AS b, count(*) AS n FROM sel
+         GROUP BY account_id, name)))";
 
 /// Appends `id, id, …)` to a statement that ends in `IN (`.
 fn push_list(q: &mut QueryBuilder<Sqlite>, ids: &[i64]) {
@@ -128,8 +134,9 @@ impl Store {
             });
             q.build().execute(&mut *tx).await.map_err(db_error)?;
         }
+        let ids: Vec<i64> = refs.iter().map(|r| r.id).collect();
         let summary: String = sqlx::query_scalar(SUMMARY_SQL)
-            .bind(id)
+            .bind(serde_json::to_string(&ids).map_err(|e| Error::internal(e.to_string()))?)
             .fetch_one(&mut *tx)
             .await
             .map_err(db_error)?;
@@ -141,6 +148,18 @@ impl Store {
             .map_err(db_error)?;
         tx.commit().await.map_err(db_error)?;
         self.manifest(id, false).await
+    }
+
+    /// The summary of the messages with these ids (see `SUMMARY_SQL`), as a person is shown a
+    /// selection before a write or deletion runs.
+    pub async fn selection_summary(&self, ids: &[i64]) -> Result<serde_json::Value, Error> {
+        let ids = serde_json::to_string(ids).map_err(|e| Error::internal(e.to_string()))?;
+        let summary: String = sqlx::query_scalar(SUMMARY_SQL)
+            .bind(ids)
+            .fetch_one(self.pool())
+            .await
+            .map_err(db_error)?;
+        serde_json::from_str(&summary).map_err(|e| Error::internal(format!("summary: {e}")))
     }
 
     /// Manifests, newest first; `statuses` empty means all.
@@ -218,7 +237,7 @@ impl Store {
             } else {
                 DeleteMode::Trash
             },
-            summary: serde_json::from_str(&summary).map_err(bad)?,
+            summary: dated(serde_json::from_str(&summary).map_err(bad)?),
             status,
             updated_at,
             executed_at,
@@ -348,4 +367,17 @@ impl Store {
             .map_err(db_error)?;
         tx.commit().await.map_err(db_error)
     }
+}
+
+/// A stored summary with its dates in RFC 3339: manifests staged before the summary said so
+/// hold seconds since the epoch.
+fn dated(mut summary: serde_json::Value) -> serde_json::Value {
+    for key in ["first_date", "last_date"] {
+        if let Some(secs) = summary[key].as_i64() {
+            summary[key] = mail_parser::DateTime::from_timestamp(secs)
+                .to_rfc3339()
+                .into();
+        }
+    }
+    summary
 }
