@@ -202,6 +202,7 @@ pub async fn execute(
             patch: serde_json::json!({ "delete": manifest.mode.as_str() }),
             plan: plan_of(store, manifest.mode, &groups).await?,
             undo_of: None,
+            undone_by: None,
             applied: 0,
             unchanged: 0,
             stale: 0,

@@ -10,13 +10,26 @@ use crate::write::{ChangeReport, Failure, Intent, execute, state_of};
 
 /// The inverse of a journaled change, for the messages whose current state still equals the
 /// change's after-state; the others are reported `stale_state` and left alone.
+/// `origin` is journaled as the undo's own origin (`cli`, `mcp:<client>`).
 pub async fn undo(
     sessions: Sessions,
     store: &Store,
+    origin: &str,
     change_id: i64,
     dry_run: bool,
 ) -> Result<ChangeReport> {
     let change = store.change(change_id).await?;
+    if let Some(by) = change.undone_by {
+        // Undoing the undo (a redo) makes the change undoable again.
+        if store.change(by).await?.undone_by.is_none() {
+            return Err(Error::stale_state(format!(
+                "change {change_id} was already undone by change {by}"
+            ))
+            .with_next_step(format!(
+                "to redo it, run: mailbroker undo {by}; to see it, run: mailbroker changes {by}"
+            )));
+        }
+    }
     let applied: Vec<&JournalItem> = change
         .items
         .iter()
@@ -73,7 +86,7 @@ pub async fn undo(
     let mut report = execute(
         sessions,
         store,
-        "cli",
+        origin,
         selection,
         patch,
         Some(change_id),

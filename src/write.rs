@@ -158,15 +158,16 @@ pub async fn resolve_selection(
     }
 }
 
-/// Refuses tags to add that no message of the selected accounts carries yet: a typo should
-/// not silently create a label. A caller that means to create tags skips this check.
+/// Refuses tags to add that the selected accounts do not know (no message carries them, no
+/// earlier change added them, the provider lists no such label): a typo should not silently
+/// create a label. A caller that means to create tags skips this check.
 pub async fn require_known_tags(store: &Store, rows: &[MessageRef], patch: &Patch) -> Result<()> {
     let accounts: std::collections::BTreeSet<&str> =
         rows.iter().map(|r| r.account.as_str()).collect();
     for account in accounts {
         let record = store.account(&account.parse()?).await?;
         for tag in &patch.add_tags {
-            if !store.tag_in_use(account, tag).await? && !registry::tag_exists(&record, tag) {
+            if !store.tag_known(account, tag).await? && !registry::tag_exists(&record, tag) {
                 return Err(Error::not_found(format!(
                     "account {account} has no tag {tag:?} yet"
                 ))
@@ -204,7 +205,7 @@ async fn check_request<'a>(
         for tag in &patch.add_tags {
             // Whether the tag is new only matters where the provider limits new tags.
             if registry::validate_tag(&record, tag, true).is_err() {
-                let new = !store.tag_in_use(account, tag).await?;
+                let new = !store.tag_known(account, tag).await?;
                 registry::validate_tag(&record, tag, new)?;
             }
         }
@@ -534,6 +535,7 @@ fn change_record(
         patch,
         plan,
         undo_of,
+        undone_by: None,
         applied: counts.applied as i64,
         unchanged: counts.unchanged as i64,
         stale: counts.stale as i64,

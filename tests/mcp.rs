@@ -165,6 +165,63 @@ async fn read_tools_answer_small_and_typed() {
     let w = &window["messages"][0];
     assert_eq!(w["body"].as_str().unwrap().chars().count(), 5);
     assert_eq!(w["has_more"], true);
+    assert_eq!(w["next_offset"], 7);
+
+    // One budget across the messages: the first ones fill it, the rest say where to read on.
+    let all: Vec<i64> = ids(&session, "in:inbox")
+        .await
+        .into_iter()
+        .take(6)
+        .collect();
+    assert!(all.len() >= 3, "{all:?}");
+    let whole = ok_call(&session, "get_messages", json!({ "ids": all })).await;
+    let budget = 30;
+    let capped = ok_call(
+        &session,
+        "get_messages",
+        json!({ "ids": all, "max_total_chars": budget }),
+    )
+    .await;
+    let bodies = |v: &Value| -> Vec<String> {
+        v["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["body"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let (full, cut) = (bodies(&whole), bodies(&capped));
+    let used: usize = cut.iter().map(|b| b.chars().count()).sum();
+    assert_eq!(
+        used,
+        budget.min(full.iter().map(|b| b.chars().count()).sum())
+    );
+    for (i, m) in capped["messages"].as_array().unwrap().iter().enumerate() {
+        assert!(full[i].starts_with(&cut[i]), "{m}");
+        if m["has_more"] == true {
+            let on = ok_call(
+                &session,
+                "get_messages",
+                json!({ "ids": [m["id"]], "offset": m["next_offset"] }),
+            )
+            .await;
+            assert_eq!(format!("{}{}", cut[i], bodies(&on)[0]), full[i], "{m}");
+        }
+    }
+    assert!(
+        capped["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["has_more"] == true)
+    );
+    let zero = err_call(
+        &session,
+        "get_messages",
+        json!({ "ids": all, "max_total_chars": 0 }),
+    )
+    .await;
+    assert_eq!(zero["error_type"], "validation_error");
     let many: Vec<i64> = (1..=21).collect();
     let err = err_call(&session, "get_messages", json!({ "ids": many })).await;
     assert_eq!(err["error_type"], "validation_error");
@@ -230,6 +287,53 @@ async fn small_writes_run_at_once_and_can_be_undone() {
     let undone = ok_call(&session, "undo_change", json!({ "change_id": change })).await;
     assert_eq!(undone["applied"], 1, "{undone}");
     assert!(imap.flags("INBOX").await.unwrap()[&5].is_empty());
+    // The undo is journaled as this client's, and the change names the undo.
+    let undo_id = undone["change_id"].as_i64().unwrap();
+    let undo = ok_call(&session, "list_changes", json!({ "id": undo_id })).await;
+    assert_eq!(undo["changes"][0]["origin"], "mcp:mcp-test", "{undo}");
+    assert_eq!(undo["changes"][0]["undo_of"], change);
+    let original = ok_call(&session, "list_changes", json!({ "id": change })).await;
+    assert_eq!(original["changes"][0]["undone_by"], undo_id, "{original}");
+    // A second undo of the same change says so, and how to redo instead.
+    let twice = err_call(&session, "undo_change", json!({ "change_id": change })).await;
+    assert_eq!(twice["error_type"], "stale_state", "{twice}");
+    assert!(
+        twice["error"].as_str().unwrap().contains("already undone"),
+        "{twice}"
+    );
+    assert!(
+        twice["next_step"]
+            .as_str()
+            .unwrap()
+            .contains("undo_change with change_id"),
+        "{twice}"
+    );
+    // The tag the undo removed from its only message is still the account's.
+    let mailboxes = ok_call(&session, "list_mailboxes", json!({ "account": "m" })).await;
+    assert!(mailboxes.to_string().contains("\"Triage\""), "{mailboxes}");
+    let retag = ok_call(
+        &session,
+        "update_message",
+        json!({ "ids": [id], "add_tags": ["Triage"] }),
+    )
+    .await;
+    assert_eq!(retag["applied"], 1, "{retag}");
+    // Undoing the undo (a redo) is allowed, and then the change can be undone again.
+    let untag = ok_call(
+        &session,
+        "update_message",
+        json!({ "ids": [id], "remove_tags": ["Triage"] }),
+    )
+    .await;
+    assert_eq!(untag["applied"], 1, "{untag}");
+    let redo = ok_call(&session, "undo_change", json!({ "change_id": undo_id })).await;
+    assert_eq!(redo["applied"], 1, "{redo}");
+    assert_eq!(
+        imap.flags("INBOX").await.unwrap()[&5],
+        vec!["Triage", "\\Seen"]
+    );
+    let again = ok_call(&session, "undo_change", json!({ "change_id": change })).await;
+    assert_eq!(again["applied"], 1, "{again}");
 
     // Errors are results with the SPEC's fields, never protocol errors.
     let both = err_call(
@@ -513,6 +617,45 @@ async fn http_needs_the_token_a_local_origin_and_a_flag_for_writes() {
     assert_eq!(evil.status(), 403);
     let good = post(Some("0123456789abcdef0123"), None).await.unwrap();
     assert_eq!(good.status(), 200);
+    // The scheme is case-insensitive (RFC 7235).
+    for scheme in ["bearer", "BEARER"] {
+        let lower = raw
+            .post(&url)
+            .header("Authorization", format!("{scheme} 0123456789abcdef0123"))
+            .header("Accept", "application/json, text/event-stream")
+            .json(&init_body())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(lower.status(), 200, "{scheme}");
+    }
+    // Ending a session answers success, and the session is gone afterwards.
+    let session_id = good.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let ended = raw
+        .delete(&url)
+        .bearer_auth("0123456789abcdef0123")
+        .header("Mcp-Session-Id", &session_id)
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        matches!(ended.status().as_u16(), 200 | 204),
+        "{}",
+        ended.status()
+    );
+    let after = raw
+        .post(&url)
+        .bearer_auth("0123456789abcdef0123")
+        .header("Mcp-Session-Id", &session_id)
+        .header("Accept", "application/json, text/event-stream")
+        .json(&json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(after.status(), 404, "the ended session still answers");
     // DNS rebinding: a request for another host name is refused.
     let rebound = raw
         .post(&url)

@@ -2,7 +2,8 @@
 
 Usage: python mcp_client.py CONFIG_JSON
 CONFIG: {"transport": "stdio"|"http", "mode": "auto"|"legacy", "bin": ..., "home": ...,
-         "url": ..., "token": ..., "subjects": [accept, decline, token]}
+         "url": ..., "token": ..., "account": ..., "subjects": [accept, decline, token],
+         "error_types": [every SPEC one], "readonly_url": (http: a listener without writes)}
 Prints one JSON line with what it saw; exits non-zero (with the reason) when the server
 breaks the protocol contract. The caller checks the IMAP server itself.
 """
@@ -53,6 +54,53 @@ async def call(client, name, args):
     return result.is_error, body
 
 
+async def refused(client, name, args, error_type):
+    err, body = await call(client, name, args)
+    check(err and body["error_type"] == error_type, f"{name} {args}: want {error_type}: {body}")
+    check(body.get("next_step"), f"{name}: no next step: {body}")
+    return body
+
+
+async def schema_rejects(c, tools, error_types):
+    """Every error_type's result against every tool's output schema, by this SDK's validator."""
+    rejects = []
+    for name in tools:
+        for error_type in error_types:
+            body = {"success": False, "error": "e", "error_type": error_type, "next_step": "n"}
+            result = types.CallToolResult(content=[], structured_content=body, is_error=True)
+            try:
+                await c.session.validate_tool_result(name, result)
+            except RuntimeError as e:
+                rejects.append(f"{name}/{error_type}: {e}")
+    return rejects
+
+
+async def errors_and_undo(c, cfg, message):
+    """Each error class a real call can reach here, and a write undone twice."""
+    message_id = message["id"]
+    await refused(c, "search_messages", {"query": "is:bogus"}, "validation_error")
+    await refused(c, "get_messages", {"ids": "three"}, "validation_error")
+    body = await refused(c, "update_message", {"ids": [1], "flagged": True, "dryRun": True},
+                         "validation_error")
+    check("dry_run" in body["error"], f"closest name: {body}")
+    await refused(c, "search_messages", {"query": "a OR b"}, "unsupported")
+    await refused(c, "get_messages", {"ids": [999999]}, "not_found")
+    await refused(c, "search_messages", {"query": "x", "account": "nobody"}, "not_found")
+    await refused(c, "sync_accounts", {"account": "gone"}, "provider_unavailable")
+    await refused(c, "sync_accounts", {"account": "locked"}, "auth_required")
+    toggled = "flagged" not in message["flags"]
+    err, done = await call(c, "update_message", {"ids": [message_id], "flagged": toggled})
+    check(not err and done["applied"] == 1, f"flag: {done}")
+    err, undone = await call(c, "undo_change", {"change_id": done["change_id"]})
+    check(not err and undone["applied"] == 1, f"undo: {undone}")
+    body = await refused(c, "undo_change", {"change_id": done["change_id"]}, "stale_state")
+    check("already undone" in body["error"], f"undo twice: {body}")
+    _, journal = await call(c, "list_changes", {"id": done["change_id"]})
+    entry = journal["changes"][0]
+    check(entry["undone_by"] == undone["change_id"], f"undone_by: {journal}")
+    check(entry["origin"] == "mcp:mcp", f"origin: {entry}")
+
+
 async def find(client, subject):
     _, body = await call(client, "search_messages", {"query": f'subject:"{subject}" in:inbox'})
     exact = [m for m in body["messages"] if m["subject"] == subject]
@@ -74,9 +122,18 @@ async def main(cfg):
             check(len(t.description or "") > 40, f"{t.name} lacks a description")
             check(t.output_schema is not None, f"{t.name} lacks an output schema")
 
+        seen["schema_rejects"] = await schema_rejects(c, names, cfg["error_types"])
         _, accounts = await call(c, "list_accounts", {})
-        check(accounts["accounts"][0]["id"] == "py", f"accounts: {accounts}")
+        check(cfg["account"] in [a["id"] for a in accounts["accounts"]], f"accounts: {accounts}")
+        _, mailboxes = await call(c, "list_mailboxes", {"account": cfg["account"]})
+        roles = [m["role"] for a in mailboxes["accounts"] for m in a["mailboxes"]]
+        check("inbox" in roles and "trash" in roles, f"mailboxes: {mailboxes}")
+        err, synced = await call(c, "sync_accounts", {"account": cfg["account"]})
+        check(not err and synced["accounts"][0]["account"] == cfg["account"], f"sync: {synced}")
         accept_id = await find(c, accept_subject)
+        _, read = await call(c, "get_messages", {"ids": [accept_id]})
+        check(read["messages"][0]["subject"] == accept_subject, f"read: {read}")
+        await errors_and_undo(c, cfg, read["messages"][0])
         # A dry run shows the plan and changes nothing.
         err, dry = await call(c, "update_message", {"ids": [accept_id], "move_to": "trash", "dry_run": True})
         check(not err and dry["planned"] == 1 and dry["dry_run"], f"dry run: {dry}")
@@ -120,6 +177,13 @@ async def main(cfg):
         check(not err and done["applied"] == 1, f"token update: {done}")
         err, again = await call(c, "update_message", {**request, "confirm_token": token, "move_to": "junk"})
         check(err and again["error_type"] == "confirmation_required", f"token reuse: {again}")
+    if cfg.get("readonly_url"):
+        http = create_mcp_http_client(headers={"Authorization": f"Bearer {cfg['token']}"})
+        async with Client(streamable_http_client(cfg["readonly_url"], http_client=http),
+                          mode=cfg["mode"]) as c:
+            listed = {t.name for t in (await c.list_tools()).tools}
+            check("update_message" not in listed, f"read-only listener lists writes: {listed}")
+            await refused(c, "update_message", {"ids": [1], "flagged": True}, "writes_disabled")
     print(json.dumps(seen))
 
 

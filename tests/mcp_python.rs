@@ -8,7 +8,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::mcp::http_server;
+use common::mcp::{error_types, http_server, http_server_with, troubled_accounts};
 use common::{add_account, ok, seed, server};
 
 /// The SDK version this contract test pins.
@@ -49,6 +49,7 @@ async fn the_python_sdk_lists_searches_and_confirms_over_stdio_and_http() {
     let mut imap = seed(dovecot, "py-user", "INBOX", 12).await;
     add_account(dovecot, home.path(), "py", "py-user", &[]);
     ok(home.path(), &["sync"]);
+    troubled_accounts(dovecot, home.path()).await;
     let http = http_server(home.path());
     let status = common::mb(home.path(), &["mcp", "status"]);
     assert_eq!(
@@ -68,6 +69,7 @@ async fn the_python_sdk_lists_searches_and_confirms_over_stdio_and_http() {
         "status printed the token"
     );
 
+    let readonly = http_server_with(home.path(), false);
     let runs = [
         ("stdio", "auto"),
         ("stdio", "legacy"),
@@ -86,10 +88,16 @@ async fn the_python_sdk_lists_searches_and_confirms_over_stdio_and_http() {
                 "transport": transport, "mode": mode,
                 "bin": env!("CARGO_BIN_EXE_mailbroker"),
                 "home": home.path(), "url": http.1, "token": common::mcp::HTTP_TOKEN,
-                "subjects": subjects,
+                "subjects": subjects, "account": "py", "error_types": error_types(),
+                "readonly_url": (*transport == "http").then_some(&readonly.1),
             }),
         );
         assert!(seen["tools_list_chars"].as_u64().unwrap() > 1000, "{seen}");
+        assert_eq!(
+            seen["schema_rejects"],
+            serde_json::json!([]),
+            "{transport} {mode}"
+        );
         let era = if *mode == "auto" {
             "2026-07-28"
         } else {
@@ -99,7 +107,7 @@ async fn the_python_sdk_lists_searches_and_confirms_over_stdio_and_http() {
         trashed.extend([subjects[0].clone(), subjects[2].clone()]);
         kept.push(subjects[1].clone());
     }
-    drop(http);
+    drop((http, readonly));
 
     // On the server: exactly the accepted and token-confirmed messages are in Trash; the
     // declined ones never left INBOX.

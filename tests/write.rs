@@ -266,6 +266,22 @@ async fn move_to_archive_and_undo() {
     let detail = ok(home.path(), &["changes", &change]);
     assert_eq!(detail["change"]["items"][0]["before"]["mailbox"], "INBOX");
     assert_eq!(detail["change"]["items"][0]["after"]["mailbox"], "Archive");
+    assert_eq!(detail["change"]["undone_by"], list[0]["id"], "{detail}");
+    let text = common::mb_text(home.path(), &["changes"]);
+    assert!(
+        text.stdout
+            .contains(&format!("undone by change {}", list[0]["id"])),
+        "{}",
+        text.stdout
+    );
+    let twice = common::mb(home.path(), &["undo", &change]);
+    assert_eq!(twice.json["error_type"], "stale_state", "{}", twice.stdout);
+    assert!(
+        twice.json["next_step"]
+            .as_str()
+            .unwrap()
+            .contains("mailbroker undo")
+    );
 }
 
 /// Everything the index holds, as text, for before/after comparisons.

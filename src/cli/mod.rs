@@ -695,8 +695,12 @@ fn print_change_record(c: &crate::store::ChangeRecord) {
     } else {
         ""
     };
+    let undone = c
+        .undone_by
+        .map(|u| format!("\tundone by change {u}"))
+        .unwrap_or_default();
     println!(
-        "{}\t{}\t{}\t{}\tapplied {} unchanged {} stale {} failed {}{unrecorded}",
+        "{}\t{}\t{}\t{}\tapplied {} unchanged {} stale {} failed {}{unrecorded}{undone}",
         c.id,
         rfc3339(c.created_at),
         c.origin,

@@ -82,12 +82,14 @@ pub(super) async fn undo(
     json: bool,
 ) -> Result<u8> {
     if !dry_run && !yes {
-        let plan = crate::undo::undo(Sessions::new(home, store), store, change, true).await?;
+        let plan =
+            crate::undo::undo(Sessions::new(home, store), store, "cli", change, true).await?;
         if let Some(reason) = plan.confirmation_reason(write::DEFAULT_CONFIRM_ABOVE) {
             confirm_on_terminal(&plan, &reason)?;
         }
     }
-    let report = crate::undo::undo(Sessions::new(home, store), store, change, dry_run).await?;
+    let report =
+        crate::undo::undo(Sessions::new(home, store), store, "cli", change, dry_run).await?;
     print_change(&report, json)
 }
 

@@ -148,7 +148,7 @@ async fn guard(State(gate): State<Gate>, request: Request, next: Next) -> Respon
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
+        .and_then(bearer_credentials)
         .unwrap_or("");
     let matches: bool = presented.as_bytes().ct_eq(gate.token.as_bytes()).into();
     if !matches {
@@ -160,7 +160,24 @@ async fn guard(State(gate): State<Gate>, request: Request, next: Next) -> Respon
         );
         return response;
     }
-    next.run(request).await
+    let ends_session = request.method() == axum::http::Method::DELETE;
+    let mut response = next.run(request).await;
+    // The transport answers a session's end with 202, which some clients treat as "still
+    // pending"; the session is gone by then, and 204 says so.
+    if ends_session && response.status() == StatusCode::ACCEPTED {
+        *response.status_mut() = StatusCode::NO_CONTENT;
+        *response.body_mut() = axum::body::Body::empty();
+    }
+    response
+}
+
+/// The credentials of a `Bearer` Authorization value; the scheme is case-insensitive
+/// (RFC 7235 §2.1), so `bearer x` and `BEARER x` are the same as `Bearer x`.
+fn bearer_credentials(value: &str) -> Option<&str> {
+    let (scheme, credentials) = value.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| credentials.trim_start_matches(' '))
 }
 
 fn listeners_dir(home: &Home) -> PathBuf {

@@ -92,7 +92,7 @@ fn with_text(mut result: CallToolResult, text: String) -> CallToolResult {
 /// the tool that does it; what only the person can do (log in, run a deletion) is asked of
 /// them, with the command.
 fn for_mcp(step: &str) -> String {
-    const TOOLS: [(&str, &str); 12] = [
+    const TOOLS: [(&str, &str); 14] = [
         ("run: mailbroker sync", "call sync_accounts"),
         (
             "run: mailbroker search QUERY to find message ids",
@@ -105,7 +105,9 @@ fn for_mcp(step: &str) -> String {
         ("find ids with search,", "find ids with search_messages,"),
         ("run: mailbroker account list", "call list_accounts"),
         ("run: mailbroker account show", "call list_mailboxes for"),
+        ("run: mailbroker changes ", "call list_changes with id "),
         ("run: mailbroker changes", "call list_changes"),
+        ("run: mailbroker undo ", "call undo_change with change_id "),
         (
             "run: mailbroker stage-delete QUERY",
             "call update_message with delete: \"trash\" or \"permanent\"",
@@ -270,6 +272,10 @@ mod tests {
         assert_eq!(
             for_mcp("run: mailbroker account show work"),
             "call list_mailboxes for work"
+        );
+        assert_eq!(
+            for_mcp("to redo it, run: mailbroker undo 7; to see it, run: mailbroker changes 7"),
+            "to redo it, call undo_change with change_id 7; to see it, call list_changes with id 7"
         );
         let asked = "ask them to run: mailbroker approve T; then call again";
         assert_eq!(for_mcp(asked), asked);

@@ -63,6 +63,9 @@ pub struct GetMessagesArgs {
     pub ids: Vec<i64>,
     /// Most body characters to return per message (default 4000).
     pub max_body_chars: Option<u32>,
+    /// Most body characters across all messages together (default 16000); later messages get
+    /// what earlier ones left.
+    pub max_total_chars: Option<u32>,
     /// Body character to start at, to read on where `has_more` was true (default 0).
     pub offset: Option<u32>,
 }
@@ -271,8 +274,10 @@ pub struct MessageView {
     pub offset: u64,
     /// Characters in the whole body.
     pub body_chars: u64,
-    /// More body follows: call again with a larger `offset`.
+    /// More body follows: read on with `offset` = `next_offset`.
     pub has_more: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_offset: Option<u64>,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -368,6 +373,9 @@ pub struct ChangeView {
     pub patch: serde_json::Value,
     pub plan: Vec<String>,
     pub undo_of: Option<i64>,
+    /// The change that undid this one, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub undone_by: Option<i64>,
     pub applied: i64,
     pub unchanged: i64,
     pub stale: i64,
@@ -384,6 +392,7 @@ impl From<&ChangeRecord> for ChangeView {
             patch: c.patch.clone(),
             plan: c.plan.clone(),
             undo_of: c.undo_of,
+            undone_by: c.undone_by,
             applied: c.applied,
             unchanged: c.unchanged,
             stale: c.stale,

@@ -337,12 +337,15 @@ impl Store {
             .collect())
     }
 
-    /// The tags in use in an account, with how many messages carry each, most used first.
+    /// The tags of an account, with how many messages carry each, most used first; a tag
+    /// mailbroker added or removed that no message carries any more is listed with 0.
     pub async fn tag_catalog(&self, id: &AccountId) -> Result<Vec<(String, i64)>, Error> {
         sqlx::query_as(
-            "SELECT t.tag, count(*) FROM message_tags t JOIN messages m ON m.id = t.message_id
-             JOIN mailboxes b ON b.id = m.mailbox_id WHERE b.account_id = ?
-             GROUP BY t.tag ORDER BY count(*) DESC, t.tag",
+            "SELECT tag, sum(n) AS total FROM (
+               SELECT t.tag, 1 AS n FROM message_tags t JOIN messages m ON m.id = t.message_id
+               JOIN mailboxes b ON b.id = m.mailbox_id WHERE b.account_id = ?1
+               UNION ALL SELECT tag, 0 FROM known_tags WHERE account_id = ?1)
+             GROUP BY tag ORDER BY total DESC, tag",
         )
         .bind(id.as_str())
         .fetch_all(&self.pool)

@@ -44,6 +44,7 @@ struct ChangeRow {
     patch: String,
     plan: String,
     undo_of: Option<i64>,
+    undone_by: Option<i64>,
     applied: i64,
     unchanged: i64,
     stale: i64,
@@ -67,6 +68,7 @@ fn change_of(r: ChangeRow) -> Result<ChangeRecord, Error> {
         patch: serde_json::from_str(&r.patch).map_err(bad)?,
         plan: serde_json::from_str(&r.plan).map_err(bad)?,
         undo_of: r.undo_of,
+        undone_by: r.undone_by,
         applied: r.applied,
         unchanged: r.unchanged,
         stale: r.stale,
@@ -86,6 +88,9 @@ pub struct ChangeRecord {
     pub patch: serde_json::Value,
     pub plan: Vec<String>,
     pub undo_of: Option<i64>,
+    /// The latest change that undid this one and applied something (read, never stored).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub undone_by: Option<i64>,
     pub applied: i64,
     pub unchanged: i64,
     pub stale: i64,
@@ -113,8 +118,11 @@ impl Store {
     /// back from the newest stays short.
     async fn change_rows(&self, id: Option<i64>, limit: u32) -> Result<Vec<ChangeRecord>, Error> {
         let rows: Vec<ChangeRow> = sqlx::query_as(
-            "SELECT id, created_at, origin, selection, patch, plan, undo_of, applied, unchanged,
-               stale, failed, status FROM changes WHERE ?1 IS NULL OR id = ?1 ORDER BY id DESC LIMIT ?2",
+            "SELECT id, created_at, origin, selection, patch, plan, undo_of,
+               (SELECT MAX(u.id) FROM changes u WHERE u.undo_of = c.id AND u.applied > 0)
+                 AS undone_by,
+               applied, unchanged, stale, failed, status
+             FROM changes c WHERE ?1 IS NULL OR id = ?1 ORDER BY id DESC LIMIT ?2",
         )
         .bind(id)
         .bind(i64::from(limit))
@@ -337,10 +345,13 @@ impl Store {
         })
     }
 
-    pub async fn tag_in_use(&self, account: &str, tag: &str) -> Result<bool, Error> {
+    /// Whether `tag` is the account's: a message carries it, or mailbroker added or removed
+    /// it there before.
+    pub async fn tag_known(&self, account: &str, tag: &str) -> Result<bool, Error> {
         let found: bool = sqlx::query_scalar(
-            "SELECT EXISTS (SELECT 1 FROM message_tags t JOIN messages m ON m.id = t.message_id
-             JOIN mailboxes b ON b.id = m.mailbox_id WHERE b.account_id = ? AND t.tag = ?)",
+            "SELECT EXISTS (SELECT 1 FROM known_tags WHERE account_id = ?1 AND tag = ?2)
+                 OR EXISTS (SELECT 1 FROM message_tags t JOIN messages m ON m.id = t.message_id
+                   JOIN mailboxes b ON b.id = m.mailbox_id WHERE b.account_id = ?1 AND t.tag = ?2)",
         )
         .bind(account)
         .bind(tag)
@@ -534,6 +545,19 @@ async fn update_tags(tx: &mut Transaction<'_, Sqlite>, items: &[JournalItem]) ->
                 removed.entry(tag).or_default().push(item.message_id);
             }
         }
+    }
+    // Both kinds stay known to the account, even once no message carries the tag.
+    for (tag, ids) in added.iter().chain(&removed) {
+        sqlx::query(
+            "INSERT OR IGNORE INTO known_tags (account_id, tag)
+             SELECT DISTINCT b.account_id, ?1 FROM messages m JOIN mailboxes b ON b.id = m.mailbox_id
+             WHERE m.id IN (SELECT value FROM json_each(?2))",
+        )
+        .bind(*tag)
+        .bind(json(ids))
+        .execute(&mut **tx)
+        .await
+        .map_err(db_error)?;
     }
     // One statement per tag, its message ids passed as one JSON array.
     for (sql, changes) in [

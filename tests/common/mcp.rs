@@ -167,6 +167,11 @@ impl Drop for HttpServer {
 }
 
 pub fn http_server(home: &Path) -> HttpServer {
+    http_server_with(home, true)
+}
+
+/// As `http_server`, with write tools only if `writes`.
+pub fn http_server_with(home: &Path, writes: bool) -> HttpServer {
     use std::io::{BufRead, BufReader};
     let token = home.join("http-token");
     std::fs::write(&token, format!("{HTTP_TOKEN}\n")).unwrap();
@@ -175,14 +180,9 @@ pub fn http_server(home: &Path) -> HttpServer {
     let mut child = Command::new(env!("CARGO_BIN_EXE_mailbroker"))
         .arg("--home")
         .arg(home)
-        .args([
-            "mcp",
-            "--http",
-            "0",
-            "--http-allow-writes",
-            "--http-token-file",
-        ])
+        .args(["mcp", "--http", "0", "--http-token-file"])
         .arg(&token)
+        .args(writes.then_some("--http-allow-writes"))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -197,4 +197,33 @@ pub fn http_server(home: &Path) -> HttpServer {
         .unwrap_or_else(|| panic!("no url in {line:?}"))
         .to_string();
     HttpServer(child, url)
+}
+
+/// Every SPEC §10 `error_type`.
+pub fn error_types() -> &'static [&'static str] {
+    mailbroker_core::Error::TYPES
+}
+
+/// Two more accounts in `home` for the error paths of a client test: `gone`, whose server
+/// has stopped answering (provider_unavailable), and `locked`, whose password was changed
+/// on the server since it was added (auth_required).
+pub async fn troubled_accounts(dovecot: &mailbroker_testkit::Dovecot, home: &Path) {
+    let proxy = mailbroker_testkit::Proxy::start(dovecot.imap_port, std::time::Duration::ZERO)
+        .expect("proxy");
+    let mut args = super::add_args("gone", "127.0.0.1", proxy.port, "gone-user");
+    args.extend(["--tls", "none"].map(String::from));
+    let added = super::mb_args(home, &args);
+    assert_eq!(added.code, 0, "{}", added.stdout);
+    drop(proxy);
+    super::add_account(dovecot, home, "locked", "locked-user", &[]);
+    let db = format!("sqlite://{}", home.join("index.sqlite3").display());
+    let pool = sqlx::SqlitePool::connect(&db).await.unwrap();
+    let changed = sqlx::query(
+        "UPDATE credentials SET secret = 'changed-on-the-server' WHERE account_id = 'locked'",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    assert_eq!(changed.rows_affected(), 1);
+    pool.close().await;
 }

@@ -44,6 +44,9 @@ macro_rules! constructors {
                 }
             )*
 
+            /// Every SPEC §10 string, in the order of the variants.
+            pub const TYPES: &'static [&'static str] = &[$($type_str),*];
+
             /// The SPEC §10 string for this error.
             pub fn error_type(&self) -> &'static str {
                 match self { $(Error::$variant(_) => $type_str,)* }
@@ -152,6 +155,7 @@ mod tests {
                     confirmation_declined, limit_exceeded, writes_disabled, internal";
         let ours: Vec<&str> = all.iter().map(Error::error_type).collect();
         assert_eq!(ours.join(", "), spec);
+        assert_eq!(Error::TYPES, ours);
         assert!(all.iter().all(|e| e.exit_code() != 0));
     }
 

@@ -281,6 +281,22 @@ fn snippet(text: &str, max: usize) -> String {
     out
 }
 
+/// The message's first text body as words: a plain part as it is, an HTML part through
+/// html2text (mail-parser's own conversion runs table cells and list items together:
+/// "PriceTotal").
+fn first_text(msg: &mail_parser::Message<'_>) -> Option<String> {
+    let part = msg.text_bodies().next()?;
+    if part.is_text_html() {
+        let html = part.text_contents()?;
+        // Raw and undecorated: a snippet wants the words, not table borders or link footnotes.
+        return html2text::config::with_decorator(html2text::render::TrivialDecorator::new())
+            .raw_mode(true)
+            .string_from_read(html.as_bytes(), 200)
+            .ok();
+    }
+    msg.body_text(0).map(|t| t.into_owned())
+}
+
 /// Builds the index row for one fetched message. The fetch carries `BODY[HEADER]` and a prefix
 /// of `BODY[TEXT]`; gluing them back together lets mail-parser decode the first text part
 /// (transfer encoding, charset) even though the body is cut short.
@@ -317,7 +333,7 @@ pub(crate) fn meta_of(fetch: &Fetch) -> Option<MessageMeta> {
         {
             meta.date = Some(date);
         }
-        if let Some(text) = msg.body_text(0) {
+        if let Some(text) = first_text(&msg) {
             meta.snippet = snippet(&text, SNIPPET_CHARS);
             meta.body_prefix = snippet(&text, INDEXED_CHARS);
         }
@@ -362,6 +378,22 @@ mod tests {
         }
         assert_eq!(name_to_wire("Entwürfe"), "Entw&APw-rfe");
         assert_eq!(quoted_name(r#"we"ird\box"#), r#""we\"ird\\box""#);
+    }
+
+    #[test]
+    fn html_snippets_keep_word_boundaries() {
+        let raw = b"From: a@b\r\nSubject: s\r\nContent-Type: text/html\r\n\r\n\
+            <table><tr><td>Price</td><td>Total</td></tr></table>one<br>two <a href=\"https://x.example/\">link</a>\
+            <ul><li>apple</li><li>pear</li></ul>\r\n";
+        let msg = MessageParser::default().parse(&raw[..]).unwrap();
+        let text = snippet(&first_text(&msg).unwrap(), SNIPPET_CHARS);
+        for word in ["Price", "Total", "one", "two", "link", "apple", "pear"] {
+            assert!(
+                text.split(|c: char| !c.is_alphanumeric())
+                    .any(|w| w == word),
+                "{word} is not a word of {text:?}"
+            );
+        }
     }
 
     #[test]

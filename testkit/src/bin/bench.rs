@@ -23,7 +23,11 @@ struct Measured {
     json: serde_json::Value,
 }
 
+/// The mailbroker binary beside this one, or `$BENCH_MAILBROKER` (to measure another build).
 fn mailbroker_binary() -> Result<PathBuf> {
+    if let Some(bin) = std::env::var_os("BENCH_MAILBROKER") {
+        return Ok(PathBuf::from(bin));
+    }
     let me = std::env::current_exe()?;
     let bin = me.with_file_name("mailbroker");
     if !bin.exists() {

@@ -128,6 +128,7 @@ pub async fn bench_mcp(messages: usize) -> Result<()> {
     let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
     rpc(&http, &url, Some(&session), initialized).await?;
 
+    report_tokens(&http, &url, &session).await?;
     let cheap = time_calls(&http, &url, &session, "list_accounts", json!({})).await?;
     let query = json!({"query": "from:alice invoices", "limit": 20});
     let search = time_calls(&http, &url, &session, "search_messages", query).await?;
@@ -141,6 +142,50 @@ pub async fn bench_mcp(messages: usize) -> Result<()> {
     println!(
         "search_messages (from:alice invoices, limit 20): p50 {:.2} ms, p99 {:.2} ms",
         search.0, search.1
+    );
+    Ok(())
+}
+
+/// Tokens (o200k_base, the public BPE closest to what assistants count) of a JSON value as
+/// it is sent, compact.
+fn tokens(bpe: &tiktoken_rs::CoreBPE, value: &Value) -> usize {
+    bpe.encode_with_special_tokens(&value.to_string()).len()
+}
+
+/// What an assistant's context pays: tools/list (and the output schemas' share of it), and
+/// one 20-row search result (and its structured content and text content apart).
+async fn report_tokens(http: &reqwest::Client, url: &str, session: &str) -> Result<()> {
+    let bpe = tiktoken_rs::o200k_base()?;
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+    let (_, listed) = rpc(http, url, Some(session), list).await?;
+    let tools = &listed["result"]["tools"];
+    let schemas: usize = tools
+        .as_array()
+        .context("no tools")?
+        .iter()
+        .map(|t| tokens(&bpe, &t["outputSchema"]))
+        .sum();
+    let total = tokens(&bpe, tools);
+    println!(
+        "tools/list: {total} tokens ({} characters); output schemas {schemas} tokens ({:.0}%)",
+        tools.to_string().len(),
+        100.0 * schemas as f64 / total as f64
+    );
+    let search = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "search_messages", "arguments": {"query": "invoices", "limit": 20}}});
+    let (_, answer) = rpc(http, url, Some(session), search).await?;
+    let result = &answer["result"];
+    let rows = result["structuredContent"]["messages"]
+        .as_array()
+        .map_or(0, Vec::len);
+    if rows != 20 {
+        bail!("the search found {rows} rows, not 20: {answer}");
+    }
+    println!(
+        "search_messages, 20 rows: {} tokens (structured content {}, text content {})",
+        tokens(&bpe, result),
+        tokens(&bpe, &result["structuredContent"]),
+        tokens(&bpe, &result["content"])
     );
     Ok(())
 }
