@@ -169,7 +169,8 @@ async fn with_confirm_with_token_the_dry_runs_token_is_enough() {
     let Some((home, mut imap)) = setup("cf-token").await else {
         return;
     };
-    let id = inbox_ids(home.path()).await[0];
+    let inbox = inbox_ids(home.path()).await;
+    let (id, other) = (inbox[0], inbox[1]);
     let options = mailbroker::mcp::McpOptions {
         confirm_with_token: true,
         ..Default::default()
@@ -191,5 +192,26 @@ async fn with_confirm_with_token_the_dry_runs_token_is_enough() {
     let done = common::mcp::ok_call(&session, "update_message", real).await;
     assert_eq!(done["applied"], 1, "{done}");
     assert_eq!(trash_count(&mut imap).await, 1);
+
+    // The token binds the set of messages, not the order they were listed in.
+    let pair = |ids: [i64; 2]| json!({ "ids": ids, "move_to": "trash" });
+    let mut dry = pair([other, id]);
+    dry["dry_run"] = true.into();
+    let plan = common::mcp::ok_call(&session, "update_message", dry).await;
+    let token = plan["confirm_token"].as_str().unwrap().to_string();
+    let mut more = json!({ "ids": [other, id, inbox[2]], "move_to": "trash" });
+    more["confirm_token"] = token.clone().into();
+    let refused = common::mcp::err_call(&session, "update_message", more).await;
+    assert_eq!(refused["error_type"], "confirmation_required", "{refused}");
+    let mut reordered = pair([id, other]);
+    reordered["confirm_token"] = token.into();
+    let done = common::mcp::ok_call(&session, "update_message", reordered).await;
+    // The first message is in the trash already: unchanged.
+    assert_eq!(
+        (&done["applied"], &done["unchanged"]),
+        (&json!(1), &json!(1)),
+        "{done}"
+    );
+    assert_eq!(trash_count(&mut imap).await, 2);
     session.cancel().await.ok();
 }

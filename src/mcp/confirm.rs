@@ -196,12 +196,20 @@ impl Confirmations {
 }
 
 /// The digest a token is bound to: tool, arguments (without `dry_run`/`confirm_token`) and
-/// the ids of the messages they resolve to.
+/// the set of messages they resolve to. Sets are bound as sets: the `ids` argument is left
+/// to the resolved ids, and tag lists are sorted, so listing them in another order is the
+/// same write.
 pub fn binding(tool: &str, args: &serde_json::Value, ids: &[i64]) -> String {
     let mut args = args.clone();
     if let Some(map) = args.as_object_mut() {
         map.remove("dry_run");
         map.remove("confirm_token");
+        map.remove("ids");
+        for tags in ["add_tags", "remove_tags"] {
+            if let Some(serde_json::Value::Array(list)) = map.get_mut(tags) {
+                list.sort_by_key(|t| t.to_string());
+            }
+        }
     }
     let mut ids = ids.to_vec();
     ids.sort_unstable();
@@ -330,6 +338,13 @@ mod tests {
             &[1, 2],
         );
         assert_eq!(a, a2);
+        // As the caller lists them: ids and tags in another order are the same write.
+        let listed = |ids: [i64; 2], tags: [&str; 2]| {
+            let args = serde_json::json!({"ids": ids, "add_tags": tags});
+            binding("update_message", &args, &ids)
+        };
+        assert_eq!(listed([1, 2], ["a", "b"]), listed([2, 1], ["b", "a"]));
+        assert_ne!(listed([1, 2], ["a", "b"]), listed([1, 2], ["a", "c"]));
     }
 
     #[test]
