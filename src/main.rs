@@ -1,7 +1,5 @@
 use std::process::ExitCode;
 
-use clap::Parser;
-
 /// Rust starts with SIGPIPE ignored, so a command whose reader has gone (`mailbroker search … |
 /// head`) would panic on its next print. Commands end quietly instead, as Unix tools do. The
 /// MCP server keeps it ignored: a client that hangs up must not end a server that serves
@@ -16,7 +14,13 @@ fn quiet_on_closed_stdout(cli: &mailbroker::cli::Cli) {
 }
 
 fn main() -> ExitCode {
-    let cli = mailbroker::cli::Cli::parse();
+    let cli = match mailbroker::cli::parse_args(std::env::args_os().collect()) {
+        Ok(cli) => cli,
+        Err((e, json)) => {
+            mailbroker::output::print_error(&e, json);
+            return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2));
+        }
+    };
     quiet_on_closed_stdout(&cli);
     if !matches!(cli.command, mailbroker::cli::Command::Mcp(_)) {
         mailbroker::write::ends_after_command();

@@ -83,7 +83,7 @@ async def errors_and_undo(c, cfg, message):
     body = await refused(c, "update_message", {"ids": [1], "flagged": True, "dryRun": True},
                          "validation_error")
     check("dry_run" in body["error"], f"closest name: {body}")
-    await refused(c, "search_messages", {"query": "a OR b"}, "unsupported")
+    await refused(c, "search_messages", {"query": "subject:(a b)"}, "unsupported")
     await refused(c, "get_messages", {"ids": [999999]}, "not_found")
     await refused(c, "search_messages", {"query": "x", "account": "nobody"}, "not_found")
     await refused(c, "sync_accounts", {"account": "gone"}, "provider_unavailable")

@@ -55,17 +55,22 @@ pub async fn stage(store: &Store, args: StageArgs, json: bool) -> Result<()> {
     let (selection, rows) = crate::write::resolve_selection(store, &[], Some(&query)).await?;
     if args.dry_run {
         delete::check_size(rows.len(), args.max_messages)?;
+        // The summary staging would record, so the dry run shows what the manifest will.
+        let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
+        let summary = store.selection_summary(&ids).await?;
         if json {
             return print_json(
                 Some("would_stage"),
-                &serde_json::json!({ "count": rows.len(), "mode": mode }),
+                &serde_json::json!({ "count": rows.len(), "mode": mode, "summary": summary }),
             );
         }
         println!(
-            "would stage {} message(s) for {} deletion",
+            "would stage {} message(s), {} bytes, for {} deletion",
             rows.len(),
+            summary["bytes"],
             mode.as_str()
         );
+        print_selection(&summary);
         return Ok(());
     }
     let manifest = delete::stage(store, "cli", &selection, &rows, mode, args.max_messages).await?;
@@ -89,6 +94,11 @@ fn print_summary(m: &Manifest) {
         m.origin,
         m.selection
     );
+    print_selection(s);
+}
+
+/// A selection summary's senders and mailboxes, a line each.
+fn print_selection(s: &serde_json::Value) {
     if let Some(senders) = s["top_senders"].as_array() {
         for sender in senders.iter().take(10) {
             println!(

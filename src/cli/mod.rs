@@ -14,7 +14,10 @@ use crate::store::{MessageRow, Store};
 use crate::{accounts, search, sync};
 
 mod approve;
+mod args;
 mod delete;
+
+pub use args::parse_args;
 mod update;
 
 #[derive(Debug, Parser)]
@@ -399,14 +402,29 @@ fn limit_in(limit: u32, max: u32) -> Result<u32> {
     )
 }
 
-async fn search_messages(store: &Store, query: &[String], limit: u32, json: bool) -> Result<()> {
+async fn search_messages(store: &Store, words: &[String], limit: u32, json: bool) -> Result<()> {
     let limit = limit_in(limit, 100_000)?;
-    let query = search::parse(&query.join(" "), crate::store::now_secs())?;
+    let text = words.join(" ");
+    let query = search::parse(&text, crate::store::now_secs())?;
     let rows = store.search(&query, limit, 0).await?;
+    let total = match rows.len() < limit as usize {
+        true => rows.len() as u64,
+        false => store.count(&query).await?,
+    };
     if json {
-        return print_json(Some("messages"), &rows);
+        return print_json(
+            None,
+            &serde_json::json!({ "messages": rows, "total": total }),
+        );
+    }
+    if rows.is_empty() {
+        eprintln!("no messages match {}", output::one_line(&text));
+        return Ok(());
     }
     rows.iter().for_each(|r| println!("{}", one_line(r)));
+    if (rows.len() as u64) < total {
+        eprintln!("{} of {total} shown; --limit N shows more", rows.len());
+    }
     Ok(())
 }
 

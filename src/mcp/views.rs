@@ -245,6 +245,8 @@ impl From<MessageRow> for SearchRow {
 pub struct SearchOut {
     pub success: bool,
     pub messages: Vec<SearchRow>,
+    /// How many messages match in all (this page is part of them).
+    pub total: u64,
     /// Pass as `cursor` for the next page; absent on the last page.
     pub next_cursor: Option<String>,
 }
@@ -566,7 +568,14 @@ impl Brief for SearchOut {
             Some(c) => format!("; more with cursor {c}"),
             None => String::new(),
         };
-        format!("{} found{more}", count(self.messages.len(), "message"))
+        if self.messages.is_empty() && self.total == 0 {
+            return "no messages match".to_string();
+        }
+        format!(
+            "{} of {} found{more}",
+            self.messages.len(),
+            count(self.total as usize, "message")
+        )
     }
 }
 

@@ -5,7 +5,7 @@ use serde::Serialize;
 use sqlx::{QueryBuilder, Sqlite};
 
 use super::{Store, db_error};
-use crate::search::{Query, Term};
+use crate::search::{Expr, Query, Term};
 
 /// One indexed message as the CLI and MCP show it: where it is and its state, then headers.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -221,11 +221,47 @@ fn push_like(q: &mut QueryBuilder<Sqlite>, column: &str, value: &str) {
     q.push(" ESCAPE '\\'");
 }
 
+/// ` AND (the query's condition)`. Values are bound, never spliced into the SQL text.
 fn push_terms(q: &mut QueryBuilder<Sqlite>, query: &Query) {
-    for term in &query.terms {
-        q.push(" AND ");
-        push_term(q, term);
+    q.push(" AND ");
+    push_expr(q, &query.root);
+}
+
+fn push_expr(q: &mut QueryBuilder<Sqlite>, expr: &Expr) {
+    let (items, joiner) = match expr {
+        Expr::Term(term) => return push_term(q, term),
+        Expr::Not(inner) => {
+            q.push("NOT (");
+            push_expr(q, inner);
+            q.push(")");
+            return;
+        }
+        Expr::And(items) if items.is_empty() => {
+            q.push("1 = 1");
+            return;
+        }
+        Expr::Or(items) if items.is_empty() => {
+            q.push("1 = 0");
+            return;
+        }
+        Expr::And(items) => (items, " AND "),
+        Expr::Or(items) => (items, " OR "),
+    };
+    push_joined(q, items, joiner);
+}
+
+/// `items` joined as a balanced tree, `((a OR b) OR (c OR d))`: SQLite refuses an expression
+/// more than 1,000 deep, which a flat chain of 1,000 terms is.
+fn push_joined(q: &mut QueryBuilder<Sqlite>, items: &[Expr], joiner: &str) {
+    if let [one] = items {
+        return push_expr(q, one);
     }
+    let (left, right) = items.split_at(items.len() / 2);
+    q.push("(");
+    push_joined(q, left, joiner);
+    q.push(joiner);
+    push_joined(q, right, joiner);
+    q.push(")");
 }
 
 fn push_term(q: &mut QueryBuilder<Sqlite>, term: &Term) {
@@ -273,11 +309,6 @@ fn push_term(q: &mut QueryBuilder<Sqlite>, term: &Term) {
         }
         Term::Anywhere => {
             q.push("1 = 1");
-        }
-        Term::Not(inner) => {
-            q.push("NOT (");
-            push_term(q, inner);
-            q.push(")");
         }
     }
 }
@@ -364,6 +395,21 @@ impl Store {
         let mut q = QueryBuilder::<Sqlite>::new(SELECT_REFS);
         push_terms(&mut q, query);
         fetch_refs(self, q).await
+    }
+
+    /// How many messages match the query in all.
+    pub async fn count(&self, query: &Query) -> Result<u64, Error> {
+        let mut q = QueryBuilder::<Sqlite>::new(
+            "SELECT count(*) FROM messages m JOIN mailboxes b ON b.id = m.mailbox_id
+             JOIN message_state s ON s.id = m.id WHERE 1 = 1",
+        );
+        push_terms(&mut q, query);
+        let n: i64 = q
+            .build_query_scalar()
+            .fetch_one(self.pool())
+            .await
+            .map_err(db_error)?;
+        Ok(n as u64)
     }
 
     /// Messages matching every term, newest first, skipping the first `offset`.

@@ -213,6 +213,20 @@ impl ImapClient {
         Ok(out)
     }
 
+    /// The server's own answer to `UID SEARCH <criteria>` in `mailbox`, sorted.
+    pub async fn uid_search(&mut self, mailbox: &str, criteria: &str) -> Result<Vec<u32>> {
+        self.session.select(mailbox).await?;
+        let mut uids: Vec<u32> = self
+            .session
+            .uid_search(criteria)
+            .await?
+            .into_iter()
+            .collect();
+        uids.sort_unstable();
+        self.drain();
+        Ok(uids)
+    }
+
     /// Runs `UID MOVE <uid> <target>` once per UID (the per-message path, for comparison).
     pub async fn move_each(&mut self, uids: &[u32], target: &str) -> Result<()> {
         for uid in uids {
