@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use crate::home::Home;
 use crate::registry;
-use crate::store::{Store, StoreSink};
+use crate::store::{Store, StoreSink, SyncProgress};
 
 #[derive(Debug, Serialize)]
 pub struct AccountSyncReport {
@@ -17,20 +17,27 @@ pub struct AccountSyncReport {
     pub added: u64,
     pub changed: u64,
     pub removed: u64,
+    /// Messages whose text (snippet, full-text entry, attachments) was filled in after their
+    /// headers were indexed.
+    pub text_filled: u64,
     /// Protocol commands sent, login and logout included.
     pub commands: u64,
     pub duration_ms: u64,
     /// Of `duration_ms`, the time to connect, secure the connection and log in.
     pub connect_ms: u64,
+    /// Of `duration_ms`, the time until every header was indexed (searchable by from:,
+    /// subject:, tag:, dates…), when text was filled in after it; the rest filled text in.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub headers_ms: Option<u64>,
 }
 
-/// Syncs one account. `progress` is called with (fetched, expected) as messages arrive.
+/// Syncs one account. `progress` is called as messages arrive and as their text is filled in.
 pub async fn sync_account(
     home: &Home,
     store: &Store,
     id: &AccountId,
     full: bool,
-    progress: impl FnMut(u64, u64) + Send + Sync + 'static,
+    mut progress: impl FnMut(SyncProgress) + Send + Sync + 'static,
 ) -> Result<AccountSyncReport> {
     let started = Instant::now();
     let _lock = home.lock_account(id, crate::sessions::LOCK_WAIT).await?;
@@ -40,7 +47,14 @@ pub async fn sync_account(
     let connecting = Instant::now();
     let mut provider = registry::connect(store, &account).await?;
     let connect_ms = connecting.elapsed().as_millis() as u64;
-    let mut sink = StoreSink::new(store.clone(), id.clone()).on_progress(progress);
+    let headers_done = std::sync::Arc::new(std::sync::OnceLock::new());
+    let mark = headers_done.clone();
+    let mut sink = StoreSink::new(store.clone(), id.clone()).on_progress(move |p| {
+        if matches!(p, SyncProgress::Text { .. }) {
+            mark.get_or_init(|| started.elapsed().as_millis() as u64);
+        }
+        progress(p)
+    });
     let outcome = provider.sync(&request, &mut sink).await;
     provider.close().await;
     let mailboxes = outcome.map_err(|e| e.context(format!("sync of account {id}")))?;
@@ -50,9 +64,11 @@ pub async fn sync_account(
         added: mailboxes.iter().map(|m| m.added).sum(),
         changed: mailboxes.iter().map(|m| m.changed).sum(),
         removed: mailboxes.iter().map(|m| m.removed).sum(),
+        text_filled: mailboxes.iter().map(|m| m.text_filled).sum(),
         mailboxes,
         commands: provider.commands_sent(),
         duration_ms: started.elapsed().as_millis() as u64,
         connect_ms,
+        headers_ms: headers_done.get().copied(),
     })
 }

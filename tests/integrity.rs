@@ -190,9 +190,7 @@ async fn a_disk_full_after_the_write_leaves_an_unknown_entry_and_a_rerun_converg
     // The same account again, through a proxy that holds the STORE until the disk is full.
     let proxy =
         mailbroker_testkit::Proxy::start(server.imap_port, std::time::Duration::ZERO).unwrap();
-    let mut args = common::add_args("p", "127.0.0.1", proxy.port, "i-full-after");
-    args.extend(["--tls", "none"].map(String::from));
-    assert_eq!(common::mb_args(home.path(), &args).code, 0);
+    common::add_proxied(home.path(), "p", proxy.port, "i-full-after");
     ok(home.path(), &["sync", "--account", "p"]);
     let request = [
         "update",
@@ -205,11 +203,7 @@ async fn a_disk_full_after_the_write_leaves_an_unknown_entry_and_a_rerun_converg
     proxy.hold_at("UID STORE");
     let dir = home.path().to_path_buf();
     let run = tokio::task::spawn_blocking(move || mb(&dir, &request));
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while !proxy.holding() {
-        assert!(std::time::Instant::now() < deadline, "no STORE was sent");
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-    }
+    common::until_held(&proxy, "the STORE").await;
     let filler = mounts::fill(home.path(), 0).unwrap();
     proxy.release();
     let first = run.await.unwrap();

@@ -140,21 +140,12 @@ async fn a_mailbox_that_cannot_be_synced_does_not_stop_the_others() {
     let home = tempfile::tempdir().unwrap();
     let proxy =
         mailbroker_testkit::Proxy::start(server.imap_port, std::time::Duration::ZERO).unwrap();
-    let mut args = common::add_args("x", "127.0.0.1", proxy.port, user);
-    args.extend(["--tls", "none"].map(String::from));
-    assert_eq!(common::mb_args(home.path(), &args).code, 0);
+    common::add_proxied(home.path(), "x", proxy.port, user);
     // The mailbox is deleted between the LIST that named it and its SELECT.
     proxy.hold_at("SELECT \"Doomed\"");
     let dir = home.path().to_path_buf();
     let run = tokio::task::spawn_blocking(move || mb(&dir, &["sync"]));
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while !proxy.holding() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "Doomed was not selected"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-    }
+    common::until_held(&proxy, "the SELECT of Doomed").await;
     client.delete("Doomed").await.unwrap();
     proxy.release();
     let run = run.await.unwrap();

@@ -4,7 +4,7 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::{mb, ok, server};
 use mailbroker_testkit::{ImapClient, Proxy, message};
@@ -29,9 +29,7 @@ async fn four_through_proxy(user: &str) -> Option<(tempfile::TempDir, ImapClient
     }
     let home = tempfile::tempdir().unwrap();
     let proxy = Proxy::start(server.imap_port, Duration::ZERO).unwrap();
-    let mut args = common::add_args("m", "127.0.0.1", proxy.port, user);
-    args.extend(["--tls", "none"].map(String::from));
-    assert_eq!(common::mb_args(home.path(), &args).code, 0);
+    common::add_proxied(home.path(), "m", proxy.port, user);
     ok(home.path(), &["sync"]);
     Some((home, client, proxy))
 }
@@ -46,11 +44,7 @@ async fn held(
     proxy.hold_at(pattern);
     let dir = home.to_path_buf();
     let run = tokio::task::spawn_blocking(move || mb(&dir, args));
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !proxy.holding() {
-        assert!(Instant::now() < deadline, "{pattern} was not sent");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    common::until_held(proxy, pattern).await;
     run
 }
 

@@ -275,9 +275,7 @@ async fn messages_moved_elsewhere_keep_their_ids_and_are_not_fetched_again() {
     let mut client = seed(server, user, "INBOX", 6).await;
     let proxy =
         mailbroker_testkit::Proxy::start(server.imap_port, std::time::Duration::ZERO).unwrap();
-    let mut args = common::add_args("m", "127.0.0.1", proxy.port, user);
-    args.extend(["--tls", "none"].map(String::from));
-    assert_eq!(common::mb_args(home.path(), &args).code, 0);
+    common::add_proxied(home.path(), "m", proxy.port, user);
     ok(home.path(), &["sync"]);
     let id_of = |subject: &str| {
         let q = format!("subject:\"{subject}\"");
@@ -325,4 +323,104 @@ async fn messages_moved_elsewhere_keep_their_ids_and_are_not_fetched_again() {
     // Full text search still finds a moved message by its body.
     let found = ok(home.path(), &["search", "in:archive", "zebra"]);
     assert_eq!(found["messages"].as_array().unwrap().len(), 3, "{found}");
+}
+
+/// A first sync indexes headers, then text: between the two, searches by header already
+/// work and full-text ones do not yet; the sync says so. A sync cut off during the text
+/// pass leaves the text to the next one.
+#[tokio::test]
+async fn headers_are_searchable_before_the_text_and_a_cut_text_pass_resumes() {
+    let Some(server) = server() else { return };
+    let user = "sync-text";
+    let messages = (0..1200).map(|i| {
+        message(
+            i,
+            "alice@example.test",
+            &format!("Item {i}"),
+            "the platypus text",
+        )
+    });
+    server.import_messages(user, messages).unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let proxy =
+        mailbroker_testkit::Proxy::start(server.imap_port, std::time::Duration::ZERO).unwrap();
+    common::add_proxied(home.path(), "t", proxy.port, user);
+
+    proxy.hold_at("BODY.PEEK[TEXT]");
+    let dir = home.path().to_path_buf();
+    let run = tokio::task::spawn_blocking(move || common::mb_text(&dir, &["sync"]));
+    common::until_held(&proxy, "the text pass").await;
+    // Headers first: the index already answers by subject, sender and state.
+    let by_subject = ok(home.path(), &["search", "subject:\"Item 1199\""]);
+    assert_eq!(by_subject["total"], 1, "{by_subject}");
+    let by_sender = ok(home.path(), &["search", "from:alice", "--limit", "2000"]);
+    if by_sender["total"] != 1200 {
+        let shown: std::collections::BTreeSet<String> = by_sender["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["subject"].as_str().unwrap_or_default().to_string())
+            .collect();
+        let missing: Vec<String> = (0..1200)
+            .map(|i| format!("Item {i}"))
+            .filter(|s| !shown.contains(s))
+            .collect();
+        panic!(
+            "{} of 1200 by sender; missing {:?}…",
+            by_sender["total"],
+            &missing[..missing.len().min(10)]
+        );
+    }
+    assert_eq!(
+        ok(home.path(), &["search", "platypus"])["total"],
+        0,
+        "text before its pass"
+    );
+    proxy.release();
+    let first = run.await.unwrap();
+    assert_eq!(first.code, 0, "{}\n{}", first.stdout, first.stderr);
+    assert!(
+        first.stderr.contains("headers indexed")
+            && first
+                .stderr
+                .contains("filling in the text of 1200 messages"),
+        "{}",
+        first.stderr
+    );
+    assert!(
+        first.stdout.contains("text of 1200 filled in"),
+        "{}",
+        first.stdout
+    );
+    assert_eq!(ok(home.path(), &["search", "platypus"])["total"], 1200);
+    let shown = ok(
+        home.path(),
+        &["search", "subject:\"Item 7\"", "--limit", "1"],
+    );
+    assert_eq!(shown["messages"][0]["snippet"], "the platypus text");
+
+    // New mail, and the connection cut as its text is asked for: its headers stay indexed,
+    // its text comes with the next sync.
+    let mut client = ImapClient::connect(server, user).await.unwrap();
+    for i in 0..3 {
+        let body = message(
+            2000 + i,
+            "bob@example.test",
+            &format!("Late {i}"),
+            "a wombat text",
+        );
+        client.append("INBOX", "", &body).await.unwrap();
+    }
+    proxy.cut_after("BODY.PEEK[TEXT]");
+    let cut = common::mb(home.path(), &["sync"]);
+    assert_ne!(cut.code, 0, "{}", cut.stdout);
+    assert_eq!(ok(home.path(), &["search", "from:bob"])["total"], 3);
+    assert_eq!(ok(home.path(), &["search", "wombat"])["total"], 0);
+    let resumed = ok(home.path(), &["sync"]);
+    assert_eq!(resumed["accounts"][0]["text_filled"], 3, "{resumed}");
+    assert_eq!(resumed["accounts"][0]["added"], 0, "{resumed}");
+    assert_eq!(ok(home.path(), &["search", "wombat"])["total"], 3);
+    // Nothing pending: the next sync fetches no text.
+    let quiet = ok(home.path(), &["sync"]);
+    assert_eq!(quiet["accounts"][0]["text_filled"], 0, "{quiet}");
 }

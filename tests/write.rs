@@ -600,14 +600,7 @@ async fn a_message_touched_before_the_read_back_is_indexed_as_read_back() {
     proxy.hold_at("UID FETCH");
     let dir = home.path().to_path_buf();
     let run = tokio::task::spawn_blocking(move || mb_with(&dir, &TAG_EARLY, &DEBUG_LOG));
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while !proxy.holding() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no read-back was sent"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-    }
+    common::until_held(&proxy, "the read-back").await;
     client.store("INBOX", 1, "+FLAGS", "Other").await.unwrap();
     client.store("INBOX", 1, "-FLAGS", "Other").await.unwrap();
     proxy.release();

@@ -10,7 +10,7 @@ use mailbroker_imap::{ImapConfig, TlsMode};
 
 use crate::home::Home;
 use crate::output::{self, print_json, progress_bar};
-use crate::store::{MessageRow, Store};
+use crate::store::{MessageRow, Store, SyncProgress};
 use crate::{accounts, search, sync};
 
 mod approve;
@@ -651,6 +651,10 @@ async fn account(store: &Store, cmd: AccountCommand, json: bool) -> Result<()> {
     }
 }
 
+/// A sync says that headers are searchable while text is still being filled in when the
+/// text will take a noticeable time: a thousand messages or more.
+const TEXT_NOTICE_AT: u64 = 1000;
+
 async fn run_sync(
     home: &Home,
     store: &Store,
@@ -671,7 +675,26 @@ async fn run_sync(
         let bar = progress_bar(json);
         bar.set_message(format!("sync {id}"));
         let progress_bar = bar.clone();
-        let report = sync::sync_account(home, store, id, full, move |done, total| {
+        let name = id.clone();
+        let mut said = false;
+        let report = sync::sync_account(home, store, id, full, move |p| {
+            let (done, total) = match p {
+                SyncProgress::Headers { fetched, total } => (fetched, total),
+                SyncProgress::Text { filled, total } => {
+                    if !said && !json && total >= TEXT_NOTICE_AT {
+                        said = true;
+                        progress_bar.suspend(|| {
+                            eprintln!(
+                                "{name}: headers indexed (searchable by from:, subject:, tag:, \
+                                 dates); filling in the text of {total} messages for full-text \
+                                 search"
+                            )
+                        });
+                        progress_bar.set_message(format!("sync {name}: text"));
+                    }
+                    (filled, total)
+                }
+            };
             progress_bar.set_length(total.max(done));
             progress_bar.set_position(done);
         })
@@ -679,8 +702,12 @@ async fn run_sync(
         bar.finish_and_clear();
         let report = report?;
         if !json {
+            let text = match report.text_filled {
+                0 => String::new(),
+                n => format!(", text of {n} filled in"),
+            };
             println!(
-                "{}: +{} new, {} changed, {} removed in {} ms ({} commands)",
+                "{}: +{} new, {} changed, {} removed{text} in {} ms ({} commands)",
                 report.account,
                 report.added,
                 report.changed,

@@ -227,8 +227,7 @@ impl McpServer {
     async fn sync_view(&self, account: Option<String>) -> Result<SyncOut> {
         let mut accounts = Vec::new();
         for id in self.accounts_for(account).await? {
-            let r =
-                crate::sync::sync_account(&self.home, &self.store, &id, false, |_, _| {}).await?;
+            let r = crate::sync::sync_account(&self.home, &self.store, &id, false, |_| {}).await?;
             accounts.push(SyncView {
                 account: r.account.to_string(),
                 added: r.added,

@@ -23,7 +23,7 @@ pub use approvals::Approval;
 pub use journal::{ChangeRecord, DONE, EXECUTING, JournalItem, MessageState};
 pub use manifests::{ItemOutcome, Manifest, ManifestItem};
 pub use messages::{MessageRef, MessageRow};
-pub use sink::StoreSink;
+pub use sink::{StoreSink, SyncProgress};
 
 /// A handle on the index. Cheap to clone (a connection pool).
 #[derive(Clone, Debug)]

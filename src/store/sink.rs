@@ -5,8 +5,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use async_trait::async_trait;
 use mailbroker_core::{
-    AccountId, Arrival, Error, MailboxCursor, MailboxInfo, MessageFlags, MessageMeta, Result,
-    Settled, SyncSink, Uid, UidValidity,
+    AccountId, Arrival, Error, MailboxCursor, MailboxInfo, MessageFlags, MessageMeta, MessageText,
+    Result, Settled, SyncSink, Uid, UidValidity,
 };
 use sqlx::{QueryBuilder, Sqlite, SqliteConnection};
 use tokio::sync::mpsc;
@@ -46,21 +46,33 @@ fn json_list(items: &[String]) -> String {
     serde_json::to_string(items).unwrap_or_else(|_| "[]".to_string())
 }
 
+/// How far a sync is, for a progress display.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SyncProgress {
+    /// Messages fetched with their headers, of about `total`.
+    Headers { fetched: u64, total: u64 },
+    /// Messages whose text is filled in, of `total`; the headers are all indexed.
+    Text { filled: u64, total: u64 },
+}
+
 pub struct StoreSink {
     store: Store,
     account: AccountId,
     /// Mailbox name → (row id, UIDVALIDITY the incoming messages belong to).
     mailboxes: HashMap<String, (i64, UidValidity)>,
-    on_progress: Option<Box<dyn FnMut(u64, u64) + Send + Sync>>,
+    on_progress: Option<Box<dyn FnMut(SyncProgress) + Send + Sync>>,
     /// Message batches are written by a separate task, so fetching the next batch from the
     /// server overlaps with writing the last one. Everything else waits for it (`flush`).
     writer: Option<Writer>,
 }
 
-type Writer = (
-    mpsc::Sender<(i64, UidValidity, Vec<MessageMeta>)>,
-    tokio::task::JoinHandle<Result<()>>,
-);
+/// What the writer task writes: new messages (headers), or the text of indexed ones.
+enum Batch {
+    Messages(i64, UidValidity, Vec<MessageMeta>),
+    Text(i64, UidValidity, Vec<MessageText>),
+}
+
+type Writer = (mpsc::Sender<Batch>, tokio::task::JoinHandle<Result<()>>);
 
 impl StoreSink {
     pub fn new(store: Store, account: AccountId) -> StoreSink {
@@ -83,10 +95,46 @@ impl StoreSink {
         Ok(())
     }
 
-    /// Calls `f(fetched, total_hint)` as messages arrive.
-    pub fn on_progress(mut self, f: impl FnMut(u64, u64) + Send + Sync + 'static) -> StoreSink {
+    /// Calls `f` as messages arrive and as their text is filled in.
+    pub fn on_progress(mut self, f: impl FnMut(SyncProgress) + Send + Sync + 'static) -> StoreSink {
         self.on_progress = Some(Box::new(f));
         self
+    }
+
+    /// Hands a batch to the writer task, starting it on first use.
+    async fn write(&mut self, batch: Batch) -> Result<()> {
+        if self.writer.is_none() {
+            let (tx, mut rx) = mpsc::channel::<Batch>(2);
+            let store = self.store.clone();
+            let task = tokio::spawn(async move {
+                while let Some(batch) = rx.recv().await {
+                    match batch {
+                        Batch::Messages(mailbox, uidvalidity, rows) => {
+                            insert_batch(&store, mailbox, uidvalidity, &rows).await?
+                        }
+                        Batch::Text(mailbox, uidvalidity, texts) => {
+                            write_text(&store, mailbox, uidvalidity, &texts).await?
+                        }
+                    }
+                }
+                Ok(())
+            });
+            self.writer = Some((tx, task));
+        }
+        if let Some((tx, _)) = &self.writer
+            && tx.send(batch).await.is_ok()
+        {
+            return Ok(());
+        }
+        // The writer stopped: its error says why.
+        self.flush().await?;
+        Err(Error::internal("index writer stopped unexpectedly"))
+    }
+
+    fn report(&mut self, progress: SyncProgress) {
+        if let Some(f) = self.on_progress.as_mut() {
+            f(progress);
+        }
     }
 
     fn mailbox(&self, name: &str) -> Result<(i64, UidValidity)> {
@@ -176,25 +224,29 @@ impl SyncSink for StoreSink {
 
     async fn upsert_messages(&mut self, mailbox: &str, messages: Vec<MessageMeta>) -> Result<()> {
         let (mailbox_id, uidvalidity) = self.mailbox(mailbox)?;
-        if self.writer.is_none() {
-            let (tx, mut rx) = mpsc::channel::<(i64, UidValidity, Vec<MessageMeta>)>(2);
-            let store = self.store.clone();
-            let task = tokio::spawn(async move {
-                while let Some((mailbox_id, uidvalidity, batch)) = rx.recv().await {
-                    insert_batch(&store, mailbox_id, uidvalidity, &batch).await?;
-                }
-                Ok(())
-            });
-            self.writer = Some((tx, task));
-        }
-        if let Some((tx, _)) = &self.writer
-            && tx.send((mailbox_id, uidvalidity, messages)).await.is_ok()
-        {
-            return Ok(());
-        }
-        // The writer stopped: its error says why.
+        self.write(Batch::Messages(mailbox_id, uidvalidity, messages))
+            .await
+    }
+
+    async fn text_pending(&mut self, mailbox: &str) -> Result<Vec<Uid>> {
         self.flush().await?;
-        Err(Error::internal("index writer stopped unexpectedly"))
+        let (mailbox_id, uidvalidity) = self.mailbox(mailbox)?;
+        let uids: Vec<i64> = sqlx::query_scalar(
+            "SELECT uid FROM messages WHERE mailbox_id = ? AND text_pending = 1
+               AND uidvalidity = ? ORDER BY uid",
+        )
+        .bind(mailbox_id)
+        .bind(i64::from(uidvalidity))
+        .fetch_all(self.store.pool())
+        .await
+        .map_err(db_error)?;
+        Ok(uids.into_iter().map(|u| u as Uid).collect())
+    }
+
+    async fn fill_text(&mut self, mailbox: &str, texts: Vec<MessageText>) -> Result<()> {
+        let (mailbox_id, uidvalidity) = self.mailbox(mailbox)?;
+        self.write(Batch::Text(mailbox_id, uidvalidity, texts))
+            .await
     }
 
     async fn update_flags(
@@ -412,9 +464,14 @@ impl SyncSink for StoreSink {
     }
 
     fn progress(&mut self, fetched: u64, total_hint: u64) {
-        if let Some(f) = self.on_progress.as_mut() {
-            f(fetched, total_hint);
-        }
+        self.report(SyncProgress::Headers {
+            fetched,
+            total: total_hint,
+        });
+    }
+
+    fn text_progress(&mut self, filled: u64, total: u64) {
+        self.report(SyncProgress::Text { filled, total });
     }
 }
 
@@ -429,7 +486,8 @@ async fn insert_batch(
     for chunk in messages.chunks(INSERT_CHUNK) {
         let mut q = QueryBuilder::<Sqlite>::new(
             "INSERT INTO messages (mailbox_id, uidvalidity, uid, message_id, from_addr,
-                   to_addr, cc_addr, subject, date, size, has_attachments, snippet) ",
+                   to_addr, cc_addr, subject, date, size, has_attachments, snippet,
+                   text_pending) ",
         );
         q.push_values(chunk, |mut row, m| {
             row.push_bind(mailbox_id)
@@ -443,7 +501,8 @@ async fn insert_batch(
                 .push_bind(m.date)
                 .push_bind(m.size as i64)
                 .push_bind(m.has_attachments)
-                .push_bind(m.snippet.clone());
+                .push_bind(m.snippet.clone())
+                .push_bind(m.text_pending);
         });
         // A message indexed before keeps its row and id; the no-op update makes RETURNING
         // report that id too.
@@ -478,16 +537,68 @@ async fn insert_batch(
             .filter_map(|m| Some((*by_uid.get(&(m.uid as i64))?, json_list(&m.flags.tags))))
             .collect();
         replace_tags(&mut tx, &tags).await?;
+        // A message whose text is still to come gets its full-text row with it, once.
+        let complete: Vec<&MessageMeta> = chunk.iter().filter(|m| !m.text_pending).collect();
+        if complete.is_empty() {
+            continue;
+        }
         let mut fts = QueryBuilder::<Sqlite>::new(
             "INSERT OR REPLACE INTO messages_fts (rowid, subject, addresses, snippet, body) ",
         );
-        fts.push_values(chunk, |mut row, m| {
+        fts.push_values(complete, |mut row, m| {
             row.push_bind(by_uid.get(&(m.uid as i64)).copied())
                 .push_bind(m.subject.clone())
                 .push_bind(format!("{} {} {}", m.from, m.to, m.cc))
                 .push_bind(m.snippet.clone())
                 .push_bind(m.body_prefix.clone());
         });
+        fts.build().execute(&mut *tx).await.map_err(db_error)?;
+    }
+    tx.commit().await.map_err(db_error)
+}
+
+/// The text of indexed messages (by UID in one mailbox): their snippet and attachment flag,
+/// and their full-text row, written whole (subject and addresses from the row) in one
+/// transaction.
+async fn write_text(
+    store: &Store,
+    mailbox_id: i64,
+    uidvalidity: UidValidity,
+    texts: &[MessageText],
+) -> Result<()> {
+    let mut tx = store.pool().begin().await.map_err(db_error)?;
+    for chunk in texts.chunks(INSERT_CHUNK) {
+        let mut update = QueryBuilder::<Sqlite>::new("WITH v(uid, has_attachments, snippet) AS (");
+        update.push_values(chunk, |mut row, t| {
+            row.push_bind(t.uid as i64)
+                .push_bind(t.has_attachments)
+                .push_bind(t.snippet.clone());
+        });
+        update.push(
+            ") UPDATE messages SET has_attachments = v.has_attachments, snippet = v.snippet,
+               text_pending = 0 FROM v WHERE messages.mailbox_id = ",
+        );
+        update
+            .push_bind(mailbox_id)
+            .push(" AND messages.uidvalidity = ")
+            .push_bind(i64::from(uidvalidity))
+            .push(" AND messages.uid = v.uid");
+        update.build().execute(&mut *tx).await.map_err(db_error)?;
+        let mut fts = QueryBuilder::<Sqlite>::new("WITH v(uid, snippet, body) AS (");
+        fts.push_values(chunk, |mut row, t| {
+            row.push_bind(t.uid as i64)
+                .push_bind(t.snippet.clone())
+                .push_bind(t.body_prefix.clone());
+        });
+        fts.push(
+            ") INSERT OR REPLACE INTO messages_fts (rowid, subject, addresses, snippet, body)
+             SELECT m.id, m.subject, m.from_addr || ' ' || m.to_addr || ' ' || m.cc_addr,
+               v.snippet, v.body
+             FROM v JOIN messages m ON m.uid = v.uid AND m.mailbox_id = ",
+        );
+        fts.push_bind(mailbox_id)
+            .push(" AND m.uidvalidity = ")
+            .push_bind(i64::from(uidvalidity));
         fts.build().execute(&mut *tx).await.map_err(db_error)?;
     }
     tx.commit().await.map_err(db_error)

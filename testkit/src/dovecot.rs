@@ -223,6 +223,15 @@ service imap-login {{
         user: &str,
         messages: impl Iterator<Item = Vec<u8>>,
     ) -> Result<u64> {
+        self.import_flagged(user, messages.map(|m| (String::new(), m)))
+    }
+
+    /// As `import_messages`, each message with its flags (`\Seen $Work`, or empty).
+    pub fn import_flagged(
+        &self,
+        user: &str,
+        messages: impl Iterator<Item = (String, Vec<u8>)>,
+    ) -> Result<u64> {
         use std::io::{BufRead, BufReader, Write};
         let stream = std::net::TcpStream::connect(("127.0.0.1", self.imap_port))?;
         let mut reader = BufReader::new(stream.try_clone()?);
@@ -250,11 +259,14 @@ service imap-login {{
         let mut n = 0u64;
         let mut batch = 0;
         let mut pending = false;
-        for body in messages {
+        for (flags, body) in messages {
             if !pending {
                 batch += 1;
                 write!(writer, "s{batch} APPEND INBOX")?;
                 pending = true;
+            }
+            if !flags.is_empty() {
+                write!(writer, " ({flags})")?;
             }
             write!(writer, " {{{}+}}\r\n", body.len())?;
             writer.write_all(&body)?;

@@ -187,3 +187,25 @@ pub fn mailbox_report<'a>(sync: &'a Value, mailbox: &str) -> &'a Value {
         .find(|m| m["mailbox"] == mailbox)
         .unwrap_or_else(|| panic!("no report for {mailbox}: {sync}"))
 }
+
+/// Adds account `id` for `user` over plain IMAP through a loopback proxy on `port` (a
+/// `mailbroker_testkit::Proxy` in front of the server, to delay, hold or cut commands).
+pub fn add_proxied(home: &Path, id: &str, port: u16, user: &str) {
+    let mut args = add_args(id, "127.0.0.1", port, user);
+    args.extend(["--tls", "none"].map(String::from));
+    let run = mb_args(home, &args);
+    assert_eq!(run.code, 0, "account add through the proxy: {}", run.stdout);
+}
+
+/// Waits until `proxy` holds the command it was told to (`hold_at`); `what` names it when
+/// it never comes.
+pub async fn until_held(proxy: &mailbroker_testkit::Proxy, what: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !proxy.holding() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what} was never sent"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+}

@@ -241,6 +241,21 @@ pub struct MessageMeta {
     pub snippet: String,
     /// A longer prefix of the text body, indexed for full-text search but not stored.
     pub body_prefix: String,
+    /// The text (snippet, body prefix, attachments) is still to be fetched: a first pass
+    /// brings headers only, so the index is usable sooner, and `SyncSink::fill_text` brings
+    /// the rest.
+    #[serde(default)]
+    pub text_pending: bool,
+}
+
+/// What a second pass brings for a message whose headers are indexed: its text, for
+/// display and full-text search, and whether it has attachments.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MessageText {
+    pub uid: Uid,
+    pub has_attachments: bool,
+    pub snippet: String,
+    pub body_prefix: String,
 }
 
 /// How a mailbox was brought up to date.

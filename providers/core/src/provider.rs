@@ -19,6 +19,7 @@
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
+use crate::MessageText;
 use crate::WriteBatch;
 use crate::{Capabilities, MailboxCursor, MailboxInfo, MailboxName, MessageFlags, MessageMeta};
 use crate::{DeleteBatch, Error, ItemResult, Result, SyncMode, Uid, UidValidity};
@@ -84,8 +85,15 @@ pub trait SyncSink: Send {
     async fn account_cursor(&mut self, cursor: &str) -> Result<()>;
     /// The mailbox is consistent with the server up to `cursor`; persist it.
     async fn mailbox_done(&mut self, mailbox: &str, cursor: MailboxCursor) -> Result<()>;
+    /// The UIDs of `mailbox` whose headers are indexed and whose text is still to come
+    /// (`MessageMeta::text_pending`), in UID order.
+    async fn text_pending(&mut self, mailbox: &str) -> Result<Vec<Uid>>;
+    /// The text of messages whose headers are indexed: full-text search finds them from now.
+    async fn fill_text(&mut self, mailbox: &str, texts: Vec<MessageText>) -> Result<()>;
     /// Called as messages are fetched, for progress display.
     fn progress(&mut self, _fetched: u64, _total_hint: u64) {}
+    /// Called as message text is filled in after the headers, for progress display.
+    fn text_progress(&mut self, _filled: u64, _total: u64) {}
 }
 
 /// A message found new in a mailbox, before its headers are fetched.
@@ -119,6 +127,10 @@ pub struct MailboxSyncReport {
     pub removed: u64,
     /// True when the stored UIDVALIDITY no longer matched and the mailbox was refetched.
     pub uidvalidity_reset: bool,
+    /// Messages whose text was filled in after their headers (this sync's or an earlier,
+    /// interrupted one's).
+    #[serde(default)]
+    pub text_filled: u64,
     /// Why this mailbox could not be synced (the others were); it is retried next time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,

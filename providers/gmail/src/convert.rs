@@ -140,6 +140,8 @@ impl Cursor {
             has_attachments: false,
             snippet: m.snippet.clone(),
             body_prefix: String::new(),
+            // Gmail's metadata carries the snippet: there is no second pass.
+            text_pending: false,
         })
     }
 }

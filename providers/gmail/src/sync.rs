@@ -71,6 +71,7 @@ fn report(mailbox: &str, mode: SyncMode) -> MailboxSyncReport {
         changed: 0,
         removed: 0,
         uidvalidity_reset: false,
+        text_filled: 0,
         error: None,
     }
 }

@@ -3,7 +3,7 @@
 use async_imap::imap_proto::{BodyStructure, NameAttribute};
 use async_imap::types::{Fetch, Flag, Name};
 use mail_parser::{Address, MessageParser};
-use mailbroker_core::{MailboxInfo, MessageFlags, MessageMeta, Role, RoleSource, Uid};
+use mailbroker_core::{MailboxInfo, MessageFlags, MessageMeta, MessageText, Role, RoleSource, Uid};
 
 /// How many characters of body text the index keeps per message.
 const SNIPPET_CHARS: usize = 240;
@@ -297,16 +297,23 @@ fn first_text(msg: &mail_parser::Message<'_>) -> Option<String> {
     msg.body_text(0).map(|t| t.into_owned())
 }
 
-/// Builds the index row for one fetched message. The fetch carries `BODY[HEADER]` and a prefix
-/// of `BODY[TEXT]`; gluing them back together lets mail-parser decode the first text part
-/// (transfer encoding, charset) even though the body is cut short.
-pub(crate) fn meta_of(fetch: &Fetch) -> Option<MessageMeta> {
-    let uid = Uid::from(fetch.uid?);
+/// The header fields and the text prefix of a fetch glued back together: parsed, enough for
+/// mail-parser to decode the first text part (transfer encoding, charset) even though the
+/// body is cut short.
+fn glued(fetch: &Fetch) -> Vec<u8> {
     let header = fetch.header().unwrap_or_default();
     let text = fetch.text().unwrap_or_default();
     let mut raw = Vec::with_capacity(header.len() + text.len());
     raw.extend_from_slice(header);
     raw.extend_from_slice(text);
+    raw
+}
+
+/// Builds the index row for one fetched message from its header fields. Without a text
+/// prefix in the fetch (a first pass), its text is marked pending for `text_of`.
+pub(crate) fn meta_of(fetch: &Fetch) -> Option<MessageMeta> {
+    let uid = Uid::from(fetch.uid?);
+    let raw = glued(fetch);
     let parsed = MessageParser::default().parse(&raw[..]);
     let mut meta = MessageMeta {
         uid,
@@ -315,6 +322,7 @@ pub(crate) fn meta_of(fetch: &Fetch) -> Option<MessageMeta> {
         size: u64::from(fetch.size.unwrap_or(0)),
         has_attachments: fetch.bodystructure().is_some_and(has_attachment),
         date: fetch.internal_date().map(|d| d.timestamp()),
+        text_pending: fetch.text().is_none(),
         ..MessageMeta::default()
     };
     if let Some(msg) = parsed {
@@ -339,6 +347,26 @@ pub(crate) fn meta_of(fetch: &Fetch) -> Option<MessageMeta> {
         }
     }
     Some(meta)
+}
+
+/// A message's text from a second-pass fetch (structure, the content header fields, a text
+/// prefix).
+pub(crate) fn text_of(fetch: &Fetch) -> Option<MessageText> {
+    let mut text = MessageText {
+        uid: Uid::from(fetch.uid?),
+        has_attachments: fetch.bodystructure().is_some_and(has_attachment),
+        ..MessageText::default()
+    };
+    let raw = glued(fetch);
+    if let Some(body) = MessageParser::default()
+        .parse(&raw[..])
+        .as_ref()
+        .and_then(first_text)
+    {
+        text.snippet = snippet(&body, SNIPPET_CHARS);
+        text.body_prefix = snippet(&body, INDEXED_CHARS);
+    }
+    Some(text)
 }
 
 #[cfg(test)]

@@ -36,13 +36,19 @@ use crate::uidset;
 /// that memory stays flat.
 const BATCH: usize = 1000;
 
-/// What a new message's fetch asks for: flags and counters, the structure (attachments), the
-/// header fields the index keeps (servers cache these, unlike the whole header) and a prefix
-/// of the text for the snippet. PEEK keeps `\Seen` untouched. Content-Type and
-/// Content-Transfer-Encoding come along so the text prefix can be decoded.
-pub const NEW_MESSAGE_ITEMS: &str = "UID FLAGS RFC822.SIZE INTERNALDATE BODYSTRUCTURE \
-     BODY.PEEK[HEADER.FIELDS (FROM TO CC SUBJECT DATE MESSAGE-ID MIME-VERSION CONTENT-TYPE \
-     CONTENT-TRANSFER-ENCODING)] BODY.PEEK[TEXT]<0.2048>";
+/// What a new message's first fetch asks for: flags and counters and the header fields the
+/// index keeps, which servers cache (Dovecot answers this about as fast as ENVELOPE). PEEK
+/// keeps `\Seen` untouched. The index is searchable by these once the pass ends.
+pub const NEW_MESSAGE_ITEMS: &str = "UID FLAGS RFC822.SIZE INTERNALDATE \
+     BODY.PEEK[HEADER.FIELDS (FROM TO CC SUBJECT DATE MESSAGE-ID)]";
+
+/// The second pass, for messages whose headers are indexed: the structure (attachments), the
+/// content header fields that say how to decode the text, and a prefix of the text for the
+/// snippet and full-text search. The server reads each message's file for these, which
+/// makes them several times slower than the first pass's items.
+pub const TEXT_ITEMS: &str = "UID BODYSTRUCTURE \
+     BODY.PEEK[HEADER.FIELDS (MIME-VERSION CONTENT-TYPE CONTENT-TRANSFER-ENCODING)] \
+     BODY.PEEK[TEXT]<0.2048>";
 
 pub(crate) async fn sync_account(
     imap: &mut ImapProvider,
@@ -82,7 +88,47 @@ pub(crate) async fn sync_account(
     for outcome in settle(imap, unsettled, sink).await? {
         reports.push(outcome);
     }
+    fill_text(imap, &mut reports, sink).await?;
     Ok(reports)
+}
+
+/// The second pass: the text of every message whose headers are indexed and whose text is
+/// not (new in this sync, or left by one that was cut short), mailbox by mailbox.
+async fn fill_text(
+    imap: &mut ImapProvider,
+    reports: &mut [MailboxSyncReport],
+    sink: &mut dyn SyncSink,
+) -> Result<()> {
+    let mut pending = Vec::new();
+    for report in reports.iter().filter(|r| r.error.is_none()) {
+        let uids = sink.text_pending(&report.mailbox).await?;
+        if !uids.is_empty() {
+            pending.push((report.mailbox.clone(), uids));
+        }
+    }
+    let total: u64 = pending.iter().map(|(_, uids)| uids.len() as u64).sum();
+    let mut filled = 0;
+    for (mailbox, uids) in pending {
+        sink.text_progress(filled, total);
+        imap.select(&mailbox, false).await?;
+        let mut here = 0;
+        let items = format!("({TEXT_ITEMS})");
+        for set in uidset::chunks(&uids, TEXT_ITEMS.len() + 32) {
+            let mut batches = Batches::open(imap, &set, &items, convert::text_of).await?;
+            while let Some(batch) = batches.next().await? {
+                here += batch.len() as u64;
+                sink.fill_text(&mailbox, batch).await?;
+                sink.text_progress(filled + here, total);
+            }
+            drop(batches);
+            fetch_complete(imap).await?;
+        }
+        filled += here;
+        if let Some(report) = reports.iter_mut().find(|r| r.mailbox == mailbox) {
+            report.text_filled = here;
+        }
+    }
+    Ok(())
 }
 
 /// The report of a mailbox the server refused (gone meanwhile, a name it will not take):
@@ -109,6 +155,7 @@ fn empty_report(mailbox: &str) -> MailboxSyncReport {
         changed: 0,
         removed: 0,
         uidvalidity_reset: false,
+        text_filled: 0,
         error: None,
     }
 }
@@ -350,42 +397,68 @@ async fn fetch_new(
         ""
     };
     let items = format!("({NEW_MESSAGE_ITEMS}{modseq})");
-    imap.commands += 1;
-    let mut added = 0u64;
-    let mut batch = Vec::with_capacity(BATCH);
-    {
-        let mut stream = timed(
-            "uid fetch",
-            COMMAND_TIMEOUT,
-            imap.session.uid_fetch(set, &items),
-        )
-        .await?
-        .map_err(|e| imap_error("uid fetch", e))?;
-        while let Some(fetch) = timed("uid fetch", COMMAND_TIMEOUT, stream.try_next())
-            .await?
-            .map_err(|e| imap_error("uid fetch", e))?
-        {
-            let Some(meta) = convert::meta_of(&fetch) else {
-                continue;
-            };
-            batch.push(meta);
-            if batch.len() == BATCH {
-                added += batch.len() as u64;
-                sink.upsert_messages(mailbox, std::mem::take(&mut batch))
-                    .await?;
-                sink.progress(added, total_hint);
-            }
-        }
-    }
-    // async-imap's stream ends quietly when the connection drops; a NOOP that fails tells a
-    // truncated fetch from a complete one before the cursor is trusted.
-    imap.command("NOOP", |_| {}).await?;
-    added += batch.len() as u64;
-    if !batch.is_empty() {
+    let mut added = 0;
+    let mut batches = Batches::open(imap, set, &items, convert::meta_of).await?;
+    while let Some(batch) = batches.next().await? {
+        added += batch.len() as u64;
         sink.upsert_messages(mailbox, batch).await?;
         sink.progress(added, total_hint);
     }
+    drop(batches);
+    fetch_complete(imap).await?;
     Ok(added)
+}
+
+/// The answers to one `UID FETCH`, turned into items by `convert` and taken in batches of
+/// `BATCH` as they arrive, so memory stays flat and the sink writes while more arrive.
+struct Batches<'a, T> {
+    stream: std::pin::Pin<Box<dyn futures::Stream<Item = FetchItem> + Send + 'a>>,
+    convert: fn(&async_imap::types::Fetch) -> Option<T>,
+}
+
+type FetchItem = async_imap::error::Result<async_imap::types::Fetch>;
+
+impl<'a, T> Batches<'a, T> {
+    async fn open(
+        imap: &'a mut ImapProvider,
+        set: &str,
+        items: &str,
+        convert: fn(&async_imap::types::Fetch) -> Option<T>,
+    ) -> Result<Batches<'a, T>> {
+        imap.commands += 1;
+        let stream = timed(
+            "uid fetch",
+            COMMAND_TIMEOUT,
+            imap.session.uid_fetch(set, items),
+        )
+        .await?
+        .map_err(|e| imap_error("uid fetch", e))?;
+        Ok(Batches {
+            stream: Box::pin(stream),
+            convert,
+        })
+    }
+
+    /// The next batch; `None` once the answer is complete.
+    async fn next(&mut self) -> Result<Option<Vec<T>>> {
+        let mut batch = Vec::with_capacity(BATCH);
+        while batch.len() < BATCH {
+            let next = timed("uid fetch", COMMAND_TIMEOUT, self.stream.try_next())
+                .await?
+                .map_err(|e| imap_error("uid fetch", e))?;
+            match next {
+                Some(fetch) => batch.extend((self.convert)(&fetch)),
+                None => break,
+            }
+        }
+        Ok((!batch.is_empty()).then_some(batch))
+    }
+}
+
+/// After a fetch's answers: async-imap's stream ends quietly when the connection drops; a
+/// NOOP that fails tells a truncated fetch from a complete one before a cursor is trusted.
+async fn fetch_complete(imap: &mut ImapProvider) -> Result<()> {
+    imap.command("NOOP", |_| {}).await
 }
 
 /// Flag changes since `modseq` among already-indexed UIDs; with `vanished` (QRESYNC), also the

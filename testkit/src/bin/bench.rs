@@ -16,6 +16,8 @@ mod delete;
 mod gmail;
 #[path = "bench/mcp.rs"]
 mod mcp;
+#[path = "bench/search.rs"]
+mod search;
 
 struct Measured {
     wall: Duration,
@@ -130,7 +132,8 @@ async fn main() -> Result<()> {
         Some("mcp") => mcp::bench_mcp(messages.unwrap_or(10_000)).await,
         Some("delete") => delete::bench_delete(messages.unwrap_or(10_000)).await,
         Some("gmail") => gmail::bench_gmail(messages.unwrap_or(10_000)).await,
-        _ => bail!("usage: bench sync|write|mcp|delete|gmail [--messages N]"),
+        Some("search") => search::bench_search(messages.unwrap_or(100_000)).await,
+        _ => bail!("usage: bench sync|write|mcp|delete|gmail|search [--messages N]"),
     }
 }
 

@@ -2,11 +2,12 @@
 //! against the real `mailbroker mcp --http` process and an index of N synced messages.
 
 use std::io::{BufRead, BufReader};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use mailbroker_testkit::{Dovecot, PASSWORD};
+use mailbroker_testkit::Dovecot;
 use serde_json::{Value, json};
 
 const CALLS: usize = 1000;
@@ -74,9 +75,10 @@ async fn time_calls(
     session: &str,
     tool: &str,
     args: Value,
+    calls: usize,
 ) -> Result<(f64, f64)> {
-    let mut times = Vec::with_capacity(CALLS);
-    for i in 0..CALLS {
+    let mut times = Vec::with_capacity(calls);
+    for i in 0..calls {
         let body = json!({"jsonrpc": "2.0", "id": 10 + i, "method": "tools/call",
             "params": {"name": tool, "arguments": args}});
         let start = Instant::now();
@@ -96,54 +98,83 @@ pub async fn bench_mcp(messages: usize) -> Result<()> {
     server.import_messages("bm", (0..messages).map(super::bench_message))?;
     let home = tempfile::tempdir()?;
     super::add_and_sync(&bin, home.path(), "bm", server.imap_port)?;
-    let token_file = home.path().join("token");
-    std::fs::write(&token_file, TOKEN)?;
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600))?;
-    let mut child = Command::new(&bin)
-        .arg("--home")
-        .arg(home.path())
-        .args(["mcp", "--http", "0", "--http-token-file"])
-        .arg(&token_file)
-        .env("BENCH_PW", PASSWORD)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()?;
-    let mut line = String::new();
-    BufReader::new(child.stderr.take().context("stderr")?).read_line(&mut line)?;
-    let _server = Server(child);
-    let url = line
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .with_context(|| format!("no url in {line:?}"))?
-        .to_string();
+    println!("MCP over Streamable HTTP (loopback), {messages} messages indexed:");
+    let session = Session::start(&bin, home.path()).await?;
+    report_tokens(&session.http, &session.url, &session.id).await?;
+    session.time(&["from:alice invoices"], CALLS).await
+}
 
-    let http = reqwest::Client::new();
-    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {},
-        "clientInfo": {"name": "bench", "version": "1"}}});
-    let (session, _) = rpc(&http, &url, None, init).await?;
-    let session = session.context("no session id")?;
-    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-    rpc(&http, &url, Some(&session), initialized).await?;
+/// Serves `home` over MCP and times `list_accounts` and a `search_messages` for each of
+/// `queries` (a fifth as many calls each).
+pub async fn serve_and_time(bin: &Path, home: &Path, queries: &[&str]) -> Result<()> {
+    println!("MCP over Streamable HTTP (loopback), same index:");
+    let session = Session::start(bin, home).await?;
+    session.time(queries, CALLS / 5).await
+}
 
-    report_tokens(&http, &url, &session).await?;
-    let cheap = time_calls(&http, &url, &session, "list_accounts", json!({})).await?;
-    let query = json!({"query": "from:alice invoices", "limit": 20});
-    let search = time_calls(&http, &url, &session, "search_messages", query).await?;
-    println!(
-        "MCP over Streamable HTTP (loopback), {messages} messages indexed, {CALLS} calls each:"
-    );
-    println!(
-        "list_accounts: p50 {:.2} ms, p99 {:.2} ms",
-        cheap.0, cheap.1
-    );
-    println!(
-        "search_messages (from:alice invoices, limit 20): p50 {:.2} ms, p99 {:.2} ms",
-        search.0, search.1
-    );
-    Ok(())
+/// A running `mailbroker mcp --http` and one initialized session with it.
+struct Session {
+    _server: Server,
+    http: reqwest::Client,
+    url: String,
+    id: String,
+}
+
+impl Session {
+    async fn start(bin: &Path, home: &Path) -> Result<Session> {
+        let token_file = home.join("token");
+        std::fs::write(&token_file, TOKEN)?;
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600))?;
+        let mut child = Command::new(bin)
+            .arg("--home")
+            .arg(home)
+            .args(["mcp", "--http", "0", "--http-token-file"])
+            .arg(&token_file)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()?;
+        let mut line = String::new();
+        BufReader::new(child.stderr.take().context("stderr")?).read_line(&mut line)?;
+        let server = Server(child);
+        let url = line
+            .split_whitespace()
+            .find(|w| w.starts_with("http://"))
+            .with_context(|| format!("no url in {line:?}"))?
+            .to_string();
+        let http = reqwest::Client::new();
+        let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "bench", "version": "1"}}});
+        let (id, _) = rpc(&http, &url, None, init).await?;
+        let id = id.context("no session id")?;
+        let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        rpc(&http, &url, Some(&id), initialized).await?;
+        Ok(Session {
+            _server: server,
+            http,
+            url,
+            id,
+        })
+    }
+
+    async fn time(&self, queries: &[&str], calls: usize) -> Result<()> {
+        let (http, url, id) = (&self.http, self.url.as_str(), self.id.as_str());
+        let cheap = time_calls(http, url, id, "list_accounts", json!({}), CALLS).await?;
+        println!(
+            "  list_accounts ({CALLS} calls): p50 {:.2} ms, p99 {:.2} ms",
+            cheap.0, cheap.1
+        );
+        for query in queries {
+            let args = json!({"query": query, "limit": 20});
+            let (p50, p99) = time_calls(http, url, id, "search_messages", args, calls).await?;
+            println!(
+                "  search_messages {query:<38} ({calls} calls): p50 {p50:.2} ms, p99 {p99:.2} ms"
+            );
+        }
+        Ok(())
+    }
 }
 
 /// Tokens (o200k_base, the public BPE closest to what assistants count) of a JSON value as

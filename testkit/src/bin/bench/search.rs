@@ -1,0 +1,145 @@
+//! `bench search --messages N`: the reads an assistant makes before it writes, on an index of
+//! N varied messages (many senders, tags, flags, dates over two years, some large, some with
+//! attachments) synced from Dovecot: ten representative queries run in-process, then the
+//! same index served over MCP.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use mailbroker_testkit::Dovecot;
+
+/// Times each query is run.
+const RUNS: usize = 200;
+
+/// The queries a person or an assistant types most, one of each kind.
+pub const QUERIES: [&str; 10] = [
+    "budget",
+    "from:alice",
+    "tag:Work",
+    "is:unread in:inbox",
+    "after:2025-06-01 before:2025-07-01",
+    "from:alice OR from:bob",
+    "newsletter -(from:shop OR tag:Work)",
+    "\"quarterly report\"",
+    "larger:100K",
+    "account:bench has:attachment",
+];
+
+const TOPICS: [&str; 8] = [
+    "Quarterly report",
+    "Invoice",
+    "Meeting notes",
+    "Travel plans",
+    "Newsletter",
+    "Project update",
+    "Lunch",
+    "Security alert",
+];
+
+const WORDS: [&str; 8] = [
+    "budget", "deadline", "review", "holiday", "contract", "launch", "hiring", "offsite",
+];
+
+/// Message `i` of `n`, with its flags: one in 20 from alice, one in 25 from bob, one in 10
+/// from the shop, the rest from 1,000 other senders; dated evenly over 2025–2026.
+pub fn varied_message(i: usize, n: usize) -> (String, Vec<u8>) {
+    let from = match i {
+        _ if i % 20 == 0 => "Alice Example <alice@example.test>".to_string(),
+        _ if i % 25 == 1 => "bob@example.test".to_string(),
+        _ if i % 10 == 2 => "Shop <news@shop.example>".to_string(),
+        _ => format!("Sender {0} <sender{0}@domain{1}.example>", i % 1000, i % 37),
+    };
+    let topic = TOPICS[i % TOPICS.len()];
+    let word = WORDS[(i / 8) % WORDS.len()];
+    let when = 1_735_689_600 + (i as i64) * (730 * 86_400) / n.max(1) as i64;
+    let date = mail_parser::DateTime::from_timestamp(when).to_rfc822();
+    let text = format!(
+        "Hello,\r\n\r\nabout the {word}: this is message {i} on {topic}, with a few lines so \
+         the snippet and the indexed text have something to hold.\r\n\r\nRegards\r\n"
+    );
+    let padding = if i % 50 == 7 {
+        "x".repeat(120_000)
+    } else {
+        String::new()
+    };
+    let body = if i % 20 == 3 {
+        format!(
+            "Content-Type: multipart/mixed; boundary=\"b\"\r\n\r\n--b\r\nContent-Type: text/plain\r\n\r\n\
+             {text}\r\n--b\r\nContent-Type: application/pdf; name=\"doc{i}.pdf\"\r\n\
+             Content-Disposition: attachment; filename=\"doc{i}.pdf\"\r\n\
+             Content-Transfer-Encoding: base64\r\n\r\nJVBERi0xLjQK\r\n--b--\r\n"
+        )
+    } else {
+        format!("Content-Type: text/plain; charset=utf-8\r\n\r\n{text}{padding}\r\n")
+    };
+    let message = format!(
+        "From: {from}\r\nTo: user@example.test\r\nSubject: {topic}: {word} #{i}\r\n\
+         Date: {date}\r\nMessage-ID: <v{i}@example.test>\r\nMIME-Version: 1.0\r\n{body}"
+    );
+    let mut flags = Vec::new();
+    if i % 10 < 7 {
+        flags.push("\\Seen");
+    }
+    if i % 20 == 5 {
+        flags.push("\\Flagged");
+    }
+    for (every, tag) in [(7, "Work"), (11, "Invoice"), (13, "Travel"), (17, "$Later")] {
+        if i % every == 0 {
+            flags.push(tag);
+        }
+    }
+    (flags.join(" "), message.into_bytes())
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> f64 {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i].as_secs_f64() * 1000.0
+}
+
+/// One query as `search_messages` runs it: the first page of 20 and, when there are more,
+/// the total.
+async fn search_page(store: &mailbroker::store::Store, text: &str) -> Result<(usize, u64)> {
+    let query = mailbroker::search::parse(text, 1_800_000_000)?;
+    let rows = store.search(&query, 21, 0).await?;
+    let total = if rows.len() > 20 {
+        store.count(&query).await?
+    } else {
+        rows.len() as u64
+    };
+    Ok((rows.len().min(20), total))
+}
+
+pub async fn bench_search(messages: usize) -> Result<()> {
+    let bin = super::mailbroker_binary()?;
+    let server = Dovecot::start()?;
+    server.import_flagged("bench", (0..messages).map(|i| varied_message(i, messages)))?;
+    let home = tempfile::tempdir()?;
+    super::add_and_sync(&bin, home.path(), "bench", server.imap_port)?;
+    let db = home.path().join("index.sqlite3");
+    let store = mailbroker::store::Store::open(&db).await?;
+    println!(
+        "{messages} messages indexed; each query {RUNS} times in-process (page of 20 + total):"
+    );
+    for text in QUERIES {
+        let (rows, total) = search_page(&store, text).await?;
+        if rows == 0 {
+            bail!("{text} matched nothing: the data set does not exercise it");
+        }
+        let mut times = Vec::with_capacity(RUNS);
+        for _ in 0..RUNS {
+            let start = Instant::now();
+            search_page(&store, text).await?;
+            times.push(start.elapsed());
+        }
+        times.sort();
+        println!(
+            "  {text:<40} {total:>6} match  p50 {:>6.2} ms  p95 {:>6.2} ms",
+            percentile(&times, 0.5),
+            percentile(&times, 0.95)
+        );
+    }
+    store.close().await;
+    super::mcp::serve_and_time(&bin, home.path(), &QUERIES)
+        .await
+        .context("MCP over the same index")
+}
