@@ -150,3 +150,28 @@ async fn a_selection_names_its_places_and_refuses_unknown_ids() {
     assert!(unknown.message().contains("999"), "{unknown:?}");
     store.close().await;
 }
+
+/// An index written while the snippet was a column of `messages` (schema 13) still shows each
+/// message's snippet after it moves to its own table, and a message without one shows none.
+#[tokio::test]
+async fn snippets_survive_the_move_to_their_own_table() {
+    let (home, _) = home_with_index_at(
+        13,
+        r#"INSERT INTO accounts (id, provider, settings, capabilities, created_at)
+             VALUES ('old', 'imap', '{}', '{"extensions":[],"custom_tags":true}', 0);
+           INSERT INTO mailboxes (id, account_id, name, role) VALUES (1, 'old', 'INBOX', 'inbox');
+           INSERT INTO messages (id, mailbox_id, uidvalidity, uid, subject, date, snippet)
+             VALUES (7, 1, 1, 70, 'With text', 2, 'the kept snippet'),
+                    (8, 1, 1, 80, 'Without', 1, '');
+           INSERT INTO message_state (id) VALUES (7), (8);"#,
+    )
+    .await;
+
+    let found = ok(home.path(), &["search", "in:inbox"]);
+    let messages = found["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 2, "{found}");
+    assert_eq!(messages[0]["id"], 7);
+    assert_eq!(messages[0]["snippet"], "the kept snippet");
+    assert_eq!(messages[1]["id"], 8);
+    assert_eq!(messages[1]["snippet"], "");
+}

@@ -406,11 +406,7 @@ async fn search_messages(store: &Store, words: &[String], limit: u32, json: bool
     let limit = limit_in(limit, 100_000)?;
     let text = words.join(" ");
     let query = search::parse(&text, crate::store::now_secs())?;
-    let rows = store.search(&query, limit, 0).await?;
-    let total = match rows.len() < limit as usize {
-        true => rows.len() as u64,
-        false => store.count(&query).await?,
-    };
+    let crate::store::SearchPage { rows, total } = store.search_page(&query, limit, 0).await?;
     if json {
         return print_json(
             None,

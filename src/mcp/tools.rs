@@ -63,14 +63,9 @@ impl McpServer {
 
     async fn accounts_view(&self) -> Result<AccountsOut> {
         let mut accounts = Vec::new();
+        let counts = self.store.message_counts().await?;
         for a in self.store.accounts().await? {
-            let messages = self
-                .store
-                .mailboxes(&a.id)
-                .await?
-                .iter()
-                .map(|m| m.messages)
-                .sum();
+            let messages = counts.get(a.id.as_str()).copied().unwrap_or(0);
             accounts.push(AccountView {
                 id: a.id.to_string(),
                 provider: a.provider.as_str().to_string(),
@@ -128,15 +123,10 @@ impl McpServer {
                 query = query.in_account(account.as_str());
             }
         }
-        let mut rows = self.store.search(&query, limit + 1, offset).await?;
-        let more = rows.len() > limit as usize;
-        let next_cursor = more.then(|| (offset + u64::from(limit)).to_string());
-        rows.truncate(limit as usize);
-        // Counting costs a second pass; a last page already knows the total.
-        let total = match more || (rows.is_empty() && offset > 0) {
-            true => self.store.count(&query).await?,
-            false => offset + rows.len() as u64,
-        };
+        let page = self.store.search_page(&query, limit, offset).await?;
+        let (rows, total) = (page.rows, page.total);
+        let next = offset + rows.len() as u64;
+        let next_cursor = (rows.len() == limit as usize && next < total).then(|| next.to_string());
         Ok(SearchOut {
             success: true,
             messages: rows.into_iter().map(SearchRow::from).collect(),

@@ -60,6 +60,15 @@ impl Expr {
         Self::joined(items, false)
     }
 
+    /// Calls `f` on every term of the tree.
+    pub fn for_each_term(&self, f: &mut impl FnMut(&Term)) {
+        match self {
+            Expr::Term(term) => f(term),
+            Expr::Not(inner) => inner.for_each_term(f),
+            Expr::And(items) | Expr::Or(items) => items.iter().for_each(|e| e.for_each_term(f)),
+        }
+    }
+
     fn joined(items: Vec<Expr>, all: bool) -> Expr {
         let mut flat = Vec::with_capacity(items.len());
         for item in items {

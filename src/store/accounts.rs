@@ -1,5 +1,7 @@
 //! Accounts, their secrets and their mailboxes.
 
+use std::collections::HashMap;
+
 use mailbroker_core::{
     AccountId, Capabilities, Error, MailboxCursor, ProviderKind, Role, RoleSource,
 };
@@ -335,6 +337,23 @@ impl Store {
                 },
             )
             .collect())
+    }
+
+    /// How many messages each account has indexed, from the narrow (mailbox, uid) index
+    /// alone: `mailboxes` also counts the unread, which reads every message's state.
+    pub async fn message_counts(&self) -> Result<HashMap<String, i64>, Error> {
+        let rows: Vec<(String, i64)> = sqlx::query_as(
+            "SELECT b.account_id, (SELECT count(*) FROM messages m WHERE m.mailbox_id = b.id)
+             FROM mailboxes b",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_error)?;
+        let mut counts = HashMap::new();
+        for (account, n) in rows {
+            *counts.entry(account).or_insert(0) += n;
+        }
+        Ok(counts)
     }
 
     /// The tags of an account, with how many messages carry each, most used first; a tag

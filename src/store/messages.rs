@@ -7,6 +7,13 @@ use sqlx::{QueryBuilder, Sqlite};
 use super::{Store, db_error};
 use crate::search::{Expr, Query, Term};
 
+/// A page of search results and how many messages match in all.
+#[derive(Debug)]
+pub struct SearchPage {
+    pub rows: Vec<MessageRow>,
+    pub total: u64,
+}
+
 /// One indexed message as the CLI and MCP show it: where it is and its state, then headers.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct MessageRow {
@@ -46,8 +53,9 @@ const SELECT: &str =
     "SELECT m.id, b.account_id, b.name, m.uidvalidity, m.uid, s.modseq, b.highestmodseq,
     m.message_id,
     m.from_addr, m.to_addr, m.cc_addr, m.subject, m.date, m.size, m.has_attachments, s.is_read,
-    s.is_flagged, s.flags, s.tags, m.snippet
+    s.is_flagged, s.flags, s.tags, coalesce(t.snippet, '') AS snippet
     FROM messages m JOIN mailboxes b ON b.id = m.mailbox_id JOIN message_state s ON s.id = m.id
+    LEFT JOIN message_text t ON t.id = m.id
     WHERE 1 = 1";
 
 fn row_of(r: Row) -> MessageRow {
@@ -219,6 +227,27 @@ fn push_like(q: &mut QueryBuilder<Sqlite>, column: &str, value: &str) {
             .replace('_', "\\_")
     ));
     q.push(" ESCAPE '\\'");
+}
+
+/// The tables a condition reads: `messages`, and the mailbox or state row only when a term
+/// asks for them. Leaving a join out never changes the matches: every message has exactly
+/// one mailbox (a NOT NULL key) and one state row (written with it, in `insert_batch`).
+fn tables_for(expr: &Expr) -> &'static str {
+    let (mut mailbox, mut state) = (false, false);
+    expr.for_each_term(&mut |term| match term {
+        Term::Mailbox(_) | Term::Account(_) => mailbox = true,
+        Term::Read(_) | Term::Flagged(_) => state = true,
+        _ => {}
+    });
+    match (mailbox, state) {
+        (false, false) => "FROM messages m",
+        (true, false) => "FROM messages m JOIN mailboxes b ON b.id = m.mailbox_id",
+        (false, true) => "FROM messages m JOIN message_state s ON s.id = m.id",
+        (true, true) => {
+            "FROM messages m JOIN mailboxes b ON b.id = m.mailbox_id \
+             JOIN message_state s ON s.id = m.id"
+        }
+    }
 }
 
 /// ` AND (the query's condition)`. Values are bound, never spliced into the SQL text.
@@ -399,10 +428,8 @@ impl Store {
 
     /// How many messages match the query in all.
     pub async fn count(&self, query: &Query) -> Result<u64, Error> {
-        let mut q = QueryBuilder::<Sqlite>::new(
-            "SELECT count(*) FROM messages m JOIN mailboxes b ON b.id = m.mailbox_id
-             JOIN message_state s ON s.id = m.id WHERE 1 = 1",
-        );
+        let mut q = QueryBuilder::<Sqlite>::new("SELECT count(*) ");
+        q.push(tables_for(&query.root)).push(" WHERE 1 = 1");
         push_terms(&mut q, query);
         let n: i64 = q
             .build_query_scalar()
@@ -412,6 +439,20 @@ impl Store {
         Ok(n as u64)
     }
 
+    /// One page of matches, newest first, and how many match in all. The two are read at
+    /// once, on two connections: a page costs about as much as its count.
+    pub async fn search_page(
+        &self,
+        query: &Query,
+        limit: u32,
+        offset: u64,
+    ) -> Result<SearchPage, Error> {
+        let (rows, total) = tokio::try_join!(self.search(query, limit, offset), self.count(query))?;
+        // The two may read either side of a sync's commit; the page is what was shown.
+        let total = total.max(offset + rows.len() as u64);
+        Ok(SearchPage { rows, total })
+    }
+
     /// Messages matching every term, newest first, skipping the first `offset`.
     pub async fn search(
         &self,
@@ -419,12 +460,17 @@ impl Store {
         limit: u32,
         offset: u64,
     ) -> Result<Vec<MessageRow>, Error> {
+        // The page's ids are ordered first, alone; only its rows are then read whole.
         let mut q = QueryBuilder::<Sqlite>::new(SELECT);
+        q.push(" AND m.id IN (SELECT m.id ")
+            .push(tables_for(&query.root))
+            .push(" WHERE 1 = 1");
         push_terms(&mut q, query);
         q.push(" ORDER BY m.date DESC, m.id DESC LIMIT ")
             .push_bind(i64::from(limit))
             .push(" OFFSET ")
-            .push_bind(offset as i64);
+            .push_bind(offset as i64)
+            .push(") ORDER BY m.date DESC, m.id DESC");
         let rows: Vec<Row> = q
             .build_query_as()
             .fetch_all(self.pool())

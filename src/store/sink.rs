@@ -486,8 +486,7 @@ async fn insert_batch(
     for chunk in messages.chunks(INSERT_CHUNK) {
         let mut q = QueryBuilder::<Sqlite>::new(
             "INSERT INTO messages (mailbox_id, uidvalidity, uid, message_id, from_addr,
-                   to_addr, cc_addr, subject, date, size, has_attachments, snippet,
-                   text_pending) ",
+                   to_addr, cc_addr, subject, date, size, has_attachments, text_pending) ",
         );
         q.push_values(chunk, |mut row, m| {
             row.push_bind(mailbox_id)
@@ -501,7 +500,6 @@ async fn insert_batch(
                 .push_bind(m.date)
                 .push_bind(m.size as i64)
                 .push_bind(m.has_attachments)
-                .push_bind(m.snippet.clone())
                 .push_bind(m.text_pending);
         });
         // A message indexed before keeps its row and id; the no-op update makes RETURNING
@@ -537,6 +535,19 @@ async fn insert_batch(
             .filter_map(|m| Some((*by_uid.get(&(m.uid as i64))?, json_list(&m.flags.tags))))
             .collect();
         replace_tags(&mut tx, &tags).await?;
+        let snippets: Vec<(i64, &str)> = chunk
+            .iter()
+            .filter(|m| !m.snippet.is_empty())
+            .filter_map(|m| Some((*by_uid.get(&(m.uid as i64))?, m.snippet.as_str())))
+            .collect();
+        if !snippets.is_empty() {
+            // As for the row itself, a message indexed before keeps what it had.
+            let mut text = QueryBuilder::<Sqlite>::new("INSERT OR IGNORE INTO message_text ");
+            text.push_values(snippets, |mut row, (id, snippet)| {
+                row.push_bind(id).push_bind(snippet);
+            });
+            text.build().execute(&mut *tx).await.map_err(db_error)?;
+        }
         // A message whose text is still to come gets its full-text row with it, once.
         let complete: Vec<&MessageMeta> = chunk.iter().filter(|m| !m.text_pending).collect();
         if complete.is_empty() {
@@ -566,40 +577,32 @@ async fn write_text(
     uidvalidity: UidValidity,
     texts: &[MessageText],
 ) -> Result<()> {
+    const STATEMENTS: [&str; 3] = [
+        "UPDATE messages SET has_attachments = v.has_attachments, text_pending = 0
+         FROM v WHERE messages.uid = v.uid AND messages.mailbox_id = ",
+        "INSERT OR REPLACE INTO message_text (id, snippet) SELECT m.id, v.snippet
+         FROM v JOIN messages m ON m.uid = v.uid AND m.mailbox_id = ",
+        "INSERT OR REPLACE INTO messages_fts (rowid, subject, addresses, snippet, body)
+         SELECT m.id, m.subject, m.from_addr || ' ' || m.to_addr || ' ' || m.cc_addr,
+           v.snippet, v.body
+         FROM v JOIN messages m ON m.uid = v.uid AND m.mailbox_id = ",
+    ];
     let mut tx = store.pool().begin().await.map_err(db_error)?;
     for chunk in texts.chunks(INSERT_CHUNK) {
-        let mut update = QueryBuilder::<Sqlite>::new("WITH v(uid, has_attachments, snippet) AS (");
-        update.push_values(chunk, |mut row, t| {
-            row.push_bind(t.uid as i64)
-                .push_bind(t.has_attachments)
-                .push_bind(t.snippet.clone());
-        });
-        update.push(
-            ") UPDATE messages SET has_attachments = v.has_attachments, snippet = v.snippet,
-               text_pending = 0 FROM v WHERE messages.mailbox_id = ",
-        );
-        update
-            .push_bind(mailbox_id)
-            .push(" AND messages.uidvalidity = ")
-            .push_bind(i64::from(uidvalidity))
-            .push(" AND messages.uid = v.uid");
-        update.build().execute(&mut *tx).await.map_err(db_error)?;
-        let mut fts = QueryBuilder::<Sqlite>::new("WITH v(uid, snippet, body) AS (");
-        fts.push_values(chunk, |mut row, t| {
-            row.push_bind(t.uid as i64)
-                .push_bind(t.snippet.clone())
-                .push_bind(t.body_prefix.clone());
-        });
-        fts.push(
-            ") INSERT OR REPLACE INTO messages_fts (rowid, subject, addresses, snippet, body)
-             SELECT m.id, m.subject, m.from_addr || ' ' || m.to_addr || ' ' || m.cc_addr,
-               v.snippet, v.body
-             FROM v JOIN messages m ON m.uid = v.uid AND m.mailbox_id = ",
-        );
-        fts.push_bind(mailbox_id)
-            .push(" AND m.uidvalidity = ")
-            .push_bind(i64::from(uidvalidity));
-        fts.build().execute(&mut *tx).await.map_err(db_error)?;
+        for statement in STATEMENTS {
+            let mut q =
+                QueryBuilder::<Sqlite>::new("WITH v(uid, has_attachments, snippet, body) AS (");
+            q.push_values(chunk, |mut row, t| {
+                row.push_bind(t.uid as i64)
+                    .push_bind(t.has_attachments)
+                    .push_bind(t.snippet.clone())
+                    .push_bind(t.body_prefix.clone());
+            });
+            q.push(") ").push(statement).push_bind(mailbox_id);
+            q.push(" AND uidvalidity = ")
+                .push_bind(i64::from(uidvalidity));
+            q.build().execute(&mut *tx).await.map_err(db_error)?;
+        }
     }
     tx.commit().await.map_err(db_error)
 }

@@ -19,5 +19,5 @@ pub use connect::{ImapConfig, ImapSettings, TlsMode};
 pub use delete::plan_delete;
 pub use session::ImapProvider;
 /// The FETCH items of a first sync (without the parentheses), for benchmarks to compare with.
-pub use sync::NEW_MESSAGE_ITEMS;
+pub use sync::{NEW_MESSAGE_ITEMS, TEXT_ITEMS};
 pub use write::{plan, validate_tag};
