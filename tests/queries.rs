@@ -325,6 +325,12 @@ fn query_text() -> impl proptest::strategy::Strategy<Value = String> {
         "subject:(",
         "\\",
         "\u{0}",
+        "newer_than:1é",
+        "older_than:99999999999999999999y",
+        "newer_than:9223372036854775807d",
+        "larger:18446744073709551615G",
+        "smaller:1é",
+        "before:2026-02-31",
     ]);
     let spaced =
         prop::collection::vec((fragment, prop::sample::select(vec!["", " ", "  "])), 0..24)
@@ -334,7 +340,14 @@ fn query_text() -> impl proptest::strategy::Strategy<Value = String> {
                     .map(|(f, s)| format!("{f}{s}"))
                     .collect::<String>()
             });
-    prop_oneof![3 => spaced, 1 => any::<String>()]
+    // Long runs of a prefix that nests (negation, groups) must be refused or read, never
+    // recursed into until the stack runs out.
+    let runs = (
+        prop::sample::select(vec!["-", "-(", "(", "{", "NOT "]),
+        0usize..20_000,
+    )
+        .prop_map(|(unit, n)| format!("{}zebra", unit.repeat(n)));
+    prop_oneof![6 => spaced, 2 => any::<String>(), 1 => runs]
 }
 
 #[test]
