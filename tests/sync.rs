@@ -424,3 +424,78 @@ async fn headers_are_searchable_before_the_text_and_a_cut_text_pass_resumes() {
     let quiet = ok(home.path(), &["sync"]);
     assert_eq!(quiet["accounts"][0]["text_filled"], 0, "{quiet}");
 }
+
+/// Of several accounts, one that cannot be synced does not stop the others: each of them is
+/// synced and reported, the failure is reported with its error type and next step, and the
+/// exit code is the failure's. Asked for that one account alone, its error is the answer.
+#[tokio::test]
+async fn one_failing_account_does_not_stop_the_others() {
+    let Some(server) = server() else { return };
+    let home = tempfile::tempdir().unwrap();
+    // Added first, so it is synced first: the others come after its failure.
+    let proxy =
+        mailbroker_testkit::Proxy::start(server.imap_port, std::time::Duration::ZERO).unwrap();
+    common::add_proxied(home.path(), "a-gone", proxy.port, "sync-gone");
+    drop(proxy);
+    seed(server, "sync-fine", "INBOX", 3)
+        .await
+        .logout()
+        .await
+        .unwrap();
+    add_account(server, home.path(), "fine", "sync-fine", &[]);
+
+    let all = common::mb(home.path(), &["sync"]);
+    assert_eq!(all.code, 4, "{}\n{}", all.stdout, all.stderr);
+    assert_eq!(all.json["accounts"][0]["account"], "fine", "{}", all.stdout);
+    assert_eq!(all.json["accounts"][0]["added"], 3, "{}", all.stdout);
+    let failed = &all.json["failed"][0];
+    assert_eq!(failed["account"], "a-gone", "{}", all.stdout);
+    assert_eq!(
+        failed["error_type"], "provider_unavailable",
+        "{}",
+        all.stdout
+    );
+    assert!(
+        failed["error"].as_str().unwrap().contains("a-gone"),
+        "{}",
+        all.stdout
+    );
+    assert_eq!(ok(home.path(), &["search", "account:fine"])["total"], 3);
+
+    let text = common::mb_text(home.path(), &["sync"]);
+    assert_eq!(text.code, 4);
+    assert!(
+        text.stderr.contains("a-gone: not synced")
+            && text.stderr.contains("error[provider_unavailable]")
+            && text.stdout.contains("fine: +0 new"),
+        "{}\n{}",
+        text.stdout,
+        text.stderr
+    );
+    let alone = common::mb(home.path(), &["sync", "--account", "a-gone"]);
+    assert_eq!(alone.code, 4);
+    assert_eq!(
+        alone.json["error_type"], "provider_unavailable",
+        "{}",
+        alone.stdout
+    );
+
+    let session = common::mcp::connect(
+        home.path(),
+        common::mcp::client(None, rmcp::model::ProtocolVersion::V_2025_11_25),
+    )
+    .await;
+    let synced = common::mcp::ok_call(&session, "sync_accounts", serde_json::json!({})).await;
+    assert_eq!(synced["accounts"][0]["account"], "fine", "{synced}");
+    assert_eq!(synced["failed"][0]["account"], "a-gone", "{synced}");
+    assert_eq!(synced["failed"][0]["error_type"], "provider_unavailable");
+    assert!(synced["failed"][0]["next_step"].is_string(), "{synced}");
+    let alone = common::mcp::err_call(
+        &session,
+        "sync_accounts",
+        serde_json::json!({ "account": "a-gone" }),
+    )
+    .await;
+    assert_eq!(alone["error_type"], "provider_unavailable");
+    session.cancel().await.ok();
+}

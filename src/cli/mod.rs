@@ -667,6 +667,7 @@ async fn run_sync(
             .with_next_step("run: mailbroker account add imap --help"));
     }
     let mut reports = Vec::new();
+    let mut failed: Vec<(AccountId, Error)> = Vec::new();
     for id in &ids {
         let bar = progress_bar(json);
         bar.set_message(format!("sync {id}"));
@@ -696,7 +697,19 @@ async fn run_sync(
         })
         .await;
         bar.finish_and_clear();
-        let report = report?;
+        let report = match report {
+            Ok(report) => report,
+            // Asked for one account, its error is the answer; of several, the others go on.
+            Err(e) if ids.len() == 1 => return Err(e),
+            Err(e) => {
+                if !json {
+                    eprintln!("{id}: not synced; the other accounts go on");
+                    output::print_error(&e, false);
+                }
+                failed.push((id.clone(), e));
+                continue;
+            }
+        };
         if !json {
             let text = match report.text_filled {
                 0 => String::new(),
@@ -720,13 +733,30 @@ async fn run_sync(
         .filter_map(|(account, m)| Some((account, &m.mailbox, m.error.as_deref()?)))
         .collect();
     if json {
-        print_json(Some("accounts"), &reports)?;
+        let failed: Vec<_> = failed
+            .iter()
+            .map(|(id, e)| {
+                serde_json::json!({
+                    "account": id, "error": e.message(), "error_type": e.error_type(),
+                    "next_step": e.next_step(),
+                })
+            })
+            .collect();
+        print_json(
+            None,
+            &serde_json::json!({ "accounts": reports, "failed": failed }),
+        )?;
     } else {
         for (account, mailbox, error) in &skipped {
             println!("{account}: mailbox {mailbox:?} skipped ({error}); the next sync retries it");
         }
     }
-    // The others were synced; the exit code tells scripts that not everything was.
+    // The others were synced; the exit code tells scripts that not everything was, and
+    // why: a failed account's own code (fix the account, retry later…) before a skipped
+    // mailbox's.
+    if let Some((_, e)) = failed.first() {
+        return Ok(e.exit_code() as u8);
+    }
     Ok(if skipped.is_empty() { 0 } else { 5 })
 }
 

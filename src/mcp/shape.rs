@@ -73,13 +73,17 @@ pub fn failure(e: &Error) -> CallToolResult {
         "error": e.message(),
         "error_type": e.error_type(),
     });
-    let step = e
-        .next_step()
-        .map(for_mcp)
-        .unwrap_or_else(|| default_step(e).to_string());
+    let step = next_step(e);
     let text = format!("{}: {} (next: {step})", e.error_type(), e.message());
     body["next_step"] = step.into();
     with_text(CallToolResult::structured_error(body), text)
+}
+
+/// The error's next step, written for an assistant; every error has one.
+pub fn next_step(e: &Error) -> String {
+    e.next_step()
+        .map(for_mcp)
+        .unwrap_or_else(|| default_step(e).to_string())
 }
 
 /// `result` with `text` as its one text block instead of its structured content repeated.

@@ -215,9 +215,24 @@ impl McpServer {
     }
 
     async fn sync_view(&self, account: Option<String>) -> Result<SyncOut> {
-        let mut accounts = Vec::new();
-        for id in self.accounts_for(account).await? {
-            let r = crate::sync::sync_account(&self.home, &self.store, &id, false, |_| {}).await?;
+        let (mut accounts, mut failed) = (Vec::new(), Vec::new());
+        let ids = self.accounts_for(account).await?;
+        for id in &ids {
+            let r =
+                match crate::sync::sync_account(&self.home, &self.store, id, false, |_| {}).await {
+                    Ok(r) => r,
+                    // Asked for one account, its error is the answer; of several, the others go on.
+                    Err(e) if ids.len() == 1 => return Err(e),
+                    Err(e) => {
+                        failed.push(SyncFailure {
+                            account: id.to_string(),
+                            error: e.message().to_string(),
+                            error_type: e.error_type().to_string(),
+                            next_step: super::shape::next_step(&e),
+                        });
+                        continue;
+                    }
+                };
             accounts.push(SyncView {
                 account: r.account.to_string(),
                 added: r.added,
@@ -229,6 +244,7 @@ impl McpServer {
         Ok(SyncOut {
             success: true,
             accounts,
+            failed,
         })
     }
 

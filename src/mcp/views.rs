@@ -460,10 +460,22 @@ pub struct SyncView {
     pub duration_ms: u64,
 }
 
+/// An account that could not be synced while others were; its error, as a failed call's.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct SyncFailure {
+    pub account: String,
+    pub error: String,
+    pub error_type: String,
+    pub next_step: String,
+}
+
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct SyncOut {
     pub success: bool,
     pub accounts: Vec<SyncView>,
+    /// Accounts that failed while the others were synced (only when several were asked for).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub failed: Vec<SyncFailure>,
 }
 
 /// What a write or deletion will do, as the person is asked about it: the action, then the
@@ -643,6 +655,15 @@ impl Brief for SyncOut {
                 )
             })
             .collect();
-        format!("synced {}", parts.join("; "))
+        let failed: Vec<String> = self
+            .failed
+            .iter()
+            .map(|f| format!("{} failed: {}", f.account, f.error))
+            .collect();
+        match (parts.is_empty(), failed.is_empty()) {
+            (_, true) => format!("synced {}", parts.join("; ")),
+            (true, false) => failed.join("; "),
+            (false, false) => format!("synced {}; {}", parts.join("; "), failed.join("; ")),
+        }
     }
 }
