@@ -2,7 +2,7 @@
 //! each Gmail message as one row in the mailbox its labels put it in (`place_of`), user labels
 //! are tags, UNREAD and STARRED are read and flagged, and every label id is kept raw.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use mailbroker_core::{MailboxInfo, MessageFlags, MessageMeta, Role, Uid, UidValidity};
 use serde::{Deserialize, Serialize};
@@ -71,6 +71,10 @@ pub struct Cursor {
     pub history_id: u64,
     /// User label id → name.
     pub labels: BTreeMap<String, String>,
+    /// System label ids (INBOX, UNREAD, CATEGORY_…), so a label id in neither map is one
+    /// created since the map was read.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub system: BTreeSet<String>,
     /// The history id a first sync began at while it has not finished: the next sync
     /// resumes it rather than starting over.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -88,11 +92,17 @@ impl Cursor {
     }
 
     pub fn set_labels(&mut self, labels: &[api::Label]) {
-        self.labels = labels
-            .iter()
-            .filter(|l| l.kind == "user")
+        let (user, system): (Vec<_>, Vec<_>) = labels.iter().partition(|l| l.kind == "user");
+        self.labels = user
+            .into_iter()
             .map(|l| (l.id.clone(), l.name.clone()))
             .collect();
+        self.system = system.into_iter().map(|l| l.id.clone()).collect();
+    }
+
+    /// Whether the label map names this label id (as a tag or as a system label).
+    pub fn knows(&self, label_id: &str) -> bool {
+        self.labels.contains_key(label_id) || self.system.contains(label_id)
     }
 
     /// The user label with this name (Gmail label names are unique regardless of case).

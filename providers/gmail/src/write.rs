@@ -212,6 +212,25 @@ impl GmailProvider {
         Ok(Some(label.id))
     }
 
+    /// A label the account's cached map does not know (created by an earlier write, whose
+    /// map was not kept, or by another client since the last sync) would be read back as no
+    /// tag at all: the map is read again once and the states read back are taken anew.
+    async fn tags_with_new_labels(&mut self, results: &mut [ItemResult]) -> Result<()> {
+        let unknown = results
+            .iter()
+            .filter_map(|r| r.observed.as_ref())
+            .any(|(_, flags)| flags.raw.iter().any(|l| !self.cursor.knows(l)));
+        if !unknown {
+            return Ok(());
+        }
+        let labels = api::labels(&self.client).await?;
+        self.cursor.set_labels(&labels);
+        for (_, flags) in results.iter_mut().filter_map(|r| r.observed.as_mut()) {
+            *flags = self.cursor.flags_of(&flags.raw);
+        }
+        Ok(())
+    }
+
     async fn delta(&mut self, batch: &WriteBatch) -> Result<Delta> {
         // Tags are looked up (and created) before anything is read or sent.
         let mut ids: HashMap<String, Option<String>> = HashMap::new();
@@ -251,6 +270,7 @@ impl GmailProvider {
                 && place.is_none_or(|p| convert::place_of(seen.labels.iter()) == p)
         };
         results.extend(self.verify(&targets, pre_write, sent, holds).await);
+        self.tags_with_new_labels(&mut results).await?;
         for r in &mut results {
             if let (Outcome::Applied, Some(to)) = (r.outcome, place) {
                 r.moved_to = Some((to.to_string(), UIDVALIDITY, r.uid));

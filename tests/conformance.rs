@@ -1,0 +1,386 @@
+//! One scenario set every provider passes, through the real binary: IMAP on Dovecot and
+//! Gmail on its mock, each from four unread INBOX messages ("Message 0" … "Message 3", from
+//! alice) in a freshly synced account. A new provider adds a `Remote` variant (how to look at
+//! its server and act on it as another client) and a line to `conformance!`.
+//!
+//! The scenarios: patch semantics (unset fields unchanged), a repeated request writes
+//! nothing, a message changed elsewhere is stale and not overwritten, a lost answer is
+//! never resent blindly, a move and its undo, and a staged deletion and its undo.
+
+mod common;
+
+use std::path::Path;
+
+use common::gmail::control;
+use common::{mb, ok};
+use mailbroker_mock_gmail::GmailMock;
+use mailbroker_testkit::{ImapClient, Proxy, message};
+use serde_json::{Value, json};
+
+const MESSAGES: usize = 4;
+
+/// A provider's server, seen and changed from outside mailbroker.
+enum Remote {
+    /// Dovecot behind a proxy that shows what mailbroker sends and can lose an answer.
+    Imap { client: ImapClient, proxy: Proxy },
+    /// The Gmail mock; `ids[n]` is "Message n"'s Gmail id.
+    Gmail { mock: GmailMock, ids: Vec<String> },
+}
+
+/// What the server holds of the four messages.
+#[derive(Debug, PartialEq, Eq)]
+struct Counts {
+    inbox: usize,
+    archive: usize,
+    trash: usize,
+    unread: usize,
+    flagged: usize,
+    tagged: usize,
+}
+
+struct Fixture {
+    home: tempfile::TempDir,
+    remote: Remote,
+    /// Writes the server had seen when last asked (`writes_since`).
+    writes_seen: usize,
+}
+
+impl Fixture {
+    async fn imap(user: &str) -> Option<Fixture> {
+        let server = common::server()?;
+        let messages = (0..MESSAGES).map(|i| {
+            message(
+                i,
+                "alice@example.test",
+                &format!("Message {i}"),
+                "Conformance.",
+            )
+        });
+        server.import_messages(user, messages).unwrap();
+        let home = tempfile::tempdir().unwrap();
+        let proxy = Proxy::start(server.imap_port, std::time::Duration::ZERO).unwrap();
+        common::add_proxied(home.path(), "c", proxy.port, user);
+        let client = ImapClient::connect(server, user).await.unwrap();
+        Some(Fixture::synced(home, Remote::Imap { client, proxy }))
+    }
+
+    async fn gmail() -> Option<Fixture> {
+        let mock = GmailMock::start("me@mock.example").await.unwrap();
+        let ids = mock.seed(MESSAGES, &["INBOX", "UNREAD"], Some("alice@example.test"));
+        let home = tempfile::tempdir().unwrap();
+        common::gmail::add_account(&mock, home.path(), "c", &[]).await;
+        Some(Fixture::synced(home, Remote::Gmail { mock, ids }))
+    }
+
+    fn synced(home: tempfile::TempDir, remote: Remote) -> Fixture {
+        let sync = ok(home.path(), &["sync"]);
+        assert_eq!(sync["accounts"][0]["added"], MESSAGES, "{sync}");
+        let mut fixture = Fixture {
+            home,
+            remote,
+            writes_seen: 0,
+        };
+        fixture.writes_since();
+        fixture
+    }
+
+    fn path(&self) -> &Path {
+        self.home.path()
+    }
+
+    /// The local id of "Message n".
+    fn id(&self, n: usize) -> String {
+        let found = ok(
+            self.path(),
+            &["search", &format!("subject:\"Message {n}\"")],
+        );
+        assert_eq!(found["total"], 1, "{found}");
+        found["messages"][0]["id"].to_string()
+    }
+
+    /// How many messages the index finds for `query`.
+    fn indexed(&self, query: &str) -> u64 {
+        ok(self.path(), &["search", query])["total"]
+            .as_u64()
+            .unwrap()
+    }
+
+    /// Write commands or calls the server received since the last call.
+    fn writes_since(&mut self) -> usize {
+        match &self.remote {
+            // The proxy hands over what it forwarded since it was last asked.
+            Remote::Imap { proxy, .. } => proxy
+                .take_sent()
+                .lines()
+                .filter(|l| l.contains(" STORE ") || l.contains(" MOVE "))
+                .count(),
+            Remote::Gmail { mock, .. } => {
+                let total = mock
+                    .requests()
+                    .iter()
+                    .filter(|r| r.method != "GET" && r.path.contains("/messages/"))
+                    .count();
+                let new = total - self.writes_seen;
+                self.writes_seen = total;
+                new
+            }
+        }
+    }
+
+    /// Another client flags "Message n" on the server; the index does not know yet.
+    async fn flag_elsewhere(&mut self, n: usize) {
+        match &mut self.remote {
+            Remote::Imap { client, .. } => {
+                // Imported in order into a new mailbox: "Message n" has UID n + 1.
+                let uid = n as u32 + 1;
+                client
+                    .store("INBOX", uid, "+FLAGS", "\\Flagged")
+                    .await
+                    .unwrap();
+            }
+            Remote::Gmail { mock, ids } => {
+                control(
+                    mock,
+                    "modify",
+                    json!({ "ids": [ids[n]], "add": ["STARRED"], "remove": [] }),
+                )
+                .await;
+            }
+        }
+    }
+
+    /// The next write's answer is lost on its way back (the write itself lands).
+    async fn lose_next_write_answer(&mut self) {
+        match &self.remote {
+            Remote::Imap { proxy, .. } => proxy.cut_after("UID STORE"),
+            Remote::Gmail { mock, .. } => {
+                control(mock, "faults", json!({ "drop_after_write": 1 })).await;
+            }
+        }
+    }
+
+    async fn counts(&mut self, tag: &str) -> Counts {
+        match &mut self.remote {
+            Remote::Imap { client, .. } => {
+                let mut all = Vec::new();
+                let mut sizes = Vec::new();
+                for mailbox in ["INBOX", "Archive", "Trash"] {
+                    let flags = client.flags(mailbox).await.unwrap();
+                    sizes.push(flags.len());
+                    all.extend(flags.into_values());
+                }
+                let with = |f: &str| all.iter().filter(|m| m.iter().any(|x| x == f)).count();
+                Counts {
+                    inbox: sizes[0],
+                    archive: sizes[1],
+                    trash: sizes[2],
+                    unread: all.len() - with("\\Seen"),
+                    flagged: with("\\Flagged"),
+                    tagged: with(tag),
+                }
+            }
+            Remote::Gmail { mock, .. } => {
+                let count = |label: &str| mock.ids_with(Some(label)).len();
+                let all = mock.ids_with(None);
+                let archived = all
+                    .iter()
+                    .filter(|id| {
+                        let names = mock.label_names(id);
+                        !names
+                            .iter()
+                            .any(|l| l == "INBOX" || l == "TRASH" || l == "SPAM")
+                    })
+                    .count();
+                // A message with TRASH is in the trash whatever else it carries.
+                let inbox = all
+                    .iter()
+                    .filter(|id| {
+                        let names = mock.label_names(id);
+                        names.iter().any(|l| l == "INBOX")
+                            && !names.iter().any(|l| l == "TRASH" || l == "SPAM")
+                    })
+                    .count();
+                Counts {
+                    inbox,
+                    archive: archived,
+                    trash: count("TRASH"),
+                    unread: count("UNREAD"),
+                    flagged: count("STARRED"),
+                    tagged: all
+                        .iter()
+                        .filter(|id| mock.label_names(id).iter().any(|l| l == tag))
+                        .count(),
+                }
+            }
+        }
+    }
+}
+
+fn counts(
+    inbox: usize,
+    archive: usize,
+    trash: usize,
+    unread: usize,
+    flagged: usize,
+    tagged: usize,
+) -> Counts {
+    Counts {
+        inbox,
+        archive,
+        trash,
+        unread,
+        flagged,
+        tagged,
+    }
+}
+
+/// `update --query QUERY CHANGE… --yes` as arguments.
+fn update<'a>(query: &'a str, change: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["update", "--query", query];
+    args.extend(change);
+    args.push("--yes");
+    args
+}
+
+fn change_id(run: &Value) -> String {
+    run["change_id"].as_i64().expect("a change id").to_string()
+}
+
+/// A tag added leaves read and flagged state alone; a flag set leaves the tags alone.
+async fn patch_semantics(mut f: Fixture) {
+    let tagged = ok(f.path(), &update("in:inbox", &["--add-tag", "Later"]));
+    assert_eq!(tagged["applied"], MESSAGES, "{tagged}");
+    assert_eq!(f.counts("Later").await, counts(4, 0, 0, 4, 0, 4));
+    let one = f.id(1);
+    let flagged = ok(f.path(), &["update", &one, "--flag", "--yes"]);
+    assert_eq!(flagged["applied"], 1, "{flagged}");
+    assert_eq!(f.counts("Later").await, counts(4, 0, 0, 4, 1, 4));
+    assert_eq!(f.indexed("tag:Later is:unread"), 4);
+    assert_eq!(f.indexed("is:flagged tag:Later"), 1);
+}
+
+/// The same request again finds everything as asked and sends no write.
+async fn repeat_writes_nothing(mut f: Fixture) {
+    let request = update("from:alice", &["--add-tag", "Once", "--read"]);
+    let first = ok(f.path(), &request);
+    assert_eq!(first["applied"], MESSAGES, "{first}");
+    assert!(f.writes_since() > 0);
+    let again = ok(f.path(), &request);
+    assert_eq!(again["applied"], 0, "{again}");
+    assert_eq!(again["unchanged"], MESSAGES, "{again}");
+    assert_eq!(
+        f.writes_since(),
+        0,
+        "a repeated request wrote to the server"
+    );
+    assert_eq!(f.counts("Once").await, counts(4, 0, 0, 0, 0, 4));
+}
+
+/// A message another client changed since the sync is stale: not overwritten, and the
+/// index learns its state; the others are written.
+async fn changed_elsewhere_is_stale(mut f: Fixture) {
+    f.flag_elsewhere(2).await;
+    let run = mb(
+        f.path(),
+        &update("from:alice", &["--add-tag", "Later", "--unflag"]),
+    );
+    assert_eq!(run.code, 5, "{}", run.stdout);
+    assert_eq!(run.json["stale"], 1, "{}", run.stdout);
+    assert_eq!(run.json["applied"], MESSAGES - 1, "{}", run.stdout);
+    assert_eq!(run.json["failures"][0]["error_type"], "stale_state");
+    assert_eq!(f.counts("Later").await, counts(4, 0, 0, 4, 1, 3));
+    let shown = ok(f.path(), &["show", &f.id(2)]);
+    assert_eq!(shown["message"]["flagged"], true, "{shown}");
+}
+
+/// The write lands but its answer is lost: the run reports it applied (verified) or of
+/// unknown outcome, never anything else; a rerun finds it done and writes nothing.
+async fn lost_answer_is_not_resent(mut f: Fixture) {
+    let request = update("in:inbox", &["--add-tag", "Kept"]);
+    f.lose_next_write_answer().await;
+    let first = mb(f.path(), &request);
+    let applied = first.json["applied"].as_u64().unwrap_or(0);
+    let unknown = first.json["failures"].as_array().map_or(0, |all| {
+        all.iter()
+            .filter(|x| x["error_type"] == "outcome_unknown")
+            .count()
+    });
+    assert_eq!(applied as usize + unknown, MESSAGES, "{}", first.stdout);
+    assert_eq!(f.counts("Kept").await.tagged, MESSAGES, "the write landed");
+    f.writes_since();
+    let rerun = ok(f.path(), &request);
+    assert_eq!(rerun["applied"], 0, "{rerun}");
+    assert_eq!(rerun["unchanged"], MESSAGES, "{rerun}");
+    assert_eq!(f.writes_since(), 0, "resent after a lost answer");
+    assert_eq!(f.indexed("tag:Kept"), MESSAGES as u64);
+}
+
+/// A move to the archive, and its undo back to the inbox.
+async fn move_and_undo(mut f: Fixture) {
+    let moved = ok(f.path(), &update("in:inbox", &["--move-to", "archive"]));
+    assert_eq!(moved["applied"], MESSAGES, "{moved}");
+    assert_eq!(f.counts("x").await, counts(0, 4, 0, 4, 0, 0));
+    assert_eq!(f.indexed("in:archive"), MESSAGES as u64);
+    let undone = ok(f.path(), &["undo", &change_id(&moved)]);
+    assert_eq!(undone["applied"], MESSAGES, "{undone}");
+    assert_eq!(f.counts("x").await, counts(4, 0, 0, 4, 0, 0));
+    assert_eq!(f.indexed("in:inbox is:unread"), MESSAGES as u64);
+}
+
+/// A deletion is only staged until a person runs it; run, it goes to the trash, and its
+/// undo brings the messages back as they were.
+async fn staged_deletion_and_undo(mut f: Fixture) {
+    let staged = ok(f.path(), &["stage-delete", "from:alice", "subject:Message"]);
+    assert_eq!(staged["manifest"]["summary"]["count"], MESSAGES, "{staged}");
+    assert_eq!(f.writes_since(), 0, "staging wrote to the server");
+    assert_eq!(f.counts("x").await, counts(4, 0, 0, 4, 0, 0));
+    let manifest = staged["manifest"]["id"].as_i64().unwrap().to_string();
+    let run = ok(f.path(), &["delete-staged", &manifest, "--yes"]);
+    assert_eq!(run["counts"]["done"], MESSAGES, "{run}");
+    assert_eq!(f.counts("x").await, counts(0, 0, 4, 4, 0, 0));
+    assert_eq!(f.indexed("in:trash"), MESSAGES as u64);
+    let undone = ok(f.path(), &["undo", &change_id(&run)]);
+    assert_eq!(undone["applied"], MESSAGES, "{undone}");
+    assert_eq!(f.counts("x").await, counts(4, 0, 0, 4, 0, 0));
+}
+
+enum Kind {
+    Imap,
+    Gmail,
+}
+
+/// A fresh fixture of that provider (`user` names the IMAP user); `None` where the test
+/// server is not installed outside CI.
+async fn setup(kind: Kind, user: &str) -> Option<Fixture> {
+    match kind {
+        Kind::Imap => Fixture::imap(user).await,
+        Kind::Gmail => Fixture::gmail().await,
+    }
+}
+
+/// `provider: Kind;` gives one test per scenario for that provider.
+macro_rules! conformance {
+    ($($provider:ident: $kind:expr;)*) => {$(
+        mod $provider {
+            use super::*;
+            conformance!(@each $kind, patch_semantics, repeat_writes_nothing,
+                changed_elsewhere_is_stale, lost_answer_is_not_resent, move_and_undo,
+                staged_deletion_and_undo);
+        }
+    )*};
+    (@each $kind:expr, $($scenario:ident),*) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $scenario() {
+            let user = concat!("conf-", stringify!($scenario));
+            let Some(fixture) = setup($kind, user).await else {
+                return;
+            };
+            super::$scenario(fixture).await;
+        }
+    )*};
+}
+
+conformance! {
+    imap: Kind::Imap;
+    gmail: Kind::Gmail;
+}
