@@ -280,11 +280,9 @@ impl Run<'_> {
                         "next_step": e.next_step(),
                     }));
                     // Nothing of the batch is known to have been sent. When the account needs
-                    // fixing or the server asks to retry later (exit codes 3 and 4), or the
-                    // outcome is unknown, the items stay pending for the next run; otherwise
-                    // they failed.
-                    let retry =
-                        matches!(e.exit_code(), 3 | 4) || matches!(e, Error::OutcomeUnknown(_));
+                    // fixing, the server asks to retry later, or the outcome is unknown, the
+                    // items stay pending for the next run; otherwise they failed.
+                    let retry = e.needs_account_fix() || e.is_retryable() || e.is_unknown_outcome();
                     if !retry {
                         let failed: Vec<ItemResult> = items
                             .iter()

@@ -688,7 +688,7 @@ async fn run_batches(
                     }
                 }
                 Err(e) => {
-                    let outcome = if e.error_type() == "outcome_unknown" {
+                    let outcome = if e.is_unknown_outcome() {
                         Outcome::Unknown
                     } else {
                         Outcome::Failed

@@ -104,6 +104,26 @@ impl Error {
         self
     }
 
+    /// The thing asked for does not exist (any more).
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, Error::NotFound(_))
+    }
+
+    /// Something was sent and whether it took effect is not known.
+    pub fn is_unknown_outcome(&self) -> bool {
+        matches!(self, Error::OutcomeUnknown(_))
+    }
+
+    /// The same request may succeed later without any change (rate limit, server away).
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Error::RateLimited(_) | Error::ProviderUnavailable(_))
+    }
+
+    /// The account needs the person first: a login or a wider grant.
+    pub fn needs_account_fix(&self) -> bool {
+        matches!(self, Error::AuthRequired(_) | Error::InsufficientScope(_))
+    }
+
     /// Prefixes the message with what was being done, keeping the error type.
     #[must_use]
     pub fn context(mut self, what: impl fmt::Display) -> Self {
@@ -129,9 +149,9 @@ impl std::error::Error for Error {}
 mod tests {
     use super::*;
 
-    #[test]
-    fn error_types_are_the_spec_strings() {
-        let all = [
+    /// One error of every type, in the order of the variants.
+    fn every() -> Vec<Error> {
+        vec![
             Error::validation("x"),
             Error::not_found("x"),
             Error::unsupported("x"),
@@ -148,7 +168,12 @@ mod tests {
             Error::limit_exceeded("x"),
             Error::writes_disabled("x"),
             Error::internal("x"),
-        ];
+        ]
+    }
+
+    #[test]
+    fn error_types_are_the_spec_strings() {
+        let all = every();
         let spec = "validation_error, not_found, unsupported, auth_required, insufficient_scope, \
                     rate_limited, provider_unavailable, provider_write_failed, outcome_unknown, \
                     verification_failed, stale_state, confirmation_required, \
@@ -157,6 +182,27 @@ mod tests {
         assert_eq!(ours.join(", "), spec);
         assert_eq!(Error::TYPES, ours);
         assert!(all.iter().all(|e| e.exit_code() != 0));
+    }
+
+    #[test]
+    fn predicates_hold_for_exactly_their_types() {
+        let which = |f: fn(&Error) -> bool| -> Vec<&str> {
+            every()
+                .into_iter()
+                .filter(|e| f(e))
+                .map(|e| e.error_type())
+                .collect()
+        };
+        assert_eq!(which(Error::is_not_found), ["not_found"]);
+        assert_eq!(which(Error::is_unknown_outcome), ["outcome_unknown"]);
+        assert_eq!(
+            which(Error::is_retryable),
+            ["rate_limited", "provider_unavailable"]
+        );
+        assert_eq!(
+            which(Error::needs_account_fix),
+            ["auth_required", "insufficient_scope"]
+        );
     }
 
     #[test]

@@ -345,7 +345,7 @@ pub async fn history_since(client: &Client, start: u64) -> Result<HistorySince> 
 pub async fn history_or_now(client: &Client, start: u64) -> Result<(Option<Vec<History>>, u64)> {
     match history_since(client, start).await {
         Ok(h) => Ok((Some(h.records), h.history_id)),
-        Err(e) if e.error_type() == "not_found" => Ok((None, profile(client).await?.history_id)),
+        Err(e) if e.is_not_found() => Ok((None, profile(client).await?.history_id)),
         Err(e) => Err(e),
     }
 }

@@ -116,7 +116,7 @@ impl Provider for GmailProvider {
         for uid in uids {
             let m = match api::raw(&self.client, &convert::id_of(*uid)).await {
                 Ok(m) => m,
-                Err(e) if e.error_type() == "not_found" => continue,
+                Err(e) if e.is_not_found() => continue,
                 Err(e) => return Err(e),
             };
             let bytes = m.raw.ok_or_else(|| {

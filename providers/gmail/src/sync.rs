@@ -52,7 +52,7 @@ pub async fn sync(
         0 => full(&reads, cursor, request.full, sink).await?,
         start => match api::history_since(client, start).await {
             Ok(history) => incremental(&reads, cursor, history, sink).await?,
-            Err(e) if e.error_type() == "not_found" => {
+            Err(e) if e.is_not_found() => {
                 tracing::info!("gmail: history from {start} has expired; syncing in full");
                 full(&reads, cursor, true, sink).await?
             }
@@ -116,7 +116,7 @@ async fn full(
     if let Some(started) = cursor.unfinished.filter(|_| !refetch) {
         match resume(reads, cursor, started, sink, &mut reports).await {
             Ok(history_id) => return finish(sink, cursor, history_id, reports).await,
-            Err(e) if e.error_type() == "not_found" => {
+            Err(e) if e.is_not_found() => {
                 tracing::info!("gmail: history from {started} has expired; starting over");
             }
             Err(e) => return Err(e),
@@ -269,7 +269,7 @@ async fn fetch_metadata(
                 window.release(slot, client.rate_limited() != before);
                 match answer {
                     Ok(m) => Ok(Some(m)),
-                    Err(e) if e.error_type() == "not_found" => Ok(None),
+                    Err(e) if e.is_not_found() => Ok(None),
                     Err(e) => Err(e),
                 }
             }

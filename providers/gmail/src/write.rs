@@ -299,7 +299,7 @@ impl GmailProvider {
             }
             let current = match api::metadata(&self.client, &t.id).await {
                 Ok(m) => m,
-                Err(e) if e.error_type() == "not_found" => {
+                Err(e) if e.is_not_found() => {
                     let gone = Error::not_found("the message is gone from Gmail")
                         .with_next_step("run: mailbroker sync");
                     results.push(ItemResult::new(t.uid, Outcome::Failed).with_error(gone));
@@ -369,7 +369,7 @@ impl GmailProvider {
             let ids: Vec<String> = chunk.iter().map(|t| t.id.clone()).collect();
             match call(ids.clone()).await {
                 Ok(()) => {}
-                Err(e) if e.error_type() == "outcome_unknown" => sent.unknown.extend(ids),
+                Err(e) if e.is_unknown_outcome() => sent.unknown.extend(ids),
                 Err(e) if n == 0 => return Err(e),
                 Err(e) => {
                     sent.stopped = Some((n * MAX_BATCH, e));
