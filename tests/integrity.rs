@@ -1,6 +1,7 @@
 //! No server write escapes the journal: repeated ids are one selection, and an index that
 //! cannot be written (read-only, a full disk) stops a change before anything is sent, or,
 //! when it fails after the server was written, leaves an entry that says `outcome_unknown`.
+//! Nor does a change hold the index while it waits on its server.
 
 mod common;
 
@@ -278,4 +279,65 @@ async fn undo_asks_as_update_does() {
     let undone = ok(home.path(), &["undo", &change, "--yes"]);
     assert_eq!(undone["applied"], 30, "{undone}");
     assert!(client.flags("Archive").await.unwrap().is_empty());
+}
+
+/// A change waiting on its server holds no write lock on the index: meanwhile another
+/// process syncs a second account, writing its new messages, and finishes at once rather
+/// than after SQLite's 30 s busy timeout with "database is locked".
+#[tokio::test]
+async fn another_writer_goes_on_while_a_batch_waits_on_its_server() {
+    let Some(server) = server() else { return };
+    let home = tempfile::tempdir().unwrap();
+    common::seed(server, "w-held", "INBOX", 3)
+        .await
+        .logout()
+        .await
+        .unwrap();
+    let proxy =
+        mailbroker_testkit::Proxy::start(server.imap_port, std::time::Duration::ZERO).unwrap();
+    common::add_proxied(home.path(), "held", proxy.port, "w-held");
+    let mut other = common::seed(server, "w-other", "INBOX", 2).await;
+    add_account(server, home.path(), "other", "w-other", &[]);
+    ok(home.path(), &["sync"]);
+    for i in 0..5 {
+        let body = message(100 + i, "carol@example.test", "Meanwhile", "arrived later");
+        other.append("INBOX", "", &body).await.unwrap();
+    }
+
+    proxy.hold_at("UID STORE");
+    let dir = home.path().to_path_buf();
+    let change = tokio::task::spawn_blocking(move || {
+        mb(
+            &dir,
+            &[
+                "update",
+                "--query",
+                "account:held",
+                "--add-tag",
+                "Held",
+                "--yes",
+            ],
+        )
+    });
+    common::until_held(&proxy, "the change's STORE").await;
+    let started = std::time::Instant::now();
+    let dir = home.path().to_path_buf();
+    let sync = tokio::task::spawn_blocking(move || mb(&dir, &["sync", "--account", "other"]))
+        .await
+        .unwrap();
+    let took = started.elapsed();
+    assert_eq!(sync.code, 0, "{}\n{}", sync.stdout, sync.stderr);
+    assert_eq!(sync.json["accounts"][0]["added"], 5, "{}", sync.stdout);
+    assert!(
+        took < std::time::Duration::from_secs(10),
+        "the sync waited {took:?} for the index"
+    );
+    assert_eq!(ok(home.path(), &["search", "from:carol"])["total"], 5);
+
+    proxy.release();
+    let change = change.await.unwrap();
+    assert_eq!(change.code, 0, "{}\n{}", change.stdout, change.stderr);
+    assert_eq!(change.json["applied"], 3, "{}", change.stdout);
+    assert_eq!(ok(home.path(), &["search", "tag:Held"])["total"], 3);
+    other.logout().await.unwrap();
 }

@@ -9,13 +9,14 @@ use mailbroker_core::{AccountId, Error, Result};
 use mailbroker_imap::{ImapConfig, TlsMode};
 
 use crate::home::Home;
-use crate::output::{self, print_json, progress_bar};
-use crate::store::{MessageRow, Store, SyncProgress};
-use crate::{accounts, search, sync};
+use crate::output::{self, print_json};
+use crate::store::{MessageRow, Store};
+use crate::{accounts, search};
 
 mod approve;
 mod args;
 mod delete;
+mod sync;
 
 pub use args::parse_args;
 mod update;
@@ -370,7 +371,7 @@ async fn dispatch(home: &Home, store: &Store, command: Command, json: bool) -> R
         } => return update::undo(home, store, change, (dry_run, yes), json).await,
         Command::Account(cmd) => account(store, cmd, json).await,
         Command::Sync { account, full } => {
-            return run_sync(home, store, account, full, json).await;
+            return sync::run(home, store, account, full, json).await;
         }
         Command::Search { query, limit } => search_messages(store, &query, limit, json).await,
         Command::Changes { id, limit } => changes(store, id, limit, json).await,
@@ -645,119 +646,6 @@ async fn account(store: &Store, cmd: AccountCommand, json: bool) -> Result<()> {
             Ok(())
         }
     }
-}
-
-/// A sync says that headers are searchable while text is still being filled in when the
-/// text will take a noticeable time: a thousand messages or more.
-const TEXT_NOTICE_AT: u64 = 1000;
-
-async fn run_sync(
-    home: &Home,
-    store: &Store,
-    account: Option<String>,
-    full: bool,
-    json: bool,
-) -> Result<u8> {
-    let ids: Vec<AccountId> = match account {
-        Some(a) => vec![a.parse()?],
-        None => store.accounts().await?.into_iter().map(|a| a.id).collect(),
-    };
-    if ids.is_empty() {
-        return Err(Error::not_found("no accounts to sync")
-            .with_next_step("run: mailbroker account add imap --help"));
-    }
-    let mut reports = Vec::new();
-    let mut failed: Vec<(AccountId, Error)> = Vec::new();
-    for id in &ids {
-        let bar = progress_bar(json);
-        bar.set_message(format!("sync {id}"));
-        let progress_bar = bar.clone();
-        let name = id.clone();
-        let mut said = false;
-        let report = sync::sync_account(home, store, id, full, move |p| {
-            let (done, total) = match p {
-                SyncProgress::Headers { fetched, total } => (fetched, total),
-                SyncProgress::Text { filled, total } => {
-                    if !said && !json && total >= TEXT_NOTICE_AT {
-                        said = true;
-                        progress_bar.suspend(|| {
-                            eprintln!(
-                                "{name}: headers indexed (searchable by from:, subject:, tag:, \
-                                 dates); filling in the text of {total} messages for full-text \
-                                 search"
-                            )
-                        });
-                        progress_bar.set_message(format!("sync {name}: text"));
-                    }
-                    (filled, total)
-                }
-            };
-            progress_bar.set_length(total.max(done));
-            progress_bar.set_position(done);
-        })
-        .await;
-        bar.finish_and_clear();
-        let report = match report {
-            Ok(report) => report,
-            // Asked for one account, its error is the answer; of several, the others go on.
-            Err(e) if ids.len() == 1 => return Err(e),
-            Err(e) => {
-                if !json {
-                    eprintln!("{id}: not synced; the other accounts go on");
-                    output::print_error(&e, false);
-                }
-                failed.push((id.clone(), e));
-                continue;
-            }
-        };
-        if !json {
-            let text = match report.text_filled {
-                0 => String::new(),
-                n => format!(", text of {n} filled in"),
-            };
-            println!(
-                "{}: +{} new, {} changed, {} removed{text} in {} ms ({} commands)",
-                report.account,
-                report.added,
-                report.changed,
-                report.removed,
-                report.duration_ms,
-                report.commands
-            );
-        }
-        reports.push(report);
-    }
-    let skipped: Vec<_> = reports
-        .iter()
-        .flat_map(|r| r.mailboxes.iter().map(move |m| (&r.account, m)))
-        .filter_map(|(account, m)| Some((account, &m.mailbox, m.error.as_deref()?)))
-        .collect();
-    if json {
-        let failed: Vec<_> = failed
-            .iter()
-            .map(|(id, e)| {
-                serde_json::json!({
-                    "account": id, "error": e.message(), "error_type": e.error_type(),
-                    "next_step": e.next_step(),
-                })
-            })
-            .collect();
-        print_json(
-            None,
-            &serde_json::json!({ "accounts": reports, "failed": failed }),
-        )?;
-    } else {
-        for (account, mailbox, error) in &skipped {
-            println!("{account}: mailbox {mailbox:?} skipped ({error}); the next sync retries it");
-        }
-    }
-    // The others were synced; the exit code tells scripts that not everything was, and
-    // why: a failed account's own code (fix the account, retry later…) before a skipped
-    // mailbox's.
-    if let Some((_, e)) = failed.first() {
-        return Ok(e.exit_code() as u8);
-    }
-    Ok(if skipped.is_empty() { 0 } else { 5 })
 }
 
 fn print_change_record(c: &crate::store::ChangeRecord) {
