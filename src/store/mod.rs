@@ -36,6 +36,8 @@ pub struct Store {
 /// full disk) or a locked one says so, with what to do.
 pub(crate) fn db_error(e: sqlx::Error) -> Error {
     // SQLite's primary result codes (the low byte of an extended code).
+    const BUSY: i32 = 5;
+    const LOCKED: i32 = 6;
     const READONLY: i32 = 8;
     const FULL: i32 = 13;
     let primary = match &e {
@@ -51,10 +53,12 @@ pub(crate) fn db_error(e: sqlx::Error) -> Error {
             ),
         Some(FULL) => Error::limit_exceeded("the disk holding the index is full")
             .with_next_step("free space on that disk, then retry"),
-        _ if text.contains("database is locked") => {
-            Error::internal("the index is locked by another mailbroker process")
-                .with_next_step("wait for it to finish, then retry")
-        }
+        // Another process held the index past the busy timeout: like a busy account lock,
+        // something to retry, not a fault of ours.
+        Some(BUSY | LOCKED) => Error::provider_unavailable(
+            "the index is busy: another mailbroker process kept it locked",
+        )
+        .with_next_step("wait for it to finish, then retry"),
         _ => Error::internal(format!("index: {text}")),
     }
 }
@@ -194,4 +198,41 @@ pub(crate) fn now_secs() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs() as i64)
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sqlx::Connection;
+
+    /// An index another connection holds past the busy timeout is a busy index, to retry.
+    #[tokio::test]
+    async fn a_locked_index_is_busy_not_internal() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}?mode=rwc", dir.path().join("i.db").display());
+        let mut holder = sqlx::SqliteConnection::connect(&url).await.unwrap();
+        sqlx::query("CREATE TABLE t (x)")
+            .execute(&mut holder)
+            .await
+            .unwrap();
+        sqlx::query("BEGIN EXCLUSIVE")
+            .execute(&mut holder)
+            .await
+            .unwrap();
+        let options = url
+            .parse::<SqliteConnectOptions>()
+            .unwrap()
+            .busy_timeout(Duration::ZERO);
+        let mut other = sqlx::SqliteConnection::connect_with(&options)
+            .await
+            .unwrap();
+        let refused = sqlx::query("INSERT INTO t VALUES (1)")
+            .execute(&mut other)
+            .await
+            .unwrap_err();
+        let e = db_error(refused);
+        assert_eq!(e.error_type(), "provider_unavailable", "{e}");
+        assert!(e.message().contains("busy"), "{e}");
+        assert!(e.is_retryable());
+    }
 }
