@@ -14,7 +14,8 @@ use serde::Serialize;
 use crate::home::Home;
 use crate::registry;
 use crate::store::{
-    ChangeRecord, ItemOutcome, JournalItem, Manifest, ManifestItem, MessageRef, MessageState, Store,
+    ChangeRecord, ItemOutcome, ItemStatus, JournalItem, Manifest, ManifestItem, ManifestStatus,
+    MessageRef, MessageState, Store,
 };
 
 /// The most messages one manifest may hold (SPEC §5).
@@ -123,7 +124,7 @@ fn batch_of(
 /// The exact plan of the pending items, per provider; nothing is sent.
 pub async fn plan(store: &Store, id: i64, batch_size: usize) -> Result<Vec<String>> {
     let manifest = store.manifest(id, false).await?;
-    let pending = store.manifest_items(id, Some("pending")).await?;
+    let pending = store.manifest_items(id, Some(ItemStatus::Pending)).await?;
     plan_of(store, manifest.mode, &batches(pending, batch_size)).await
 }
 
@@ -145,7 +146,7 @@ async fn plan_of(store: &Store, mode: DeleteMode, groups: &Batches) -> Result<Ve
 pub struct RunReport {
     pub manifest_id: i64,
     pub change_id: Option<i64>,
-    pub status: String,
+    pub status: ManifestStatus,
     /// Item counts by status after the run.
     pub counts: serde_json::Value,
     pub failures: Vec<serde_json::Value>,
@@ -156,13 +157,18 @@ pub struct RunReport {
 /// Cancels a manifest that has not finished; its remaining items will never run.
 pub async fn cancel(store: &Store, id: i64) -> Result<Manifest> {
     let manifest = store.manifest(id, false).await?;
-    if matches!(manifest.status.as_str(), "done" | "cancelled") {
+    if matches!(
+        manifest.status,
+        ManifestStatus::Done | ManifestStatus::Cancelled
+    ) {
         return Err(Error::validation(format!(
             "manifest {id} is {} and cannot be cancelled",
             manifest.status
         )));
     }
-    store.set_manifest_status(id, "cancelled").await?;
+    store
+        .set_manifest_status(id, ManifestStatus::Cancelled)
+        .await?;
     store.manifest(id, false).await
 }
 
@@ -175,24 +181,26 @@ pub async fn execute(
     mut progress: impl FnMut(u64, u64),
 ) -> Result<RunReport> {
     let manifest = store.manifest(id, false).await?;
-    match manifest.status.as_str() {
-        "cancelled" => {
+    match manifest.status {
+        ManifestStatus::Cancelled => {
             return Err(
                 Error::validation(format!("manifest {id} was cancelled; nothing runs"))
                     .with_next_step("stage the deletion again if it is still wanted"),
             );
         }
-        "done" => return report(store, id, None, Vec::new(), 0).await,
+        ManifestStatus::Done => return report(store, id, None, Vec::new(), 0).await,
         _ => {}
     }
-    let pending = store.manifest_items(id, Some("pending")).await?;
+    let pending = store.manifest_items(id, Some(ItemStatus::Pending)).await?;
     let total = manifest.summary["count"]
         .as_u64()
         .unwrap_or(pending.len() as u64);
     let mut finished = total.saturating_sub(pending.len() as u64);
     progress(finished, total);
     let groups = batches(pending, batch_size);
-    store.set_manifest_status(id, "executing").await?;
+    store
+        .set_manifest_status(id, ManifestStatus::Executing)
+        .await?;
     let change_id = store
         .open_change(&ChangeRecord {
             id: 0,
@@ -311,9 +319,9 @@ async fn report(
     let manifest = store.manifest(id, false).await?;
     let count = |s: &str| manifest.counts[s].as_u64().unwrap_or(0);
     let status = if count("pending") > 0 || count("failed") > 0 {
-        "failed"
+        ManifestStatus::Failed
     } else {
-        "done"
+        ManifestStatus::Done
     };
     if manifest.status != status {
         store.set_manifest_status(id, status).await?;
@@ -321,7 +329,7 @@ async fn report(
     Ok(RunReport {
         manifest_id: id,
         change_id,
-        status: status.into(),
+        status,
         counts: manifest.counts,
         failures,
         commands,
@@ -348,11 +356,11 @@ fn record_of(
         crate::write::state_of,
     );
     let (status, outcome) = match result.outcome {
-        Outcome::Applied => ("done", "applied"),
-        Outcome::Unchanged => ("done", "unchanged"),
-        Outcome::Stale => ("skipped", "stale"),
-        Outcome::Failed => ("failed", "failed"),
-        Outcome::Unknown => ("failed", "unknown"),
+        Outcome::Applied => (ItemStatus::Done, "applied"),
+        Outcome::Unchanged => (ItemStatus::Done, "unchanged"),
+        Outcome::Stale => (ItemStatus::Skipped, "stale"),
+        Outcome::Failed => (ItemStatus::Failed, "failed"),
+        Outcome::Unknown => (ItemStatus::Failed, "unknown"),
     };
     let after = result.moved_to.as_ref().map(|(mailbox, validity, uid)| {
         let flags = result.observed.as_ref().map(|(_, f)| f);
@@ -371,7 +379,7 @@ fn record_of(
         status,
         error: error.clone(),
         // Deleted for good: its index row keeps only its metadata, in `deleted_messages`.
-        purged: status == "done" && mode == DeleteMode::Permanent && indexed.is_some(),
+        purged: status == ItemStatus::Done && mode == DeleteMode::Permanent && indexed.is_some(),
     };
     let line = JournalItem {
         message_id: item.message_id,

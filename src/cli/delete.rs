@@ -6,7 +6,7 @@ use mailbroker_core::{DeleteMode, Error, Result};
 use crate::delete;
 use crate::home::Home;
 use crate::output::{print_json, progress_bar};
-use crate::store::{Manifest, Store};
+use crate::store::{Manifest, ManifestStatus, Store};
 
 #[derive(Debug, Args)]
 pub struct StageArgs {
@@ -187,7 +187,14 @@ pub async fn delete_staged(
     }
     let Some(id) = args.id else {
         let pending = store
-            .manifests(&["pending", "executing", "failed"], 100)
+            .manifests(
+                &[
+                    ManifestStatus::Pending,
+                    ManifestStatus::Executing,
+                    ManifestStatus::Failed,
+                ],
+                100,
+            )
             .await?;
         if json {
             print_json(Some("manifests"), &pending)?;
@@ -208,7 +215,7 @@ pub async fn delete_staged(
         return Ok(0);
     }
     let manifest = store.manifest(id, false).await?;
-    if manifest.status == "cancelled" {
+    if manifest.status == ManifestStatus::Cancelled {
         return Err(Error::validation(format!(
             "manifest {id} was cancelled; nothing runs"
         )));
@@ -229,5 +236,9 @@ pub async fn delete_staged(
             println!("  failed: {f}");
         }
     }
-    Ok(if report.status == "done" { 0 } else { 5 })
+    Ok(if report.status == ManifestStatus::Done {
+        0
+    } else {
+        5
+    })
 }

@@ -432,7 +432,7 @@ impl From<&crate::store::Manifest> for ManifestView {
             created_at: rfc3339(m.created_at),
             origin: m.origin.clone(),
             mode: m.mode.as_str().to_string(),
-            status: m.status.clone(),
+            status: m.status.to_string(),
             summary: m.summary.clone(),
             counts: m.counts.clone(),
         }

@@ -13,6 +13,62 @@ use super::journal::{JournalItem, insert_items, update_index};
 use super::{ROWS_PER_STATEMENT, Store, db_error, now_secs};
 use crate::store::MessageRef;
 
+/// Where a manifest stands. Stored as its lowercase name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, sqlx::Type)]
+#[serde(rename_all = "lowercase")]
+#[sqlx(rename_all = "lowercase")]
+pub enum ManifestStatus {
+    /// Staged: waiting for a person's `delete-staged`.
+    Pending,
+    /// A run started and has not settled (a killed run resumes from its last checkpoint).
+    Executing,
+    Done,
+    /// A run ended with items still pending or failed.
+    Failed,
+    Cancelled,
+}
+
+impl ManifestStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ManifestStatus::Pending => "pending",
+            ManifestStatus::Executing => "executing",
+            ManifestStatus::Done => "done",
+            ManifestStatus::Failed => "failed",
+            ManifestStatus::Cancelled => "cancelled",
+        }
+    }
+}
+
+impl std::fmt::Display for ManifestStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where one message of a manifest stands. Stored as its lowercase name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, sqlx::Type)]
+#[serde(rename_all = "lowercase")]
+#[sqlx(rename_all = "lowercase")]
+pub enum ItemStatus {
+    Pending,
+    Done,
+    /// Changed elsewhere since it was staged (stale): left alone.
+    Skipped,
+    Failed,
+}
+
+impl std::fmt::Display for ItemStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ItemStatus::Pending => "pending",
+            ItemStatus::Done => "done",
+            ItemStatus::Skipped => "skipped",
+            ItemStatus::Failed => "failed",
+        })
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct ManifestItem {
     pub message_id: i64,
@@ -20,8 +76,7 @@ pub struct ManifestItem {
     pub mailbox: String,
     pub uidvalidity: u32,
     pub uid: Uid,
-    /// `pending`, `done`, `skipped` or `failed`.
-    pub status: String,
+    pub status: ItemStatus,
     pub error: Option<String>,
 }
 
@@ -33,8 +88,7 @@ pub struct Manifest {
     pub selection: serde_json::Value,
     pub mode: DeleteMode,
     pub summary: serde_json::Value,
-    /// `pending`, `executing`, `done`, `failed` or `cancelled`.
-    pub status: String,
+    pub status: ManifestStatus,
     pub updated_at: i64,
     pub executed_at: Option<i64>,
     /// Item counts by status.
@@ -50,7 +104,7 @@ type ManifestRow = (
     String,
     String,
     String,
-    String,
+    ManifestStatus,
     i64,
     Option<i64>,
 );
@@ -58,7 +112,7 @@ type ManifestRow = (
 /// One item's outcome in a checkpoint.
 pub struct ItemOutcome {
     pub message_id: i64,
-    pub status: &'static str,
+    pub status: ItemStatus,
     pub error: Option<String>,
     /// Deleted for good: the index row moves to `deleted_messages`.
     pub purged: bool,
@@ -130,7 +184,7 @@ impl Store {
                     .push_bind(r.mailbox.clone())
                     .push_bind(i64::from(r.uidvalidity))
                     .push_bind(r.uid as i64)
-                    .push_bind("pending");
+                    .push_bind(ItemStatus::Pending);
             });
             q.build().execute(&mut *tx).await.map_err(db_error)?;
         }
@@ -163,7 +217,11 @@ impl Store {
     }
 
     /// Manifests, newest first; `statuses` empty means all.
-    pub async fn manifests(&self, statuses: &[&str], limit: u32) -> Result<Vec<Manifest>, Error> {
+    pub async fn manifests(
+        &self,
+        statuses: &[ManifestStatus],
+        limit: u32,
+    ) -> Result<Vec<Manifest>, Error> {
         // Filtered before the limit, so old pending manifests are not hidden by newer ones.
         let mut q = QueryBuilder::<Sqlite>::new("SELECT id FROM manifests");
         if !statuses.is_empty() {
@@ -250,9 +308,9 @@ impl Store {
     pub async fn manifest_items(
         &self,
         id: i64,
-        status: Option<&str>,
+        status: Option<ItemStatus>,
     ) -> Result<Vec<ManifestItem>, Error> {
-        type Row = (i64, String, String, i64, i64, String, Option<String>);
+        type Row = (i64, String, String, i64, i64, ItemStatus, Option<String>);
         let rows: Vec<Row> = sqlx::query_as(
             "SELECT message_id, account_id, mailbox, uidvalidity, uid, status, error
              FROM manifest_items WHERE manifest_id = ? AND (?2 IS NULL OR status = ?2)
@@ -279,8 +337,8 @@ impl Store {
             .collect())
     }
 
-    pub async fn set_manifest_status(&self, id: i64, status: &str) -> Result<(), Error> {
-        let executed = (status == "executing").then(now_secs);
+    pub async fn set_manifest_status(&self, id: i64, status: ManifestStatus) -> Result<(), Error> {
+        let executed = (status == ManifestStatus::Executing).then(now_secs);
         sqlx::query(
             "UPDATE manifests SET status = ?, updated_at = ?,
                executed_at = coalesce(executed_at, ?) WHERE id = ?",
@@ -328,7 +386,7 @@ impl Store {
             push_list(&mut delete, chunk);
             delete.build().execute(&mut *tx).await.map_err(db_error)?;
         }
-        let mut groups: std::collections::BTreeMap<(&str, Option<&str>), Vec<i64>> =
+        let mut groups: std::collections::BTreeMap<(ItemStatus, Option<&str>), Vec<i64>> =
             std::collections::BTreeMap::new();
         for o in outcomes {
             groups

@@ -21,7 +21,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 pub use accounts::{AccountRecord, MailboxRecord};
 pub use approvals::Approval;
 pub use journal::{ChangeRecord, DONE, EXECUTING, JournalItem, MessageState};
-pub use manifests::{ItemOutcome, Manifest, ManifestItem};
+pub use manifests::{ItemOutcome, ItemStatus, Manifest, ManifestItem, ManifestStatus};
 pub use messages::{MessageRef, MessageRow, SearchPage};
 pub use sink::{StoreSink, SyncProgress};
 
