@@ -22,9 +22,6 @@ fn main() -> ExitCode {
         }
     };
     quiet_on_closed_stdout(&cli);
-    if !matches!(cli.command, mailbroker::cli::Command::Mcp(_)) {
-        mailbroker::write::ends_after_command();
-    }
     // Logs go to stderr only (stdout carries command output, or MCP frames), redacted.
     mailbroker::logging::init();
     let runtime = match tokio::runtime::Builder::new_multi_thread()

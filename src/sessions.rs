@@ -77,23 +77,14 @@ impl Sessions {
         store: &Store,
         places: &[(String, String)],
     ) -> Result<Sessions> {
-        let mut mailboxes: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-        for (account, mailbox) in places {
-            mailboxes.entry(account).or_default().push(mailbox);
-        }
+        let accounts: std::collections::BTreeSet<&str> =
+            places.iter().map(|(account, _)| account.as_str()).collect();
         let mut ahead = BTreeMap::new();
-        for (account, boxes) in mailboxes {
+        for account in accounts {
             let (lock, connector) = lock_and_read(home, store, &account.parse()?).await?;
-            let only = match boxes.as_slice() {
-                [mailbox] => Some(mailbox.to_string()),
-                _ => None,
-            };
             let id = account.to_string();
             let task = tokio::spawn(async move {
-                let mut provider = connector.connect().await?;
-                if let Some(mailbox) = only {
-                    provider.prepare(&mailbox).await;
-                }
+                let provider = connector.connect().await?;
                 tracing::debug!(account = id, "write: session opened ahead");
                 Ok(Session {
                     _lock: lock,

@@ -6,7 +6,6 @@
 //! journal entry that explains it.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use mailbroker_core::{
     Error, FlagOp, ItemResult, MessageFlags, Outcome, Patch, Result, WriteBatch, WriteTarget,
@@ -386,11 +385,7 @@ pub async fn execute(
     };
     let mut results: Vec<Option<ItemResult>> = vec![None; intents.len()];
     let provider_started = std::time::Instant::now();
-    let checkpoint = store.checkpoint_in_background();
     let ran = run_batches(sessions, store, &groups, &intents, &mut results, recording).await;
-    // Finished long before the server answers; waited for so the journal's commit below
-    // does not race it for the disk.
-    let _ = checkpoint.await;
     let (commands, change_id) = ran?;
     report.commands = commands;
     report.provider_ms = provider_started.elapsed().as_millis() as u64;
@@ -398,13 +393,10 @@ pub async fn execute(
         ms = started.elapsed().as_millis() as u64,
         "write: provider done"
     );
-    release(groups);
     let items = tally(&mut report, &intents, results);
     let intended = as_intended(&intents, &items);
     let change = change_record(request, report.plan.clone(), &report, items, DONE);
     let recorded = store.finish_change(change_id, &change, intended).await;
-    release(change);
-    release(intents);
     recorded.map_err(|e| unrecorded(e, change_id))?;
     report.change_id = Some(change_id);
     tracing::debug!(
@@ -492,26 +484,6 @@ fn unrecorded(e: Error, change_id: i64) -> Error {
     .with_next_step(format!(
         "{step}; then repeat the request: it re-reads the server and sends nothing twice"
     ))
-}
-
-/// Set by a process that ends right after its one command (the CLI, not the MCP server).
-static ENDS_AFTER_COMMAND: AtomicBool = AtomicBool::new(false);
-
-/// Declares that this process ends right after its one command. A large change's structures
-/// are then left for the system to take back at exit instead of being freed allocation by
-/// allocation, as clang does with its own (`-disable-free`): for 10,000 messages, hundreds of
-/// thousands of small allocations, whose freeing took about 10 ms of the person's wait after
-/// the read-back. Freeing them on another thread instead competed with the index's close
-/// for the two cores of a small machine.
-pub fn ends_after_command() {
-    ENDS_AFTER_COMMAND.store(true, Ordering::Relaxed);
-}
-
-/// Frees `value`, or leaves it to the process's exit (see `ends_after_command`).
-fn release<T>(value: T) {
-    if ENDS_AFTER_COMMAND.load(Ordering::Relaxed) {
-        std::mem::forget(value);
-    }
 }
 
 /// A change's request as the journal records it: origin, selection, patch, and the change

@@ -347,16 +347,9 @@ pub async fn run(cli: Cli) -> Result<u8> {
     let home = Home::resolve(cli.home.as_deref())?;
     let store = Store::open(&home.database()).await?;
     tracing::debug!(ms = started.elapsed().as_millis() as u64, "index opened");
-    // A write already copied older WAL frames into the index while it waited on the server
-    // (`write::execute`), so it leaves its own for later instead of making the person wait.
-    let writes = matches!(cli.command, Command::Update(_) | Command::Undo { .. });
     let outcome = dispatch(&home, &store, cli.command, cli.json).await;
     tracing::debug!(ms = started.elapsed().as_millis() as u64, "command done");
-    if writes {
-        store.close_deferring_checkpoint().await;
-    } else {
-        store.close().await;
-    }
+    store.close().await;
     tracing::debug!(ms = started.elapsed().as_millis() as u64, "index closed");
     outcome
 }

@@ -104,61 +104,6 @@ impl Store {
     pub async fn close(&self) {
         self.pool.close().await;
     }
-
-    /// Copies committed WAL frames into the main file without waiting for readers or
-    /// blocking writers (a passive checkpoint), on its own connection. A write runs this
-    /// while it waits on the server, so the WAL stays about one change long even though
-    /// writes close with `close_deferring_checkpoint`.
-    pub fn checkpoint_in_background(&self) -> tokio::task::JoinHandle<()> {
-        let pool = self.pool.clone();
-        tokio::spawn(async move {
-            let started = std::time::Instant::now();
-            match sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
-                .execute(&pool)
-                .await
-            {
-                Ok(_) => tracing::debug!(
-                    ms = started.elapsed().as_millis() as u64,
-                    "index: checkpoint done"
-                ),
-                Err(e) => tracing::debug!(error = %e, "index: checkpoint skipped"),
-            }
-        })
-    }
-
-    /// Closes the index without copying the WAL into the main file. The last connection to
-    /// close normally does that copy (a checkpoint), which after a 10,000-message change costs
-    /// tens of milliseconds that the person waiting on a write would pay. The frames stay in
-    /// the WAL, as committed as ever; the next process to close the index (or the 64 MB
-    /// auto-checkpoint) copies them.
-    pub async fn close_deferring_checkpoint(&self) {
-        // A connection whose transaction just ended returns to the pool on a task of its
-        // own: one not back yet would escape the setting below and checkpoint as it closes.
-        let deadline = std::time::Instant::now() + std::time::Duration::from_millis(200);
-        while self.pool.num_idle() < self.pool.size() as usize
-            && std::time::Instant::now() < deadline
-        {
-            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
-        }
-        let mut idle = Vec::new();
-        while let Some(mut conn) = self.pool.try_acquire() {
-            if let Ok(mut handle) = conn.lock_handle().await {
-                // SAFETY: the handle is a live connection, locked for this call;
-                // NO_CKPT_ON_CLOSE takes an int and an optional out-pointer (null here).
-                unsafe {
-                    libsqlite3_sys::sqlite3_db_config(
-                        handle.as_raw_handle().as_ptr(),
-                        libsqlite3_sys::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
-                        1 as std::ffi::c_int,
-                        std::ptr::null_mut::<std::ffi::c_int>(),
-                    );
-                }
-            }
-            idle.push(conn);
-        }
-        drop(idle);
-        self.pool.close().await;
-    }
 }
 
 /// Rows per multi-row statement; with at most 17 bound values a row, far below SQLite's limit.

@@ -152,11 +152,6 @@ pub trait Provider: Send {
         sink: &mut dyn SyncSink,
     ) -> Result<Vec<MailboxSyncReport>>;
 
-    /// Gets ready for batches in `mailbox` before they are planned (IMAP selects it), so the
-    /// first batch does not wait for that round trip. Only saves time: anything that goes
-    /// wrong here is left for the batch to meet and report.
-    async fn prepare(&mut self, _mailbox: &str) {}
-
     /// Executes one batch with preconditions and read-back verification, reporting each
     /// message. An error means nothing of the batch is known to have been sent, or, as
     /// `outcome_unknown`, that it was sent and its answer lost.

@@ -29,9 +29,6 @@ pub struct ImapProvider {
     pub(crate) caps: Capabilities,
     pub(crate) commands: u64,
     pub(crate) qresync_enabled: bool,
-    /// The mailbox `prepare` selected (name, with CONDSTORE, the server's answer), until a
-    /// batch uses it or anything else is selected.
-    pub(crate) prepared: Option<(String, bool, async_imap::types::Mailbox)>,
 }
 
 impl std::fmt::Debug for ImapProvider {
@@ -84,7 +81,6 @@ impl ImapProvider {
             },
             commands,
             qresync_enabled: false,
-            prepared: None,
         })
     }
 
@@ -109,7 +105,6 @@ impl ImapProvider {
     /// a read-only mailbox reports no permanent flags at all.
     pub async fn detect_custom_tags(&mut self) -> Result<bool> {
         self.commands += 1;
-        self.prepared = None;
         let mailbox = timed("select", COMMAND_TIMEOUT, self.session.select("INBOX"))
             .await?
             .map_err(|e| imap_error("select", e))?;
@@ -136,14 +131,6 @@ impl Provider for ImapProvider {
         sink: &mut dyn SyncSink,
     ) -> Result<Vec<MailboxSyncReport>> {
         crate::sync::sync_account(self, request, sink).await
-    }
-
-    async fn prepare(&mut self, mailbox: &str) {
-        let condstore = self.caps.has("CONDSTORE");
-        match self.select(mailbox, condstore).await {
-            Ok(selected) => self.prepared = Some((mailbox.to_string(), condstore, selected)),
-            Err(e) => tracing::debug!("imap: select ahead of {mailbox:?} failed: {e}"),
-        }
     }
 
     async fn apply(&mut self, batch: &WriteBatch) -> Result<Vec<ItemResult>> {

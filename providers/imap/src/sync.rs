@@ -518,7 +518,6 @@ impl ImapProvider {
         condstore: bool,
     ) -> Result<async_imap::types::Mailbox> {
         self.commands += 1;
-        self.prepared = None;
         let wire = convert::name_to_wire(mailbox);
         let selected = if condstore {
             timed(

@@ -125,12 +125,7 @@ impl ImapProvider {
             ));
         }
         let condstore = self.caps.has("CONDSTORE");
-        // Selected ahead by `prepare`: the server's answer then may be a little older, which
-        // is safe, as `UNCHANGEDSINCE` carries the HIGHESTMODSEQ of that answer.
-        let selected = match self.prepared.take() {
-            Some((name, cs, selected)) if name == batch.mailbox && cs == condstore => selected,
-            _ => self.select(&batch.mailbox, condstore).await?,
-        };
+        let selected = self.select(&batch.mailbox, condstore).await?;
         tracing::debug!("imap: selected");
         if selected.uid_validity != Some(batch.uidvalidity) {
             let err = Error::stale_state(format!(
