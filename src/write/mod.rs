@@ -17,6 +17,15 @@ use crate::registry;
 use crate::sessions::Sessions;
 use crate::store::{ChangeRecord, DONE, EXECUTING, JournalItem, MessageRef, MessageState, Store};
 
+mod journal;
+mod plan;
+mod run;
+
+use journal::*;
+pub(crate) use plan::target_of;
+use plan::*;
+use run::*;
+
 /// What one message should get: a flag operation and/or a move.
 #[derive(Debug, Clone)]
 pub struct Intent {
@@ -88,10 +97,6 @@ pub struct Failure {
     pub error: String,
 }
 
-fn has_tag(row: &MessageRef, tag: &str) -> bool {
-    row.tags.iter().any(|t| t.eq_ignore_ascii_case(tag))
-}
-
 pub(crate) fn state_of(row: &MessageRef) -> MessageState {
     MessageState {
         mailbox: row.mailbox.clone(),
@@ -101,32 +106,6 @@ pub(crate) fn state_of(row: &MessageRef) -> MessageState {
         flagged: row.flagged,
         tags: row.tags.clone(),
     }
-}
-
-/// What `patch` still has to do to `row`: only the parts that would change something.
-/// `targets` maps an account to the mailbox `patch.move_to` names there.
-fn intent_of(row: MessageRef, patch: &Patch, targets: &HashMap<String, String>) -> Intent {
-    let op = FlagOp {
-        read: patch.read.filter(|r| *r != row.read),
-        flagged: patch.flagged.filter(|f| *f != row.flagged),
-        add_tags: patch
-            .add_tags
-            .iter()
-            .filter(|t| !has_tag(&row, t))
-            .cloned()
-            .collect(),
-        remove_tags: row
-            .tags
-            .iter()
-            .filter(|t| patch.remove_tags.iter().any(|r| r.eq_ignore_ascii_case(t)))
-            .cloned()
-            .collect(),
-    };
-    let move_to = targets
-        .get(&row.account)
-        .filter(|name| **name != row.mailbox)
-        .cloned();
-    Intent { row, op, move_to }
 }
 
 /// The messages a request names: explicit ids, or every match of a query. Returns the
@@ -276,59 +255,6 @@ pub async fn update(
     Ok(report)
 }
 
-type BatchKey = (String, String, u32, FlagOp, Option<String>);
-
-/// Groups intents into provider batches: same account, mailbox, operation and target.
-fn batches(intents: &[Intent]) -> BTreeMap<BatchKey, Vec<usize>> {
-    let mut out: BTreeMap<BatchKey, Vec<usize>> = BTreeMap::new();
-    for (i, it) in intents.iter().enumerate() {
-        if !it.changes_something() {
-            continue;
-        }
-        let key = (
-            it.row.account.clone(),
-            it.row.mailbox.clone(),
-            it.row.uidvalidity,
-            it.op.clone(),
-            it.move_to.clone(),
-        );
-        out.entry(key).or_default().push(i);
-    }
-    out
-}
-
-/// What a provider needs of an indexed message to write it.
-pub(crate) fn target_of(row: &MessageRef) -> WriteTarget {
-    WriteTarget {
-        uid: row.uid,
-        modseq: row.modseq,
-        message_id: row.message_id.clone(),
-        flags: MessageFlags {
-            read: row.read,
-            flagged: row.flagged,
-            tags: row.tags.clone(),
-            raw: row.raw.clone(),
-        },
-    }
-}
-
-fn batch_of(key: &BatchKey, intents: &[Intent], members: &[usize]) -> WriteBatch {
-    WriteBatch {
-        mailbox: key.1.clone(),
-        uidvalidity: key.2,
-        // One mailbox per batch, so every member carries the same value.
-        synced_modseq: members
-            .first()
-            .map_or(0, |i| intents[*i].row.mailbox_modseq),
-        op: key.3.clone(),
-        move_to: key.4.clone(),
-        targets: members
-            .iter()
-            .map(|i| target_of(&intents[*i].row))
-            .collect(),
-    }
-}
-
 /// Plans, executes and journals a set of intents (an update or an undo).
 ///
 /// Architecture Invariant: nothing is sent to a server until the change's intent (its row
@@ -405,277 +331,4 @@ pub async fn execute(
     );
     report.local_ms = (started.elapsed().as_millis() as u64).saturating_sub(report.provider_ms);
     Ok(report)
-}
-
-impl Intent {
-    /// Whether anything is to be sent for this message.
-    fn changes_something(&self) -> bool {
-        !self.op.is_empty() || self.move_to.is_some()
-    }
-}
-
-/// What the journal says of a message whose write was sent (or about to be) and whose
-/// result is not recorded.
-const UNRECORDED: &str =
-    "the result of this write was not recorded; the next request re-reads the server first";
-
-/// The journal entry of a change before anything is sent: every message to change is
-/// `unknown` until its result replaces it, its `after` the state the change asks for where
-/// that is known before the server answers (a flag change; a move's new UID is not).
-fn intent_record(request: Request, plan: &[String], intents: &[Intent]) -> ChangeRecord {
-    let items: Vec<JournalItem> = intents
-        .iter()
-        .filter(|i| i.changes_something())
-        .map(|i| {
-            let unknown = ItemResult::new(i.row.uid, Outcome::Unknown)
-                .with_error(Error::outcome_unknown(UNRECORDED));
-            JournalItem {
-                after: intended_state(i),
-                ..journal_item(i, unknown)
-            }
-        })
-        .collect();
-    let counts = ChangeReport {
-        failed: items.len() as u64,
-        ..ChangeReport::default()
-    };
-    change_record(request, plan.to_vec(), &counts, items, EXECUTING)
-}
-
-/// The state a flag change asks for (tags in the order the read-back reports them when the
-/// new ones sort last); None for a move, whose new UID only the server gives.
-fn intended_state(intent: &Intent) -> Option<MessageState> {
-    if intent.move_to.is_some() || intent.op.is_empty() {
-        return None;
-    }
-    let row = &intent.row;
-    Some(MessageState {
-        read: intent.op.read.unwrap_or(row.read),
-        flagged: intent.op.flagged.unwrap_or(row.flagged),
-        tags: intent.op.tags_after(&row.tags),
-        ..state_of(row)
-    })
-}
-
-/// Whether every message the change planned read back applied, exactly as its intent says
-/// (`intended_state`): the journal's items then need only their outcome set.
-fn as_intended(intents: &[Intent], items: &[JournalItem]) -> bool {
-    intents.iter().zip(items).all(|(intent, item)| {
-        !intent.changes_something()
-            || (item.outcome == "applied"
-                && item.error_type.is_none()
-                && item.after.is_some()
-                && item.after == intended_state(intent))
-    })
-}
-
-/// A change could not be journaled before anything was sent.
-fn not_sent(e: Error) -> Error {
-    e.context("nothing was sent: this change could not be journaled")
-}
-
-/// A change was sent but its results could not be recorded: its intent stays.
-fn unrecorded(e: Error, change_id: i64) -> Error {
-    let step = e.next_step().unwrap_or("fix the index").to_string();
-    e.context(format!(
-        "the change was sent, but its results could not be recorded (change {change_id} \
-         says outcome_unknown)"
-    ))
-    .with_next_step(format!(
-        "{step}; then repeat the request: it re-reads the server and sends nothing twice"
-    ))
-}
-
-/// A change's request as the journal records it: origin, selection, patch, and the change
-/// it undoes.
-type Request = (String, serde_json::Value, serde_json::Value, Option<i64>);
-
-/// A change as the journal records it: the request, its plan and counts, a line a message.
-fn change_record(
-    request: Request,
-    plan: Vec<String>,
-    counts: &ChangeReport,
-    items: Vec<JournalItem>,
-    status: &str,
-) -> ChangeRecord {
-    let (origin, selection, patch, undo_of) = request;
-    ChangeRecord {
-        id: 0,
-        created_at: 0,
-        origin,
-        selection,
-        patch,
-        plan,
-        undo_of,
-        undone_by: None,
-        applied: counts.applied as i64,
-        unchanged: counts.unchanged as i64,
-        stale: counts.stale as i64,
-        failed: counts.failed as i64,
-        status: status.to_string(),
-        items,
-    }
-}
-
-/// Counts each message's outcome into the report and turns it into its journal line.
-fn tally(
-    report: &mut ChangeReport,
-    intents: &[Intent],
-    results: Vec<Option<ItemResult>>,
-) -> Vec<JournalItem> {
-    let mut items = Vec::with_capacity(intents.len());
-    for (intent, result) in intents.iter().zip(results) {
-        let result = result.unwrap_or_else(|| ItemResult::new(intent.row.uid, Outcome::Unchanged));
-        match result.outcome {
-            Outcome::Applied => {
-                report.applied += 1;
-                report.applied_ids.push(intent.row.id);
-            }
-            Outcome::Unchanged => report.unchanged += 1,
-            Outcome::Stale => report.stale += 1,
-            Outcome::Failed | Outcome::Unknown => report.failed += 1,
-        }
-        if let Some(e) = &result.error {
-            report.failures.push(Failure {
-                id: intent.row.id,
-                outcome: result.outcome,
-                error_type: e.error_type().to_string(),
-                error: e.message().to_string(),
-            });
-        }
-        items.push(journal_item(intent, result));
-    }
-    items
-}
-
-fn journal_item(intent: &Intent, result: ItemResult) -> JournalItem {
-    let outcome = serde_json::to_value(result.outcome)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default();
-    let before = state_of(&intent.row);
-    let after = result.observed.as_ref().map(|(_, flags)| {
-        let (mailbox, uidvalidity, uid) = result.moved_to.clone().unwrap_or((
-            before.mailbox.clone(),
-            before.uidvalidity,
-            before.uid,
-        ));
-        MessageState {
-            mailbox,
-            uidvalidity,
-            uid,
-            read: flags.read,
-            flagged: flags.flagged,
-            tags: flags.tags.clone(),
-        }
-    });
-    JournalItem {
-        message_id: intent.row.id,
-        account: intent.row.account.clone(),
-        outcome,
-        error_type: result.error.as_ref().map(|e| e.error_type().to_string()),
-        error: result.error.as_ref().map(|e| e.message().to_string()),
-        before,
-        after,
-        observed: result.observed,
-    }
-}
-
-/// Runs every batch, account by account, each account under its lock. A batch that fails
-/// marks its messages (unknown outcome when the connection dropped mid-write) and ends that
-/// account's work: nothing more is sent on a connection whose state is unknown.
-///
-/// Every account is locked and connected, and the change's intent journaled (`intent`),
-/// before the first batch is sent. An account that cannot be reached, or an intent that
-/// cannot be journaled, fails the change with nothing sent to any account. Returns the
-/// commands sent and the change's id.
-async fn run_batches(
-    mut sessions: Sessions,
-    store: &Store,
-    groups: &[(BatchKey, Vec<usize>, WriteBatch)],
-    intents: &[Intent],
-    results: &mut [Option<ItemResult>],
-    intent: tokio::task::JoinHandle<Result<i64>>,
-) -> Result<(u64, i64)> {
-    let mut by_account: BTreeMap<&str, Vec<(&Vec<usize>, &WriteBatch)>> = BTreeMap::new();
-    for (key, members, batch) in groups {
-        by_account
-            .entry(key.0.as_str())
-            .or_default()
-            .push((members, batch));
-    }
-    let mut open = Vec::with_capacity(by_account.len());
-    let mut unreachable = None;
-    for (account, batches) in by_account {
-        match sessions.take(account).await {
-            Ok(session) => open.push((session, batches)),
-            Err(e) => {
-                unreachable = Some(e);
-                break;
-            }
-        }
-    }
-    let mut commands = sessions.close_unused().await;
-    let recorded = match intent.await {
-        Ok(recorded) => recorded,
-        Err(e) => Err(Error::internal(format!("journaling the change: {e}"))),
-    };
-    let change_id = match (unreachable, recorded) {
-        (None, Ok(id)) => id,
-        (unreachable, recorded) => {
-            for (mut session, _) in open {
-                session.provider.close().await;
-            }
-            return Err(match (unreachable, recorded) {
-                (Some(e), Ok(id)) => {
-                    // Nothing was sent: the intent says nothing true.
-                    store.discard_change(id).await?;
-                    e
-                }
-                (Some(e), Err(_)) => e,
-                (None, Err(e)) => not_sent(e),
-                (None, Ok(_)) => Error::internal("unreachable: the change was journaled"),
-            });
-        }
-    };
-    for (mut session, batches) in open {
-        let provider = &mut session.provider;
-        let mut broken: Option<Error> = None;
-        for (members, batch) in batches {
-            let outcome = match &broken {
-                Some(e) => Err(Error::provider_unavailable(format!(
-                    "not attempted after an earlier failure: {}",
-                    e.message()
-                ))),
-                None => provider.apply(batch).await,
-            };
-            match outcome {
-                Ok(items) => {
-                    let by_uid: HashMap<mailbroker_core::Uid, usize> =
-                        members.iter().map(|i| (intents[*i].row.uid, *i)).collect();
-                    for item in items {
-                        if let Some(i) = by_uid.get(&item.uid) {
-                            results[*i] = Some(item);
-                        }
-                    }
-                }
-                Err(e) => {
-                    let outcome = if e.is_unknown_outcome() {
-                        Outcome::Unknown
-                    } else {
-                        Outcome::Failed
-                    };
-                    for i in members {
-                        results[*i] = Some(
-                            ItemResult::new(intents[*i].row.uid, outcome).with_error(e.clone()),
-                        );
-                    }
-                    broken.get_or_insert(e);
-                }
-            }
-        }
-        provider.close().await;
-        commands += provider.commands_sent();
-    }
-    Ok((commands, change_id))
 }

@@ -1,0 +1,171 @@
+//! What the journal records of a change: its intent before anything is sent, and its
+//! results after the read-back.
+
+use super::*;
+
+/// What the journal says of a message whose write was sent (or about to be) and whose
+/// result is not recorded.
+pub(super) const UNRECORDED: &str =
+    "the result of this write was not recorded; the next request re-reads the server first";
+
+/// The journal entry of a change before anything is sent: every message to change is
+/// `unknown` until its result replaces it, its `after` the state the change asks for where
+/// that is known before the server answers (a flag change; a move's new UID is not).
+pub(super) fn intent_record(request: Request, plan: &[String], intents: &[Intent]) -> ChangeRecord {
+    let items: Vec<JournalItem> = intents
+        .iter()
+        .filter(|i| i.changes_something())
+        .map(|i| {
+            let unknown = ItemResult::new(i.row.uid, Outcome::Unknown)
+                .with_error(Error::outcome_unknown(UNRECORDED));
+            JournalItem {
+                after: intended_state(i),
+                ..journal_item(i, unknown)
+            }
+        })
+        .collect();
+    let counts = ChangeReport {
+        failed: items.len() as u64,
+        ..ChangeReport::default()
+    };
+    change_record(request, plan.to_vec(), &counts, items, EXECUTING)
+}
+
+/// The state a flag change asks for (tags in the order the read-back reports them when the
+/// new ones sort last); None for a move, whose new UID only the server gives.
+pub(super) fn intended_state(intent: &Intent) -> Option<MessageState> {
+    if intent.move_to.is_some() || intent.op.is_empty() {
+        return None;
+    }
+    let row = &intent.row;
+    Some(MessageState {
+        read: intent.op.read.unwrap_or(row.read),
+        flagged: intent.op.flagged.unwrap_or(row.flagged),
+        tags: intent.op.tags_after(&row.tags),
+        ..state_of(row)
+    })
+}
+
+/// Whether every message the change planned read back applied, exactly as its intent says
+/// (`intended_state`): the journal's items then need only their outcome set.
+pub(super) fn as_intended(intents: &[Intent], items: &[JournalItem]) -> bool {
+    intents.iter().zip(items).all(|(intent, item)| {
+        !intent.changes_something()
+            || (item.outcome == "applied"
+                && item.error_type.is_none()
+                && item.after.is_some()
+                && item.after == intended_state(intent))
+    })
+}
+
+/// A change could not be journaled before anything was sent.
+pub(super) fn not_sent(e: Error) -> Error {
+    e.context("nothing was sent: this change could not be journaled")
+}
+
+/// A change was sent but its results could not be recorded: its intent stays.
+pub(super) fn unrecorded(e: Error, change_id: i64) -> Error {
+    let step = e.next_step().unwrap_or("fix the index").to_string();
+    e.context(format!(
+        "the change was sent, but its results could not be recorded (change {change_id} \
+         says outcome_unknown)"
+    ))
+    .with_next_step(format!(
+        "{step}; then repeat the request: it re-reads the server and sends nothing twice"
+    ))
+}
+
+/// A change's request as the journal records it: origin, selection, patch, and the change
+/// it undoes.
+pub(super) type Request = (String, serde_json::Value, serde_json::Value, Option<i64>);
+
+/// A change as the journal records it: the request, its plan and counts, a line a message.
+pub(super) fn change_record(
+    request: Request,
+    plan: Vec<String>,
+    counts: &ChangeReport,
+    items: Vec<JournalItem>,
+    status: &str,
+) -> ChangeRecord {
+    let (origin, selection, patch, undo_of) = request;
+    ChangeRecord {
+        id: 0,
+        created_at: 0,
+        origin,
+        selection,
+        patch,
+        plan,
+        undo_of,
+        undone_by: None,
+        applied: counts.applied as i64,
+        unchanged: counts.unchanged as i64,
+        stale: counts.stale as i64,
+        failed: counts.failed as i64,
+        status: status.to_string(),
+        items,
+    }
+}
+
+/// Counts each message's outcome into the report and turns it into its journal line.
+pub(super) fn tally(
+    report: &mut ChangeReport,
+    intents: &[Intent],
+    results: Vec<Option<ItemResult>>,
+) -> Vec<JournalItem> {
+    let mut items = Vec::with_capacity(intents.len());
+    for (intent, result) in intents.iter().zip(results) {
+        let result = result.unwrap_or_else(|| ItemResult::new(intent.row.uid, Outcome::Unchanged));
+        match result.outcome {
+            Outcome::Applied => {
+                report.applied += 1;
+                report.applied_ids.push(intent.row.id);
+            }
+            Outcome::Unchanged => report.unchanged += 1,
+            Outcome::Stale => report.stale += 1,
+            Outcome::Failed | Outcome::Unknown => report.failed += 1,
+        }
+        if let Some(e) = &result.error {
+            report.failures.push(Failure {
+                id: intent.row.id,
+                outcome: result.outcome,
+                error_type: e.error_type().to_string(),
+                error: e.message().to_string(),
+            });
+        }
+        items.push(journal_item(intent, result));
+    }
+    items
+}
+
+pub(super) fn journal_item(intent: &Intent, result: ItemResult) -> JournalItem {
+    let outcome = serde_json::to_value(result.outcome)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default();
+    let before = state_of(&intent.row);
+    let after = result.observed.as_ref().map(|(_, flags)| {
+        let (mailbox, uidvalidity, uid) = result.moved_to.clone().unwrap_or((
+            before.mailbox.clone(),
+            before.uidvalidity,
+            before.uid,
+        ));
+        MessageState {
+            mailbox,
+            uidvalidity,
+            uid,
+            read: flags.read,
+            flagged: flags.flagged,
+            tags: flags.tags.clone(),
+        }
+    });
+    JournalItem {
+        message_id: intent.row.id,
+        account: intent.row.account.clone(),
+        outcome,
+        error_type: result.error.as_ref().map(|e| e.error_type().to_string()),
+        error: result.error.as_ref().map(|e| e.message().to_string()),
+        before,
+        after,
+        observed: result.observed,
+    }
+}

@@ -1,0 +1,98 @@
+//! Planning a change: what each message still needs (`Intent`), and the provider
+//! batches they group into.
+
+use super::*;
+
+pub(super) fn has_tag(row: &MessageRef, tag: &str) -> bool {
+    row.tags.iter().any(|t| t.eq_ignore_ascii_case(tag))
+}
+
+/// What `patch` still has to do to `row`: only the parts that would change something.
+/// `targets` maps an account to the mailbox `patch.move_to` names there.
+pub(super) fn intent_of(
+    row: MessageRef,
+    patch: &Patch,
+    targets: &HashMap<String, String>,
+) -> Intent {
+    let op = FlagOp {
+        read: patch.read.filter(|r| *r != row.read),
+        flagged: patch.flagged.filter(|f| *f != row.flagged),
+        add_tags: patch
+            .add_tags
+            .iter()
+            .filter(|t| !has_tag(&row, t))
+            .cloned()
+            .collect(),
+        remove_tags: row
+            .tags
+            .iter()
+            .filter(|t| patch.remove_tags.iter().any(|r| r.eq_ignore_ascii_case(t)))
+            .cloned()
+            .collect(),
+    };
+    let move_to = targets
+        .get(&row.account)
+        .filter(|name| **name != row.mailbox)
+        .cloned();
+    Intent { row, op, move_to }
+}
+
+pub(super) type BatchKey = (String, String, u32, FlagOp, Option<String>);
+
+/// Groups intents into provider batches: same account, mailbox, operation and target.
+pub(super) fn batches(intents: &[Intent]) -> BTreeMap<BatchKey, Vec<usize>> {
+    let mut out: BTreeMap<BatchKey, Vec<usize>> = BTreeMap::new();
+    for (i, it) in intents.iter().enumerate() {
+        if !it.changes_something() {
+            continue;
+        }
+        let key = (
+            it.row.account.clone(),
+            it.row.mailbox.clone(),
+            it.row.uidvalidity,
+            it.op.clone(),
+            it.move_to.clone(),
+        );
+        out.entry(key).or_default().push(i);
+    }
+    out
+}
+
+/// What a provider needs of an indexed message to write it.
+pub(crate) fn target_of(row: &MessageRef) -> WriteTarget {
+    WriteTarget {
+        uid: row.uid,
+        modseq: row.modseq,
+        message_id: row.message_id.clone(),
+        flags: MessageFlags {
+            read: row.read,
+            flagged: row.flagged,
+            tags: row.tags.clone(),
+            raw: row.raw.clone(),
+        },
+    }
+}
+
+pub(super) fn batch_of(key: &BatchKey, intents: &[Intent], members: &[usize]) -> WriteBatch {
+    WriteBatch {
+        mailbox: key.1.clone(),
+        uidvalidity: key.2,
+        // One mailbox per batch, so every member carries the same value.
+        synced_modseq: members
+            .first()
+            .map_or(0, |i| intents[*i].row.mailbox_modseq),
+        op: key.3.clone(),
+        move_to: key.4.clone(),
+        targets: members
+            .iter()
+            .map(|i| target_of(&intents[*i].row))
+            .collect(),
+    }
+}
+
+impl Intent {
+    /// Whether anything is to be sent for this message.
+    pub(super) fn changes_something(&self) -> bool {
+        !self.op.is_empty() || self.move_to.is_some()
+    }
+}

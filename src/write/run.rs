@@ -1,0 +1,102 @@
+//! Running a change's batches account by account, under each account's lock.
+
+use super::*;
+
+/// Runs every batch, account by account, each account under its lock. A batch that fails
+/// marks its messages (unknown outcome when the connection dropped mid-write) and ends that
+/// account's work: nothing more is sent on a connection whose state is unknown.
+///
+/// Every account is locked and connected, and the change's intent journaled (`intent`),
+/// before the first batch is sent. An account that cannot be reached, or an intent that
+/// cannot be journaled, fails the change with nothing sent to any account. Returns the
+/// commands sent and the change's id.
+pub(super) async fn run_batches(
+    mut sessions: Sessions,
+    store: &Store,
+    groups: &[(BatchKey, Vec<usize>, WriteBatch)],
+    intents: &[Intent],
+    results: &mut [Option<ItemResult>],
+    intent: tokio::task::JoinHandle<Result<i64>>,
+) -> Result<(u64, i64)> {
+    let mut by_account: BTreeMap<&str, Vec<(&Vec<usize>, &WriteBatch)>> = BTreeMap::new();
+    for (key, members, batch) in groups {
+        by_account
+            .entry(key.0.as_str())
+            .or_default()
+            .push((members, batch));
+    }
+    let mut open = Vec::with_capacity(by_account.len());
+    let mut unreachable = None;
+    for (account, batches) in by_account {
+        match sessions.take(account).await {
+            Ok(session) => open.push((session, batches)),
+            Err(e) => {
+                unreachable = Some(e);
+                break;
+            }
+        }
+    }
+    let mut commands = sessions.close_unused().await;
+    let recorded = match intent.await {
+        Ok(recorded) => recorded,
+        Err(e) => Err(Error::internal(format!("journaling the change: {e}"))),
+    };
+    let change_id = match (unreachable, recorded) {
+        (None, Ok(id)) => id,
+        (unreachable, recorded) => {
+            for (mut session, _) in open {
+                session.provider.close().await;
+            }
+            return Err(match (unreachable, recorded) {
+                (Some(e), Ok(id)) => {
+                    // Nothing was sent: the intent says nothing true.
+                    store.discard_change(id).await?;
+                    e
+                }
+                (Some(e), Err(_)) => e,
+                (None, Err(e)) => not_sent(e),
+                (None, Ok(_)) => Error::internal("unreachable: the change was journaled"),
+            });
+        }
+    };
+    for (mut session, batches) in open {
+        let provider = &mut session.provider;
+        let mut broken: Option<Error> = None;
+        for (members, batch) in batches {
+            let outcome = match &broken {
+                Some(e) => Err(Error::provider_unavailable(format!(
+                    "not attempted after an earlier failure: {}",
+                    e.message()
+                ))),
+                None => provider.apply(batch).await,
+            };
+            match outcome {
+                Ok(items) => {
+                    let by_uid: HashMap<mailbroker_core::Uid, usize> =
+                        members.iter().map(|i| (intents[*i].row.uid, *i)).collect();
+                    for item in items {
+                        if let Some(i) = by_uid.get(&item.uid) {
+                            results[*i] = Some(item);
+                        }
+                    }
+                }
+                Err(e) => {
+                    let outcome = if e.is_unknown_outcome() {
+                        Outcome::Unknown
+                    } else {
+                        Outcome::Failed
+                    };
+                    for i in members {
+                        results[*i] = Some(
+                            ItemResult::new(intents[*i].row.uid, outcome).with_error(e.clone()),
+                        );
+                    }
+                    broken.get_or_insert(e);
+                }
+            }
+        }
+        provider.close().await;
+        commands += provider.commands_sent();
+    }
+    Ok((commands, change_id))
+}
