@@ -282,11 +282,10 @@ impl Run<'_> {
                     advanced(items.len() as u64);
                 }
                 Err(e) => {
-                    self.failures.push(serde_json::json!({
-                        "account": account, "mailbox": place.1,
-                        "error_type": e.error_type(), "error": e.message(),
-                        "next_step": e.next_step(),
-                    }));
+                    let mut failure = crate::output::error_fields(&e);
+                    failure.insert("account".into(), account.into());
+                    failure.insert("mailbox".into(), place.1.clone().into());
+                    self.failures.push(failure.into());
                     // Nothing of the batch is known to have been sent. When the account needs
                     // fixing, the server asks to retry later, or the outcome is unknown, the
                     // items stay pending for the next run; otherwise they failed.

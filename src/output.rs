@@ -25,16 +25,21 @@ pub fn print_json(key: Option<&str>, value: &impl Serialize) -> Result<(), Error
     Ok(())
 }
 
+/// An error's SPEC §10 fields as the CLI's JSON carries them, wherever one is reported.
+pub fn error_fields(e: &Error) -> serde_json::Map<String, Value> {
+    let mut fields = serde_json::Map::new();
+    fields.insert("error".into(), e.message().into());
+    fields.insert("error_type".into(), e.error_type().into());
+    fields.insert("next_step".into(), e.next_step().into());
+    fields
+}
+
 /// The error as JSON (stdout, with `--json`) or as a line for a person (stderr).
 pub fn print_error(e: &Error, json: bool) {
     if json {
-        let body = json!({
-            "success": false,
-            "error": e.message(),
-            "error_type": e.error_type(),
-            "next_step": e.next_step(),
-        });
-        println!("{body}");
+        let mut body = error_fields(e);
+        body.insert("success".into(), false.into());
+        println!("{}", Value::Object(body));
     } else {
         eprintln!("error[{}]: {}", e.error_type(), e.message());
         if let Some(step) = e.next_step() {

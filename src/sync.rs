@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use mailbroker_core::{AccountId, MailboxSyncReport, Result, SyncRequest};
+use mailbroker_core::{AccountId, Error, MailboxSyncReport, Result, SyncRequest};
 use serde::Serialize;
 
 use crate::home::Home;
@@ -29,6 +29,18 @@ pub struct AccountSyncReport {
     /// subject:, tag:, dates…), when text was filled in after it; the rest filled text in.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub headers_ms: Option<u64>,
+}
+
+/// One account's sync within a sync of `asked` accounts: of several, a failure is set aside
+/// (the inner `Err`) so the others go on; asked for one alone, its error is the answer.
+pub fn set_aside(
+    asked: usize,
+    synced: Result<AccountSyncReport>,
+) -> Result<std::result::Result<AccountSyncReport, Error>> {
+    match synced {
+        Err(e) if asked == 1 => Err(e),
+        other => Ok(other),
+    }
 }
 
 /// Syncs one account. `progress` is called as messages arrive and as their text is filled in.

@@ -56,10 +56,8 @@ pub(super) async fn run(
         })
         .await;
         bar.finish_and_clear();
-        let report = match report {
+        let report = match crate::sync::set_aside(ids.len(), report)? {
             Ok(report) => report,
-            // Asked for one account, its error is the answer; of several, the others go on.
-            Err(e) if ids.len() == 1 => return Err(e),
             Err(e) => {
                 if !json {
                     eprintln!("{id}: not synced; the other accounts go on");
@@ -95,10 +93,9 @@ pub(super) async fn run(
         let failed: Vec<_> = failed
             .iter()
             .map(|(id, e)| {
-                serde_json::json!({
-                    "account": id, "error": e.message(), "error_type": e.error_type(),
-                    "next_step": e.next_step(),
-                })
+                let mut failure = output::error_fields(e);
+                failure.insert("account".into(), id.as_str().into());
+                serde_json::Value::Object(failure)
             })
             .collect();
         print_json(

@@ -218,21 +218,20 @@ impl McpServer {
         let (mut accounts, mut failed) = (Vec::new(), Vec::new());
         let ids = self.accounts_for(account).await?;
         for id in &ids {
-            let r =
-                match crate::sync::sync_account(&self.home, &self.store, id, false, |_| {}).await {
-                    Ok(r) => r,
-                    // Asked for one account, its error is the answer; of several, the others go on.
-                    Err(e) if ids.len() == 1 => return Err(e),
-                    Err(e) => {
-                        failed.push(SyncFailure {
-                            account: id.to_string(),
-                            error: e.message().to_string(),
-                            error_type: e.error_type().to_string(),
-                            next_step: super::shape::next_step(&e),
-                        });
-                        continue;
-                    }
-                };
+            let synced =
+                crate::sync::sync_account(&self.home, &self.store, id, false, |_| {}).await;
+            let r = match crate::sync::set_aside(ids.len(), synced)? {
+                Ok(r) => r,
+                Err(e) => {
+                    failed.push(SyncFailure {
+                        account: id.to_string(),
+                        error: e.message().to_string(),
+                        error_type: e.error_type().to_string(),
+                        next_step: super::shape::next_step(&e),
+                    });
+                    continue;
+                }
+            };
             accounts.push(SyncView {
                 account: r.account.to_string(),
                 added: r.added,
