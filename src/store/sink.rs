@@ -577,26 +577,37 @@ async fn write_text(
     uidvalidity: UidValidity,
     texts: &[MessageText],
 ) -> Result<()> {
-    const STATEMENTS: [&str; 3] = [
-        "UPDATE messages SET has_attachments = v.has_attachments, text_pending = 0
-         FROM v WHERE messages.uid = v.uid AND messages.mailbox_id = ",
-        "INSERT OR REPLACE INTO message_text (id, snippet) SELECT m.id, v.snippet
-         FROM v JOIN messages m ON m.uid = v.uid AND m.mailbox_id = ",
-        "INSERT OR REPLACE INTO messages_fts (rowid, subject, addresses, snippet, body)
-         SELECT m.id, m.subject, m.from_addr || ' ' || m.to_addr || ' ' || m.cc_addr,
-           v.snippet, v.body
-         FROM v JOIN messages m ON m.uid = v.uid AND m.mailbox_id = ",
+    // Each statement with whether it reads the body prefix, the one large value: the others
+    // get NULL there rather than a copy of it.
+    const STATEMENTS: [(&str, bool); 3] = [
+        (
+            "UPDATE messages SET has_attachments = v.has_attachments, text_pending = 0
+             FROM v WHERE messages.uid = v.uid AND messages.mailbox_id = ",
+            false,
+        ),
+        (
+            "INSERT OR REPLACE INTO message_text (id, snippet) SELECT m.id, v.snippet
+             FROM v JOIN messages m ON m.uid = v.uid AND m.mailbox_id = ",
+            false,
+        ),
+        (
+            "INSERT OR REPLACE INTO messages_fts (rowid, subject, addresses, snippet, body)
+             SELECT m.id, m.subject, m.from_addr || ' ' || m.to_addr || ' ' || m.cc_addr,
+               v.snippet, v.body
+             FROM v JOIN messages m ON m.uid = v.uid AND m.mailbox_id = ",
+            true,
+        ),
     ];
     let mut tx = store.pool().begin().await.map_err(db_error)?;
     for chunk in texts.chunks(INSERT_CHUNK) {
-        for statement in STATEMENTS {
+        for (statement, reads_body) in STATEMENTS {
             let mut q =
                 QueryBuilder::<Sqlite>::new("WITH v(uid, has_attachments, snippet, body) AS (");
             q.push_values(chunk, |mut row, t| {
                 row.push_bind(t.uid as i64)
                     .push_bind(t.has_attachments)
                     .push_bind(t.snippet.clone())
-                    .push_bind(t.body_prefix.clone());
+                    .push_bind(reads_body.then(|| t.body_prefix.clone()));
             });
             q.push(") ").push(statement).push_bind(mailbox_id);
             q.push(" AND uidvalidity = ")

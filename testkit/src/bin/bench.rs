@@ -135,6 +135,12 @@ fn report_first_sync(first: &Measured, floor_warm: Duration) {
     );
 }
 
+/// The `p` quantile (0–1) of sorted times, in milliseconds.
+fn percentile(sorted: &[Duration], p: f64) -> f64 {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i].as_secs_f64() * 1000.0
+}
+
 fn secs(d: Duration) -> f64 {
     d.as_secs_f64()
 }

@@ -4,7 +4,7 @@
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use mailbroker_testkit::Dovecot;
@@ -64,11 +64,6 @@ async fn rpc(
     Ok((session, value))
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> f64 {
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i].as_secs_f64() * 1000.0
-}
-
 async fn time_calls(
     http: &reqwest::Client,
     url: &str,
@@ -89,7 +84,10 @@ async fn time_calls(
         }
     }
     times.sort();
-    Ok((percentile(&times, 0.5), percentile(&times, 0.99)))
+    Ok((
+        super::percentile(&times, 0.5),
+        super::percentile(&times, 0.99),
+    ))
 }
 
 pub async fn bench_mcp(messages: usize) -> Result<()> {

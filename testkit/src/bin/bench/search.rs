@@ -3,7 +3,7 @@
 //! attachments) first synced from Dovecot, beside the raw fetch floor; then ten representative
 //! queries run in-process, then the same index served over MCP.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use mailbroker_testkit::Dovecot;
@@ -91,11 +91,6 @@ pub fn varied_message(i: usize, n: usize) -> (String, Vec<u8>) {
     (flags.join(" "), message.into_bytes())
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> f64 {
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i].as_secs_f64() * 1000.0
-}
-
 /// One query as `search` and `search_messages` run it: the first page of 20 and the total.
 async fn search_page(store: &mailbroker::store::Store, text: &str) -> Result<(usize, u64)> {
     let query = mailbroker::search::parse(text, 1_800_000_000)?;
@@ -156,8 +151,8 @@ async fn queries_and_mcp(
         times.sort();
         println!(
             "  {text:<40} {total:>6} match  p50 {:>6.2} ms  p95 {:>6.2} ms",
-            percentile(&times, 0.5),
-            percentile(&times, 0.95)
+            super::percentile(&times, 0.5),
+            super::percentile(&times, 0.95)
         );
     }
     store.close().await;
