@@ -21,6 +21,8 @@ fn unknown(token: &str) -> Error {
         .with_next_step("check the token the assistant showed; it is valid for ten minutes")
 }
 
+type ApprovalRow = (String, String, i64, Option<i64>, Option<i64>);
+
 impl Store {
     /// Records a write that needs confirming under `token`, bound to `binding`.
     pub async fn issue_approval(
@@ -51,15 +53,23 @@ impl Store {
         Ok(())
     }
 
-    pub async fn approval(&self, token: &str) -> Result<Approval, Error> {
-        let row: Option<(String, i64, Option<i64>, Option<i64>)> = sqlx::query_as(
-            "SELECT description, expires_at, approved_at, used_at FROM approvals WHERE token = ?",
+    /// A token's row: binding, description, expiry, approval and use.
+    async fn approval_row(&self, token: &str) -> Result<Option<ApprovalRow>, Error> {
+        sqlx::query_as(
+            "SELECT binding, description, expires_at, approved_at, used_at
+             FROM approvals WHERE token = ?",
         )
         .bind(token)
         .fetch_optional(self.pool())
         .await
-        .map_err(db_error)?;
-        let (description, expires_at, approved_at, used_at) = row.ok_or_else(|| unknown(token))?;
+        .map_err(db_error)
+    }
+
+    pub async fn approval(&self, token: &str) -> Result<Approval, Error> {
+        let (_, description, expires_at, approved_at, used_at) = self
+            .approval_row(token)
+            .await?
+            .ok_or_else(|| unknown(token))?;
         Ok(Approval {
             token: token.to_string(),
             description: serde_json::from_str(&description).unwrap_or_default(),
@@ -100,14 +110,8 @@ impl Store {
                 .with_next_step(step.to_string())
         };
         let again = "call again with dry_run: true, show the plan to the user, and ask them to approve its confirm_token";
-        let row: Option<(String, i64, Option<i64>, Option<i64>)> = sqlx::query_as(
-            "SELECT binding, expires_at, approved_at, used_at FROM approvals WHERE token = ?",
-        )
-        .bind(token)
-        .fetch_optional(self.pool())
-        .await
-        .map_err(db_error)?;
-        let Some((bound, expires_at, approved_at, used_at)) = row else {
+        let Some((bound, _, expires_at, approved_at, used_at)) = self.approval_row(token).await?
+        else {
             return Err(refuse("is unknown".into(), again));
         };
         if used_at.is_some() {
