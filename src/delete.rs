@@ -6,8 +6,8 @@
 use std::collections::{BTreeMap, HashMap};
 
 use mailbroker_core::{
-    AccountId, DeleteBatch, DeleteMode, Error, ItemResult, MessageFlags, Outcome, Result, Uid,
-    WriteTarget,
+    AccountId, DeleteBatch, DeleteMode, Error, ItemResult, MessageFlags, Outcome, RemoteId, Result,
+    Version, WriteTarget,
 };
 use serde::Serialize;
 
@@ -54,15 +54,16 @@ pub fn check_size(count: usize, limit: usize) -> Result<()> {
     Ok(())
 }
 
-type Place = (String, String, mailbroker_core::UidValidity);
+/// (account, mailbox)
+type Place = (String, String);
 
-/// Pending items per account, then per mailbox and UIDVALIDITY, in batches.
+/// Pending items per account, then per mailbox, in batches.
 type Batches = BTreeMap<String, Vec<(Place, Vec<ManifestItem>)>>;
 
 fn batches(items: Vec<ManifestItem>, size: usize) -> Batches {
     let mut places: BTreeMap<Place, Vec<ManifestItem>> = BTreeMap::new();
     for item in items {
-        let place = (item.account.clone(), item.mailbox.clone(), item.uidvalidity);
+        let place = (item.account.clone(), item.mailbox.clone());
         places.entry(place).or_default().push(item);
     }
     let mut out = Batches::new();
@@ -105,8 +106,8 @@ fn batch_of(
         .map(|i| match indexed.get(&i.message_id) {
             Some(row) => crate::write::target_of(row),
             None => WriteTarget {
-                uid: i.uid,
-                modseq: 0,
+                id: i.remote_id.clone(),
+                version: Version::default(),
                 message_id: None,
                 flags: MessageFlags::default(),
             },
@@ -114,7 +115,6 @@ fn batch_of(
         .collect();
     DeleteBatch {
         mailbox: place.1.clone(),
-        uidvalidity: place.2,
         mode,
         trash,
         targets,
@@ -293,7 +293,10 @@ impl Run<'_> {
                     if !retry {
                         let failed: Vec<ItemResult> = items
                             .iter()
-                            .map(|i| ItemResult::new(i.uid, Outcome::Failed).with_error(e.clone()))
+                            .map(|i| {
+                                ItemResult::new(i.remote_id.clone(), Outcome::Failed)
+                                    .with_error(e.clone())
+                            })
                             .collect();
                         self.checkpoint(&items, &indexed, failed).await?;
                     }
@@ -346,8 +349,7 @@ fn record_of(
     let before = indexed.map_or_else(
         || MessageState {
             mailbox: item.mailbox.clone(),
-            uidvalidity: item.uidvalidity,
-            uid: item.uid,
+            remote_id: item.remote_id.clone(),
             read: false,
             flagged: false,
             tags: Vec::new(),
@@ -361,12 +363,11 @@ fn record_of(
         Outcome::Failed => (ItemStatus::Failed, "failed"),
         Outcome::Unknown => (ItemStatus::Failed, "unknown"),
     };
-    let after = result.moved_to.as_ref().map(|(mailbox, validity, uid)| {
+    let after = result.moved_to.as_ref().map(|(mailbox, remote_id)| {
         let flags = result.observed.as_ref().map(|(_, f)| f);
         MessageState {
             mailbox: mailbox.clone(),
-            uidvalidity: *validity,
-            uid: *uid,
+            remote_id: remote_id.clone(),
             read: flags.is_some_and(|f| f.read),
             flagged: flags.is_some_and(|f| f.flagged),
             tags: flags.map(|f| f.tags.clone()).unwrap_or_default(),
@@ -403,14 +404,15 @@ impl Run<'_> {
         results: Vec<ItemResult>,
     ) -> Result<()> {
         let (store, mode) = (self.store, self.mode);
-        let by_uid: HashMap<Uid, ItemResult> = results.into_iter().map(|r| (r.uid, r)).collect();
+        let mut by_id: HashMap<RemoteId, ItemResult> =
+            results.into_iter().map(|r| (r.id.clone(), r)).collect();
         let mut outcomes = Vec::with_capacity(items.len());
         let mut journal = Vec::with_capacity(items.len());
         for item in items {
-            let result = by_uid.get(&item.uid).cloned().unwrap_or_else(|| {
-                ItemResult::new(item.uid, Outcome::Failed).with_error(Error::verification_failed(
-                    "the server's answer did not mention this message",
-                ))
+            let result = by_id.remove(&item.remote_id).unwrap_or_else(|| {
+                ItemResult::new(item.remote_id.clone(), Outcome::Failed).with_error(
+                    Error::verification_failed("the server's answer did not mention this message"),
+                )
             });
             let (outcome, line) = record_of(item, result, mode, indexed.get(&item.message_id));
             outcomes.push(outcome);

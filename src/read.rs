@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use crate::registry;
 use crate::store::{MessageRow, Store};
-use mailbroker_core::{Error, Result, Uid};
+use mailbroker_core::{Error, RemoteId, Result};
 
 /// The most messages one read returns: bodies are large, and an assistant's context is not.
 pub const MAX_MESSAGES: usize = 20;
@@ -94,18 +94,17 @@ pub async fn read_messages(store: &Store, ids: &[i64]) -> Result<Vec<(MessageRow
     for id in ids {
         rows.push(store.message(*id).await?);
     }
-    type Place = (String, String, mailbroker_core::UidValidity);
-    let mut groups: BTreeMap<Place, Vec<Uid>> = BTreeMap::new();
+    let mut groups: BTreeMap<(String, String), Vec<RemoteId>> = BTreeMap::new();
     for r in &rows {
         let p = &r.place;
         groups
-            .entry((p.account.clone(), p.mailbox.clone(), p.uidvalidity))
+            .entry((p.account.clone(), p.mailbox.clone()))
             .or_default()
-            .push(p.uid);
+            .push(p.remote_id.clone());
     }
-    let mut sources: BTreeMap<(String, String, Uid), Vec<u8>> = BTreeMap::new();
+    let mut sources: BTreeMap<(String, String, RemoteId), Vec<u8>> = BTreeMap::new();
     let mut current: Option<(String, Box<dyn mailbroker_core::Provider>)> = None;
-    for ((account, mailbox, validity), uids) in groups {
+    for ((account, mailbox), ids) in groups {
         if current.as_ref().is_none_or(|(a, _)| *a != account) {
             if let Some((_, mut old)) = current.take() {
                 old.close().await;
@@ -116,8 +115,8 @@ pub async fn read_messages(store: &Store, ids: &[i64]) -> Result<Vec<(MessageRow
         let Some((_, provider)) = current.as_mut() else {
             continue;
         };
-        for (uid, source) in provider.fetch_sources(&mailbox, validity, &uids).await? {
-            sources.insert((account.clone(), mailbox.clone(), uid), source);
+        for (id, source) in provider.fetch_sources(&mailbox, &ids).await? {
+            sources.insert((account.clone(), mailbox.clone(), id), source);
         }
     }
     if let Some((_, mut provider)) = current {
@@ -128,7 +127,7 @@ pub async fn read_messages(store: &Store, ids: &[i64]) -> Result<Vec<(MessageRow
         let key = (
             row.place.account.clone(),
             row.place.mailbox.clone(),
-            row.place.uid,
+            row.place.remote_id.clone(),
         );
         let Some(source) = sources.get(&key) else {
             return Err(Error::stale_state(format!(

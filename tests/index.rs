@@ -46,7 +46,9 @@ async fn message_state_survives_the_upgrade_to_its_own_table() {
     let messages = found["messages"].as_array().unwrap();
     assert_eq!(messages.len(), 1, "{found}");
     assert_eq!(messages[0]["id"], 7);
-    assert_eq!(messages[0]["modseq"], 42);
+    // Later migrations carry the modseq on as the message's version, with its id.
+    assert_eq!(messages[0]["version"], "42");
+    assert_eq!(messages[0]["remote_id"], "1:70");
     assert_eq!(messages[0]["tags"], serde_json::json!(["$Kept"]));
     assert_eq!(messages[0]["flags"], serde_json::json!(["\\Seen", "$Kept"]));
     let flagged = ok(home.path(), &["search", "is:flagged"]);
@@ -81,9 +83,10 @@ async fn journal_items_survive_the_upgrade_to_shared_states() {
     let shown = ok(home.path(), &["changes", "3"]);
     let items = shown["change"]["items"].as_array().unwrap();
     assert_eq!(items.len(), 3, "{shown}");
+    // Later migrations join UIDVALIDITY and UID into the message's remote id.
     let state =
         |mailbox: &str, validity: u32, uid: u32, read: bool, flagged: bool, tags: &[&str]| {
-            serde_json::json!({"mailbox": mailbox, "uidvalidity": validity, "uid": uid,
+            serde_json::json!({"mailbox": mailbox, "remote_id": format!("{validity}:{uid}"),
             "read": read, "flagged": flagged, "tags": tags})
         };
     assert_eq!(items[0]["message_id"], 7);

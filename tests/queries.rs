@@ -33,7 +33,7 @@ fn uids(json: &Value) -> Vec<u32> {
         .as_array()
         .unwrap_or_else(|| panic!("no messages in {json}"))
         .iter()
-        .map(|m| m["uid"].as_u64().unwrap() as u32)
+        .map(common::uid_of)
         .collect();
     out.sort_unstable();
     out

@@ -67,7 +67,7 @@ async fn incremental_case(user: &str, extra: &[&str], expected_mode: &str) {
     assert_eq!(inbox["removed"], 2, "{sync}");
     assert_eq!(inbox["uidvalidity_reset"], false);
     // Mailboxes nobody touched were not even selected.
-    if expected_mode != "flags" {
+    if expected_mode != "scan" {
         assert_eq!(
             mailbox_report(&sync, "Archive")["mode"],
             "unchanged",
@@ -85,7 +85,7 @@ async fn incremental_case(user: &str, extra: &[&str], expected_mode: &str) {
 
 #[tokio::test]
 async fn incremental_sync_uses_qresync() {
-    incremental_case("inc-qresync", &[], "qresync").await;
+    incremental_case("inc-qresync", &[], "delta").await;
 }
 
 #[tokio::test]
@@ -93,7 +93,7 @@ async fn incremental_sync_uses_condstore_without_qresync() {
     incremental_case(
         "inc-condstore",
         &["--disable-extension", "QRESYNC"],
-        "condstore",
+        "modified",
     )
     .await;
 }
@@ -108,7 +108,7 @@ async fn incremental_sync_compares_flags_without_condstore() {
             "--disable-extension",
             "CONDSTORE",
         ],
-        "flags",
+        "scan",
     )
     .await;
 }

@@ -169,8 +169,8 @@ pub async fn delete_staged(
                     .as_deref()
                     .map_or(String::new(), |e| format!(" ({e})"));
                 println!(
-                    "  {} {}/{} uid {}: {}{error}",
-                    item.message_id, item.account, item.mailbox, item.uid, item.status
+                    "  {} {}/{} ({}): {}{error}",
+                    item.message_id, item.account, item.mailbox, item.remote_id, item.status
                 );
             }
         }

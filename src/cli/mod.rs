@@ -696,10 +696,10 @@ fn print_message(r: &MessageRow) {
     use output::one_line as safe;
     println!("id:       {}", r.place.id);
     println!(
-        "account:  {}  mailbox: {}  uid: {}",
+        "account:  {}  mailbox: {}  remote id: {}",
         r.place.account,
         safe(&r.place.mailbox),
-        r.place.uid
+        safe(r.place.remote_id.as_str())
     );
     println!("date:     {}", r.date.as_deref().unwrap_or("-"));
     println!("from:     {}", safe(&r.from));

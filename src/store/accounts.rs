@@ -288,9 +288,8 @@ impl Store {
 
     /// Where the last sync of each mailbox stopped, for mailboxes synced at least once.
     pub async fn cursors(&self, id: &AccountId) -> Result<Vec<(String, MailboxCursor)>, Error> {
-        let rows: Vec<(String, i64, i64, i64)> = sqlx::query_as(
-            "SELECT name, uidvalidity, uidnext, highestmodseq FROM mailboxes
-             WHERE account_id = ? AND uidvalidity != 0",
+        let rows: Vec<(String, String)> = sqlx::query_as(
+            "SELECT name, cursor FROM mailboxes WHERE account_id = ? AND cursor != ''",
         )
         .bind(id.as_str())
         .fetch_all(&self.pool)
@@ -298,14 +297,7 @@ impl Store {
         .map_err(db_error)?;
         Ok(rows
             .into_iter()
-            .map(|(name, uv, un, hm)| {
-                let cursor = MailboxCursor {
-                    uidvalidity: uv as u32,
-                    uidnext: un as u64,
-                    highestmodseq: hm as u64,
-                };
-                (name, cursor)
-            })
+            .map(|(name, cursor)| (name, MailboxCursor::new(cursor)))
             .collect())
     }
 

@@ -1,6 +1,6 @@
 //! The change journal and the index update that goes with it, in one transaction.
 
-use mailbroker_core::{Error, MessageFlags, Uid};
+use mailbroker_core::{Error, MessageFlags, RemoteId, Version};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 
@@ -12,8 +12,8 @@ use super::{ROWS_PER_STATEMENT, Store, db_error, now_secs};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MessageState {
     pub mailbox: String,
-    pub uidvalidity: u32,
-    pub uid: Uid,
+    /// The provider's id of the message in `mailbox`.
+    pub remote_id: RemoteId,
     pub read: bool,
     pub flagged: bool,
     pub tags: Vec<String>,
@@ -29,9 +29,9 @@ pub struct JournalItem {
     pub error: Option<String>,
     pub before: MessageState,
     pub after: Option<MessageState>,
-    /// The server's state as read back (flags and modseq), to write into the index.
+    /// The server's state as read back (version and flags), to write into the index.
     #[serde(skip)]
-    pub observed: Option<(u64, MessageFlags)>,
+    pub observed: Option<(Version, MessageFlags)>,
 }
 
 /// A change's own row in `changes`, its JSON columns still text.
@@ -262,10 +262,10 @@ impl Store {
             .into_iter()
             .map(|(n, state)| Ok((n, serde_json::from_str::<StoredState>(&state).map_err(bad)?)))
             .collect::<Result<HashMap<i64, StoredState>, Error>>()?;
-        let state_at = |n: i64, uid: i64| {
+        let state_at = |n: i64, remote_id: String| {
             states
                 .get(&n)
-                .map(|s| s.with_uid(uid as Uid))
+                .map(|s| s.with_id(RemoteId::new(remote_id)))
                 .ok_or_else(|| Error::internal(format!("change {id}: item without state {n}")))
         };
         type ItemRow = (
@@ -275,13 +275,13 @@ impl Store {
             Option<String>,
             Option<String>,
             i64,
-            i64,
+            String,
             Option<i64>,
-            Option<i64>,
+            Option<String>,
         );
         let rows: Vec<ItemRow> = sqlx::query_as(
             "SELECT message_id, account_id, outcome, error_type, error, before_state,
-               before_uid, after_state, after_uid
+               before_id, after_state, after_id
              FROM change_items WHERE change_id = ? ORDER BY message_id",
         )
         .bind(id)
@@ -289,20 +289,11 @@ impl Store {
         .await
         .map_err(db_error)?;
         let mut items = Vec::with_capacity(rows.len());
-        for (
-            message_id,
-            account,
-            outcome,
-            error_type,
-            error,
-            before,
-            before_uid,
-            after,
-            after_uid,
-        ) in rows
+        for (message_id, account, outcome, error_type, error, before, before_id, after, after_id) in
+            rows
         {
-            let after = match (after, after_uid) {
-                (Some(n), Some(uid)) => Some(state_at(n, uid)?),
+            let after = match (after, after_id) {
+                (Some(n), Some(remote_id)) => Some(state_at(n, remote_id)?),
                 _ => None,
             };
             items.push(JournalItem {
@@ -311,7 +302,7 @@ impl Store {
                 outcome,
                 error_type,
                 error,
-                before: state_at(before, before_uid)?,
+                before: state_at(before, before_id)?,
                 after,
                 observed: None,
             });
@@ -414,15 +405,15 @@ pub(crate) async fn insert_items(
                 item.error_type.as_deref(),
                 item.error.as_deref(),
                 state_ids.get(&key(&item.before)).copied(),
-                item.before.uid as i64,
+                item.before.remote_id.as_str(),
                 after.and_then(|a| state_ids.get(&key(a)).copied()),
-                after.map(|a| a.uid as i64),
+                after.map(|a| a.remote_id.as_str()),
             )
         })
         .collect();
     sqlx::query(
         "INSERT INTO change_items (change_id, message_id, account_id, outcome, error_type,
-           error, before_state, before_uid, after_state, after_uid)
+           error, before_state, before_id, after_state, after_id)
          SELECT ?1, value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4,
            value ->> 5, value ->> 6, value ->> 7, value ->> 8
          FROM json_each(?2)",
@@ -443,27 +434,27 @@ type ItemValues<'a> = (
     Option<&'a str>,
     Option<&'a str>,
     Option<i64>,
-    i64,
+    &'a str,
     Option<i64>,
-    Option<i64>,
+    Option<&'a str>,
 );
 
-/// A journaled state without its UID, as `change_states` holds it.
+/// A journaled state without its id, as `change_states` holds it (shared by every message
+/// of a change that ends the same way). Rows from before ids were opaque also carry a
+/// `uidvalidity`, which is read into their ids and otherwise ignored.
 #[derive(Serialize, Deserialize)]
 struct StoredState {
     mailbox: String,
-    uidvalidity: u32,
     read: bool,
     flagged: bool,
     tags: Vec<String>,
 }
 
 impl StoredState {
-    fn with_uid(&self, uid: Uid) -> MessageState {
+    fn with_id(&self, remote_id: RemoteId) -> MessageState {
         MessageState {
             mailbox: self.mailbox.clone(),
-            uidvalidity: self.uidvalidity,
-            uid,
+            remote_id,
             read: self.read,
             flagged: self.flagged,
             tags: self.tags.clone(),
@@ -471,16 +462,10 @@ impl StoredState {
     }
 }
 
-type StateKey<'a> = (&'a str, u32, bool, bool, &'a [String]);
+type StateKey<'a> = (&'a str, bool, bool, &'a [String]);
 
 fn key(state: &MessageState) -> StateKey<'_> {
-    (
-        &state.mailbox,
-        state.uidvalidity,
-        state.read,
-        state.flagged,
-        &state.tags,
-    )
+    (&state.mailbox, state.read, state.flagged, &state.tags)
 }
 
 /// The id of `state` in change `id`'s states, added if new. A staged deletion journals its
@@ -492,7 +477,6 @@ async fn insert_state(
 ) -> Result<i64, Error> {
     let stored = StoredState {
         mailbox: state.mailbox.clone(),
-        uidvalidity: state.uidvalidity,
         read: state.read,
         flagged: state.flagged,
         tags: state.tags.clone(),
@@ -522,8 +506,7 @@ async fn update_observed(
     items: &[JournalItem],
 ) -> Result<(), Error> {
     let rows = observed_rows(tx, items).await?;
-    // Only moved messages touch the wide messages row (and its (mailbox, uidvalidity, uid)
-    // index); every observed message gets its narrow state row rewritten.
+    // Only moved messages touch the wide messages row (and its (mailbox, remote id) index); every observed message gets its narrow state row rewritten.
     let moved: Vec<&ObservedRow> = rows.iter().filter(|r| r.moved).collect();
     update_places(tx, &moved).await?;
     update_states(tx, &rows).await
@@ -589,7 +572,7 @@ struct ObservedRow<'a> {
     id: i64,
     mailbox_id: i64,
     place: &'a MessageState,
-    modseq: u64,
+    version: &'a Version,
     flags: &'a MessageFlags,
     moved: bool,
 }
@@ -603,7 +586,7 @@ async fn observed_rows<'a>(
     let mut mailbox_ids: HashMap<(&str, &str), i64> = HashMap::new();
     let mut rows = Vec::new();
     for item in items {
-        let Some((modseq, flags)) = &item.observed else {
+        let Some((version, flags)) = &item.observed else {
             continue;
         };
         let place = item.after.as_ref().unwrap_or(&item.before);
@@ -628,7 +611,7 @@ async fn observed_rows<'a>(
             id: item.message_id,
             mailbox_id,
             place,
-            modseq: *modseq,
+            version,
             flags,
             moved: place.mailbox != item.before.mailbox,
         });
@@ -647,11 +630,11 @@ async fn update_states(
     rows: &[ObservedRow<'_>],
 ) -> Result<(), Error> {
     // Grouped by the state itself; each group's JSON is built once, below.
-    type State<'a> = (u64, &'a [String], &'a [String], bool, bool);
+    type State<'a> = (&'a str, &'a [String], &'a [String], bool, bool);
     let mut groups: HashMap<State, Vec<i64>> = HashMap::new();
     for r in rows {
         let state = (
-            r.modseq,
+            r.version.as_str(),
             r.flags.raw.as_slice(),
             r.flags.tags.as_slice(),
             r.flags.read,
@@ -662,13 +645,13 @@ async fn update_states(
             return update_each_state(tx, rows).await;
         }
     }
-    for ((modseq, raw, tags, read, flagged), ids) in groups {
-        let (modseq, raw, tags) = (modseq as i64, json(&raw), json(&tags));
+    for ((version, raw, tags, read, flagged), ids) in groups {
+        let (raw, tags) = (json(&raw), json(&tags));
         sqlx::query(
-            "UPDATE message_state SET modseq = ?1, flags = ?2, tags = ?3, is_read = ?4,
+            "UPDATE message_state SET version = ?1, flags = ?2, tags = ?3, is_read = ?4,
                is_flagged = ?5 WHERE id IN (SELECT value FROM json_each(?6))",
         )
-        .bind(modseq)
+        .bind(version)
         .bind(raw)
         .bind(tags)
         .bind(read)
@@ -688,12 +671,12 @@ async fn update_each_state(
 ) -> Result<(), Error> {
     for chunk in rows.chunks(ROWS_PER_STATEMENT) {
         let mut q = QueryBuilder::<Sqlite>::new(
-            "UPDATE message_state SET modseq = v.column2, flags = v.column3, tags = v.column4,
+            "UPDATE message_state SET version = v.column2, flags = v.column3, tags = v.column4,
                is_read = v.column5, is_flagged = v.column6 FROM (",
         );
         q.push_values(chunk, |mut row, r| {
             row.push_bind(r.id)
-                .push_bind(r.modseq as i64)
+                .push_bind(r.version.as_str())
                 .push_bind(json(&r.flags.raw))
                 .push_bind(json(&r.flags.tags))
                 .push_bind(r.flags.read)
@@ -705,21 +688,19 @@ async fn update_each_state(
     Ok(())
 }
 
-/// The new place (mailbox, uidvalidity, uid) of moved messages.
+/// The new place (mailbox, remote id) of moved messages.
 async fn update_places(
     tx: &mut Transaction<'_, Sqlite>,
     rows: &[&ObservedRow<'_>],
 ) -> Result<(), Error> {
     for chunk in rows.chunks(ROWS_PER_STATEMENT) {
         let mut q = QueryBuilder::<Sqlite>::new(
-            "UPDATE messages SET mailbox_id = v.column2, uidvalidity = v.column3, uid = v.column4
-             FROM (",
+            "UPDATE messages SET mailbox_id = v.column2, remote_id = v.column3 FROM (",
         );
         q.push_values(chunk, |mut row, r| {
             row.push_bind(r.id)
                 .push_bind(r.mailbox_id)
-                .push_bind(i64::from(r.place.uidvalidity))
-                .push_bind(r.place.uid as i64);
+                .push_bind(r.place.remote_id.as_str());
         });
         q.push(") AS v WHERE messages.id = v.column1");
         q.build().execute(&mut **tx).await.map_err(db_error)?;

@@ -5,7 +5,7 @@
 //! `deleted_messages` and removed) all commit together, or none does. A run killed at any
 //! moment resumes from the last checkpoint.
 
-use mailbroker_core::{DeleteMode, Error, Uid};
+use mailbroker_core::{DeleteMode, Error, RemoteId};
 use serde::Serialize;
 use sqlx::{QueryBuilder, Sqlite};
 
@@ -74,8 +74,9 @@ pub struct ManifestItem {
     pub message_id: i64,
     pub account: String,
     pub mailbox: String,
-    pub uidvalidity: u32,
-    pub uid: Uid,
+    /// The provider's id of the message when it was staged: what is deleted, and only if
+    /// the server still has this message under it.
+    pub remote_id: RemoteId,
     pub status: ItemStatus,
     pub error: Option<String>,
 }
@@ -175,15 +176,14 @@ impl Store {
         for chunk in refs.chunks(ROWS_PER_STATEMENT) {
             let mut q = QueryBuilder::<Sqlite>::new(
                 "INSERT INTO manifest_items (manifest_id, message_id, account_id, mailbox,
-                   uidvalidity, uid, status) ",
+                   remote_id, status) ",
             );
             q.push_values(chunk, |mut row, r| {
                 row.push_bind(id)
                     .push_bind(r.id)
                     .push_bind(r.account.clone())
                     .push_bind(r.mailbox.clone())
-                    .push_bind(i64::from(r.uidvalidity))
-                    .push_bind(r.uid as i64)
+                    .push_bind(r.remote_id.as_str().to_owned())
                     .push_bind(ItemStatus::Pending);
             });
             q.build().execute(&mut *tx).await.map_err(db_error)?;
@@ -310,11 +310,11 @@ impl Store {
         id: i64,
         status: Option<ItemStatus>,
     ) -> Result<Vec<ManifestItem>, Error> {
-        type Row = (i64, String, String, i64, i64, ItemStatus, Option<String>);
+        type Row = (i64, String, String, String, ItemStatus, Option<String>);
         let rows: Vec<Row> = sqlx::query_as(
-            "SELECT message_id, account_id, mailbox, uidvalidity, uid, status, error
+            "SELECT message_id, account_id, mailbox, remote_id, status, error
              FROM manifest_items WHERE manifest_id = ? AND (?2 IS NULL OR status = ?2)
-             ORDER BY account_id, mailbox, uid",
+             ORDER BY account_id, mailbox, message_id",
         )
         .bind(id)
         .bind(status)
@@ -324,12 +324,11 @@ impl Store {
         Ok(rows
             .into_iter()
             .map(
-                |(message_id, account, mailbox, v, uid, status, error)| ManifestItem {
+                |(message_id, account, mailbox, remote_id, status, error)| ManifestItem {
                     message_id,
                     account,
                     mailbox,
-                    uidvalidity: v as u32,
-                    uid: uid as Uid,
+                    remote_id: RemoteId::new(remote_id),
                     status,
                     error,
                 },
@@ -373,9 +372,9 @@ impl Store {
             .collect();
         for chunk in purged.chunks(ROWS_PER_STATEMENT) {
             let mut copy = QueryBuilder::<Sqlite>::new(
-                "INSERT OR REPLACE INTO deleted_messages (id, account_id, mailbox, uidvalidity,
-                   uid, message_id, from_addr, subject, date, size, deleted_at, manifest_id)
-                 SELECT m.id, b.account_id, b.name, m.uidvalidity, m.uid, m.message_id,
+                "INSERT OR REPLACE INTO deleted_messages (id, account_id, mailbox, remote_id,
+                   message_id, from_addr, subject, date, size, deleted_at, manifest_id)
+                 SELECT m.id, b.account_id, b.name, m.remote_id, m.message_id,
                    m.from_addr, m.subject, m.date, m.size, ",
             );
             copy.push_bind(now).push(", ").push_bind(manifest_id);

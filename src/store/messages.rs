@@ -1,6 +1,6 @@
 //! Reading messages back: lookup by id and search by query terms.
 
-use mailbroker_core::{Error, Uid};
+use mailbroker_core::{Error, MailboxCursor, RemoteId, Version};
 use serde::Serialize;
 use sqlx::{QueryBuilder, Sqlite};
 
@@ -49,8 +49,7 @@ struct Row {
     snippet: String,
 }
 
-const SELECT: &str =
-    "SELECT m.id, b.account_id, b.name, m.uidvalidity, m.uid, s.modseq, b.highestmodseq,
+const SELECT: &str = "SELECT m.id, b.account_id, b.name, m.remote_id, s.version, b.cursor,
     m.message_id,
     m.from_addr, m.to_addr, m.cc_addr, m.subject, m.date, m.size, m.has_attachments, s.is_read,
     s.is_flagged, s.flags, s.tags, coalesce(t.snippet, '') AS snippet
@@ -83,17 +82,17 @@ pub struct MessageRef {
     pub id: i64,
     pub account: String,
     pub mailbox: String,
-    pub uidvalidity: u32,
-    pub uid: Uid,
-    /// The server's modification sequence when last seen (0 without CONDSTORE).
-    pub modseq: u64,
+    /// The provider's id of this copy (IMAP `UIDVALIDITY:UID`, a Gmail message id).
+    pub remote_id: RemoteId,
+    /// The provider's change marker when last seen (empty when it keeps none).
+    pub version: Version,
     /// The Message-ID header, to find the message again after it moved.
     #[serde(skip)]
     pub message_id: Option<String>,
-    /// The mailbox's modseq when a sync last caught the index up with it (0 when unknown).
-    /// If the server still reports it, nothing in the mailbox changed since.
+    /// The mailbox's cursor when a sync last caught the index up with it (empty when
+    /// unknown). If the server is still there, nothing in the mailbox changed since.
     #[serde(skip)]
-    pub mailbox_modseq: u64,
+    pub mailbox_cursor: MailboxCursor,
     pub read: bool,
     pub flagged: bool,
     pub tags: Vec<String>,
@@ -108,10 +107,9 @@ struct PlaceRow {
     id: i64,
     account_id: String,
     name: String,
-    uidvalidity: i64,
-    uid: i64,
-    modseq: i64,
-    highestmodseq: i64,
+    remote_id: String,
+    version: String,
+    cursor: String,
     is_read: bool,
     is_flagged: bool,
     tags: String,
@@ -125,10 +123,9 @@ impl From<PlaceRow> for MessageRef {
             r.id,
             r.account_id,
             r.name,
-            r.uidvalidity,
-            r.uid,
-            r.modseq,
-            r.highestmodseq,
+            r.remote_id,
+            r.version,
+            r.cursor,
             i64::from(r.is_read),
             i64::from(r.is_flagged),
             serde_json::from_str(&r.tags).unwrap_or_default(),
@@ -142,7 +139,7 @@ impl From<PlaceRow> for MessageRef {
 /// through the driver row by row costs about three times as much. Columns in `RefRow` order;
 /// `tags` and `flags` are JSON arrays already.
 const SELECT_REFS: &str = "SELECT json_group_array(json_array(m.id, b.account_id, b.name,
-    m.uidvalidity, m.uid, s.modseq, b.highestmodseq, s.is_read, s.is_flagged, json(s.tags),
+    m.remote_id, s.version, b.cursor, s.is_read, s.is_flagged, json(s.tags),
     json(s.flags), m.message_id) ORDER BY m.id)
     FROM messages m JOIN mailboxes b ON b.id = m.mailbox_id JOIN message_state s ON s.id = m.id
     WHERE 1 = 1";
@@ -162,10 +159,9 @@ struct RefRow(
     i64,
     String,
     String,
-    i64,
-    i64,
-    i64,
-    i64,
+    String,
+    String,
+    String,
     i64,
     i64,
     Vec<String>,
@@ -178,15 +174,14 @@ fn ref_of(r: RefRow) -> MessageRef {
         id: r.0,
         account: r.1,
         mailbox: r.2,
-        uidvalidity: r.3 as u32,
-        uid: r.4 as Uid,
-        modseq: r.5 as u64,
-        mailbox_modseq: r.6 as u64,
-        read: r.7 != 0,
-        flagged: r.8 != 0,
-        tags: r.9,
-        raw: r.10,
-        message_id: r.11,
+        remote_id: RemoteId::new(r.3),
+        version: Version::new(r.4),
+        mailbox_cursor: MailboxCursor::new(r.5),
+        read: r.6 != 0,
+        flagged: r.7 != 0,
+        tags: r.8,
+        raw: r.9,
+        message_id: r.10,
     }
 }
 

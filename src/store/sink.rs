@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use async_trait::async_trait;
 use mailbroker_core::{
     AccountId, Arrival, Error, MailboxCursor, MailboxInfo, MessageFlags, MessageMeta, MessageText,
-    Result, Settled, SyncSink, Uid, UidValidity,
+    RemoteId, Result, Settled, SyncSink, Version,
 };
 use sqlx::{QueryBuilder, Sqlite, SqliteConnection};
 use tokio::sync::mpsc;
@@ -15,7 +15,7 @@ use super::{Store, db_error, now_secs, replace_tags};
 
 /// Rows per multi-row INSERT: 17 bound values each stays far below SQLite's variable limit.
 const INSERT_CHUNK: usize = 200;
-/// UIDs per `IN (…)` list.
+/// Ids per `IN (…)` list.
 const DELETE_CHUNK: usize = 500;
 
 pub(super) async fn upsert_mailbox(
@@ -46,6 +46,10 @@ fn json_list(items: &[String]) -> String {
     serde_json::to_string(items).unwrap_or_else(|_| "[]".to_string())
 }
 
+fn json_ids(ids: &[RemoteId]) -> Result<String> {
+    serde_json::to_string(ids).map_err(|e| Error::internal(e.to_string()))
+}
+
 /// How far a sync is, for a progress display.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SyncProgress {
@@ -58,8 +62,8 @@ pub enum SyncProgress {
 pub struct StoreSink {
     store: Store,
     account: AccountId,
-    /// Mailbox name → (row id, UIDVALIDITY the incoming messages belong to).
-    mailboxes: HashMap<String, (i64, UidValidity)>,
+    /// Mailbox name → row id.
+    mailboxes: HashMap<String, i64>,
     on_progress: Option<Box<dyn FnMut(SyncProgress) + Send + Sync>>,
     /// Message batches are written by a separate task, so fetching the next batch from the
     /// server overlaps with writing the last one. Everything else waits for it (`flush`).
@@ -68,8 +72,8 @@ pub struct StoreSink {
 
 /// What the writer task writes: new messages (headers), or the text of indexed ones.
 enum Batch {
-    Messages(i64, UidValidity, Vec<MessageMeta>),
-    Text(i64, UidValidity, Vec<MessageText>),
+    Messages(i64, Vec<MessageMeta>),
+    Text(i64, Vec<MessageText>),
 }
 
 type Writer = (mpsc::Sender<Batch>, tokio::task::JoinHandle<Result<()>>);
@@ -109,12 +113,10 @@ impl StoreSink {
             let task = tokio::spawn(async move {
                 while let Some(batch) = rx.recv().await {
                     match batch {
-                        Batch::Messages(mailbox, uidvalidity, rows) => {
-                            insert_batch(&store, mailbox, uidvalidity, &rows).await?
+                        Batch::Messages(mailbox, rows) => {
+                            insert_batch(&store, mailbox, &rows).await?
                         }
-                        Batch::Text(mailbox, uidvalidity, texts) => {
-                            write_text(&store, mailbox, uidvalidity, &texts).await?
-                        }
+                        Batch::Text(mailbox, texts) => write_text(&store, mailbox, &texts).await?,
                     }
                 }
                 Ok(())
@@ -137,22 +139,22 @@ impl StoreSink {
         }
     }
 
-    fn mailbox(&self, name: &str) -> Result<(i64, UidValidity)> {
+    fn mailbox(&self, name: &str) -> Result<i64> {
         self.mailboxes
             .get(name)
             .copied()
             .ok_or_else(|| Error::internal(format!("sync reported unknown mailbox {name:?}")))
     }
 
-    async fn delete_uids(&self, mailbox_id: i64, uids: &[Uid]) -> Result<u64> {
+    async fn delete_ids(&self, mailbox_id: i64, ids: &[RemoteId]) -> Result<u64> {
         let mut removed = 0;
         let mut tx = self.store.pool().begin().await.map_err(db_error)?;
-        for chunk in uids.chunks(DELETE_CHUNK) {
+        for chunk in ids.chunks(DELETE_CHUNK) {
             let mut q = QueryBuilder::<Sqlite>::new("DELETE FROM messages WHERE mailbox_id = ");
-            q.push_bind(mailbox_id).push(" AND uid IN (");
+            q.push_bind(mailbox_id).push(" AND remote_id IN (");
             let mut list = q.separated(", ");
-            for uid in chunk {
-                list.push_bind(*uid as i64);
+            for id in chunk {
+                list.push_bind(id.as_str());
             }
             q.push(")");
             removed += q
@@ -175,18 +177,17 @@ impl SyncSink for StoreSink {
         for mb in list {
             upsert_mailbox(&mut tx, self.account.as_str(), mb).await?;
         }
-        let rows: Vec<(i64, String, i64)> =
-            sqlx::query_as("SELECT id, name, uidvalidity FROM mailboxes WHERE account_id = ?")
+        let rows: Vec<(i64, String)> =
+            sqlx::query_as("SELECT id, name FROM mailboxes WHERE account_id = ?")
                 .bind(self.account.as_str())
                 .fetch_all(&mut *tx)
                 .await
                 .map_err(db_error)?;
         let listed: HashSet<&str> = list.iter().map(|m| m.name.as_str()).collect();
         self.mailboxes.clear();
-        for (id, name, uidvalidity) in rows {
+        for (id, name) in rows {
             if listed.contains(name.as_str()) {
-                self.mailboxes
-                    .insert(name, (id, uidvalidity as UidValidity));
+                self.mailboxes.insert(name, id);
             } else {
                 // Gone from the server: its messages go with it (cascade).
                 sqlx::query("DELETE FROM mailboxes WHERE id = ?")
@@ -199,74 +200,63 @@ impl SyncSink for StoreSink {
         tx.commit().await.map_err(db_error)
     }
 
-    async fn reset_mailbox(&mut self, mailbox: &str, uidvalidity: UidValidity) -> Result<()> {
+    async fn reset_mailbox(&mut self, mailbox: &str) -> Result<()> {
         self.flush().await?;
-        let (id, _) = self.mailbox(mailbox)?;
+        let id = self.mailbox(mailbox)?;
         let mut tx = self.store.pool().begin().await.map_err(db_error)?;
         sqlx::query("DELETE FROM messages WHERE mailbox_id = ?")
             .bind(id)
             .execute(&mut *tx)
             .await
             .map_err(db_error)?;
-        sqlx::query(
-            "UPDATE mailboxes SET uidvalidity = ?, uidnext = 0, highestmodseq = 0 WHERE id = ?",
-        )
-        .bind(i64::from(uidvalidity))
-        .bind(id)
-        .execute(&mut *tx)
-        .await
-        .map_err(db_error)?;
-        tx.commit().await.map_err(db_error)?;
-        self.mailboxes
-            .insert(mailbox.to_string(), (id, uidvalidity));
-        Ok(())
+        sqlx::query("UPDATE mailboxes SET cursor = '' WHERE id = ?")
+            .bind(id)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_error)?;
+        tx.commit().await.map_err(db_error)
     }
 
     async fn upsert_messages(&mut self, mailbox: &str, messages: Vec<MessageMeta>) -> Result<()> {
-        let (mailbox_id, uidvalidity) = self.mailbox(mailbox)?;
-        self.write(Batch::Messages(mailbox_id, uidvalidity, messages))
-            .await
+        let mailbox_id = self.mailbox(mailbox)?;
+        self.write(Batch::Messages(mailbox_id, messages)).await
     }
 
-    async fn text_pending(&mut self, mailbox: &str) -> Result<Vec<Uid>> {
+    async fn text_pending(&mut self, mailbox: &str) -> Result<Vec<RemoteId>> {
         self.flush().await?;
-        let (mailbox_id, uidvalidity) = self.mailbox(mailbox)?;
-        let uids: Vec<i64> = sqlx::query_scalar(
-            "SELECT uid FROM messages WHERE mailbox_id = ? AND text_pending = 1
-               AND uidvalidity = ? ORDER BY uid",
+        let mailbox_id = self.mailbox(mailbox)?;
+        let ids: Vec<String> = sqlx::query_scalar(
+            "SELECT remote_id FROM messages WHERE mailbox_id = ? AND text_pending = 1 ORDER BY id",
         )
         .bind(mailbox_id)
-        .bind(i64::from(uidvalidity))
         .fetch_all(self.store.pool())
         .await
         .map_err(db_error)?;
-        Ok(uids.into_iter().map(|u| u as Uid).collect())
+        Ok(ids.into_iter().map(RemoteId::new).collect())
     }
 
     async fn fill_text(&mut self, mailbox: &str, texts: Vec<MessageText>) -> Result<()> {
-        let (mailbox_id, uidvalidity) = self.mailbox(mailbox)?;
-        self.write(Batch::Text(mailbox_id, uidvalidity, texts))
-            .await
+        let mailbox_id = self.mailbox(mailbox)?;
+        self.write(Batch::Text(mailbox_id, texts)).await
     }
 
     async fn update_flags(
         &mut self,
         mailbox: &str,
-        changes: Vec<(Uid, u64, MessageFlags)>,
+        changes: Vec<(RemoteId, Version, MessageFlags)>,
     ) -> Result<u64> {
         self.flush().await?;
-        let (mailbox_id, uidvalidity) = self.mailbox(mailbox)?;
+        let mailbox_id = self.mailbox(mailbox)?;
         let mut retagged = Vec::new();
         let mut tx = self.store.pool().begin().await.map_err(db_error)?;
-        for (uid, modseq, flags) in changes {
-            // Only rows whose flags really differ count as changed; the modseq is kept fresh
+        for (id, version, flags) in changes {
+            // Only rows whose flags really differ count as changed; the version is kept fresh
             // either way so later preconditions compare against the server's latest value.
             let raw = json_list(&flags.raw);
             let tags = json_list(&flags.tags);
             let updated: Option<i64> = sqlx::query_scalar(
                 "UPDATE message_state SET flags = ?, tags = ?, is_read = ?, is_flagged = ?
-                 WHERE id = (SELECT id FROM messages
-                             WHERE mailbox_id = ? AND uidvalidity = ? AND uid = ?)
+                 WHERE id = (SELECT id FROM messages WHERE mailbox_id = ? AND remote_id = ?)
                    AND flags IS NOT ?
                  RETURNING id",
             )
@@ -275,8 +265,7 @@ impl SyncSink for StoreSink {
             .bind(flags.read)
             .bind(flags.flagged)
             .bind(mailbox_id)
-            .bind(i64::from(uidvalidity))
-            .bind(uid as i64)
+            .bind(id.as_str())
             .bind(&raw)
             .fetch_optional(&mut *tx)
             .await
@@ -284,15 +273,14 @@ impl SyncSink for StoreSink {
             if let Some(id) = updated {
                 retagged.push((id, tags));
             }
-            if modseq > 0 {
+            if version.is_known() {
                 sqlx::query(
-                    "UPDATE message_state SET modseq = ? WHERE id = (SELECT id FROM messages
-                       WHERE mailbox_id = ? AND uidvalidity = ? AND uid = ?)",
+                    "UPDATE message_state SET version = ? WHERE id = (SELECT id FROM messages
+                       WHERE mailbox_id = ? AND remote_id = ?)",
                 )
-                .bind(modseq as i64)
+                .bind(version.as_str())
                 .bind(mailbox_id)
-                .bind(i64::from(uidvalidity))
-                .bind(uid as i64)
+                .bind(id.as_str())
                 .execute(&mut *tx)
                 .await
                 .map_err(db_error)?;
@@ -304,25 +292,30 @@ impl SyncSink for StoreSink {
         Ok(changed)
     }
 
-    async fn remove_messages(&mut self, mailbox: &str, uids: Vec<Uid>) -> Result<u64> {
+    async fn remove_messages(&mut self, mailbox: &str, ids: Vec<RemoteId>) -> Result<u64> {
         self.flush().await?;
-        let (mailbox_id, _) = self.mailbox(mailbox)?;
-        self.delete_uids(mailbox_id, &uids).await
+        let mailbox_id = self.mailbox(mailbox)?;
+        self.delete_ids(mailbox_id, &ids).await
     }
 
-    async fn indexed_except(&mut self, mailbox: &str, present: Vec<Uid>) -> Result<Vec<Uid>> {
+    async fn indexed_except(
+        &mut self,
+        mailbox: &str,
+        present: Vec<RemoteId>,
+    ) -> Result<Vec<RemoteId>> {
         self.flush().await?;
-        let (mailbox_id, _) = self.mailbox(mailbox)?;
-        let keep: HashSet<Uid> = present.into_iter().collect();
-        let local: Vec<i64> = sqlx::query_scalar("SELECT uid FROM messages WHERE mailbox_id = ?")
-            .bind(mailbox_id)
-            .fetch_all(self.store.pool())
-            .await
-            .map_err(db_error)?;
+        let mailbox_id = self.mailbox(mailbox)?;
+        let keep: HashSet<RemoteId> = present.into_iter().collect();
+        let local: Vec<String> =
+            sqlx::query_scalar("SELECT remote_id FROM messages WHERE mailbox_id = ?")
+                .bind(mailbox_id)
+                .fetch_all(self.store.pool())
+                .await
+                .map_err(db_error)?;
         Ok(local
             .into_iter()
-            .map(|u| u as Uid)
-            .filter(|u| !keep.contains(u))
+            .map(RemoteId::new)
+            .filter(|id| !keep.contains(id))
             .collect())
     }
 
@@ -348,7 +341,7 @@ impl SyncSink for StoreSink {
 
     async fn settle_moves(
         &mut self,
-        departures: Vec<(String, Vec<Uid>)>,
+        departures: Vec<(String, Vec<RemoteId>)>,
         arrivals: Vec<(String, Vec<Arrival>)>,
     ) -> Result<Vec<Settled>> {
         self.flush().await?;
@@ -357,15 +350,14 @@ impl SyncSink for StoreSink {
         // Rows leaving, by Message-ID; those without one can only be removed.
         let mut leaving: HashMap<String, Vec<(i64, String)>> = HashMap::new();
         let mut removing: Vec<(i64, String)> = Vec::new();
-        for (mailbox, uids) in departures {
-            let (mailbox_id, _) = self.mailbox(&mailbox)?;
-            let uids: Vec<i64> = uids.into_iter().map(|u| u as i64).collect();
+        for (mailbox, ids) in departures {
+            let mailbox_id = self.mailbox(&mailbox)?;
             let rows: Vec<(i64, Option<String>)> = sqlx::query_as(
                 "SELECT id, message_id FROM messages
-                 WHERE mailbox_id = ? AND uid IN (SELECT value FROM json_each(?))",
+                 WHERE mailbox_id = ? AND remote_id IN (SELECT value FROM json_each(?))",
             )
             .bind(mailbox_id)
-            .bind(serde_json::to_string(&uids).map_err(|e| Error::internal(e.to_string()))?)
+            .bind(json_ids(&ids)?)
             .fetch_all(&mut *tx)
             .await
             .map_err(db_error)?;
@@ -378,14 +370,14 @@ impl SyncSink for StoreSink {
         }
         let mut retagged = Vec::new();
         for (mailbox, list) in arrivals {
-            let (mailbox_id, uidvalidity) = self.mailbox(&mailbox)?;
+            let mailbox_id = self.mailbox(&mailbox)?;
             let entry = settled.entry(mailbox.clone()).or_default();
             for arrival in list {
                 let Some((id, _)) = leaving.get_mut(&arrival.message_id).and_then(Vec::pop) else {
-                    entry.unmatched.push(arrival.uid);
+                    entry.unmatched.push(arrival.id);
                     continue;
                 };
-                move_row(&mut tx, id, (mailbox_id, uidvalidity), &arrival).await?;
+                move_row(&mut tx, id, mailbox_id, &arrival).await?;
                 retagged.push((id, json_list(&arrival.flags.tags)));
                 entry.moved_in += 1;
             }
@@ -409,17 +401,17 @@ impl SyncSink for StoreSink {
 
     async fn place_messages(&mut self, mailbox: &str, messages: Vec<MessageMeta>) -> Result<()> {
         self.flush().await?;
-        let (mailbox_id, _) = self.mailbox(mailbox)?;
-        let uids: Vec<i64> = messages.iter().map(|m| m.uid as i64).collect();
-        let uids = serde_json::to_string(&uids).map_err(|e| Error::internal(e.to_string()))?;
+        let mailbox_id = self.mailbox(mailbox)?;
+        let ids: Vec<RemoteId> = messages.iter().map(|m| m.id.clone()).collect();
+        let ids = json_ids(&ids)?;
         // Same message, new place: the row moves, so its local id (and journal) stay.
         sqlx::query(
             "UPDATE messages SET mailbox_id = ?1
-             WHERE uid IN (SELECT value FROM json_each(?2))
+             WHERE remote_id IN (SELECT value FROM json_each(?2))
                AND mailbox_id IN (SELECT id FROM mailboxes WHERE account_id = ?3 AND id != ?1)",
         )
         .bind(mailbox_id)
-        .bind(uids)
+        .bind(ids)
         .bind(self.account.as_str())
         .execute(self.store.pool())
         .await
@@ -427,17 +419,17 @@ impl SyncSink for StoreSink {
         self.upsert_messages(mailbox, messages).await
     }
 
-    async fn indexed_uids(&mut self) -> Result<Vec<Uid>> {
+    async fn indexed_ids(&mut self) -> Result<Vec<RemoteId>> {
         self.flush().await?;
-        let uids: Vec<i64> = sqlx::query_scalar(
-            "SELECT m.uid FROM messages m JOIN mailboxes b ON b.id = m.mailbox_id
+        let ids: Vec<String> = sqlx::query_scalar(
+            "SELECT m.remote_id FROM messages m JOIN mailboxes b ON b.id = m.mailbox_id
              WHERE b.account_id = ?",
         )
         .bind(self.account.as_str())
         .fetch_all(self.store.pool())
         .await
         .map_err(db_error)?;
-        Ok(uids.into_iter().map(|u| u as Uid).collect())
+        Ok(ids.into_iter().map(RemoteId::new).collect())
     }
 
     async fn account_cursor(&mut self, cursor: &str) -> Result<()> {
@@ -447,19 +439,14 @@ impl SyncSink for StoreSink {
 
     async fn mailbox_done(&mut self, mailbox: &str, cursor: MailboxCursor) -> Result<()> {
         self.flush().await?;
-        let (mailbox_id, _) = self.mailbox(mailbox)?;
-        sqlx::query(
-            "UPDATE mailboxes SET uidvalidity = ?, uidnext = ?, highestmodseq = ?, synced_at = ?
-             WHERE id = ?",
-        )
-        .bind(i64::from(cursor.uidvalidity))
-        .bind(cursor.uidnext as i64)
-        .bind(cursor.highestmodseq as i64)
-        .bind(now_secs())
-        .bind(mailbox_id)
-        .execute(self.store.pool())
-        .await
-        .map_err(db_error)?;
+        let mailbox_id = self.mailbox(mailbox)?;
+        sqlx::query("UPDATE mailboxes SET cursor = ?, synced_at = ? WHERE id = ?")
+            .bind(cursor.as_str())
+            .bind(now_secs())
+            .bind(mailbox_id)
+            .execute(self.store.pool())
+            .await
+            .map_err(db_error)?;
         Ok(())
     }
 
@@ -476,22 +463,16 @@ impl SyncSink for StoreSink {
 }
 
 /// Inserts (or refreshes) one batch of messages and their full-text rows in one transaction.
-async fn insert_batch(
-    store: &Store,
-    mailbox_id: i64,
-    uidvalidity: UidValidity,
-    messages: &[MessageMeta],
-) -> Result<()> {
+async fn insert_batch(store: &Store, mailbox_id: i64, messages: &[MessageMeta]) -> Result<()> {
     let mut tx = store.pool().begin().await.map_err(db_error)?;
     for chunk in messages.chunks(INSERT_CHUNK) {
         let mut q = QueryBuilder::<Sqlite>::new(
-            "INSERT INTO messages (mailbox_id, uidvalidity, uid, message_id, from_addr,
+            "INSERT INTO messages (mailbox_id, remote_id, message_id, from_addr,
                    to_addr, cc_addr, subject, date, size, has_attachments, text_pending) ",
         );
         q.push_values(chunk, |mut row, m| {
             row.push_bind(mailbox_id)
-                .push_bind(i64::from(uidvalidity))
-                .push_bind(m.uid as i64)
+                .push_bind(m.id.as_str())
                 .push_bind(m.message_id.clone())
                 .push_bind(m.from.clone())
                 .push_bind(m.to.clone())
@@ -505,40 +486,41 @@ async fn insert_batch(
         // A message indexed before keeps its row and id; the no-op update makes RETURNING
         // report that id too.
         q.push(
-            " ON CONFLICT(mailbox_id, uidvalidity, uid) DO UPDATE SET uid = excluded.uid
-                 RETURNING id, uid",
+            " ON CONFLICT(mailbox_id, remote_id) DO UPDATE SET remote_id = excluded.remote_id
+                 RETURNING id, remote_id",
         );
-        let ids: Vec<(i64, i64)> = q
+        let ids: Vec<(i64, String)> = q
             .build_query_as()
             .fetch_all(&mut *tx)
             .await
             .map_err(db_error)?;
-        let by_uid: HashMap<i64, i64> = ids.into_iter().map(|(id, uid)| (uid, id)).collect();
+        let by_id: HashMap<String, i64> = ids.into_iter().map(|(id, r)| (r, id)).collect();
+        let local = |m: &MessageMeta| by_id.get(m.id.as_str()).copied();
         let mut state = QueryBuilder::<Sqlite>::new(
-            "INSERT INTO message_state (id, modseq, is_read, is_flagged, flags, tags) ",
+            "INSERT INTO message_state (id, version, is_read, is_flagged, flags, tags) ",
         );
         state.push_values(chunk, |mut row, m| {
-            row.push_bind(by_uid.get(&(m.uid as i64)).copied())
-                .push_bind(m.modseq as i64)
+            row.push_bind(local(m))
+                .push_bind(m.version.as_str())
                 .push_bind(m.flags.read)
                 .push_bind(m.flags.flagged)
                 .push_bind(json_list(&m.flags.raw))
                 .push_bind(json_list(&m.flags.tags));
         });
         state.push(
-            " ON CONFLICT(id) DO UPDATE SET modseq = excluded.modseq, is_read = excluded.is_read,
+            " ON CONFLICT(id) DO UPDATE SET version = excluded.version, is_read = excluded.is_read,
                is_flagged = excluded.is_flagged, flags = excluded.flags, tags = excluded.tags",
         );
         state.build().execute(&mut *tx).await.map_err(db_error)?;
         let tags: Vec<(i64, String)> = chunk
             .iter()
-            .filter_map(|m| Some((*by_uid.get(&(m.uid as i64))?, json_list(&m.flags.tags))))
+            .filter_map(|m| Some((local(m)?, json_list(&m.flags.tags))))
             .collect();
         replace_tags(&mut tx, &tags).await?;
         let snippets: Vec<(i64, &str)> = chunk
             .iter()
             .filter(|m| !m.snippet.is_empty())
-            .filter_map(|m| Some((*by_uid.get(&(m.uid as i64))?, m.snippet.as_str())))
+            .filter_map(|m| Some((local(m)?, m.snippet.as_str())))
             .collect();
         if !snippets.is_empty() {
             // As for the row itself, a message indexed before keeps what it had.
@@ -557,7 +539,7 @@ async fn insert_batch(
             "INSERT OR REPLACE INTO messages_fts (rowid, subject, addresses, snippet, body) ",
         );
         fts.push_values(complete, |mut row, m| {
-            row.push_bind(by_uid.get(&(m.uid as i64)).copied())
+            row.push_bind(local(m))
                 .push_bind(m.subject.clone())
                 .push_bind(format!("{} {} {}", m.from, m.to, m.cc))
                 .push_bind(m.snippet.clone())
@@ -568,77 +550,70 @@ async fn insert_batch(
     tx.commit().await.map_err(db_error)
 }
 
-/// The text of indexed messages (by UID in one mailbox): their snippet and attachment flag,
+/// The text of indexed messages (by id in one mailbox): their snippet and attachment flag,
 /// and their full-text row, written whole (subject and addresses from the row) in one
 /// transaction.
-async fn write_text(
-    store: &Store,
-    mailbox_id: i64,
-    uidvalidity: UidValidity,
-    texts: &[MessageText],
-) -> Result<()> {
+async fn write_text(store: &Store, mailbox_id: i64, texts: &[MessageText]) -> Result<()> {
     // Each statement with whether it reads the body prefix, the one large value: the others
     // get NULL there rather than a copy of it.
     const STATEMENTS: [(&str, bool); 3] = [
         (
             "UPDATE messages SET has_attachments = v.has_attachments, text_pending = 0
-             FROM v WHERE messages.uid = v.uid AND messages.mailbox_id = ",
+             FROM v WHERE messages.remote_id = v.remote_id AND messages.mailbox_id = ",
             false,
         ),
         (
             "INSERT OR REPLACE INTO message_text (id, snippet) SELECT m.id, v.snippet
-             FROM v JOIN messages m ON m.uid = v.uid AND m.mailbox_id = ",
+             FROM v JOIN messages m ON m.remote_id = v.remote_id AND m.mailbox_id = ",
             false,
         ),
         (
             "INSERT OR REPLACE INTO messages_fts (rowid, subject, addresses, snippet, body)
              SELECT m.id, m.subject, m.from_addr || ' ' || m.to_addr || ' ' || m.cc_addr,
                v.snippet, v.body
-             FROM v JOIN messages m ON m.uid = v.uid AND m.mailbox_id = ",
+             FROM v JOIN messages m ON m.remote_id = v.remote_id AND m.mailbox_id = ",
             true,
         ),
     ];
     let mut tx = store.pool().begin().await.map_err(db_error)?;
     for chunk in texts.chunks(INSERT_CHUNK) {
         for (statement, reads_body) in STATEMENTS {
-            let mut q =
-                QueryBuilder::<Sqlite>::new("WITH v(uid, has_attachments, snippet, body) AS (");
+            let mut q = QueryBuilder::<Sqlite>::new(
+                "WITH v(remote_id, has_attachments, snippet, body) AS (",
+            );
             q.push_values(chunk, |mut row, t| {
-                row.push_bind(t.uid as i64)
+                row.push_bind(t.id.as_str())
                     .push_bind(t.has_attachments)
                     .push_bind(t.snippet.clone())
                     .push_bind(reads_body.then(|| t.body_prefix.clone()));
             });
             q.push(") ").push(statement).push_bind(mailbox_id);
-            q.push(" AND uidvalidity = ")
-                .push_bind(i64::from(uidvalidity));
             q.build().execute(&mut *tx).await.map_err(db_error)?;
         }
     }
     tx.commit().await.map_err(db_error)
 }
 
-/// Moves row `id` to its new place (mailbox id, UIDVALIDITY) under the arrival's UID, with
-/// the arrival's state: the message moved; its local id and full-text entry stay.
+/// Moves row `id` to its new mailbox under the arrival's id, with the arrival's state: the
+/// message moved; its local id and full-text entry stay.
 async fn move_row(
     tx: &mut sqlx::Transaction<'_, Sqlite>,
     id: i64,
-    (mailbox_id, uidvalidity): (i64, UidValidity),
+    mailbox_id: i64,
     arrival: &Arrival,
 ) -> Result<()> {
-    sqlx::query("UPDATE messages SET mailbox_id = ?, uidvalidity = ?, uid = ? WHERE id = ?")
+    sqlx::query("UPDATE messages SET mailbox_id = ?, remote_id = ? WHERE id = ?")
         .bind(mailbox_id)
-        .bind(i64::from(uidvalidity))
-        .bind(arrival.uid as i64)
+        .bind(arrival.id.as_str())
         .bind(id)
         .execute(&mut **tx)
         .await
         .map_err(db_error)?;
     sqlx::query(
-        "UPDATE message_state SET modseq = ?, flags = ?, tags = ?, is_read = ?, is_flagged = ?
+        "UPDATE message_state SET version = ?, flags = ?, tags = ?, is_read = ?, is_flagged = ?
          WHERE id = ?",
     )
-    .bind(arrival.modseq as i64)
+    .bind(arrival.version.as_str())
     .bind(json_list(&arrival.flags.raw))
     .bind(json_list(&arrival.flags.tags))
     .bind(arrival.flags.read)

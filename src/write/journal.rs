@@ -16,7 +16,7 @@ pub(super) fn intent_record(request: Request, plan: &[String], intents: &[Intent
         .iter()
         .filter(|i| i.changes_something())
         .map(|i| {
-            let unknown = ItemResult::new(i.row.uid, Outcome::Unknown)
+            let unknown = ItemResult::new(i.row.remote_id.clone(), Outcome::Unknown)
                 .with_error(Error::outcome_unknown(UNRECORDED));
             JournalItem {
                 after: intended_state(i),
@@ -114,7 +114,8 @@ pub(super) fn tally(
 ) -> Vec<JournalItem> {
     let mut items = Vec::with_capacity(intents.len());
     for (intent, result) in intents.iter().zip(results) {
-        let result = result.unwrap_or_else(|| ItemResult::new(intent.row.uid, Outcome::Unchanged));
+        let result = result
+            .unwrap_or_else(|| ItemResult::new(intent.row.remote_id.clone(), Outcome::Unchanged));
         match result.outcome {
             Outcome::Applied => {
                 report.applied += 1;
@@ -144,15 +145,13 @@ pub(super) fn journal_item(intent: &Intent, result: ItemResult) -> JournalItem {
         .unwrap_or_default();
     let before = state_of(&intent.row);
     let after = result.observed.as_ref().map(|(_, flags)| {
-        let (mailbox, uidvalidity, uid) = result.moved_to.clone().unwrap_or((
-            before.mailbox.clone(),
-            before.uidvalidity,
-            before.uid,
-        ));
+        let (mailbox, remote_id) = result
+            .moved_to
+            .clone()
+            .unwrap_or((before.mailbox.clone(), before.remote_id.clone()));
         MessageState {
             mailbox,
-            uidvalidity,
-            uid,
+            remote_id,
             read: flags.read,
             flagged: flags.flagged,
             tags: flags.tags.clone(),

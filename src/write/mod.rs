@@ -100,8 +100,7 @@ pub struct Failure {
 pub(crate) fn state_of(row: &MessageRef) -> MessageState {
     MessageState {
         mailbox: row.mailbox.clone(),
-        uidvalidity: row.uidvalidity,
-        uid: row.uid,
+        remote_id: row.remote_id.clone(),
         read: row.read,
         flagged: row.flagged,
         tags: row.tags.clone(),

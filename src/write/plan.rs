@@ -37,7 +37,8 @@ pub(super) fn intent_of(
     Intent { row, op, move_to }
 }
 
-pub(super) type BatchKey = (String, String, u32, FlagOp, Option<String>);
+/// (account, mailbox, operation, move target)
+pub(super) type BatchKey = (String, String, FlagOp, Option<String>);
 
 /// Groups intents into provider batches: same account, mailbox, operation and target.
 pub(super) fn batches(intents: &[Intent]) -> BTreeMap<BatchKey, Vec<usize>> {
@@ -49,7 +50,6 @@ pub(super) fn batches(intents: &[Intent]) -> BTreeMap<BatchKey, Vec<usize>> {
         let key = (
             it.row.account.clone(),
             it.row.mailbox.clone(),
-            it.row.uidvalidity,
             it.op.clone(),
             it.move_to.clone(),
         );
@@ -61,8 +61,8 @@ pub(super) fn batches(intents: &[Intent]) -> BTreeMap<BatchKey, Vec<usize>> {
 /// What a provider needs of an indexed message to write it.
 pub(crate) fn target_of(row: &MessageRef) -> WriteTarget {
     WriteTarget {
-        uid: row.uid,
-        modseq: row.modseq,
+        id: row.remote_id.clone(),
+        version: row.version.clone(),
         message_id: row.message_id.clone(),
         flags: MessageFlags {
             read: row.read,
@@ -76,13 +76,13 @@ pub(crate) fn target_of(row: &MessageRef) -> WriteTarget {
 pub(super) fn batch_of(key: &BatchKey, intents: &[Intent], members: &[usize]) -> WriteBatch {
     WriteBatch {
         mailbox: key.1.clone(),
-        uidvalidity: key.2,
         // One mailbox per batch, so every member carries the same value.
-        synced_modseq: members
+        synced: members
             .first()
-            .map_or(0, |i| intents[*i].row.mailbox_modseq),
-        op: key.3.clone(),
-        move_to: key.4.clone(),
+            .map(|i| intents[*i].row.mailbox_cursor.clone())
+            .unwrap_or_default(),
+        op: key.2.clone(),
+        move_to: key.3.clone(),
         targets: members
             .iter()
             .map(|i| target_of(&intents[*i].row))

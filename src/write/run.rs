@@ -72,10 +72,12 @@ pub(super) async fn run_batches(
             };
             match outcome {
                 Ok(items) => {
-                    let by_uid: HashMap<mailbroker_core::Uid, usize> =
-                        members.iter().map(|i| (intents[*i].row.uid, *i)).collect();
+                    let by_id: HashMap<&mailbroker_core::RemoteId, usize> = members
+                        .iter()
+                        .map(|i| (&intents[*i].row.remote_id, *i))
+                        .collect();
                     for item in items {
-                        if let Some(i) = by_uid.get(&item.uid) {
+                        if let Some(i) = by_id.get(&item.id) {
                             results[*i] = Some(item);
                         }
                     }
@@ -88,7 +90,8 @@ pub(super) async fn run_batches(
                     };
                     for i in members {
                         results[*i] = Some(
-                            ItemResult::new(intents[*i].row.uid, outcome).with_error(e.clone()),
+                            ItemResult::new(intents[*i].row.remote_id.clone(), outcome)
+                                .with_error(e.clone()),
                         );
                     }
                     broken.get_or_insert(e);

@@ -17,6 +17,13 @@ static SERVER: OnceLock<Option<Dovecot>> = OnceLock::new();
 
 /// The shared Dovecot, or `None` (test skipped) when it is not installed outside CI.
 /// In CI a missing or broken Dovecot fails the test.
+/// The IMAP UID of a message as the CLI shows it (its remote id is `UIDVALIDITY:UID`).
+pub fn uid_of(message: &Value) -> u32 {
+    let id = message["remote_id"].as_str().expect("a remote id");
+    let (_, uid) = id.split_once(':').expect("an IMAP id");
+    uid.parse().expect("a numeric UID")
+}
+
 pub fn server() -> Option<&'static Dovecot> {
     SERVER
         .get_or_init(|| {
@@ -173,7 +180,7 @@ pub fn indexed_flags(
                 .map(|f| f.as_str().unwrap().to_string())
                 .collect();
             flags.sort();
-            (m["uid"].as_u64().unwrap() as u32, flags)
+            (uid_of(m), flags)
         })
         .collect()
 }

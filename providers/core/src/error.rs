@@ -189,7 +189,7 @@ mod tests {
         let which = |f: fn(&Error) -> bool| -> Vec<&str> {
             every()
                 .into_iter()
-                .filter(|e| f(e))
+                .filter(&f)
                 .map(|e| e.error_type())
                 .collect()
         };

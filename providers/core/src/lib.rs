@@ -15,7 +15,7 @@ pub mod secrets;
 pub use error::{Error, Result};
 pub use model::{
     AccountId, Capabilities, MailboxCursor, MailboxInfo, MailboxName, MessageFlags, MessageMeta,
-    MessageText, ProviderKind, Role, RoleSource, SyncMode, Uid, UidValidity, plausible_date,
+    MessageText, ProviderKind, RemoteId, Role, RoleSource, SyncMode, Version, plausible_date,
 };
 pub use provider::{Arrival, MailboxSyncReport, Provider, Settled, SyncRequest, SyncSink};
 pub use write::{

@@ -57,11 +57,57 @@ impl fmt::Display for AccountId {
 
 /// A mailbox (folder) name exactly as the server spells it.
 pub type MailboxName = String;
-/// A message's id within its mailbox: an IMAP UID (unique for one `UidValidity`), or a Gmail
-/// message id (16 hex digits read as a number; stable for the life of the message).
-pub type Uid = u64;
-/// An IMAP UIDVALIDITY: when it changes, every UID of that mailbox is void.
-pub type UidValidity = u32;
+/// Declares a newtype over an opaque string: the core stores, compares for equality and hands
+/// it back; only the adapter that made it reads what is inside.
+macro_rules! opaque {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[serde(transparent)]
+        pub struct $name(String);
+
+        impl $name {
+            pub fn new(s: impl Into<String>) -> $name {
+                $name(s.into())
+            }
+
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+
+            /// Whether the provider said anything (the empty value means "not known").
+            pub fn is_known(&self) -> bool {
+                !self.0.is_empty()
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+    };
+}
+
+opaque!(
+    /// A message's identity on its provider, unique within the account's mailbox that holds
+    /// it: IMAP `UIDVALIDITY:UID`, a Gmail message id, a Graph immutable id. A different id
+    /// is a different message, even where the provider reused a number.
+    RemoteId
+);
+
+opaque!(
+    /// A message's change marker as the provider last reported it: an IMAP modseq, a Gmail
+    /// history id, a Graph changeKey. Empty when the provider keeps none.
+    Version
+);
+
+opaque!(
+    /// Where the last sync of one mailbox stopped, in the adapter's own terms (IMAP
+    /// UIDVALIDITY, UIDNEXT and HIGHESTMODSEQ; a Gmail history id; a Graph delta link).
+    /// Empty means "not known yet": the next sync starts over.
+    MailboxCursor
+);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -197,14 +243,6 @@ pub struct MailboxInfo {
     pub selectable: bool,
 }
 
-/// Where the last sync of one mailbox stopped. Zero means "not known yet".
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct MailboxCursor {
-    pub uidvalidity: UidValidity,
-    pub uidnext: Uid,
-    pub highestmodseq: u64,
-}
-
 /// Read/flagged/tag state of one message, normalised, with the provider's raw values kept
 /// beside it (IMAP flags and keywords as sent on the wire).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -225,8 +263,8 @@ pub fn plausible_date(secs: i64) -> bool {
 /// Everything the index keeps about one server copy of a message.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MessageMeta {
-    pub uid: Uid,
-    pub modseq: u64,
+    pub id: RemoteId,
+    pub version: Version,
     pub flags: MessageFlags,
     pub message_id: Option<String>,
     pub from: String,
@@ -252,7 +290,7 @@ pub struct MessageMeta {
 /// display and full-text search, and whether it has attachments.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MessageText {
-    pub uid: Uid,
+    pub id: RemoteId,
     pub has_attachments: bool,
     pub snippet: String,
     pub body_prefix: String,
@@ -264,16 +302,16 @@ pub struct MessageText {
 pub enum SyncMode {
     /// Nothing changed on the server since the last sync; no messages were fetched.
     Unchanged,
-    /// Every message was fetched (first sync, `--full`, or a UIDVALIDITY change).
+    /// Every message was fetched (first sync, `--full`, or the server voided its ids).
     Full,
-    /// QRESYNC: changed flags and vanished UIDs since the last modseq.
-    Qresync,
-    /// CONDSTORE: changed flags since the last modseq, expunges from a UID list.
-    Condstore,
-    /// No CONDSTORE: every message's flags compared with the index.
-    Flags,
-    /// The changes an account-wide history lists since the last sync (Gmail `history.list`).
-    History,
+    /// The server listed what changed and what went since the cursor (IMAP QRESYNC, Gmail
+    /// history, a Graph delta link).
+    Delta,
+    /// The server listed what changed since the cursor; what went was found by comparing its
+    /// list of ids with the index (IMAP CONDSTORE).
+    Modified,
+    /// No change log: every message's state was fetched and compared with the index.
+    Scan,
 }
 
 #[cfg(test)]

@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use crate::MessageText;
 use crate::WriteBatch;
 use crate::{Capabilities, MailboxCursor, MailboxInfo, MailboxName, MessageFlags, MessageMeta};
-use crate::{DeleteBatch, Error, ItemResult, Result, SyncMode, Uid, UidValidity};
+use crate::{DeleteBatch, Error, ItemResult, RemoteId, Result, SyncMode, Version};
 
 /// What the core asks of one sync.
 #[derive(Debug, Clone, Default)]
@@ -39,23 +39,27 @@ pub struct SyncRequest {
 pub trait SyncSink: Send {
     /// The server's current mailbox list; mailboxes the index has but the list lacks are gone.
     async fn mailboxes(&mut self, list: &[MailboxInfo]) -> Result<()>;
-    /// Forget every message of this mailbox (first sync, a UIDVALIDITY change, or `--full`);
-    /// the messages that follow belong to `uidvalidity`. The cursor is cleared until
-    /// `mailbox_done`, so an interrupted sync resumes by refetching, never by trusting it.
-    async fn reset_mailbox(&mut self, mailbox: &str, uidvalidity: UidValidity) -> Result<()>;
-    /// Messages not in the index yet (or replacing the indexed copy with the same UID).
+    /// Forget every message of this mailbox (first sync, ids voided by the server, or
+    /// `--full`). The cursor is cleared until `mailbox_done`, so an interrupted sync resumes
+    /// by refetching, never by trusting it.
+    async fn reset_mailbox(&mut self, mailbox: &str) -> Result<()>;
+    /// Messages not in the index yet (or replacing the indexed copy with the same id).
     async fn upsert_messages(&mut self, mailbox: &str, messages: Vec<MessageMeta>) -> Result<()>;
     /// New flag state of messages the index already has; returns how many really differed.
     async fn update_flags(
         &mut self,
         mailbox: &str,
-        changes: Vec<(Uid, u64, MessageFlags)>,
+        changes: Vec<(RemoteId, Version, MessageFlags)>,
     ) -> Result<u64>;
-    /// These UIDs are gone from the server.
-    async fn remove_messages(&mut self, mailbox: &str, uids: Vec<Uid>) -> Result<u64>;
-    /// The UIDs the index holds in `mailbox` that `present` (a complete list from the
+    /// These messages are gone from the server.
+    async fn remove_messages(&mut self, mailbox: &str, ids: Vec<RemoteId>) -> Result<u64>;
+    /// The ids the index holds in `mailbox` that `present` (a complete list from the
     /// server) lacks: gone from the server, to settle with `settle_moves`.
-    async fn indexed_except(&mut self, mailbox: &str, present: Vec<Uid>) -> Result<Vec<Uid>>;
+    async fn indexed_except(
+        &mut self,
+        mailbox: &str,
+        present: Vec<RemoteId>,
+    ) -> Result<Vec<RemoteId>>;
     /// Which of these Message-IDs the index holds in another mailbox of the account: a new
     /// message with one of them may have been moved there by another client.
     async fn known_elsewhere(
@@ -63,31 +67,31 @@ pub trait SyncSink: Send {
         mailbox: &str,
         message_ids: Vec<String>,
     ) -> Result<std::collections::HashSet<String>>;
-    /// Settles what left mailboxes (`departures`: UIDs gone from each) against what arrived
+    /// Settles what left mailboxes (`departures`: ids gone from each) against what arrived
     /// in others (`arrivals`, known only by flags and Message-ID): an arrival whose
     /// Message-ID a departure carries is that message, moved; its row moves in place and
     /// keeps its local id (and its full-text entry). The other departures are removed. The
     /// arrivals no departure explains come back, to be fetched in full.
     async fn settle_moves(
         &mut self,
-        departures: Vec<(MailboxName, Vec<Uid>)>,
+        departures: Vec<(MailboxName, Vec<RemoteId>)>,
         arrivals: Vec<(MailboxName, Vec<Arrival>)>,
     ) -> Result<Vec<Settled>>;
     /// Messages whose id is unique in the whole account (Gmail), each now in `mailbox`: a copy
     /// the index holds in another mailbox of the account moves here in place, keeping its
     /// local id; the others are inserted as by `upsert_messages`.
     async fn place_messages(&mut self, mailbox: &str, messages: Vec<MessageMeta>) -> Result<()>;
-    /// Every UID the index holds for this account, in any mailbox (providers whose ids are
+    /// Every id the index holds for this account, in any mailbox (providers whose ids are
     /// account-wide use it to resume an interrupted first sync).
-    async fn indexed_uids(&mut self) -> Result<Vec<Uid>>;
+    async fn indexed_ids(&mut self) -> Result<Vec<RemoteId>>;
     /// An account-wide cursor (opaque to the core: a history id, delta links, a label map)
     /// that every later session receives back when it connects.
     async fn account_cursor(&mut self, cursor: &str) -> Result<()>;
     /// The mailbox is consistent with the server up to `cursor`; persist it.
     async fn mailbox_done(&mut self, mailbox: &str, cursor: MailboxCursor) -> Result<()>;
-    /// The UIDs of `mailbox` whose headers are indexed and whose text is still to come
-    /// (`MessageMeta::text_pending`), in UID order.
-    async fn text_pending(&mut self, mailbox: &str) -> Result<Vec<Uid>>;
+    /// The ids of `mailbox` whose headers are indexed and whose text is still to come
+    /// (`MessageMeta::text_pending`), in the order they were indexed.
+    async fn text_pending(&mut self, mailbox: &str) -> Result<Vec<RemoteId>>;
     /// The text of messages whose headers are indexed: full-text search finds them from now.
     async fn fill_text(&mut self, mailbox: &str, texts: Vec<MessageText>) -> Result<()>;
     /// Called as messages are fetched, for progress display.
@@ -99,8 +103,8 @@ pub trait SyncSink: Send {
 /// A message found new in a mailbox, before its headers are fetched.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Arrival {
-    pub uid: Uid,
-    pub modseq: u64,
+    pub id: RemoteId,
+    pub version: Version,
     pub flags: MessageFlags,
     pub message_id: String,
 }
@@ -114,7 +118,7 @@ pub struct Settled {
     /// Rows that moved here from another mailbox.
     pub moved_in: u64,
     /// Arrivals no departure explains: new messages to fetch in full.
-    pub unmatched: Vec<Uid>,
+    pub unmatched: Vec<RemoteId>,
 }
 
 /// What happened to one mailbox during a sync.
@@ -125,7 +129,8 @@ pub struct MailboxSyncReport {
     pub added: u64,
     pub changed: u64,
     pub removed: u64,
-    /// True when the stored UIDVALIDITY no longer matched and the mailbox was refetched.
+    /// True when the server voided the stored ids (an IMAP UIDVALIDITY change) and the
+    /// mailbox was refetched.
     pub uidvalidity_reset: bool,
     /// Messages whose text was filled in after their headers (this sync's or an earlier,
     /// interrupted one's).
@@ -172,9 +177,8 @@ pub trait Provider: Send {
     async fn fetch_sources(
         &mut self,
         _mailbox: &str,
-        _uidvalidity: UidValidity,
-        _uids: &[Uid],
-    ) -> Result<Vec<(Uid, Vec<u8>)>> {
+        _ids: &[RemoteId],
+    ) -> Result<Vec<(RemoteId, Vec<u8>)>> {
         Err(Error::unsupported(
             "this provider cannot read message bodies",
         ))

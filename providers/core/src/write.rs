@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Error, MessageFlags, Result, Uid, UidValidity};
+use crate::{Error, MailboxCursor, MailboxName, MessageFlags, RemoteId, Result, Version};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -122,11 +122,11 @@ impl FlagOp {
     }
 }
 
-/// One message to change, with the modseq and state the index last saw for it.
+/// One message to change, with the version and state the index last saw for it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WriteTarget {
-    pub uid: Uid,
-    pub modseq: u64,
+    pub id: RemoteId,
+    pub version: Version,
     /// The Message-ID header, by which a message that left its mailbox can be found where
     /// it went (a move whose answer was lost).
     #[serde(default)]
@@ -139,12 +139,10 @@ pub struct WriteTarget {
 /// Messages of one mailbox that get the same operation: one provider round of commands.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WriteBatch {
-    pub mailbox: String,
-    pub uidvalidity: UidValidity,
-    /// The mailbox's change counter (IMAP HIGHESTMODSEQ) when a sync last caught the index up
-    /// with it; 0 when unknown. A server still at this value has changed nothing since, so
-    /// every target's indexed state is current.
-    pub synced_modseq: u64,
+    pub mailbox: MailboxName,
+    /// The mailbox's cursor when a sync last caught the index up with it (empty when
+    /// unknown). A server that has changed nothing since has every target as indexed.
+    pub synced: MailboxCursor,
     pub op: FlagOp,
     /// Target mailbox name (already resolved from a role), applied after the flags.
     pub move_to: Option<String>,
@@ -154,8 +152,7 @@ pub struct WriteBatch {
 /// Messages of one mailbox to delete in one provider round (a staged manifest's batch).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeleteBatch {
-    pub mailbox: String,
-    pub uidvalidity: UidValidity,
+    pub mailbox: MailboxName,
     pub mode: DeleteMode,
     /// The account's trash mailbox (resolved from its role), where trash mode moves to.
     pub trash: Option<String>,
@@ -165,8 +162,8 @@ pub struct DeleteBatch {
 }
 
 impl DeleteBatch {
-    pub fn uids(&self) -> Vec<Uid> {
-        self.targets.iter().map(|t| t.uid).collect()
+    pub fn ids(&self) -> Vec<RemoteId> {
+        self.targets.iter().map(|t| t.id.clone()).collect()
     }
 }
 
@@ -183,19 +180,19 @@ pub enum Outcome {
 /// What happened to one message of a batch.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ItemResult {
-    pub uid: Uid,
+    pub id: RemoteId,
     pub outcome: Outcome,
     /// The server's state as read back (after the write, or the newer state that made it stale).
-    pub observed: Option<(u64, MessageFlags)>,
-    /// Where the message is now, when it moved: (mailbox, uidvalidity, uid).
-    pub moved_to: Option<(String, UidValidity, Uid)>,
+    pub observed: Option<(Version, MessageFlags)>,
+    /// Where the message is now, when it moved, and its id there.
+    pub moved_to: Option<(MailboxName, RemoteId)>,
     pub error: Option<Error>,
 }
 
 impl ItemResult {
-    pub fn new(uid: Uid, outcome: Outcome) -> ItemResult {
+    pub fn new(id: RemoteId, outcome: Outcome) -> ItemResult {
         ItemResult {
-            uid,
+            id,
             outcome,
             observed: None,
             moved_to: None,

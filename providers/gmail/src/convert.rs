@@ -4,13 +4,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use mailbroker_core::{MailboxInfo, MessageFlags, MessageMeta, Role, Uid, UidValidity};
+use mailbroker_core::Version;
+use mailbroker_core::{MailboxCursor, MailboxInfo, MessageFlags, MessageMeta, RemoteId, Role};
 use serde::{Deserialize, Serialize};
 
 use crate::api;
 
-/// Gmail ids never change meaning, so every place has this one UIDVALIDITY.
-pub const UIDVALIDITY: UidValidity = 1;
 /// Where a message without a place label lives (Gmail's "archived").
 pub const ALL_MAIL: &str = "All Mail";
 
@@ -55,13 +54,26 @@ pub fn place_label(mailbox: &str) -> Option<Option<&'static str>> {
         .map(|(_, label, _)| *label)
 }
 
-/// Gmail message ids are 16 hex digits; the index keys them as numbers.
-pub fn uid_of(id: &str) -> Option<Uid> {
-    Uid::from_str_radix(id, 16).ok()
+/// A message's id is Gmail's own: account-wide and stable for the message's life.
+pub fn remote(id: &str) -> RemoteId {
+    RemoteId::new(id)
 }
 
-pub fn id_of(uid: Uid) -> String {
-    format!("{uid:016x}")
+/// A message's version, and each mailbox's cursor, is a history id (decimal).
+pub fn version(history_id: u64) -> Version {
+    Version::new(history_id.to_string())
+}
+
+pub fn history_of(version: &Version) -> u64 {
+    version.as_str().parse().unwrap_or(0)
+}
+
+pub fn mailbox_cursor(history_id: u64) -> MailboxCursor {
+    MailboxCursor::new(history_id.to_string())
+}
+
+pub fn cursor_history(cursor: &MailboxCursor) -> u64 {
+    cursor.as_str().parse().unwrap_or(0)
 }
 
 /// User labels by id and by name, persisted between runs as the account's sync cursor
@@ -137,8 +149,8 @@ impl Cursor {
             .filter(|t| mailbroker_core::plausible_date(*t))
             .or(m.internal_date.map(|ms| ms / 1000));
         Some(MessageMeta {
-            uid: uid_of(&m.id)?,
-            modseq: m.history_id,
+            id: remote(&m.id),
+            version: version(m.history_id),
             flags: self.flags_of(&m.label_ids),
             message_id: header("Message-ID"),
             from: header("From").unwrap_or_default(),
@@ -172,10 +184,10 @@ mod tests {
     }
 
     #[test]
-    fn ids_round_trip() {
-        let id = "18c00000000012ab";
-        assert_eq!(id_of(uid_of(id).unwrap_or_default()), id);
-        assert_eq!(uid_of("not hex"), None);
+    fn versions_and_cursors_are_history_ids() {
+        assert_eq!(history_of(&version(12345)), 12345);
+        assert_eq!(cursor_history(&mailbox_cursor(77)), 77);
+        assert_eq!(cursor_history(&MailboxCursor::default()), 0);
     }
 
     #[test]

@@ -14,8 +14,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use mailbroker_core::{
-    Capabilities, DeleteBatch, Error, ItemResult, MailboxInfo, MailboxSyncReport, Provider, Result,
-    SyncRequest, SyncSink, Uid, UidValidity, WriteBatch,
+    Capabilities, DeleteBatch, Error, ItemResult, MailboxInfo, MailboxSyncReport, Provider,
+    RemoteId, Result, SyncRequest, SyncSink, WriteBatch,
 };
 
 pub use write::{plan, plan_delete};
@@ -109,12 +109,11 @@ impl Provider for GmailProvider {
     async fn fetch_sources(
         &mut self,
         _mailbox: &str,
-        _uidvalidity: UidValidity,
-        uids: &[Uid],
-    ) -> Result<Vec<(Uid, Vec<u8>)>> {
-        let mut out = Vec::with_capacity(uids.len());
-        for uid in uids {
-            let m = match api::raw(&self.client, &convert::id_of(*uid)).await {
+        ids: &[RemoteId],
+    ) -> Result<Vec<(RemoteId, Vec<u8>)>> {
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            let m = match api::raw(&self.client, id.as_str()).await {
                 Ok(m) => m,
                 Err(e) if e.is_not_found() => continue,
                 Err(e) => return Err(e),
@@ -122,7 +121,7 @@ impl Provider for GmailProvider {
             let bytes = m.raw.ok_or_else(|| {
                 Error::provider_unavailable("Gmail sent no source for the message")
             })?;
-            out.push((*uid, bytes));
+            out.push((id.clone(), bytes));
         }
         Ok(out)
     }

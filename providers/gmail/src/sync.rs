@@ -11,12 +11,12 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use mailbroker_core::{
-    MailboxCursor, MailboxSyncReport, MessageMeta, Result, SyncMode, SyncRequest, SyncSink, Uid,
+    MailboxSyncReport, MessageMeta, RemoteId, Result, SyncMode, SyncRequest, SyncSink,
 };
 
 use crate::api;
 use crate::client::Client;
-use crate::convert::{self, Cursor, UIDVALIDITY};
+use crate::convert::{self, Cursor};
 use crate::window::Window;
 
 /// Most metadata GETs in flight; rate limits narrow this for a while (`Window`).
@@ -36,7 +36,7 @@ pub async fn sync(
     let known = request
         .known
         .iter()
-        .map(|(_, c)| c.highestmodseq)
+        .map(|(_, c)| convert::cursor_history(c))
         .min()
         .unwrap_or(0);
     let start = if request.full || request.known.len() < convert::mailboxes().len() {
@@ -84,13 +84,9 @@ async fn finish(
 ) -> Result<Vec<MailboxSyncReport>> {
     cursor.history_id = history_id;
     cursor.unfinished = None;
-    let done = MailboxCursor {
-        uidvalidity: UIDVALIDITY,
-        uidnext: 0,
-        highestmodseq: history_id,
-    };
     for mb in convert::mailboxes() {
-        sink.mailbox_done(&mb.name, done).await?;
+        sink.mailbox_done(&mb.name, convert::mailbox_cursor(history_id))
+            .await?;
     }
     Ok(reports.into_values().collect())
 }
@@ -126,7 +122,7 @@ async fn full(
     // incremental sync replays.
     let history_id = api::profile(&reads.client).await?.history_id;
     for mb in convert::mailboxes() {
-        sink.reset_mailbox(&mb.name, UIDVALIDITY).await?;
+        sink.reset_mailbox(&mb.name).await?;
     }
     // From here on, a killed sync resumes instead of starting over.
     cursor.unfinished = Some(history_id);
@@ -150,15 +146,13 @@ async fn resume(
     let history = api::history_since(&reads.client, started).await?;
     let (_, changed) = api::touched(&history.records);
     let ids = api::all_ids(&reads.client, |n| sink.progress(0, n as u64)).await?;
-    let indexed: HashSet<Uid> = sink.indexed_uids().await?.into_iter().collect();
-    let listed: HashSet<Uid> = ids.iter().filter_map(|id| convert::uid_of(id)).collect();
-    let gone: Vec<Uid> = indexed.difference(&listed).copied().collect();
+    let indexed: HashSet<RemoteId> = sink.indexed_ids().await?.into_iter().collect();
+    let listed: HashSet<RemoteId> = ids.iter().map(|id| convert::remote(id)).collect();
+    let gone: Vec<RemoteId> = indexed.difference(&listed).cloned().collect();
     remove_everywhere(sink, gone, reports).await?;
     let missing: Vec<String> = ids
         .into_iter()
-        .filter(|id| {
-            changed.contains(id) || convert::uid_of(id).is_none_or(|u| !indexed.contains(&u))
-        })
+        .filter(|id| changed.contains(id) || !indexed.contains(&convert::remote(id)))
         .collect();
     tracing::info!(
         indexed = indexed.len(),
@@ -172,7 +166,7 @@ async fn resume(
 /// Removes messages (gone from Gmail) from whichever mailbox holds them, counting them.
 async fn remove_everywhere(
     sink: &mut dyn SyncSink,
-    gone: Vec<Uid>,
+    gone: Vec<RemoteId>,
     reports: &mut BTreeMap<String, MailboxSyncReport>,
 ) -> Result<()> {
     if gone.is_empty() {
@@ -196,12 +190,9 @@ async fn incremental(
     let (deleted, changed) = api::touched(&history.records);
     let mut reports: BTreeMap<String, MailboxSyncReport> = convert::mailboxes()
         .iter()
-        .map(|mb| (mb.name.clone(), report(&mb.name, SyncMode::History)))
+        .map(|mb| (mb.name.clone(), report(&mb.name, SyncMode::Delta)))
         .collect();
-    let gone: Vec<Uid> = deleted
-        .iter()
-        .filter_map(|id| convert::uid_of(id))
-        .collect();
+    let gone: Vec<RemoteId> = deleted.iter().map(|id| convert::remote(id)).collect();
     let nothing_gone = gone.is_empty();
     remove_everywhere(sink, gone, &mut reports).await?;
     let ids: Vec<String> = changed.into_iter().collect();

@@ -6,13 +6,13 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 use mailbroker_core::{
-    Capabilities, DeleteBatch, DeleteMode, Error, FlagOp, ItemResult, Outcome, Result, Uid,
+    Capabilities, DeleteBatch, DeleteMode, Error, FlagOp, ItemResult, Outcome, RemoteId, Result,
     WriteBatch, WriteTarget,
 };
 
 use crate::GmailProvider;
 use crate::api::{self, MAX_BATCH};
-use crate::convert::{self, Cursor, UIDVALIDITY, id_of};
+use crate::convert::{self, Cursor};
 use crate::oauth::SCOPE_FULL;
 
 /// Label ids to add and remove, the same for every message of a batch.
@@ -24,7 +24,7 @@ pub struct Delta {
 
 /// A message about to be written: its id and the labels it has now.
 struct Target {
-    uid: Uid,
+    remote: RemoteId,
     id: String,
     labels: BTreeSet<String>,
 }
@@ -32,8 +32,8 @@ struct Target {
 impl Target {
     fn of(t: &WriteTarget) -> Target {
         Target {
-            uid: t.uid,
-            id: id_of(t.uid),
+            remote: t.id.clone(),
+            id: t.id.as_str().to_string(),
             labels: t.flags.raw.iter().cloned().collect(),
         }
     }
@@ -247,11 +247,16 @@ impl GmailProvider {
     pub(crate) async fn apply_batch(&mut self, batch: &WriteBatch) -> Result<Vec<ItemResult>> {
         let delta = self.delta(batch).await?;
         let mut targets: Vec<Target> = batch.targets.iter().map(Target::of).collect();
-        let since = match batch.synced_modseq {
-            0 => batch.targets.iter().map(|t| t.modseq).min().unwrap_or(0),
+        let seen: HashMap<String, u64> = targets
+            .iter()
+            .zip(&batch.targets)
+            .map(|(t, w)| (t.id.clone(), convert::history_of(&w.version)))
+            .collect();
+        let since = match convert::cursor_history(&batch.synced) {
+            0 => seen.values().copied().min().unwrap_or(0),
             synced => synced,
         };
-        let modseqs: HashMap<Uid, u64> = batch.targets.iter().map(|t| (t.uid, t.modseq)).collect();
+        let modseqs = seen;
         let (mut results, pre_write) = self
             .preconditions(&mut targets, &modseqs, since, batch)
             .await?;
@@ -273,7 +278,7 @@ impl GmailProvider {
         self.tags_with_new_labels(&mut results).await?;
         for r in &mut results {
             if let (Outcome::Applied, Some(to)) = (r.outcome, place) {
-                r.moved_to = Some((to.to_string(), UIDVALIDITY, r.uid));
+                r.moved_to = Some((to.to_string(), r.id.clone()));
             }
         }
         Ok(results)
@@ -285,7 +290,7 @@ impl GmailProvider {
     async fn preconditions(
         &mut self,
         targets: &mut Vec<Target>,
-        modseqs: &HashMap<Uid, u64>,
+        modseqs: &HashMap<String, u64>,
         since: u64,
         batch: &WriteBatch,
     ) -> Result<(Vec<ItemResult>, u64)> {
@@ -302,13 +307,14 @@ impl GmailProvider {
                 Err(e) if e.is_not_found() => {
                     let gone = Error::not_found("the message is gone from Gmail")
                         .with_next_step("run: mailbroker sync");
-                    results.push(ItemResult::new(t.uid, Outcome::Failed).with_error(gone));
+                    results
+                        .push(ItemResult::new(t.remote.clone(), Outcome::Failed).with_error(gone));
                     continue;
                 }
                 Err(e) => return Err(e),
             };
             let history = current.history_id;
-            if history <= modseqs.get(&t.uid).copied().unwrap_or(0) {
+            if history <= modseqs.get(&t.id).copied().unwrap_or(0) {
                 t.labels = current.label_ids.into_iter().collect();
                 keep.push(t);
                 continue;
@@ -317,14 +323,14 @@ impl GmailProvider {
             let place = convert::place_of(current.label_ids.iter());
             let done =
                 batch.op.holds_in(&flags) && batch.move_to.as_deref().is_none_or(|m| m == place);
-            let mut r = ItemResult::new(t.uid, Outcome::Unchanged);
+            let mut r = ItemResult::new(t.remote.clone(), Outcome::Unchanged);
             if !done {
-                r = ItemResult::new(t.uid, Outcome::Stale).with_error(
+                r = ItemResult::new(t.remote.clone(), Outcome::Stale).with_error(
                     Error::stale_state("changed on Gmail since it was indexed; left alone")
                         .with_next_step("run: mailbroker sync, then repeat the request"),
                 );
             }
-            r.observed = Some((history, flags));
+            r.observed = Some((convert::version(history), flags));
             results.push(r);
         }
         *targets = keep;
@@ -338,14 +344,14 @@ impl GmailProvider {
         &self,
         since: u64,
         targets: &[Target],
-        modseqs: &HashMap<Uid, u64>,
+        modseqs: &HashMap<String, u64>,
     ) -> Result<(HashSet<String>, u64)> {
         let (records, now) = api::history_or_now(&self.client, since).await?;
         let Some(records) = records else {
             return Ok((targets.iter().map(|t| t.id.clone()).collect(), now));
         };
         let last = api::last_change(&records);
-        let seen = |t: &Target| modseqs.get(&t.uid).copied().unwrap_or(0);
+        let seen = |t: &Target| modseqs.get(&t.id).copied().unwrap_or(0);
         let changed = targets
             .iter()
             .filter(|t| last.get(&t.id).is_some_and(|at| *at > seen(t)))
@@ -396,7 +402,7 @@ impl GmailProvider {
             .iter()
             .filter_map(|t| {
                 let e = sent.stopped.as_ref()?.1.clone();
-                Some(ItemResult::new(t.uid, Outcome::Failed).with_error(e))
+                Some(ItemResult::new(t.remote.clone(), Outcome::Failed).with_error(e))
             })
             .collect();
         if written.is_empty() {
@@ -409,11 +415,9 @@ impl GmailProvider {
                     "the write was sent but could not be verified: {e}"
                 ))
                 .with_next_step("run: mailbroker sync, then check the messages");
-                results.extend(
-                    written
-                        .iter()
-                        .map(|t| ItemResult::new(t.uid, Outcome::Unknown).with_error(e.clone())),
-                );
+                results.extend(written.iter().map(|t| {
+                    ItemResult::new(t.remote.clone(), Outcome::Unknown).with_error(e.clone())
+                }));
                 return results;
             }
         };
@@ -421,15 +425,20 @@ impl GmailProvider {
             let r = match seen.get(&t.id) {
                 Some(s) if holds(s) => {
                     let raw: Vec<String> = s.labels.iter().cloned().collect();
-                    let mut r = ItemResult::new(t.uid, Outcome::Applied);
-                    r.observed = (!s.deleted).then(|| (s.last, self.cursor.flags_of(&raw)));
+                    let mut r = ItemResult::new(t.remote.clone(), Outcome::Applied);
+                    r.observed = (!s.deleted)
+                        .then(|| (convert::version(s.last), self.cursor.flags_of(&raw)));
                     r
                 }
-                Some(s) if s.deleted => ItemResult::new(t.uid, Outcome::Failed).with_error(
-                    Error::not_found("the message was deleted on Gmail meanwhile"),
-                ),
-                None if sent.unknown.contains(&t.id) => ItemResult::new(t.uid, Outcome::Unknown)
-                    .with_error(
+                Some(s) if s.deleted => ItemResult::new(t.remote.clone(), Outcome::Failed)
+                    .with_error(Error::not_found(
+                        "the message was deleted on Gmail meanwhile",
+                    )),
+                None if sent.unknown.contains(&t.id) => ItemResult::new(
+                    t.remote.clone(),
+                    Outcome::Unknown,
+                )
+                .with_error(
                     Error::outcome_unknown(
                         "the write's answer was lost and Gmail's history does not show it applied",
                     )
@@ -437,11 +446,11 @@ impl GmailProvider {
                         "run the request again: mailbroker re-reads the messages before writing",
                     ),
                 ),
-                _ => {
-                    ItemResult::new(t.uid, Outcome::Failed).with_error(Error::verification_failed(
+                _ => ItemResult::new(t.remote.clone(), Outcome::Failed).with_error(
+                    Error::verification_failed(
                         "Gmail's history does not show the change on this message",
-                    ))
-                }
+                    ),
+                ),
             };
             results.push(r);
         }
@@ -470,7 +479,7 @@ impl GmailProvider {
         targets = keep;
         let mut results: Vec<ItemResult> = gone
             .iter()
-            .map(|t| ItemResult::new(t.uid, Outcome::Unchanged))
+            .map(|t| ItemResult::new(t.remote.clone(), Outcome::Unchanged))
             .collect();
         let client = self.client.clone();
         let (sent, trash) = match batch.mode {
@@ -497,7 +506,7 @@ impl GmailProvider {
         let mut verified = self.verify(&targets, pre_write, sent, holds).await;
         for r in &mut verified {
             if trash && r.outcome == Outcome::Applied {
-                r.moved_to = Some(("TRASH".to_string(), UIDVALIDITY, r.uid));
+                r.moved_to = Some(("TRASH".to_string(), r.id.clone()));
             }
         }
         results.extend(verified);

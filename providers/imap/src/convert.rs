@@ -3,7 +3,9 @@
 use async_imap::imap_proto::{BodyStructure, NameAttribute};
 use async_imap::types::{Fetch, Flag, Name};
 use mail_parser::{Address, MessageParser};
-use mailbroker_core::{MailboxInfo, MessageFlags, MessageMeta, MessageText, Role, RoleSource, Uid};
+use mailbroker_core::{MailboxInfo, MessageFlags, MessageMeta, MessageText, Role, RoleSource};
+
+use crate::ids::{self, UidValidity};
 
 /// How many characters of body text the index keeps per message.
 const SNIPPET_CHARS: usize = 240;
@@ -311,13 +313,13 @@ fn glued(fetch: &Fetch) -> Vec<u8> {
 
 /// Builds the index row for one fetched message from its header fields. Without a text
 /// prefix in the fetch (a first pass), its text is marked pending for `text_of`.
-pub(crate) fn meta_of(fetch: &Fetch) -> Option<MessageMeta> {
-    let uid = Uid::from(fetch.uid?);
+pub(crate) fn meta_of(fetch: &Fetch, uidvalidity: UidValidity) -> Option<MessageMeta> {
+    let id = ids::remote(uidvalidity, u64::from(fetch.uid?));
     let raw = glued(fetch);
     let parsed = MessageParser::default().parse(&raw[..]);
     let mut meta = MessageMeta {
-        uid,
-        modseq: fetch.modseq.unwrap_or(0),
+        id,
+        version: ids::version(fetch.modseq.unwrap_or(0)),
         flags: flags_of(fetch.flags()),
         size: u64::from(fetch.size.unwrap_or(0)),
         has_attachments: fetch.bodystructure().is_some_and(has_attachment),
@@ -351,9 +353,9 @@ pub(crate) fn meta_of(fetch: &Fetch) -> Option<MessageMeta> {
 
 /// A message's text from a second-pass fetch (structure, the content header fields, a text
 /// prefix).
-pub(crate) fn text_of(fetch: &Fetch) -> Option<MessageText> {
+pub(crate) fn text_of(fetch: &Fetch, uidvalidity: UidValidity) -> Option<MessageText> {
     let mut text = MessageText {
-        uid: Uid::from(fetch.uid?),
+        id: ids::remote(uidvalidity, u64::from(fetch.uid?)),
         has_attachments: fetch.bodystructure().is_some_and(has_attachment),
         ..MessageText::default()
     };

@@ -10,9 +10,11 @@
 
 use std::collections::HashSet;
 
-use mailbroker_core::{
-    Capabilities, DeleteBatch, DeleteMode, Error, ItemResult, Outcome, Result, Uid,
-};
+use mailbroker_core::ItemResult as CoreResult;
+use mailbroker_core::{Capabilities, DeleteBatch, DeleteMode, Error, Outcome, Result};
+
+use crate::ids::Uid;
+use crate::item::{Batch, ItemResult};
 
 use crate::session::ImapProvider;
 use crate::uidset;
@@ -23,7 +25,7 @@ pub fn plan_delete(caps: &Capabilities, batch: &DeleteBatch) -> Vec<String> {
     let trash = batch.trash.as_deref().unwrap_or("(no trash mailbox)");
     let gmail = caps.has("X-GM-EXT-1");
     let mut lines = Vec::new();
-    for set in uidset::chunks(&batch.uids(), 200) {
+    for set in uidset::chunks(&Batch::of_delete(batch).uids(), 200) {
         let check = format!(
             "imap {}: UID FETCH {set} (UID FLAGS) (identity check)",
             batch.mailbox
@@ -49,7 +51,20 @@ pub fn plan_delete(caps: &Capabilities, batch: &DeleteBatch) -> Vec<String> {
 }
 
 impl ImapProvider {
-    pub(crate) async fn delete_batch(&mut self, batch: &DeleteBatch) -> Result<Vec<ItemResult>> {
+    pub(crate) async fn delete_batch(&mut self, batch: &DeleteBatch) -> Result<Vec<CoreResult>> {
+        let staged = Batch::of_delete(batch);
+        let results = match staged.targets.is_empty() {
+            true => Vec::new(),
+            false => self.delete_imap(batch, &staged).await?,
+        };
+        Ok(staged.finish(results))
+    }
+
+    async fn delete_imap(
+        &mut self,
+        batch: &DeleteBatch,
+        staged: &Batch<'_>,
+    ) -> Result<Vec<ItemResult>> {
         let gmail = self.caps.has("X-GM-EXT-1");
         let needs_trash = batch.mode == DeleteMode::Trash || gmail;
         if batch.mode == DeleteMode::Permanent && !self.caps.has("UIDPLUS") {
@@ -68,9 +83,9 @@ impl ImapProvider {
             }
             (_, false) => None,
         };
-        let uids = batch.uids();
+        let uids = staged.uids();
         let selected = self.select(&batch.mailbox, false).await?;
-        if selected.uid_validity != Some(batch.uidvalidity) {
+        if selected.uid_validity != Some(staged.uidvalidity) {
             let reason = Error::stale_state(format!(
                 "mailbox {:?} was recreated on the server (new UIDVALIDITY): these are not the staged messages",
                 batch.mailbox

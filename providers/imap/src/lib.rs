@@ -8,6 +8,8 @@
 mod connect;
 mod convert;
 mod delete;
+mod ids;
+mod item;
 mod moves;
 mod read;
 mod session;

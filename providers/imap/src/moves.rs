@@ -13,7 +13,10 @@ use std::collections::{HashMap, HashSet};
 
 use async_imap::imap_proto::rfc4315::UidSetMember;
 use async_imap::imap_proto::{MailboxDatum, Response, ResponseCode};
-use mailbroker_core::{Error, ItemResult, MessageFlags, Outcome, Result, Uid, UidValidity};
+use mailbroker_core::{Error, MessageFlags, Outcome, Result};
+
+use crate::ids::{Uid, UidValidity};
+use crate::item::ItemResult;
 
 use crate::session::ImapProvider;
 use crate::uidset;

@@ -1,19 +1,27 @@
 //! Reading whole messages, for a person or an assistant who asked to see them.
 
 use async_imap::imap_proto::{AttributeValue, Response};
-use mailbroker_core::{Error, Result, Uid, UidValidity};
+use mailbroker_core::{Error, RemoteId, Result};
+
+use crate::ids::{self, Uid};
 
 use crate::session::ImapProvider;
 use crate::uidset;
 
 impl ImapProvider {
-    /// `BODY.PEEK[]` of `uids`: the source as stored, without setting `\Seen`.
+    /// `BODY.PEEK[]` of `ids`: the source as stored, without setting `\Seen`.
     pub(crate) async fn read_sources(
         &mut self,
         mailbox: &str,
-        uidvalidity: UidValidity,
-        uids: &[Uid],
-    ) -> Result<Vec<(Uid, Vec<u8>)>> {
+        ids: &[RemoteId],
+    ) -> Result<Vec<(RemoteId, Vec<u8>)>> {
+        let Some((uidvalidity, _)) = ids.first().and_then(ids::parse) else {
+            return Ok(Vec::new());
+        };
+        let uids: Vec<Uid> = ids
+            .iter()
+            .filter_map(|id| ids::uid_in(id, uidvalidity))
+            .collect();
         let selected = self.select(mailbox, false).await?;
         if selected.uid_validity != Some(uidvalidity) {
             return Err(Error::stale_state(format!(
@@ -22,7 +30,7 @@ impl ImapProvider {
             .with_next_step("run: mailbroker sync, then retry"));
         }
         let mut out = Vec::new();
-        for set in uidset::chunks(uids, 40) {
+        for set in uidset::chunks(&uids, 40) {
             self.command(&format!("UID FETCH {set} (UID BODY.PEEK[])"), |resp| {
                 if let Response::Fetch(_, attrs) = resp {
                     let uid = attrs.iter().find_map(|a| match a {
@@ -34,7 +42,7 @@ impl ImapProvider {
                         _ => None,
                     });
                     if let (Some(uid), Some(body)) = (uid, body) {
-                        out.push((uid, body.to_vec()));
+                        out.push((ids::remote(uidvalidity, uid), body.to_vec()));
                     }
                 }
             })

@@ -6,11 +6,12 @@ use async_trait::async_trait;
 use futures::TryStreamExt;
 use mailbroker_core::{
     Capabilities, DeleteBatch, Error, ItemResult, MailboxInfo, MailboxSyncReport, MessageFlags,
-    Provider, Result, SyncRequest, SyncSink, Uid, UidValidity, WriteBatch,
+    Provider, RemoteId, Result, SyncRequest, SyncSink, WriteBatch,
 };
 
 use crate::connect::{self, COMMAND_TIMEOUT, ImapConfig, Session, imap_error, timed};
 use crate::convert;
+use crate::ids::Uid;
 
 /// Extensions mailbroker uses, in the order they are reported.
 const KNOWN_EXTENSIONS: [&str; 8] = [
@@ -144,10 +145,9 @@ impl Provider for ImapProvider {
     async fn fetch_sources(
         &mut self,
         mailbox: &str,
-        uidvalidity: UidValidity,
-        uids: &[Uid],
-    ) -> Result<Vec<(Uid, Vec<u8>)>> {
-        self.read_sources(mailbox, uidvalidity, uids).await
+        ids: &[RemoteId],
+    ) -> Result<Vec<(RemoteId, Vec<u8>)>> {
+        self.read_sources(mailbox, ids).await
     }
 
     fn commands_sent(&self) -> u64 {

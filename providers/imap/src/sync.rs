@@ -23,12 +23,13 @@ use std::collections::{HashMap, HashSet};
 
 use futures::TryStreamExt;
 use mailbroker_core::{
-    Arrival, Error, MailboxCursor, MailboxInfo, MailboxSyncReport, MessageFlags, Result, SyncMode,
-    SyncRequest, SyncSink, Uid,
+    Arrival, Error, MailboxInfo, MailboxSyncReport, MessageFlags, RemoteId, Result, SyncMode,
+    SyncRequest, SyncSink,
 };
 
 use crate::connect::{COMMAND_TIMEOUT, imap_error, timed};
 use crate::convert;
+use crate::ids::{self, Cursor, Uid, UidValidity};
 use crate::session::{Glimpse, ImapProvider, MailboxStatus};
 use crate::uidset;
 
@@ -59,10 +60,11 @@ pub(crate) async fn sync_account(
     let (mailboxes, statuses) = imap.list_with_status(true).await?;
     sink.mailboxes(&mailboxes).await?;
     let statuses: HashMap<String, MailboxStatus> = statuses.into_iter().collect();
-    let known: HashMap<&str, MailboxCursor> = request
+    let known: HashMap<&str, Cursor> = request
         .known
         .iter()
-        .map(|(name, cursor)| (name.as_str(), *cursor))
+        .filter(|(_, cursor)| cursor.is_known())
+        .map(|(name, cursor)| (name.as_str(), Cursor::read(cursor)))
         .collect();
     let mut reports = Vec::new();
     let mut unsettled = Vec::new();
@@ -101,20 +103,28 @@ async fn fill_text(
 ) -> Result<()> {
     let mut pending = Vec::new();
     for report in reports.iter().filter(|r| r.error.is_none()) {
-        let uids = sink.text_pending(&report.mailbox).await?;
-        if !uids.is_empty() {
-            pending.push((report.mailbox.clone(), uids));
+        let ids = sink.text_pending(&report.mailbox).await?;
+        if !ids.is_empty() {
+            pending.push((report.mailbox.clone(), ids));
         }
     }
     let total: u64 = pending.iter().map(|(_, uids)| uids.len() as u64).sum();
     let mut filled = 0;
-    for (mailbox, uids) in pending {
+    for (mailbox, ids) in pending {
         sink.text_progress(filled, total);
-        imap.select(&mailbox, false).await?;
+        let selected = imap.select(&mailbox, false).await?;
+        let uidvalidity = selected.uid_validity.unwrap_or(0);
+        // Ids of an earlier UIDVALIDITY name nothing now; the next sync refetches the mailbox.
+        let mut uids: Vec<Uid> = ids
+            .iter()
+            .filter_map(|id| ids::uid_in(id, uidvalidity))
+            .collect();
+        uids.sort_unstable();
         let mut here = 0;
         let items = format!("({TEXT_ITEMS})");
         for set in uidset::chunks(&uids, TEXT_ITEMS.len() + 32) {
-            let mut batches = Batches::open(imap, &set, &items, convert::text_of).await?;
+            let mut batches =
+                Batches::open(imap, &set, &items, (uidvalidity, convert::text_of)).await?;
             while let Some(batch) = batches.next().await? {
                 here += batch.len() as u64;
                 sink.fill_text(&mailbox, batch).await?;
@@ -173,8 +183,8 @@ struct Unsettled {
     report: MailboxSyncReport,
     /// The mailbox's cursor, stored once it is settled (a sync cut short before then looks
     /// again next time).
-    now: MailboxCursor,
-    gone: Vec<Uid>,
+    now: Cursor,
+    gone: Vec<RemoteId>,
     arrivals: Vec<Arrival>,
 }
 
@@ -182,7 +192,7 @@ async fn sync_mailbox(
     imap: &mut ImapProvider,
     mailbox: &MailboxInfo,
     status: MailboxStatus,
-    cursor: Option<MailboxCursor>,
+    cursor: Option<Cursor>,
     sink: &mut dyn SyncSink,
 ) -> Result<Synced> {
     let name = mailbox.name.as_str();
@@ -199,7 +209,7 @@ async fn sync_mailbox(
     }
 
     let selected = imap.select(name, condstore).await?;
-    let now = MailboxCursor {
+    let now = Cursor {
         uidvalidity: selected.uid_validity.unwrap_or(0),
         uidnext: Uid::from(selected.uid_next.unwrap_or(0)),
         highestmodseq: selected.highest_modseq.unwrap_or(0),
@@ -215,12 +225,12 @@ async fn sync_mailbox(
 
     let Some(old) = cursor else {
         // First sync, --full or a new UIDVALIDITY: rebuild this mailbox from scratch.
-        sink.reset_mailbox(name, now.uidvalidity).await?;
+        sink.reset_mailbox(name).await?;
         if selected.exists > 0 {
             let hint = u64::from(selected.exists);
-            report.added = fetch_new(imap, name, "1:*", hint, sink).await?;
+            report.added = fetch_new(imap, name, now.uidvalidity, "1:*", hint, sink).await?;
         }
-        sink.mailbox_done(name, now).await?;
+        sink.mailbox_done(name, now.to_cursor()).await?;
         return Ok(Synced::Done(report));
     };
 
@@ -235,12 +245,12 @@ async fn sync_mailbox(
         let new = imap.glimpse(&format!("{}:*", old.uidnext.max(1))).await?;
         // `n:*` always names the highest UID, even below `n`.
         let new = new.into_iter().filter(|(uid, ..)| *uid >= old.uidnext);
-        let (maybe_moved, fresh) = maybe_moved(name, new.collect(), sink).await?;
-        report.added = fetch_uids(imap, name, &fresh, sink).await?;
+        let (maybe_moved, fresh) = maybe_moved(name, now.uidvalidity, new.collect(), sink).await?;
+        report.added = fetch_uids(imap, name, now.uidvalidity, &fresh, sink).await?;
         arrivals = maybe_moved;
     }
     if gone.is_empty() && arrivals.is_empty() {
-        sink.mailbox_done(name, now).await?;
+        sink.mailbox_done(name, now.to_cursor()).await?;
         return Ok(Synced::Done(report));
     }
     Ok(Synced::Unsettled(Unsettled {
@@ -255,6 +265,7 @@ async fn sync_mailbox(
 /// (they may have been moved from there: settled later) or not (new: fetched now).
 async fn maybe_moved(
     mailbox: &str,
+    uidvalidity: UidValidity,
     new: Vec<Glimpse>,
     sink: &mut dyn SyncSink,
 ) -> Result<(Vec<Arrival>, Vec<Uid>)> {
@@ -268,8 +279,8 @@ async fn maybe_moved(
     for (uid, modseq, flags, id) in new {
         match id.filter(|id| elsewhere.contains(id)) {
             Some(message_id) => arrivals.push(Arrival {
-                uid,
-                modseq,
+                id: ids::remote(uidvalidity, uid),
+                version: ids::version(modseq),
                 flags,
                 message_id,
             }),
@@ -313,7 +324,13 @@ async fn settle(
         if !done.unmatched.is_empty() {
             match imap.select(&name, condstore).await {
                 Ok(selected) if selected.uid_validity == Some(u.now.uidvalidity) => {
-                    u.report.added += fetch_uids(imap, &name, &done.unmatched, sink).await?;
+                    let uidvalidity = u.now.uidvalidity;
+                    let uids: Vec<Uid> = done
+                        .unmatched
+                        .iter()
+                        .filter_map(|id| ids::uid_in(id, uidvalidity))
+                        .collect();
+                    u.report.added += fetch_uids(imap, &name, uidvalidity, &uids, sink).await?;
                 }
                 // Recreated meanwhile: its cursor stays, and the next sync starts it over.
                 Ok(_) => {
@@ -326,7 +343,7 @@ async fn settle(
                 }
             }
         }
-        sink.mailbox_done(&name, u.now).await?;
+        sink.mailbox_done(&name, u.now.to_cursor()).await?;
         reports.push(u.report);
     }
     Ok(reports)
@@ -335,9 +352,9 @@ async fn settle(
 /// The cheapest route to the flag changes and expunges among indexed messages.
 fn incremental_mode(qresync: bool, condstore: bool, highestmodseq: u64) -> SyncMode {
     match (qresync, condstore, highestmodseq > 0) {
-        (true, _, true) => SyncMode::Qresync,
-        (false, true, true) => SyncMode::Condstore,
-        _ => SyncMode::Flags,
+        (true, _, true) => SyncMode::Delta,
+        (false, true, true) => SyncMode::Modified,
+        _ => SyncMode::Scan,
     }
 }
 
@@ -346,38 +363,46 @@ fn incremental_mode(qresync: bool, condstore: bool, highestmodseq: u64) -> SyncM
 async fn check_known(
     imap: &mut ImapProvider,
     name: &str,
-    old: MailboxCursor,
+    old: Cursor,
     mode: SyncMode,
     sink: &mut dyn SyncSink,
-) -> Result<(u64, Vec<Uid>)> {
+) -> Result<(u64, Vec<RemoteId>)> {
     let known_range = format!("1:{}", old.uidnext - 1);
-    match mode {
-        SyncMode::Qresync => {
-            changed_since(imap, name, &known_range, old.highestmodseq, true, sink).await
+    let uv = old.uidvalidity;
+    let present = match mode {
+        SyncMode::Delta => {
+            let (changed, gone) =
+                changed_since(imap, name, uv, &known_range, old.highestmodseq, true, sink).await?;
+            let gone = gone.into_iter().map(|uid| ids::remote(uv, uid)).collect();
+            return Ok((changed, gone));
         }
-        SyncMode::Condstore => {
+        SyncMode::Modified => {
             let (changed, _) =
-                changed_since(imap, name, &known_range, old.highestmodseq, false, sink).await?;
-            let present = imap.uid_list(&known_range).await?;
-            Ok((changed, sink.indexed_except(name, present).await?))
+                changed_since(imap, name, uv, &known_range, old.highestmodseq, false, sink).await?;
+            (changed, imap.uid_list(&known_range).await?)
         }
-        _ => {
-            let (changed, present) = compare_all_flags(imap, name, &known_range, sink).await?;
-            Ok((changed, sink.indexed_except(name, present).await?))
-        }
-    }
+        _ => compare_all_flags(imap, name, uv, &known_range, sink).await?,
+    };
+    let (changed, present) = present;
+    let present = present
+        .into_iter()
+        .map(|uid| ids::remote(uv, uid))
+        .collect();
+    Ok((changed, sink.indexed_except(name, present).await?))
 }
 
 /// Fetches the messages of `uids` in full (in UID sets) and hands them to the sink.
 async fn fetch_uids(
     imap: &mut ImapProvider,
     mailbox: &str,
+    uidvalidity: UidValidity,
     uids: &[Uid],
     sink: &mut dyn SyncSink,
 ) -> Result<u64> {
     let mut added = 0;
     for set in uidset::chunks(uids, NEW_MESSAGE_ITEMS.len() + 32) {
-        added += fetch_new(imap, mailbox, &set, uids.len() as u64, sink).await?;
+        let hint = uids.len() as u64;
+        added += fetch_new(imap, mailbox, uidvalidity, &set, hint, sink).await?;
     }
     Ok(added)
 }
@@ -387,6 +412,7 @@ async fn fetch_uids(
 async fn fetch_new(
     imap: &mut ImapProvider,
     mailbox: &str,
+    uidvalidity: UidValidity,
     set: &str,
     total_hint: u64,
     sink: &mut dyn SyncSink,
@@ -398,7 +424,7 @@ async fn fetch_new(
     };
     let items = format!("({NEW_MESSAGE_ITEMS}{modseq})");
     let mut added = 0;
-    let mut batches = Batches::open(imap, set, &items, convert::meta_of).await?;
+    let mut batches = Batches::open(imap, set, &items, (uidvalidity, convert::meta_of)).await?;
     while let Some(batch) = batches.next().await? {
         added += batch.len() as u64;
         sink.upsert_messages(mailbox, batch).await?;
@@ -413,17 +439,22 @@ async fn fetch_new(
 /// `BATCH` as they arrive, so memory stays flat and the sink writes while more arrive.
 struct Batches<'a, T> {
     stream: std::pin::Pin<Box<dyn futures::Stream<Item = FetchItem> + Send + 'a>>,
-    convert: fn(&async_imap::types::Fetch) -> Option<T>,
+    convert: Convert<T>,
 }
 
 type FetchItem = async_imap::error::Result<async_imap::types::Fetch>;
+/// A fetch answer to an item, with the UIDVALIDITY of the mailbox it came from.
+type Convert<T> = (
+    UidValidity,
+    fn(&async_imap::types::Fetch, UidValidity) -> Option<T>,
+);
 
 impl<'a, T> Batches<'a, T> {
     async fn open(
         imap: &'a mut ImapProvider,
         set: &str,
         items: &str,
-        convert: fn(&async_imap::types::Fetch) -> Option<T>,
+        convert: Convert<T>,
     ) -> Result<Batches<'a, T>> {
         imap.commands += 1;
         let stream = timed(
@@ -447,7 +478,7 @@ impl<'a, T> Batches<'a, T> {
                 .await?
                 .map_err(|e| imap_error("uid fetch", e))?;
             match next {
-                Some(fetch) => batch.extend((self.convert)(&fetch)),
+                Some(fetch) => batch.extend((self.convert.1)(&fetch, self.convert.0)),
                 None => break,
             }
         }
@@ -466,6 +497,7 @@ async fn fetch_complete(imap: &mut ImapProvider) -> Result<()> {
 async fn changed_since(
     imap: &mut ImapProvider,
     mailbox: &str,
+    uidvalidity: UidValidity,
     range: &str,
     modseq: u64,
     vanished: bool,
@@ -476,7 +508,7 @@ async fn changed_since(
     let mut changes = Vec::new();
     let mut gone = Vec::new();
     imap.fetch_flags(&command, &mut changes, &mut gone).await?;
-    let changed = flush_flags(sink, mailbox, changes).await?;
+    let changed = flush_flags(sink, mailbox, uidvalidity, changes).await?;
     Ok((changed, gone))
 }
 
@@ -485,6 +517,7 @@ async fn changed_since(
 async fn compare_all_flags(
     imap: &mut ImapProvider,
     mailbox: &str,
+    uidvalidity: UidValidity,
     range: &str,
     sink: &mut dyn SyncSink,
 ) -> Result<(u64, Vec<Uid>)> {
@@ -496,18 +529,23 @@ async fn compare_all_flags(
     )
     .await?;
     let present = all.iter().map(|(uid, _, _)| *uid).collect();
-    let changed = flush_flags(sink, mailbox, all).await?;
+    let changed = flush_flags(sink, mailbox, uidvalidity, all).await?;
     Ok((changed, present))
 }
 
 async fn flush_flags(
     sink: &mut dyn SyncSink,
     mailbox: &str,
+    uidvalidity: UidValidity,
     changes: Vec<(Uid, u64, MessageFlags)>,
 ) -> Result<u64> {
     if changes.is_empty() {
         return Ok(0);
     }
+    let changes = changes
+        .into_iter()
+        .map(|(uid, modseq, flags)| (ids::remote(uidvalidity, uid), ids::version(modseq), flags))
+        .collect();
     sink.update_flags(mailbox, changes).await
 }
 

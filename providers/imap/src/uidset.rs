@@ -1,7 +1,7 @@
 //! UID sets on the wire: sorted UIDs compressed to ranges (`1:500,900:1200`) and split so no
 //! command line grows past a server's limit.
 
-use mailbroker_core::Uid;
+use crate::ids::Uid;
 
 /// Longest command line we send; some servers refuse lines over 4,096 bytes.
 pub const MAX_LINE: usize = 4000;

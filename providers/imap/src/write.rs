@@ -12,10 +12,11 @@
 
 use std::collections::{HashMap, HashSet};
 
-use mailbroker_core::{
-    Capabilities, Error, FlagOp, ItemResult, MessageFlags, Outcome, Result, Uid, WriteBatch,
-};
+use mailbroker_core::ItemResult as CoreResult;
+use mailbroker_core::{Capabilities, Error, FlagOp, MessageFlags, Outcome, Result, WriteBatch};
 
+use crate::ids::Uid;
+use crate::item::{Batch, ItemResult};
 use crate::moves::NotMoved;
 use crate::session::{self, ImapProvider};
 use crate::uidset;
@@ -76,10 +77,6 @@ fn store_lists(op: &FlagOp) -> (Vec<String>, Vec<String>) {
     (add, remove)
 }
 
-fn uids_of(batch: &WriteBatch) -> Vec<Uid> {
-    batch.targets.iter().map(|t| t.uid).collect()
-}
-
 /// The commands `apply` sends for `batch` on a server with `caps`, one line each.
 pub fn plan(caps: &Capabilities, batch: &WriteBatch) -> Vec<String> {
     {
@@ -88,7 +85,7 @@ pub fn plan(caps: &Capabilities, batch: &WriteBatch) -> Vec<String> {
         } else {
             ""
         };
-        let uids = uids_of(batch);
+        let uids = Batch::of(batch).uids();
         let mut lines = Vec::new();
         let (add, remove) = store_lists(&batch.op);
         for (sign, list) in [("+", add), ("-", remove)] {
@@ -118,14 +115,23 @@ pub fn plan(caps: &Capabilities, batch: &WriteBatch) -> Vec<String> {
 }
 
 impl ImapProvider {
-    pub(crate) async fn apply_batch(&mut self, batch: &WriteBatch) -> Result<Vec<ItemResult>> {
+    pub(crate) async fn apply_batch(&mut self, batch: &WriteBatch) -> Result<Vec<CoreResult>> {
+        let batch = Batch::of(batch);
+        let results = self.apply_imap(&batch).await?;
+        Ok(batch.finish(results))
+    }
+
+    async fn apply_imap(&mut self, batch: &Batch<'_>) -> Result<Vec<ItemResult>> {
+        if batch.targets.is_empty() {
+            return Ok(Vec::new());
+        }
         if batch.move_to.is_some() && !self.caps.has("MOVE") && !self.caps.has("UIDPLUS") {
             return Err(Error::unsupported(
                 "this server has neither MOVE nor UIDPLUS, so a move could expunge other messages",
             ));
         }
         let condstore = self.caps.has("CONDSTORE");
-        let selected = self.select(&batch.mailbox, condstore).await?;
+        let selected = self.select(batch.mailbox, condstore).await?;
         tracing::debug!("imap: selected");
         if selected.uid_validity != Some(batch.uidvalidity) {
             let err = Error::stale_state(format!(
@@ -151,7 +157,7 @@ impl ImapProvider {
             Vec::new()
         };
         let settled: HashSet<Uid> = results.iter().map(|r| r.uid).collect();
-        let mut live: Vec<Uid> = uids_of(batch);
+        let mut live: Vec<Uid> = batch.uids();
         live.retain(|u| !settled.contains(u));
         // Targets of a move that left the mailbox since they were indexed are looked for
         // where the move would take them. Where the mailbox is as the last sync left it on
@@ -181,7 +187,7 @@ impl ImapProvider {
                 }
             }
         }
-        if let Some(target) = &batch.move_to
+        if let Some(target) = batch.move_to
             && !(live.is_empty() && gone.is_empty())
         {
             let (validity, not_moved) = self.move_and_verify(&live, target, &mut results).await?;
@@ -191,7 +197,7 @@ impl ImapProvider {
             let message_ids: HashMap<Uid, &str> = batch
                 .targets
                 .iter()
-                .filter_map(|t| Some((t.uid, t.message_id.as_deref()?)))
+                .filter_map(|t| Some((t.uid, t.message_id?)))
                 .collect();
             let message_id = |uid: Uid| message_ids.get(&uid).copied();
             let not_moved: Vec<NotMoved> = gone
@@ -207,7 +213,7 @@ impl ImapProvider {
                     if_found,
                 })
                 .collect();
-            self.settle_not_moved(&batch.mailbox, (target, validity), &not_moved, &mut results)
+            self.settle_not_moved(batch.mailbox, (target, validity), &not_moved, &mut results)
                 .await
                 .map_err(|e| unknown_if_lost(e, &live))?;
         }
@@ -219,7 +225,7 @@ impl ImapProvider {
     /// Targets that changed on the server since they were indexed (the precondition read).
     /// One that already shows what was asked (an earlier run whose answer was lost) needs
     /// nothing; the others are stale and left alone.
-    async fn changed_since_indexed(&mut self, batch: &WriteBatch) -> Result<Vec<ItemResult>> {
+    async fn changed_since_indexed(&mut self, batch: &Batch<'_>) -> Result<Vec<ItemResult>> {
         let min = batch.targets.iter().map(|t| t.modseq).min().unwrap_or(0);
         let indexed: HashMap<Uid, u64> = batch.targets.iter().map(|t| (t.uid, t.modseq)).collect();
         let mut results = Vec::new();
@@ -244,7 +250,7 @@ impl ImapProvider {
     /// in the order of `live`.
     async fn store_and_verify(
         &mut self,
-        batch: &WriteBatch,
+        batch: &Batch<'_>,
         live: &[Uid],
         unchanged_since: Option<u64>,
     ) -> Result<Vec<ItemResult>> {
@@ -252,7 +258,7 @@ impl ImapProvider {
         // them in any order (RFC 3501 §5.5), and the batch pays one round trip for all of
         // them. The read-back must wait for their answers: a FETCH of flags sent while a
         // STORE of those flags runs is ambiguous, and Dovecot answers it with the old state.
-        let stores = store_commands(live, &batch.op, unchanged_since);
+        let stores = store_commands(live, batch.op, unchanged_since);
         self.pipeline(&stores, |_, _| {})
             .await
             .map_err(|e| unknown_if_lost(e, live))?;

@@ -44,7 +44,7 @@ const WORDS: [&str; 8] = [
 /// from the shop, the rest from 1,000 other senders; dated evenly over 2025–2026.
 pub fn varied_message(i: usize, n: usize) -> (String, Vec<u8>) {
     let from = match i {
-        _ if i % 20 == 0 => "Alice Example <alice@example.test>".to_string(),
+        _ if i.is_multiple_of(20) => "Alice Example <alice@example.test>".to_string(),
         _ if i % 25 == 1 => "bob@example.test".to_string(),
         _ if i % 10 == 2 => "Shop <news@shop.example>".to_string(),
         _ => format!("Sender {0} <sender{0}@domain{1}.example>", i % 1000, i % 37),
@@ -84,7 +84,7 @@ pub fn varied_message(i: usize, n: usize) -> (String, Vec<u8>) {
         flags.push("\\Flagged");
     }
     for (every, tag) in [(7, "Work"), (11, "Invoice"), (13, "Travel"), (17, "$Later")] {
-        if i % every == 0 {
+        if i.is_multiple_of(every) {
             flags.push(tag);
         }
     }
