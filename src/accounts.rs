@@ -1,48 +1,64 @@
-//! Account services shared by the CLI and (later) MCP: add, list, show, remove.
+//! Account services shared by the CLI and MCP: add (what a provider's `setup` made), list,
+//! show, remove, and the adapter's login and doctor.
 
-use mailbroker_core::{AccountId, Error, MailboxInfo, Provider, ProviderKind, Result};
-use mailbroker_imap::{ImapConfig, ImapProvider};
+use mailbroker_core::{AccountId, Consent, DoctorReport, Error, NewAccount, Result};
 use serde::Serialize;
 
+use crate::registry::StoreSecrets;
 use crate::store::{AccountRecord, MailboxRecord, Store, now_secs};
 
-/// Connects to an IMAP server, detects what it can do, lists its mailboxes and stores it all.
-/// Nothing is stored unless every step succeeded.
-pub async fn add_imap(
-    store: &Store,
-    id: AccountId,
-    email: Option<String>,
-    config: ImapConfig,
-) -> Result<AccountView> {
-    if store.account(&id).await.is_ok() {
+/// Refuses an id already taken, before a provider's setup asks anything of the person.
+pub async fn check_new(store: &Store, id: &AccountId) -> Result<()> {
+    if store.account(id).await.is_ok() {
         return Err(Error::validation(format!("account {id} already exists"))
             .with_next_step(format!("run: mailbroker account remove {id}")));
     }
-    let mut imap = ImapProvider::connect(&config).await?;
-    let discovered: Result<Vec<MailboxInfo>> = async {
-        imap.detect_custom_tags().await?;
-        imap.list_mailboxes().await
-    }
-    .await;
-    let capabilities = imap.capabilities().clone();
-    imap.close().await;
-    let mailboxes = discovered?;
-    let settings = serde_json::to_value(config.settings())
-        .map_err(|e| Error::internal(format!("imap settings: {e}")))?;
+    Ok(())
+}
+
+/// Stores an account a provider's `setup` made: its row, secret and mailboxes, or nothing.
+pub async fn add(store: &Store, id: AccountId, new: NewAccount) -> Result<AccountView> {
+    check_new(store, &id).await?;
     let record = AccountRecord {
         id,
-        provider: ProviderKind::Imap,
-        email,
-        settings,
-        capabilities,
+        provider: new.provider,
+        email: new.email,
+        settings: new.settings,
+        capabilities: new.capabilities,
         created_at: now_secs(),
         last_sync_at: None,
-        sync_cursor: None,
+        sync_cursor: new.cursor,
     };
+    let (kind, secret) = &new.secret;
     store
-        .add_account(&record, ("password", &config.password), &mailboxes)
+        .add_account(&record, (kind.as_str(), secret.as_str()), &new.mailboxes)
         .await?;
     show(store, &record.id).await
+}
+
+/// Authorizes again (after a revoke; `upgrade` for what permanent deletion needs) and stores
+/// the new secret and what it grants.
+pub async fn login(
+    store: &Store,
+    id: &AccountId,
+    upgrade: bool,
+    how: Consent,
+) -> Result<AccountView> {
+    let record = store.account(id).await?;
+    let secrets = StoreSecrets { store, account: id };
+    let caps = record
+        .adapter()?
+        .login(&record.info(), &secrets, upgrade, how)
+        .await?;
+    store.set_capabilities(id, &caps).await?;
+    show(store, id).await
+}
+
+/// Checks that the account works: its secret, what it grants, that the server answers.
+pub async fn doctor(store: &Store, id: &AccountId) -> Result<DoctorReport> {
+    let record = store.account(id).await?;
+    let secrets = StoreSecrets { store, account: id };
+    record.adapter()?.doctor(&record.info(), &secrets).await
 }
 
 /// An account as the CLI prints it: never its secrets.

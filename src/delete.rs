@@ -6,13 +6,12 @@
 use std::collections::{BTreeMap, HashMap};
 
 use mailbroker_core::{
-    AccountId, DeleteBatch, DeleteMode, Error, ItemResult, MessageFlags, Outcome, RemoteId, Result,
-    Version, WriteTarget,
+    AccountId, DeleteBatch, DeleteMode, Error, ItemResult, MessageFlags, Operation, Outcome,
+    RemoteId, Result, Version, WriteTarget,
 };
 use serde::Serialize;
 
 use crate::home::Home;
-use crate::registry;
 use crate::store::{
     ChangeRecord, ItemOutcome, ItemStatus, JournalItem, Manifest, ManifestItem, ManifestStatus,
     MessageRef, MessageState, Store,
@@ -33,6 +32,15 @@ pub async fn stage(
     limit: usize,
 ) -> Result<Manifest> {
     check_size(rows.len(), limit)?;
+    // A deletion its accounts cannot carry out is refused now, not when a person runs it.
+    let accounts: std::collections::BTreeSet<&str> =
+        rows.iter().map(|r| r.account.as_str()).collect();
+    for account in accounts {
+        let record = store.account(&account.parse()?).await?;
+        record
+            .adapter()?
+            .check(&record.info(), Operation::Delete(mode))?;
+    }
     store.stage_manifest(origin, selection, mode, rows).await
 }
 
@@ -136,7 +144,7 @@ async fn plan_of(store: &Store, mode: DeleteMode, groups: &Batches) -> Result<Ve
         for (place, items) in groups {
             let indexed = indexed_rows(store, items).await?;
             let batch = batch_of(place, items, &indexed, mode, trash.clone());
-            lines.extend(registry::plan_delete(&record, &batch));
+            lines.extend(record.adapter()?.plan_delete(&record.info(), &batch));
         }
     }
     Ok(lines)

@@ -12,7 +12,6 @@ pub mod home;
 pub mod keyring;
 pub mod logging;
 pub mod mcp;
-pub mod oauth_accounts;
 pub mod output;
 pub mod read;
 pub mod registry;

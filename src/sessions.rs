@@ -44,7 +44,7 @@ async fn lock_and_read(
     home: &Home,
     store: &Store,
     id: &AccountId,
-) -> Result<(AccountLock, registry::Connector)> {
+) -> Result<(AccountLock, Box<dyn mailbroker_core::Connector>)> {
     let lock = home.lock_account(id, LOCK_WAIT).await?;
     let record = store.account(id).await?;
     Ok((lock, registry::connector(store, &record).await?))

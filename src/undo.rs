@@ -4,20 +4,13 @@ use std::collections::HashMap;
 
 use mailbroker_core::{Error, FlagOp, Outcome, Result};
 
-use crate::sessions::Sessions;
 use crate::store::{JournalItem, MessageRef, Store};
-use crate::write::{ChangeReport, Failure, Intent, execute, state_of};
+use crate::write::{Failure, Intent, ResolvedRequest, state_of};
 
 /// The inverse of a journaled change, for the messages whose current state still equals the
-/// change's after-state; the others are reported `stale_state` and left alone.
-/// `origin` is journaled as the undo's own origin (`cli`, `mcp:<client>`).
-pub async fn undo(
-    sessions: Sessions,
-    store: &Store,
-    origin: &str,
-    change_id: i64,
-    dry_run: bool,
-) -> Result<ChangeReport> {
+/// change's after-state; the others are reported `stale_state` and left alone. Run it with
+/// the undo's own origin (`cli`, `mcp:<client>`), which the journal records.
+pub async fn resolve(store: &Store, change_id: i64) -> Result<ResolvedRequest> {
     let change = store.change(change_id).await?;
     if let Some(by) = change.undone_by {
         // Undoing the undo (a redo) makes the change undoable again.
@@ -83,25 +76,14 @@ pub async fn undo(
     }
     let selection = serde_json::json!({ "undo_of": change_id });
     let patch = serde_json::json!({ "undo_of": change_id });
-    let mut report = execute(
-        sessions,
-        store,
-        origin,
-        selection,
-        patch,
-        Some(change_id),
-        intents,
-        dry_run,
-    )
-    .await?;
-    for id in stale {
-        report.stale += 1;
-        report.failures.push(Failure {
+    let stale = stale
+        .into_iter()
+        .map(|id| Failure {
             id,
             outcome: Outcome::Stale,
             error_type: "stale_state".into(),
             error: format!("message {id} changed after change {change_id}; left alone"),
-        });
-    }
-    Ok(report)
+        })
+        .collect();
+    crate::write::plan(store, (selection, patch, Some(change_id)), intents, stale).await
 }

@@ -251,3 +251,62 @@ async fn remove_takes_messages_and_secrets_along() {
         .unwrap_err();
     assert_eq!(err.error_type(), "auth_required");
 }
+
+/// What an IMAP server can never do as set up is refused before anything is planned, staged
+/// or sent (the adapter's `check`): without MOVE and UIDPLUS a move or a trash deletion would
+/// need a bare EXPUNGE, and without UIDPLUS so would a permanent one. `account doctor` logs in
+/// and says what the server has.
+#[tokio::test]
+async fn a_server_without_move_or_uidplus_is_refused_up_front_and_the_doctor_says_why() {
+    let Some(server) = server() else { return };
+    let home = tempfile::tempdir().unwrap();
+    let mut client = seed(server, "nina-bare", "INBOX", 4).await;
+    let bare = [
+        "--disable-extension",
+        "MOVE",
+        "--disable-extension",
+        "UIDPLUS",
+    ];
+    add_account(server, home.path(), "bare", "nina-bare", &bare);
+    ok(home.path(), &["sync"]);
+    let before = client.flags("INBOX").await.unwrap();
+
+    let moved = mb(
+        home.path(),
+        &["update", "--query", "in:inbox", "--move-to", "archive"],
+    );
+    assert_eq!(moved.json["error_type"], "unsupported", "{}", moved.stdout);
+    assert!(
+        moved.stdout.contains("neither MOVE nor UIDPLUS"),
+        "{}",
+        moved.stdout
+    );
+    for mode in [&["--permanent"][..], &[][..]] {
+        let mut args = vec!["stage-delete", "in:inbox"];
+        args.extend(mode);
+        let staged = mb(home.path(), &args);
+        assert_eq!(
+            staged.json["error_type"], "unsupported",
+            "{}",
+            staged.stdout
+        );
+        assert!(staged.json["next_step"].is_string(), "{}", staged.stdout);
+    }
+    assert_eq!(client.flags("INBOX").await.unwrap(), before, "nothing sent");
+    let changes = ok(home.path(), &["changes"]);
+    assert_eq!(changes["changes"].as_array().unwrap().len(), 0, "{changes}");
+    let manifests = ok(home.path(), &["delete-staged"]);
+    assert_eq!(manifests["manifests"].as_array().unwrap().len(), 0);
+
+    let doctor = ok(home.path(), &["account", "doctor", "bare"]);
+    let doctor = &doctor["doctor"];
+    assert_eq!(doctor["account"], "bare", "{doctor}");
+    assert!(doctor["mailboxes"].as_u64().unwrap() >= 6, "{doctor}");
+    let extensions = doctor["extensions"].as_array().unwrap();
+    assert!(
+        !extensions.iter().any(|e| e == "UIDPLUS" || e == "MOVE"),
+        "{doctor}"
+    );
+    assert!(extensions.iter().any(|e| e == "CONDSTORE"), "{doctor}");
+    client.logout().await.unwrap();
+}

@@ -203,8 +203,8 @@ pub struct ConsentArgs {
 }
 
 impl ConsentArgs {
-    fn consent(&self) -> crate::oauth_accounts::Consent {
-        crate::oauth_accounts::Consent {
+    fn consent(&self) -> mailbroker_core::Consent {
+        mailbroker_core::Consent {
             open_browser: !self.no_browser,
             paste: self.no_browser,
         }
@@ -511,9 +511,9 @@ async fn add_gmail(store: &Store, args: &GmailArgs, json: bool) -> Result<()> {
         api_base: args.api_base.clone(),
         quota_units_per_sec: args.quota,
     };
-    let view = crate::oauth_accounts::add_gmail(
-        store,
-        id,
+    accounts::check_new(store, &id).await?;
+    let new = mailbroker_gmail::setup(
+        &id,
         args.email.clone(),
         settings,
         secret,
@@ -521,7 +521,7 @@ async fn add_gmail(store: &Store, args: &GmailArgs, json: bool) -> Result<()> {
         args.consent.consent(),
     )
     .await?;
-    print_account(&view, json)
+    print_account(&accounts::add(store, id, new).await?, json)
 }
 
 fn print_account(view: &accounts::AccountView, json: bool) -> Result<()> {
@@ -551,33 +551,27 @@ async fn account(store: &Store, cmd: AccountCommand, json: bool) -> Result<()> {
                     config.host
                 );
             }
-            let view = accounts::add_imap(store, id, args.email.clone(), config).await?;
-            print_account(&view, json)
+            accounts::check_new(store, &id).await?;
+            let new = mailbroker_imap::setup(&config, args.email.clone()).await?;
+            print_account(&accounts::add(store, id, new).await?, json)
         }
         AccountCommand::Add(AddCommand::Gmail(args)) => add_gmail(store, &args, json).await,
         AccountCommand::Login { id, consent } => {
             let id: AccountId = id.parse()?;
-            let view = crate::oauth_accounts::login(store, &id, false, consent.consent()).await?;
+            let view = accounts::login(store, &id, false, consent.consent()).await?;
             print_account(&view, json)
         }
         AccountCommand::UpgradeScope { id, consent } => {
             let id: AccountId = id.parse()?;
-            let view = crate::oauth_accounts::login(store, &id, true, consent.consent()).await?;
+            let view = accounts::login(store, &id, true, consent.consent()).await?;
             print_account(&view, json)
         }
         AccountCommand::Doctor { id } => {
-            let report = crate::oauth_accounts::doctor(store, &id.parse()?).await?;
+            let report = accounts::doctor(store, &id.parse()?).await?;
             if json {
-                return print_json(Some("doctor"), &report);
+                return print_json(Some("doctor"), &report.details);
             }
-            println!(
-                "{}: token ok, API reachable at {}, {} ({} messages), scopes: {}",
-                report.account,
-                report.api_base,
-                report.email,
-                report.messages.unwrap_or(0),
-                report.scopes.join(" ")
-            );
+            println!("{}", report.summary);
             Ok(())
         }
         AccountCommand::List => {

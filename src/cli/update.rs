@@ -8,7 +8,7 @@ use crate::home::Home;
 use crate::output::print_json;
 use crate::sessions::Sessions;
 use crate::store::Store;
-use crate::write;
+use crate::write::{self, CheckedRequest};
 
 pub(super) async fn update(
     home: &Home,
@@ -18,14 +18,9 @@ pub(super) async fn update(
 ) -> Result<u8> {
     let patch = args.patch();
     patch.validate()?;
-    // Nobody will be asked: the sessions open while the targets are read.
-    let sessions = match args.yes && !args.dry_run && patch.delete.is_none() {
-        true => write::open_ahead(home, store, &args.ids, args.query.as_deref(), &patch).await?,
-        false => Sessions::new(home, store),
-    };
-    let (selection, rows) =
-        write::resolve_selection(store, &args.ids, args.query.as_deref()).await?;
     if let Some(mode) = patch.delete {
+        let (selection, rows) =
+            write::resolve_selection(store, &args.ids, args.query.as_deref()).await?;
         let manifest = crate::delete::stage(
             store,
             "cli",
@@ -45,31 +40,36 @@ pub(super) async fn update(
         }
         return Ok(0);
     }
-    if !args.dry_run && !args.yes {
-        let plan = write::update(
-            Sessions::new(home, store),
-            store,
-            "cli",
-            selection.clone(),
-            rows.clone(),
-            &patch,
-            true,
-        )
-        .await?;
-        if let Some(reason) = plan.confirmation_reason(write::DEFAULT_CONFIRM_ABOVE) {
-            confirm_on_terminal(&plan, &reason)?;
-        }
+    let checked = CheckedRequest::check(store, &args.ids, args.query.as_deref(), &patch).await?;
+    // Nobody will be asked: the sessions open while the targets are read.
+    let sessions = match args.yes && !args.dry_run {
+        true => write::open_ahead(home, store, &checked).await?,
+        false => Sessions::new(home, store),
+    };
+    let resolved = checked.resolve(store).await?;
+    run_or_preview(resolved, sessions, store, (args.dry_run, args.yes), json).await
+}
+
+/// Prints the plan of a dry run; otherwise asks on the terminal when the change needs it
+/// (unless `--yes`), runs it and prints its report.
+async fn run_or_preview(
+    resolved: write::ResolvedRequest,
+    sessions: Sessions,
+    store: &Store,
+    (dry_run, yes): (bool, bool),
+    json: bool,
+) -> Result<u8> {
+    if dry_run {
+        return print_change(resolved.preview(), json);
     }
-    let report = write::update(
-        sessions,
-        store,
-        "cli",
-        selection,
-        rows,
-        &patch,
-        args.dry_run,
-    )
-    .await?;
+    if !yes
+        && let Some(reason) = resolved
+            .preview()
+            .confirmation_reason(write::DEFAULT_CONFIRM_ABOVE)
+    {
+        confirm_on_terminal(resolved.preview(), &reason)?;
+    }
+    let report = resolved.run(sessions, store, "cli").await?;
     print_change(&report, json)
 }
 
@@ -81,16 +81,15 @@ pub(super) async fn undo(
     (dry_run, yes): (bool, bool),
     json: bool,
 ) -> Result<u8> {
-    if !dry_run && !yes {
-        let plan =
-            crate::undo::undo(Sessions::new(home, store), store, "cli", change, true).await?;
-        if let Some(reason) = plan.confirmation_reason(write::DEFAULT_CONFIRM_ABOVE) {
-            confirm_on_terminal(&plan, &reason)?;
-        }
-    }
-    let report =
-        crate::undo::undo(Sessions::new(home, store), store, "cli", change, dry_run).await?;
-    print_change(&report, json)
+    let resolved = crate::undo::resolve(store, change).await?;
+    run_or_preview(
+        resolved,
+        Sessions::new(home, store),
+        store,
+        (dry_run, yes),
+        json,
+    )
+    .await
 }
 
 /// Asks the person at the terminal to confirm a write; without a terminal, `--yes` is needed.

@@ -12,6 +12,7 @@ use super::shape::output_schema;
 use super::views::*;
 use super::{McpServer, failure, respond, success};
 use crate::sessions::Sessions;
+use crate::write::CheckedRequest;
 use crate::{delete, read, search, write};
 use mailbroker_core::{AccountId, Error, Patch, Result};
 
@@ -373,27 +374,18 @@ impl McpServer {
         if let Some(mode) = patch.delete {
             return self.stage(ctx, args, mode, round).await;
         }
-        let (selection, rows) =
-            write::resolve_selection(&self.store, &args.ids, args.query.as_deref()).await?;
+        let checked =
+            CheckedRequest::check(&self.store, &args.ids, args.query.as_deref(), &patch).await?;
         if !args.create_missing_tags {
-            write::require_known_tags(&self.store, &rows, &patch).await?;
+            checked.require_known_tags(&self.store).await?;
         }
-        let origin = origin_of(ctx);
-        let plan = write::update(
-            Sessions::new(&self.home, &self.store),
-            &self.store,
-            &origin,
-            selection.clone(),
-            rows.clone(),
-            &patch,
-            true,
-        )
-        .await?;
+        let resolved = checked.resolve(&self.store).await?;
         let json = serde_json::to_value(&args).map_err(|e| Error::internal(e.to_string()))?;
+        let plan = resolved.preview();
         let reason = plan.confirmation_reason(self.options.confirm_above);
         let flags = (args.dry_run, args.confirm_token.as_deref());
-        let dry = ChangeOut::of(&plan);
-        let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
+        let dry = ChangeOut::of(plan);
+        let ids = resolved.ids();
         let gate = self.gate(
             ctx,
             "update_message",
@@ -407,16 +399,8 @@ impl McpServer {
         if let Some(answer) = gate.await? {
             return Ok(answer);
         }
-        let report = write::update(
-            Sessions::new(&self.home, &self.store),
-            &self.store,
-            &origin,
-            selection,
-            rows,
-            &patch,
-            false,
-        )
-        .await?;
+        let sessions = Sessions::new(&self.home, &self.store);
+        let report = resolved.run(sessions, &self.store, &origin_of(ctx)).await?;
         Ok(success(&ChangeOut::of(&report)).into())
     }
 
@@ -426,31 +410,19 @@ impl McpServer {
         args: UndoArgs,
         round: (Option<String>, Option<rmcp::model::InputResponses>),
     ) -> Result<CallToolResponse> {
-        let plan = crate::undo::undo(
-            Sessions::new(&self.home, &self.store),
-            &self.store,
-            &origin_of(ctx),
-            args.change_id,
-            true,
-        )
-        .await?;
+        let resolved = crate::undo::resolve(&self.store, args.change_id).await?;
         let json = serde_json::to_value(&args).map_err(|e| Error::internal(e.to_string()))?;
+        let plan = resolved.preview();
         let reason = plan.confirmation_reason(self.options.confirm_above);
         let flags = (args.dry_run, args.confirm_token.as_deref());
-        let dry = ChangeOut::of(&plan);
+        let dry = ChangeOut::of(plan);
         // The journal fixes which messages an undo touches: the change id binds them.
         let gate = self.gate(ctx, "undo_change", &json, &[], reason, dry, flags, round);
         if let Some(answer) = gate.await? {
             return Ok(answer);
         }
-        let report = crate::undo::undo(
-            Sessions::new(&self.home, &self.store),
-            &self.store,
-            &origin_of(ctx),
-            args.change_id,
-            false,
-        )
-        .await?;
+        let sessions = Sessions::new(&self.home, &self.store);
+        let report = resolved.run(sessions, &self.store, &origin_of(ctx)).await?;
         Ok(success(&ChangeOut::of(&report)).into())
     }
 }

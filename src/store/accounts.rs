@@ -286,6 +286,22 @@ impl Store {
         Ok(())
     }
 
+    /// Where the last sync of one mailbox stopped (empty when it never completed).
+    pub async fn mailbox_cursor(
+        &self,
+        account: &str,
+        mailbox: &str,
+    ) -> Result<MailboxCursor, Error> {
+        let cursor: Option<String> =
+            sqlx::query_scalar("SELECT cursor FROM mailboxes WHERE account_id = ? AND name = ?")
+                .bind(account)
+                .bind(mailbox)
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(db_error)?;
+        Ok(MailboxCursor::new(cursor.unwrap_or_default()))
+    }
+
     /// Where the last sync of each mailbox stopped, for mailboxes synced at least once.
     pub async fn cursors(&self, id: &AccountId) -> Result<Vec<(String, MailboxCursor)>, Error> {
         let rows: Vec<(String, String)> = sqlx::query_as(

@@ -1,6 +1,6 @@
 //! Reading messages back: lookup by id and search by query terms.
 
-use mailbroker_core::{Error, MailboxCursor, RemoteId, Version};
+use mailbroker_core::{Error, RemoteId, Version};
 use serde::Serialize;
 use sqlx::{QueryBuilder, Sqlite};
 
@@ -49,7 +49,7 @@ struct Row {
     snippet: String,
 }
 
-const SELECT: &str = "SELECT m.id, b.account_id, b.name, m.remote_id, s.version, b.cursor,
+const SELECT: &str = "SELECT m.id, b.account_id, b.name, m.remote_id, s.version,
     m.message_id,
     m.from_addr, m.to_addr, m.cc_addr, m.subject, m.date, m.size, m.has_attachments, s.is_read,
     s.is_flagged, s.flags, s.tags, coalesce(t.snippet, '') AS snippet
@@ -89,10 +89,6 @@ pub struct MessageRef {
     /// The Message-ID header, to find the message again after it moved.
     #[serde(skip)]
     pub message_id: Option<String>,
-    /// The mailbox's cursor when a sync last caught the index up with it (empty when
-    /// unknown). If the server is still there, nothing in the mailbox changed since.
-    #[serde(skip)]
-    pub mailbox_cursor: MailboxCursor,
     pub read: bool,
     pub flagged: bool,
     pub tags: Vec<String>,
@@ -109,7 +105,6 @@ struct PlaceRow {
     name: String,
     remote_id: String,
     version: String,
-    cursor: String,
     is_read: bool,
     is_flagged: bool,
     tags: String,
@@ -125,7 +120,6 @@ impl From<PlaceRow> for MessageRef {
             r.name,
             r.remote_id,
             r.version,
-            r.cursor,
             i64::from(r.is_read),
             i64::from(r.is_flagged),
             serde_json::from_str(&r.tags).unwrap_or_default(),
@@ -139,7 +133,7 @@ impl From<PlaceRow> for MessageRef {
 /// through the driver row by row costs about three times as much. Columns in `RefRow` order;
 /// `tags` and `flags` are JSON arrays already.
 const SELECT_REFS: &str = "SELECT json_group_array(json_array(m.id, b.account_id, b.name,
-    m.remote_id, s.version, b.cursor, s.is_read, s.is_flagged, json(s.tags),
+    m.remote_id, s.version, s.is_read, s.is_flagged, json(s.tags),
     json(s.flags), m.message_id) ORDER BY m.id)
     FROM messages m JOIN mailboxes b ON b.id = m.mailbox_id JOIN message_state s ON s.id = m.id
     WHERE 1 = 1";
@@ -161,7 +155,6 @@ struct RefRow(
     String,
     String,
     String,
-    String,
     i64,
     i64,
     Vec<String>,
@@ -176,12 +169,11 @@ fn ref_of(r: RefRow) -> MessageRef {
         mailbox: r.2,
         remote_id: RemoteId::new(r.3),
         version: Version::new(r.4),
-        mailbox_cursor: MailboxCursor::new(r.5),
-        read: r.6 != 0,
-        flagged: r.7 != 0,
-        tags: r.8,
-        raw: r.9,
-        message_id: r.10,
+        read: r.5 != 0,
+        flagged: r.6 != 0,
+        tags: r.7,
+        raw: r.8,
+        message_id: r.9,
     }
 }
 

@@ -8,22 +8,25 @@
 use std::collections::{BTreeMap, HashMap};
 
 use mailbroker_core::{
-    Error, FlagOp, ItemResult, MessageFlags, Outcome, Patch, Result, WriteBatch, WriteTarget,
+    Error, FlagOp, ItemResult, MailboxCursor, MessageFlags, Operation, Outcome, Patch, Result,
+    WriteBatch, WriteTarget,
 };
 use serde::Serialize;
 
 use crate::home::Home;
-use crate::registry;
 use crate::sessions::Sessions;
 use crate::store::{ChangeRecord, DONE, EXECUTING, JournalItem, MessageRef, MessageState, Store};
 
 mod journal;
 mod plan;
+mod request;
 mod run;
 
 use journal::*;
 pub(crate) use plan::target_of;
 use plan::*;
+pub(crate) use request::plan;
+pub use request::{CheckedRequest, ResolvedRequest};
 use run::*;
 
 /// What one message should get: a flag operation and/or a move.
@@ -89,7 +92,7 @@ impl ChangeReport {
     }
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct Failure {
     pub id: i64,
     pub outcome: Outcome,
@@ -138,13 +141,16 @@ pub async fn resolve_selection(
 /// Refuses tags to add that the selected accounts do not know (no message carries them, no
 /// earlier change added them, the provider lists no such label): a typo should not silently
 /// create a label. A caller that means to create tags skips this check.
-pub async fn require_known_tags(store: &Store, rows: &[MessageRef], patch: &Patch) -> Result<()> {
-    let accounts: std::collections::BTreeSet<&str> =
-        rows.iter().map(|r| r.account.as_str()).collect();
+async fn require_known_tags<'a>(
+    store: &Store,
+    accounts: impl IntoIterator<Item = &'a str>,
+    patch: &Patch,
+) -> Result<()> {
     for account in accounts {
         let record = store.account(&account.parse()?).await?;
+        let adapter = record.adapter()?;
         for tag in &patch.add_tags {
-            if !store.tag_known(account, tag).await? && !registry::tag_exists(&record, tag) {
+            if !store.tag_known(account, tag).await? && !adapter.tag_exists(&record.info(), tag) {
                 return Err(Error::not_found(format!(
                     "account {account} has no tag {tag:?} yet"
                 ))
@@ -179,17 +185,22 @@ async fn check_request<'a>(
     let mut move_role = None;
     for account in accounts {
         let record = store.account(&account.parse()?).await?;
+        let (adapter, info) = (record.adapter()?, record.info());
+        if !patch.add_tags.is_empty() || !patch.remove_tags.is_empty() {
+            adapter.check(&info, Operation::Tags)?;
+        }
         for tag in &patch.add_tags {
             // Whether the tag is new only matters where the provider limits new tags.
-            if registry::validate_tag(&record, tag, true).is_err() {
+            if adapter.validate_tag(&info, tag, true).is_err() {
                 let new = !store.tag_known(account, tag).await?;
-                registry::validate_tag(&record, tag, new)?;
+                adapter.validate_tag(&info, tag, new)?;
             }
         }
         for tag in &patch.remove_tags {
-            registry::validate_tag(&record, tag, false)?;
+            adapter.validate_tag(&info, tag, false)?;
         }
         if let Some(target) = &patch.move_to {
+            adapter.check(&info, Operation::Move)?;
             let (name, role) = store.resolve_mailbox(account, target).await?;
             move_role = move_role.or(role);
             targets.insert(account.to_string(), name);
@@ -198,119 +209,51 @@ async fn check_request<'a>(
     Ok((targets, move_role))
 }
 
-/// Checks an update that will run without asking anyone, then starts opening its sessions
-/// while the caller reads its targets (see `sessions`). A request refused here reached no
-/// server.
-pub async fn open_ahead(
-    home: &Home,
-    store: &Store,
-    ids: &[i64],
-    query: Option<&str>,
-    patch: &Patch,
-) -> Result<Sessions> {
-    let query = match query {
-        Some(q) => Some(crate::search::parse_selection(q, crate::store::now_secs())?),
-        None => None,
-    };
-    let places = store.selection_places(ids, query.as_ref()).await?;
-    let accounts: std::collections::BTreeSet<&str> =
-        places.iter().map(|(a, _)| a.as_str()).collect();
-    check_request(store, accounts, patch).await?;
-    Sessions::open_ahead(home, store, &places).await
+/// Starts opening the sessions of a checked update that will run without asking anyone,
+/// while the caller reads its targets (see `sessions`). A request refused by its check
+/// reached no server.
+pub async fn open_ahead(home: &Home, store: &Store, request: &CheckedRequest) -> Result<Sessions> {
+    Sessions::open_ahead(home, store, request.places()).await
 }
 
-/// Resolves and plans an update with patch semantics, then executes it unless `dry_run`,
-/// on `sessions`.
-pub async fn update(
-    sessions: Sessions,
-    store: &Store,
-    origin: &str,
-    selection: serde_json::Value,
-    rows: Vec<MessageRef>,
-    patch: &Patch,
-    dry_run: bool,
-) -> Result<ChangeReport> {
-    let started = std::time::Instant::now();
-    let accounts: std::collections::BTreeSet<&str> =
-        rows.iter().map(|r| r.account.as_str()).collect();
-    let (targets, move_role) = check_request(store, accounts, patch).await?;
-    let intents: Vec<Intent> = rows
-        .into_iter()
-        .map(|row| intent_of(row, patch, &targets))
-        .collect();
-    let patch_json = serde_json::to_value(patch).map_err(|e| Error::internal(e.to_string()))?;
-    let resolve = started.elapsed();
-    tracing::debug!(
-        ms = resolve.as_millis() as u64,
-        messages = intents.len(),
-        "write: intents resolved"
-    );
-    let mut report = execute(
-        sessions, store, origin, selection, patch_json, None, intents, dry_run,
-    )
-    .await?;
-    report.local_ms += resolve.as_millis() as u64;
-    report.move_role = move_role;
-    Ok(report)
-}
-
-/// Plans, executes and journals a set of intents (an update or an undo).
+/// Executes and journals the batches of a resolved change (an update or an undo).
 ///
 /// Architecture Invariant: nothing is sent to a server until the change's intent (its row
 /// and an `unknown` item per message to change) is committed to the journal. Its results
 /// replace the intent in one transaction with the index update. If that fails (a full
 /// disk), the intent stays and says `outcome_unknown` for what was sent, and the next
 /// request re-reads the server before it writes, as after a lost answer.
-#[allow(clippy::too_many_arguments)]
-pub async fn execute(
+async fn execute(
     sessions: Sessions,
     store: &Store,
-    origin: &str,
-    selection: serde_json::Value,
-    patch: serde_json::Value,
-    undo_of: Option<i64>,
-    intents: Vec<Intent>,
-    dry_run: bool,
+    request: (String, serde_json::Value, serde_json::Value, Option<i64>),
+    plan: &[String],
+    intents: &[Intent],
+    groups: &[(BatchKey, Vec<usize>, WriteBatch)],
 ) -> Result<ChangeReport> {
     let started = std::time::Instant::now();
-    // Each batch is built once: for the plan, then to send.
-    let groups: Vec<(BatchKey, Vec<usize>, WriteBatch)> = batches(&intents)
-        .into_iter()
-        .map(|(key, members)| {
-            let batch = batch_of(&key, &intents, &members);
-            (key, members, batch)
-        })
-        .collect();
-    let mut plan = Vec::new();
-    for (key, _, batch) in &groups {
-        let record = store.account(&key.0.parse()?).await?;
-        plan.extend(registry::plan(&record, batch));
-    }
-    tracing::debug!(ms = started.elapsed().as_millis() as u64, "write: planned");
     let mut report = ChangeReport {
-        dry_run,
-        plan,
+        plan: plan.to_vec(),
         planned: intents.iter().filter(|i| i.changes_something()).count() as u64,
         ..ChangeReport::default()
     };
-    if dry_run || report.planned == 0 {
-        report.unchanged = intents.len() as u64 - report.planned;
+    if report.planned == 0 {
+        report.unchanged = intents.len() as u64;
         // A session opened ahead for a request that needs nothing goes unused.
         let mut sessions = sessions;
         report.commands = sessions.close_unused().await;
         report.local_ms = started.elapsed().as_millis() as u64;
         return Ok(report);
     }
-    let request = (origin.to_string(), selection, patch, undo_of);
     // Journaled while the accounts connect; awaited before the first write is sent.
-    let intent = intent_record(request.clone(), &report.plan, &intents);
+    let intent = intent_record(request.clone(), &report.plan, intents);
     let recording = {
         let store = store.clone();
         tokio::spawn(async move { store.record_intent(&intent).await })
     };
     let mut results: Vec<Option<ItemResult>> = vec![None; intents.len()];
     let provider_started = std::time::Instant::now();
-    let ran = run_batches(sessions, store, &groups, &intents, &mut results, recording).await;
+    let ran = run_batches(sessions, store, groups, intents, &mut results, recording).await;
     let (commands, change_id) = ran?;
     report.commands = commands;
     report.provider_ms = provider_started.elapsed().as_millis() as u64;
@@ -318,8 +261,8 @@ pub async fn execute(
         ms = started.elapsed().as_millis() as u64,
         "write: provider done"
     );
-    let items = tally(&mut report, &intents, results);
-    let intended = as_intended(&intents, &items);
+    let items = tally(&mut report, intents, results);
+    let intended = as_intended(intents, &items);
     let change = change_record(request, report.plan.clone(), &report, items, DONE);
     let recorded = store.finish_change(change_id, &change, intended).await;
     recorded.map_err(|e| unrecorded(e, change_id))?;

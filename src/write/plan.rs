@@ -73,14 +73,16 @@ pub(crate) fn target_of(row: &MessageRef) -> WriteTarget {
     }
 }
 
-pub(super) fn batch_of(key: &BatchKey, intents: &[Intent], members: &[usize]) -> WriteBatch {
+/// The batch of `members`; `synced` is their mailbox's cursor as the last sync left it.
+pub(super) fn batch_of(
+    key: &BatchKey,
+    intents: &[Intent],
+    members: &[usize],
+    synced: MailboxCursor,
+) -> WriteBatch {
     WriteBatch {
         mailbox: key.1.clone(),
-        // One mailbox per batch, so every member carries the same value.
-        synced: members
-            .first()
-            .map(|i| intents[*i].row.mailbox_cursor.clone())
-            .unwrap_or_default(),
+        synced,
         op: key.2.clone(),
         move_to: key.3.clone(),
         targets: members

@@ -5,6 +5,7 @@
 //! of IMAP or of JSON-RPC. Adapters depend on it; the `mailbroker` crate drives adapters through
 //! it.
 
+mod adapter;
 mod error;
 mod model;
 mod provider;
@@ -12,6 +13,9 @@ mod write;
 
 pub mod secrets;
 
+pub use adapter::{
+    AccountInfo, Adapter, Connector, Consent, DoctorReport, NewAccount, Operation, Ready, Secrets,
+};
 pub use error::{Error, Result};
 pub use model::{
     AccountId, Capabilities, MailboxCursor, MailboxInfo, MailboxName, MessageFlags, MessageMeta,

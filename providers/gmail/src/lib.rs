@@ -2,6 +2,7 @@
 //! labels in our terms (`convert`), sync by history id (`sync`) and label writes with
 //! history-based preconditions and verification (`write`).
 
+mod adapter;
 pub mod api;
 pub mod client;
 pub mod convert;
@@ -18,7 +19,7 @@ use mailbroker_core::{
     RemoteId, Result, SyncRequest, SyncSink, WriteBatch,
 };
 
-pub use write::{plan, plan_delete};
+pub use adapter::{Gmail, setup};
 
 /// Gmail's longest label name.
 pub const MAX_LABEL_LEN: u32 = 225;

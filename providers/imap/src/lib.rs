@@ -5,6 +5,7 @@
 //! oddities (UIDVALIDITY, modseqs, unsolicited responses) stay inside it; what leaves it is the
 //! vocabulary of `mailbroker-core`.
 
+mod adapter;
 mod connect;
 mod convert;
 mod delete;
@@ -17,9 +18,8 @@ mod sync;
 mod uidset;
 mod write;
 
+pub use adapter::{Imap, setup};
 pub use connect::{ImapConfig, ImapSettings, TlsMode};
-pub use delete::plan_delete;
 pub use session::ImapProvider;
 /// The FETCH items of a first sync (without the parentheses), for benchmarks to compare with.
 pub use sync::{NEW_MESSAGE_ITEMS, TEXT_ITEMS};
-pub use write::{plan, validate_tag};

@@ -1,0 +1,200 @@
+//! A change request resolved once. `check` parses the selection and applies every touched
+//! account's rules (nothing read but the places and account rows); `resolve` reads the
+//! targets, works out what each still needs and plans the batches. The one
+//! `ResolvedRequest` then serves the dry run, the confirmation and the run: nothing is
+//! parsed, checked or planned twice.
+
+use super::*;
+
+use crate::search::Query;
+
+/// An update checked against every account it touches, its targets not read yet: sessions
+/// opened ahead (`places`) connect while `resolve` reads them.
+pub struct CheckedRequest {
+    ids: Vec<i64>,
+    query: Option<(String, Query)>,
+    patch: Patch,
+    places: Vec<(String, String)>,
+    targets: HashMap<String, String>,
+    move_role: Option<String>,
+}
+
+impl CheckedRequest {
+    /// Parses the selection (ids, or a query) and checks `patch` against each account the
+    /// selection touches: tags against the provider's rules, what the account can do, the
+    /// move target resolved from a name or a role. Nothing is sent to a server.
+    pub async fn check(
+        store: &Store,
+        ids: &[i64],
+        query: Option<&str>,
+        patch: &Patch,
+    ) -> Result<CheckedRequest> {
+        let query = match (ids.is_empty(), query) {
+            (true, Some(q)) => Some((
+                q.to_string(),
+                crate::search::parse_selection(q, crate::store::now_secs())?,
+            )),
+            (false, None) => None,
+            _ => {
+                return Err(
+                    Error::validation("give either message ids or a query, not both")
+                        .with_next_step("find ids with search, or pass only the query"),
+                );
+            }
+        };
+        // Once, here: a message named twice is still one message to change.
+        let mut seen = std::collections::HashSet::new();
+        let ids: Vec<i64> = ids.iter().copied().filter(|id| seen.insert(*id)).collect();
+        let places = store
+            .selection_places(&ids, query.as_ref().map(|(_, q)| q))
+            .await?;
+        let accounts: std::collections::BTreeSet<&str> =
+            places.iter().map(|(a, _)| a.as_str()).collect();
+        let (targets, move_role) = check_request(store, accounts, patch).await?;
+        Ok(CheckedRequest {
+            ids,
+            query,
+            patch: patch.clone(),
+            places,
+            targets,
+            move_role,
+        })
+    }
+
+    /// The (account, mailbox) pairs the selection touches.
+    pub fn places(&self) -> &[(String, String)] {
+        &self.places
+    }
+
+    /// Refuses tags to add that the touched accounts do not know (see `require_known_tags`).
+    pub async fn require_known_tags(&self, store: &Store) -> Result<()> {
+        let accounts: std::collections::BTreeSet<&str> =
+            self.places.iter().map(|(a, _)| a.as_str()).collect();
+        require_known_tags(store, accounts, &self.patch).await
+    }
+
+    /// Reads the targets, works out what each still needs, and plans the batches.
+    pub async fn resolve(self, store: &Store) -> Result<ResolvedRequest> {
+        let started = std::time::Instant::now();
+        let (selection, rows) = match &self.query {
+            Some((text, query)) => (
+                serde_json::json!({ "query": text }),
+                store.search_refs(query).await?,
+            ),
+            None => (
+                serde_json::json!({ "ids": self.ids }),
+                store.message_refs(&self.ids).await?,
+            ),
+        };
+        tracing::debug!(rows = rows.len(), "selection resolved");
+        let intents: Vec<Intent> = rows
+            .into_iter()
+            .map(|row| intent_of(row, &self.patch, &self.targets))
+            .collect();
+        let patch =
+            serde_json::to_value(&self.patch).map_err(|e| Error::internal(e.to_string()))?;
+        let mut resolved = plan(store, (selection, patch, None), intents, Vec::new()).await?;
+        resolved.preview.move_role = self.move_role;
+        resolved.resolve_ms = started.elapsed().as_millis() as u64;
+        resolved.preview.local_ms = resolved.resolve_ms;
+        Ok(resolved)
+    }
+}
+
+/// A change ready to run: its intents, their batches and the plan, and the report a dry
+/// run shows (`preview`). Running it journals and sends exactly what was previewed.
+pub struct ResolvedRequest {
+    /// (selection, patch, undo_of) as the journal records them.
+    request: (serde_json::Value, serde_json::Value, Option<i64>),
+    intents: Vec<Intent>,
+    groups: Vec<(BatchKey, Vec<usize>, WriteBatch)>,
+    /// Messages found stale while resolving (an undo's, changed since): reported, not sent.
+    stale: Vec<Failure>,
+    preview: ChangeReport,
+    resolve_ms: u64,
+}
+
+/// Builds the batches of `intents` and their plan: a `ResolvedRequest`.
+pub(crate) async fn plan(
+    store: &Store,
+    request: (serde_json::Value, serde_json::Value, Option<i64>),
+    intents: Vec<Intent>,
+    stale: Vec<Failure>,
+) -> Result<ResolvedRequest> {
+    let started = std::time::Instant::now();
+    // Each batch is built once: for the plan, then to send.
+    let mut groups: Vec<(BatchKey, Vec<usize>, WriteBatch)> = Vec::new();
+    let mut plan = Vec::new();
+    let mut records = HashMap::new();
+    for (key, members) in batches(&intents) {
+        let synced = store.mailbox_cursor(&key.0, &key.1).await?;
+        let batch = batch_of(&key, &intents, &members, synced);
+        if !records.contains_key(&key.0) {
+            records.insert(key.0.clone(), store.account(&key.0.parse()?).await?);
+        }
+        if let Some(record) = records.get(&key.0) {
+            plan.extend(record.adapter()?.plan(&record.info(), &batch));
+        }
+        groups.push((key, members, batch));
+    }
+    let planned = intents.iter().filter(|i| i.changes_something()).count() as u64;
+    let mut preview = ChangeReport {
+        dry_run: true,
+        plan,
+        planned,
+        unchanged: intents.len() as u64 - planned,
+        local_ms: started.elapsed().as_millis() as u64,
+        ..ChangeReport::default()
+    };
+    add_stale(&mut preview, &stale);
+    tracing::debug!(ms = preview.local_ms, "write: planned");
+    Ok(ResolvedRequest {
+        request,
+        intents,
+        groups,
+        stale,
+        preview,
+        resolve_ms: 0,
+    })
+}
+
+fn add_stale(report: &mut ChangeReport, stale: &[Failure]) {
+    report.stale += stale.len() as u64;
+    report.failures.extend(stale.iter().cloned());
+}
+
+impl ResolvedRequest {
+    /// What a dry run reports: the plan, and how many messages would change.
+    pub fn preview(&self) -> &ChangeReport {
+        &self.preview
+    }
+
+    /// The local ids of every message the request selected.
+    pub fn ids(&self) -> Vec<i64> {
+        self.intents.iter().map(|i| i.row.id).collect()
+    }
+
+    /// The selection as the journal records it.
+    pub fn selection(&self) -> &serde_json::Value {
+        &self.request.0
+    }
+
+    /// Journals the intent, sends the batches on `sessions`, verifies and journals the
+    /// results (`execute`); a request that needs nothing sends nothing.
+    pub async fn run(
+        self,
+        sessions: Sessions,
+        store: &Store,
+        origin: &str,
+    ) -> Result<ChangeReport> {
+        let (selection, patch, undo_of) = self.request;
+        let request = (origin.to_string(), selection, patch, undo_of);
+        let plan = &self.preview.plan;
+        let mut report =
+            execute(sessions, store, request, plan, &self.intents, &self.groups).await?;
+        report.move_role = self.preview.move_role;
+        report.local_ms += self.resolve_ms + self.preview.local_ms;
+        add_stale(&mut report, &self.stale);
+        Ok(report)
+    }
+}
