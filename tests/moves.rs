@@ -144,3 +144,50 @@ async fn concurrent_moves_and_expunges_during_a_move_are_reported_per_message() 
         "{archived}"
     );
 }
+
+/// A server without UIDPLUS answers a MOVE without COPYUID: it names no new UIDs. The moved
+/// messages are found in the target by their Message-ID and reported moved (not
+/// `verification_failed`), their index rows carry the UIDs they have there, and the move
+/// undoes.
+#[tokio::test]
+async fn a_move_whose_answer_names_no_new_uids_is_found_and_reported_moved() {
+    let Some(server) = server() else { return };
+    let user = "mv-no-uidplus";
+    let mut client = ImapClient::connect(server, user).await.unwrap();
+    for i in 0..4 {
+        let body = message(i, "hal@example.test", &format!("Move {i}"), "text");
+        client.append("INBOX", "", &body).await.unwrap();
+    }
+    let home = tempfile::tempdir().unwrap();
+    let proxy = Proxy::start(server.imap_port, Duration::ZERO).unwrap();
+    proxy.strip_code("COPYUID");
+    let mut args = common::add_args("m", "127.0.0.1", proxy.port, user);
+    args.extend(["--tls", "none", "--disable-extension", "UIDPLUS"].map(String::from));
+    assert_eq!(common::mb_args(home.path(), &args).code, 0);
+    ok(home.path(), &["sync"]);
+    proxy.take_sent();
+
+    let run = ok(home.path(), &MOVE_ALL[..6]);
+    let sent = proxy.take_sent();
+    assert!(sent.contains("UID MOVE"), "{sent}");
+    assert_eq!(run["applied"], 4, "{run}");
+    assert!(failure_kinds(&run).is_empty(), "{run}");
+    let archive = client.flags("Archive").await.unwrap();
+    assert_eq!(archive.len(), 4, "{archive:?}");
+    let found = ok(home.path(), &["search", "in:archive"]);
+    let mut indexed: Vec<u32> = found["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(common::uid_of)
+        .collect();
+    indexed.sort_unstable();
+    assert_eq!(indexed, archive.keys().copied().collect::<Vec<_>>());
+
+    let change = run["change_id"].as_i64().unwrap().to_string();
+    let undone = ok(home.path(), &["undo", &change]);
+    assert_eq!(undone["applied"], 4, "{undone}");
+    assert_eq!(client.flags("INBOX").await.unwrap().len(), 4);
+    assert!(client.flags("Archive").await.unwrap().is_empty());
+    client.logout().await.unwrap();
+}

@@ -1,7 +1,8 @@
 //! A TCP proxy in front of a test server that can add latency (like a remote server), cut
 //! the connection right after a chosen command has been forwarded (a write whose answer is
-//! lost), and hold a chosen command back until the test lets it go (another client acting
-//! between two commands).
+//! lost), hold a chosen command back until the test lets it go (another client acting
+//! between two commands), and strip a response code from the server's answers (a server
+//! without the extension that sends it).
 
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -18,6 +19,7 @@ pub struct Proxy {
     /// Everything clients sent, for tests that check which commands went out.
     sent: Arc<Mutex<Vec<u8>>>,
     hold: Arc<Hold>,
+    strip: Arc<Mutex<Option<String>>>,
     stop: Arc<AtomicBool>,
 }
 
@@ -41,7 +43,9 @@ impl Proxy {
         let stop = Arc::new(AtomicBool::new(false));
         let sent = Arc::new(Mutex::new(Vec::new()));
         let hold = Arc::new(Hold::default());
+        let strip = Arc::new(Mutex::new(None));
         let (cut, halt, log, held) = (cut_after.clone(), stop.clone(), sent.clone(), hold.clone());
+        let stripped = strip.clone();
         std::thread::spawn(move || {
             let Ok(rt) = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -60,9 +64,16 @@ impl Proxy {
                         continue;
                     };
                     let (cut, log, held) = (cut.clone(), log.clone(), held.clone());
+                    let strip = stripped.clone();
                     tokio::spawn(async move {
                         if let Ok(server) = TcpStream::connect(("127.0.0.1", upstream)).await {
-                            let _ = pipe(client, server, delay, cut, log, held).await;
+                            let controls = Controls {
+                                cut,
+                                log,
+                                hold: held,
+                                strip,
+                            };
+                            let _ = pipe(client, server, delay, controls).await;
                         }
                     });
                 }
@@ -73,8 +84,18 @@ impl Proxy {
             cut_after,
             sent,
             hold,
+            strip,
             stop,
         })
+    }
+
+    /// From now on, removes every `[CODE …]` response code from what the server sends (as
+    /// a server without the extension behind it would answer): `strip_code("COPYUID")`
+    /// makes a MOVE's answer name no new UIDs.
+    pub fn strip_code(&self, code: &str) {
+        if let Ok(mut s) = self.strip.lock() {
+            *s = Some(format!("[{code} "));
+        }
     }
 
     /// What clients have sent so far, a line each, and forgets it. LOGIN lines lose their
@@ -175,14 +196,46 @@ fn take_if_seen(slot: &Mutex<Option<String>>, bytes: &[u8]) -> bool {
     seen
 }
 
+/// What a test controls of one connection's pipe.
+struct Controls {
+    cut: Arc<Mutex<Option<String>>>,
+    log: Arc<Mutex<Vec<u8>>>,
+    hold: Arc<Hold>,
+    strip: Arc<Mutex<Option<String>>>,
+}
+
+/// `bytes` without any response code starting with `opening` (`"[COPYUID "`) up to its `]`
+/// and the space after it. Codes are short and sent in one piece by the server, so one read
+/// holds a whole one.
+fn without_code(bytes: &[u8], opening: &str) -> Vec<u8> {
+    let text = String::from_utf8_lossy(bytes);
+    if !text.contains(opening) {
+        return bytes.to_vec();
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest: &str = &text;
+    while let Some(start) = rest.find(opening) {
+        out.push_str(&rest[..start]);
+        let after = &rest[start..];
+        let end = after.find(']').map_or(after.len(), |e| e + 1);
+        rest = after[end..].strip_prefix(' ').unwrap_or(&after[end..]);
+    }
+    out.push_str(rest);
+    out.into_bytes()
+}
+
 async fn pipe(
     client: TcpStream,
     server: TcpStream,
     delay: Duration,
-    cut: Arc<Mutex<Option<String>>>,
-    log: Arc<Mutex<Vec<u8>>>,
-    hold: Arc<Hold>,
+    controls: Controls,
 ) -> Result<()> {
+    let Controls {
+        cut,
+        log,
+        hold,
+        strip,
+    } = controls;
     let _ = client.set_nodelay(true);
     let _ = server.set_nodelay(true);
     let (mut cr, cw) = client.into_split();
@@ -209,7 +262,11 @@ async fn pipe(
                 }
                 continue;
             }
-            to_client.send(&buf[..n])?;
+            let opening = strip.lock().ok().and_then(|s| s.clone());
+            match opening {
+                Some(opening) => to_client.send(&without_code(&buf[..n], &opening))?,
+                None => to_client.send(&buf[..n])?,
+            }
         }
     };
     let up = async move {
@@ -265,6 +322,19 @@ async fn pipe(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stripped_code_leaves_the_rest_of_the_answer() {
+        let answer = b"* OK [COPYUID 7 1:2 5:6] Moved UIDs.\r\n* 1 EXPUNGE\r\nA3 OK [COPYUID 7 3 7] Done\r\n";
+        assert_eq!(
+            without_code(answer, "[COPYUID "),
+            b"* OK Moved UIDs.\r\n* 1 EXPUNGE\r\nA3 OK Done\r\n".to_vec()
+        );
+        assert_eq!(
+            without_code(b"A1 OK [READ-WRITE] x", "[COPYUID "),
+            b"A1 OK [READ-WRITE] x"
+        );
+    }
 
     /// A long answer written in many small pieces comes through the delay line whole and in
     /// order, in both directions.
