@@ -19,8 +19,12 @@ const MOVE_ALL: [&str; 7] = [
     "--json",
 ];
 
-/// Four messages in INBOX for `user`, reached through a proxy as account "m", synced.
-async fn four_through_proxy(user: &str) -> Option<(tempfile::TempDir, ImapClient, Proxy)> {
+/// Four messages in INBOX for `user`, reached through a proxy as account "m" (added with
+/// `extra` arguments), synced.
+async fn four_through_proxy_with(
+    user: &str,
+    extra: &[&str],
+) -> Option<(tempfile::TempDir, ImapClient, Proxy)> {
     let server = server()?;
     let mut client = ImapClient::connect(server, user).await.unwrap();
     for i in 0..4 {
@@ -29,9 +33,20 @@ async fn four_through_proxy(user: &str) -> Option<(tempfile::TempDir, ImapClient
     }
     let home = tempfile::tempdir().unwrap();
     let proxy = Proxy::start(server.imap_port, Duration::ZERO).unwrap();
-    common::add_proxied(home.path(), "m", proxy.port, user);
+    let mut args = common::add_args("m", "127.0.0.1", proxy.port, user);
+    args.extend(["--tls", "none"].iter().chain(extra).map(|a| a.to_string()));
+    let added = common::mb_args(home.path(), &args);
+    assert_eq!(
+        added.code, 0,
+        "account add through the proxy: {}",
+        added.stdout
+    );
     ok(home.path(), &["sync"]);
     Some((home, client, proxy))
+}
+
+async fn four_through_proxy(user: &str) -> Option<(tempfile::TempDir, ImapClient, Proxy)> {
+    four_through_proxy_with(user, &[]).await
 }
 
 /// Runs `args` in the background until the proxy holds the command matching `pattern`.
@@ -151,20 +166,13 @@ async fn concurrent_moves_and_expunges_during_a_move_are_reported_per_message() 
 /// undoes.
 #[tokio::test]
 async fn a_move_whose_answer_names_no_new_uids_is_found_and_reported_moved() {
-    let Some(server) = server() else { return };
-    let user = "mv-no-uidplus";
-    let mut client = ImapClient::connect(server, user).await.unwrap();
-    for i in 0..4 {
-        let body = message(i, "hal@example.test", &format!("Move {i}"), "text");
-        client.append("INBOX", "", &body).await.unwrap();
-    }
-    let home = tempfile::tempdir().unwrap();
-    let proxy = Proxy::start(server.imap_port, Duration::ZERO).unwrap();
+    let no_uidplus = ["--disable-extension", "UIDPLUS"];
+    let Some((home, mut client, proxy)) =
+        four_through_proxy_with("mv-no-uidplus", &no_uidplus).await
+    else {
+        return;
+    };
     proxy.strip_code("COPYUID");
-    let mut args = common::add_args("m", "127.0.0.1", proxy.port, user);
-    args.extend(["--tls", "none", "--disable-extension", "UIDPLUS"].map(String::from));
-    assert_eq!(common::mb_args(home.path(), &args).code, 0);
-    ok(home.path(), &["sync"]);
     proxy.take_sent();
 
     let run = ok(home.path(), &MOVE_ALL[..6]);
