@@ -2,7 +2,6 @@
 //! show, remove, and the adapter's login and doctor.
 
 use mailbroker_core::{AccountId, Consent, DoctorReport, Error, NewAccount, Result};
-use serde::Serialize;
 
 use crate::registry::StoreSecrets;
 use crate::store::{AccountRecord, MailboxRecord, Store, now_secs};
@@ -62,9 +61,8 @@ pub async fn doctor(store: &Store, id: &AccountId) -> Result<DoctorReport> {
 }
 
 /// An account as the CLI prints it: never its secrets.
-#[derive(Debug, Serialize)]
+#[derive(Debug)]
 pub struct AccountView {
-    #[serde(flatten)]
     pub account: AccountRecord,
     /// Where its secret rests: `keyring` (the OS keyring) or `index` (the 0600 index).
     pub secret_store: Option<&'static str>,

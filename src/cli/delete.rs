@@ -3,6 +3,7 @@
 use clap::Args;
 use mailbroker_core::{DeleteMode, Error, Result};
 
+use super::views::ManifestJson;
 use crate::delete;
 use crate::home::Home;
 use crate::output::{print_json, progress_bar};
@@ -75,7 +76,7 @@ pub async fn stage(store: &Store, args: StageArgs, json: bool) -> Result<()> {
     }
     let manifest = delete::stage(store, "cli", &selection, &rows, mode, args.max_messages).await?;
     if json {
-        return print_json(Some("manifest"), &manifest);
+        return print_json(Some("manifest"), &ManifestJson::from(&manifest));
     }
     print_summary(&manifest);
     println!("run: mailbroker delete-staged {}", manifest.id);
@@ -160,7 +161,7 @@ pub async fn delete_staged(
     if let Some(id) = args.show {
         let manifest = store.manifest(id, true).await?;
         if json {
-            print_json(Some("manifest"), &manifest)?;
+            print_json(Some("manifest"), &ManifestJson::from(&manifest))?;
         } else {
             print_summary(&manifest);
             for item in &manifest.items {
@@ -179,7 +180,7 @@ pub async fn delete_staged(
     if let Some(id) = args.cancel {
         let manifest = delete::cancel(store, id).await?;
         if json {
-            print_json(Some("manifest"), &manifest)?;
+            print_json(Some("manifest"), &ManifestJson::from(&manifest))?;
         } else {
             println!("manifest {id} cancelled");
         }
@@ -197,7 +198,10 @@ pub async fn delete_staged(
             )
             .await?;
         if json {
-            print_json(Some("manifests"), &pending)?;
+            print_json(
+                Some("manifests"),
+                &pending.iter().map(ManifestJson::from).collect::<Vec<_>>(),
+            )?;
         } else if pending.is_empty() {
             println!("no staged deletions");
         } else {

@@ -20,6 +20,7 @@ mod sync;
 
 pub use args::parse_args;
 mod update;
+mod views;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -404,7 +405,7 @@ async fn search_messages(store: &Store, words: &[String], limit: u32, json: bool
     if json {
         return print_json(
             None,
-            &serde_json::json!({ "messages": rows, "total": total }),
+            &serde_json::json!({ "messages": views::messages(&rows), "total": total }),
         );
     }
     if rows.is_empty() {
@@ -423,6 +424,7 @@ async fn changes(store: &Store, id: Option<i64>, limit: u32, json: bool) -> Resu
     let Some(id) = id else {
         let list = store.changes(limit).await?;
         if json {
+            let list: Vec<_> = list.iter().map(views::ChangeJson::from).collect();
             return print_json(Some("changes"), &list);
         }
         list.iter().for_each(print_change_record);
@@ -430,7 +432,7 @@ async fn changes(store: &Store, id: Option<i64>, limit: u32, json: bool) -> Resu
     };
     let change = store.change(id).await?;
     if json {
-        return print_json(Some("change"), &change);
+        return print_json(Some("change"), &views::ChangeJson::from(&change));
     }
     print_change_record(&change);
     for item in &change.items {
@@ -446,7 +448,7 @@ async fn changes(store: &Store, id: Option<i64>, limit: u32, json: bool) -> Resu
 async fn show(store: &Store, id: i64, json: bool) -> Result<()> {
     let row = store.message(id).await?;
     if json {
-        return print_json(Some("message"), &row);
+        return print_json(Some("message"), &views::MessageJson::from(&row));
     }
     print_message(&row);
     Ok(())
@@ -467,7 +469,7 @@ async fn show_body(
         return print_json(
             Some("message"),
             &serde_json::json!({
-                "message": row, "attachments": text.attachments, "body": body,
+                "message": views::MessageJson::from(&row), "attachments": text.attachments, "body": body,
                 "offset": offset, "body_chars": total, "has_more": has_more,
             }),
         );
@@ -526,7 +528,7 @@ async fn add_gmail(store: &Store, args: &GmailArgs, json: bool) -> Result<()> {
 
 fn print_account(view: &accounts::AccountView, json: bool) -> Result<()> {
     if json {
-        return print_json(Some("account"), view);
+        return print_json(Some("account"), &views::AccountShowJson::from(view));
     }
     println!(
         "account {} ready ({} mailboxes; capabilities: {})",
@@ -577,6 +579,7 @@ async fn account(store: &Store, cmd: AccountCommand, json: bool) -> Result<()> {
         AccountCommand::List => {
             let list = accounts::list(store).await?;
             if json {
+                let list: Vec<_> = list.iter().map(views::AccountJson::from).collect();
                 return print_json(Some("accounts"), &list);
             }
             for a in &list {
@@ -593,7 +596,7 @@ async fn account(store: &Store, cmd: AccountCommand, json: bool) -> Result<()> {
         AccountCommand::Show { id } => {
             let view = accounts::show(store, &id.parse()?).await?;
             if json {
-                return print_json(Some("account"), &view);
+                return print_json(Some("account"), &views::AccountShowJson::from(&view));
             }
             println!(
                 "{} ({}; secret in the {})",

@@ -31,7 +31,10 @@ pub(super) async fn update(
         )
         .await?;
         if json {
-            print_json(Some("manifest"), &manifest)?;
+            print_json(
+                Some("manifest"),
+                &super::views::ManifestJson::from(&manifest),
+            )?;
         } else {
             println!(
                 "staged manifest {} ({} message(s)); run: mailbroker delete-staged {}",

@@ -5,13 +5,12 @@ use std::collections::HashMap;
 use mailbroker_core::{
     AccountId, Capabilities, Error, MailboxCursor, ProviderKind, Role, RoleSource,
 };
-use serde::Serialize;
 
 use super::{Store, db_error, now_secs};
 use crate::keyring::SecretStore;
 
 /// An account as stored. `settings` is the provider's own JSON; secrets are not here.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct AccountRecord {
     pub id: AccountId,
     pub provider: ProviderKind,
@@ -21,13 +20,11 @@ pub struct AccountRecord {
     pub created_at: i64,
     pub last_sync_at: Option<i64>,
     /// The provider's account-wide sync cursor (opaque; see `SyncSink::account_cursor`).
-    #[serde(skip)]
     pub sync_cursor: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct MailboxRecord {
-    #[serde(skip)]
     pub id: i64,
     pub name: String,
     pub role: Option<Role>,

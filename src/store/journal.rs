@@ -20,7 +20,7 @@ pub struct MessageState {
 }
 
 /// One message's line in the journal, with what the index must now say about it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct JournalItem {
     pub message_id: i64,
     pub account: String,
@@ -30,7 +30,6 @@ pub struct JournalItem {
     pub before: MessageState,
     pub after: Option<MessageState>,
     /// The server's state as read back (version and flags), to write into the index.
-    #[serde(skip)]
     pub observed: Option<(Version, MessageFlags)>,
 }
 
@@ -79,7 +78,7 @@ fn change_of(r: ChangeRow) -> Result<ChangeRecord, Error> {
 }
 
 /// A change as recorded.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct ChangeRecord {
     pub id: i64,
     pub created_at: i64,
@@ -89,7 +88,6 @@ pub struct ChangeRecord {
     pub plan: Vec<String>,
     pub undo_of: Option<i64>,
     /// The latest change that undid this one and applied something (read, never stored).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub undone_by: Option<i64>,
     pub applied: i64,
     pub unchanged: i64,
@@ -99,7 +97,6 @@ pub struct ChangeRecord {
     /// its results are recorded, then `done`. An entry left `executing` could not record its
     /// results: its items say `unknown`.
     pub status: String,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub items: Vec<JournalItem>,
 }
 

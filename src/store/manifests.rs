@@ -69,7 +69,7 @@ impl std::fmt::Display for ItemStatus {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct ManifestItem {
     pub message_id: i64,
     pub account: String,
@@ -81,7 +81,7 @@ pub struct ManifestItem {
     pub error: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct Manifest {
     pub id: i64,
     pub created_at: i64,
@@ -94,7 +94,6 @@ pub struct Manifest {
     pub executed_at: Option<i64>,
     /// Item counts by status.
     pub counts: serde_json::Value,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub items: Vec<ManifestItem>,
 }
 

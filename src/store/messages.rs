@@ -1,7 +1,7 @@
 //! Reading messages back: lookup by id and search by query terms.
 
 use mailbroker_core::{Error, RemoteId, Version};
-use serde::Serialize;
+
 use sqlx::{QueryBuilder, Sqlite};
 
 use super::{Store, db_error};
@@ -15,9 +15,8 @@ pub struct SearchPage {
 }
 
 /// One indexed message as the CLI and MCP show it: where it is and its state, then headers.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MessageRow {
-    #[serde(flatten)]
     pub place: MessageRef,
     pub message_id: Option<String>,
     pub from: String,
@@ -77,7 +76,7 @@ fn row_of(r: Row) -> MessageRow {
 
 /// What a write needs to know about a message: where it is and its state. Far cheaper to
 /// read for 10,000 messages than full rows.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MessageRef {
     pub id: i64,
     pub account: String,
@@ -87,13 +86,11 @@ pub struct MessageRef {
     /// The provider's change marker when last seen (empty when it keeps none).
     pub version: Version,
     /// The Message-ID header, to find the message again after it moved.
-    #[serde(skip)]
     pub message_id: Option<String>,
     pub read: bool,
     pub flagged: bool,
     pub tags: Vec<String>,
     /// The provider's raw values (IMAP flags, Gmail label ids).
-    #[serde(skip)]
     pub raw: Vec<String>,
 }
 
