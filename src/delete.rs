@@ -225,7 +225,7 @@ pub async fn execute(
             failed: 0,
             // The manifest is this run's intent: its items stay pending until a batch's
             // checkpoint records them, and a pending item is re-checked on the server.
-            status: crate::store::DONE.into(),
+            status: crate::store::ChangeStatus::Done,
             items: Vec::new(),
         })
         .await?;
@@ -364,12 +364,11 @@ fn record_of(
         },
         crate::write::state_of,
     );
-    let (status, outcome) = match result.outcome {
-        Outcome::Applied => (ItemStatus::Done, "applied"),
-        Outcome::Unchanged => (ItemStatus::Done, "unchanged"),
-        Outcome::Stale => (ItemStatus::Skipped, "stale"),
-        Outcome::Failed => (ItemStatus::Failed, "failed"),
-        Outcome::Unknown => (ItemStatus::Failed, "unknown"),
+    let outcome = result.outcome;
+    let status = match outcome {
+        Outcome::Applied | Outcome::Unchanged => ItemStatus::Done,
+        Outcome::Stale => ItemStatus::Skipped,
+        Outcome::Failed | Outcome::Unknown => ItemStatus::Failed,
     };
     let after = result.moved_to.as_ref().map(|(mailbox, remote_id)| {
         let flags = result.observed.as_ref().map(|(_, f)| f);
@@ -392,7 +391,7 @@ fn record_of(
     let line = JournalItem {
         message_id: item.message_id,
         account: item.account.clone(),
-        outcome: outcome.into(),
+        outcome,
         error_type: result.error.as_ref().map(|e| e.error_type().to_string()),
         error,
         before,

@@ -26,7 +26,7 @@ pub async fn resolve(store: &Store, change_id: i64) -> Result<ResolvedRequest> {
     let applied: Vec<&JournalItem> = change
         .items
         .iter()
-        .filter(|i| i.outcome == "applied")
+        .filter(|i| i.outcome == Outcome::Applied)
         .collect();
     if applied.is_empty() {
         return Err(Error::not_found(format!(

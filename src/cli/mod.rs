@@ -440,7 +440,11 @@ async fn changes(store: &Store, id: Option<i64>, limit: u32, json: bool) -> Resu
             .error
             .as_deref()
             .map_or(String::new(), |e| format!(" ({e})"));
-        println!("  message {}: {}{error}", item.message_id, item.outcome);
+        println!(
+            "  message {}: {}{error}",
+            item.message_id,
+            item.outcome.as_str()
+        );
     }
     Ok(())
 }
@@ -639,7 +643,7 @@ async fn account(store: &Store, cmd: AccountCommand, json: bool) -> Result<()> {
 }
 
 fn print_change_record(c: &crate::store::ChangeRecord) {
-    let unrecorded = if c.status == crate::store::EXECUTING {
+    let unrecorded = if c.status == crate::store::ChangeStatus::Executing {
         "\tresults not recorded (outcome unknown)"
     } else {
         ""

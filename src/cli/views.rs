@@ -124,7 +124,7 @@ impl<'a> From<&'a JournalItem> for ChangeItemJson<'a> {
         ChangeItemJson {
             message_id: i.message_id,
             account: &i.account,
-            outcome: &i.outcome,
+            outcome: i.outcome.as_str(),
             error_type: i.error_type.as_deref(),
             error: i.error.as_deref(),
             before: (&i.before).into(),
@@ -148,7 +148,7 @@ impl<'a> From<&'a ChangeRecord> for ChangeJson<'a> {
             unchanged: c.unchanged,
             stale: c.stale,
             failed: c.failed,
-            status: &c.status,
+            status: c.status.as_str(),
             items: c.items.iter().map(ChangeItemJson::from).collect(),
         }
     }

@@ -187,7 +187,7 @@ impl McpServer {
                 .take(100)
                 .map(|i| ChangeItemView {
                     message_id: i.message_id,
-                    outcome: i.outcome.clone(),
+                    outcome: i.outcome.as_str().to_string(),
                     error_type: i.error_type.clone(),
                     error: i.error.clone(),
                 })

@@ -1,6 +1,6 @@
 //! The change journal and the index update that goes with it, in one transaction.
 
-use mailbroker_core::{Error, MessageFlags, RemoteId, Version};
+use mailbroker_core::{Error, MessageFlags, Outcome, RemoteId, Version};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 
@@ -24,7 +24,7 @@ pub struct MessageState {
 pub struct JournalItem {
     pub message_id: i64,
     pub account: String,
-    pub outcome: String,
+    pub outcome: Outcome,
     pub error_type: Option<String>,
     pub error: Option<String>,
     pub before: MessageState,
@@ -48,7 +48,7 @@ struct ChangeRow {
     unchanged: i64,
     stale: i64,
     failed: i64,
-    status: String,
+    status: ChangeStatus,
 }
 
 /// The error for change `id`'s journal JSON that does not parse.
@@ -93,17 +93,31 @@ pub struct ChangeRecord {
     pub unchanged: i64,
     pub stale: i64,
     pub failed: i64,
-    /// `executing` from the moment its intent is journaled (before anything is sent) until
-    /// its results are recorded, then `done`. An entry left `executing` could not record its
+    /// `Executing` from the moment its intent is journaled (before anything is sent) until
+    /// its results are recorded, then `Done`. An entry left executing could not record its
     /// results: its items say `unknown`.
-    pub status: String,
+    pub status: ChangeStatus,
     pub items: Vec<JournalItem>,
 }
 
-/// A change's status while its intent is journaled and its results are not.
-pub const EXECUTING: &str = "executing";
-/// A change's status once its results are recorded.
-pub const DONE: &str = "done";
+/// Where a change stands. Stored as its lowercase name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, sqlx::Type)]
+#[sqlx(rename_all = "lowercase")]
+pub enum ChangeStatus {
+    /// Its intent is journaled (before anything is sent) and its results are not yet.
+    Executing,
+    /// Its results are recorded.
+    Done,
+}
+
+impl ChangeStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChangeStatus::Executing => "executing",
+            ChangeStatus::Done => "done",
+        }
+    }
+}
 
 fn json(v: &impl Serialize) -> String {
     serde_json::to_string(v).unwrap_or_else(|_| "null".to_string())
@@ -179,7 +193,7 @@ impl Store {
         .bind(change.unchanged)
         .bind(change.stale)
         .bind(change.failed)
-        .bind(DONE)
+        .bind(ChangeStatus::Done)
         .bind(id)
         .execute(&mut *tx)
         .await
@@ -196,7 +210,7 @@ impl Store {
             let rest: Vec<JournalItem> = change
                 .items
                 .iter()
-                .filter(|i| i.outcome != "applied")
+                .filter(|i| i.outcome != Outcome::Applied)
                 .cloned()
                 .collect();
             insert_items(&mut tx, id, &rest).await?;
@@ -223,7 +237,7 @@ impl Store {
     pub async fn discard_change(&self, id: i64) -> Result<(), Error> {
         sqlx::query("DELETE FROM changes WHERE id = ? AND status = ?")
             .bind(id)
-            .bind(EXECUTING)
+            .bind(ChangeStatus::Executing)
             .execute(self.pool())
             .await
             .map_err(db_error)?;
@@ -293,6 +307,9 @@ impl Store {
                 (Some(n), Some(remote_id)) => Some(state_at(n, remote_id)?),
                 _ => None,
             };
+            let outcome = Outcome::parse(&outcome).ok_or_else(|| {
+                Error::internal(format!("change {id}: unknown outcome {outcome:?}"))
+            })?;
             items.push(JournalItem {
                 message_id,
                 account,
@@ -370,7 +387,7 @@ pub(crate) async fn insert_change(
     .bind(change.unchanged)
     .bind(change.stale)
     .bind(change.failed)
-    .bind(&change.status)
+    .bind(change.status)
     .fetch_one(&mut **tx)
     .await
     .map_err(db_error)

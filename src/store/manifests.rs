@@ -5,7 +5,7 @@
 //! `deleted_messages` and removed) all commit together, or none does. A run killed at any
 //! moment resumes from the last checkpoint.
 
-use mailbroker_core::{DeleteMode, Error, RemoteId};
+use mailbroker_core::{DeleteMode, Error, Outcome, RemoteId};
 use serde::Serialize;
 use sqlx::{QueryBuilder, Sqlite};
 
@@ -402,15 +402,15 @@ impl Store {
                 q.build().execute(&mut *tx).await.map_err(db_error)?;
             }
         }
-        let count = |s: &str| journal.iter().filter(|j| j.outcome == s).count() as i64;
+        let count = |o: Outcome| journal.iter().filter(|j| j.outcome == o).count() as i64;
         sqlx::query(
             "UPDATE changes SET applied = applied + ?, unchanged = unchanged + ?,
                stale = stale + ?, failed = failed + ? WHERE id = ?",
         )
-        .bind(count("applied"))
-        .bind(count("unchanged"))
-        .bind(count("stale"))
-        .bind(count("failed") + count("unknown"))
+        .bind(count(Outcome::Applied))
+        .bind(count(Outcome::Unchanged))
+        .bind(count(Outcome::Stale))
+        .bind(count(Outcome::Failed) + count(Outcome::Unknown))
         .bind(change_id)
         .execute(&mut *tx)
         .await

@@ -20,7 +20,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 
 pub use accounts::{AccountRecord, MailboxRecord};
 pub use approvals::Approval;
-pub use journal::{ChangeRecord, DONE, EXECUTING, JournalItem, MessageState};
+pub use journal::{ChangeRecord, ChangeStatus, JournalItem, MessageState};
 pub use manifests::{ItemOutcome, ItemStatus, Manifest, ManifestItem, ManifestStatus};
 pub use messages::{MessageRef, MessageRow, SearchPage};
 pub use sink::{StoreSink, SyncProgress};

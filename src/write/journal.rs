@@ -28,7 +28,13 @@ pub(super) fn intent_record(request: Request, plan: &[String], intents: &[Intent
         failed: items.len() as u64,
         ..ChangeReport::default()
     };
-    change_record(request, plan.to_vec(), &counts, items, EXECUTING)
+    change_record(
+        request,
+        plan.to_vec(),
+        &counts,
+        items,
+        ChangeStatus::Executing,
+    )
 }
 
 /// The state a flag change asks for (tags in the order the read-back reports them when the
@@ -51,7 +57,7 @@ pub(super) fn intended_state(intent: &Intent) -> Option<MessageState> {
 pub(super) fn as_intended(intents: &[Intent], items: &[JournalItem]) -> bool {
     intents.iter().zip(items).all(|(intent, item)| {
         !intent.changes_something()
-            || (item.outcome == "applied"
+            || (item.outcome == Outcome::Applied
                 && item.error_type.is_none()
                 && item.after.is_some()
                 && item.after == intended_state(intent))
@@ -85,7 +91,7 @@ pub(super) fn change_record(
     plan: Vec<String>,
     counts: &ChangeReport,
     items: Vec<JournalItem>,
-    status: &str,
+    status: ChangeStatus,
 ) -> ChangeRecord {
     let (origin, selection, patch, undo_of) = request;
     ChangeRecord {
@@ -101,7 +107,7 @@ pub(super) fn change_record(
         unchanged: counts.unchanged as i64,
         stale: counts.stale as i64,
         failed: counts.failed as i64,
-        status: status.to_string(),
+        status,
         items,
     }
 }
@@ -139,10 +145,7 @@ pub(super) fn tally(
 }
 
 pub(super) fn journal_item(intent: &Intent, result: ItemResult) -> JournalItem {
-    let outcome = serde_json::to_value(result.outcome)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default();
+    let outcome = result.outcome;
     let before = state_of(&intent.row);
     let after = result.observed.as_ref().map(|(_, flags)| {
         let (mailbox, remote_id) = result

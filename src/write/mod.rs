@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use crate::home::Home;
 use crate::sessions::Sessions;
-use crate::store::{ChangeRecord, DONE, EXECUTING, JournalItem, MessageRef, MessageState, Store};
+use crate::store::{ChangeRecord, ChangeStatus, JournalItem, MessageRef, MessageState, Store};
 
 mod journal;
 mod plan;
@@ -263,7 +263,13 @@ async fn execute(
     );
     let items = tally(&mut report, intents, results);
     let intended = as_intended(intents, &items);
-    let change = change_record(request, report.plan.clone(), &report, items, DONE);
+    let change = change_record(
+        request,
+        report.plan.clone(),
+        &report,
+        items,
+        ChangeStatus::Done,
+    );
     let recorded = store.finish_change(change_id, &change, intended).await;
     recorded.map_err(|e| unrecorded(e, change_id))?;
     report.change_id = Some(change_id);

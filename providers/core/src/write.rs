@@ -167,6 +167,7 @@ impl DeleteBatch {
     }
 }
 
+/// What came of one message of a change, as reports and the journal say it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
@@ -175,6 +176,30 @@ pub enum Outcome {
     Stale,
     Failed,
     Unknown,
+}
+
+impl Outcome {
+    pub const ALL: [Outcome; 5] = [
+        Outcome::Applied,
+        Outcome::Unchanged,
+        Outcome::Stale,
+        Outcome::Failed,
+        Outcome::Unknown,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Applied => "applied",
+            Outcome::Unchanged => "unchanged",
+            Outcome::Stale => "stale",
+            Outcome::Failed => "failed",
+            Outcome::Unknown => "unknown",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Outcome> {
+        Outcome::ALL.into_iter().find(|o| o.as_str() == s)
+    }
 }
 
 /// What happened to one message of a batch.
@@ -244,6 +269,16 @@ mod tests {
             ..Patch::default()
         };
         ok.validate().unwrap();
+    }
+
+    #[test]
+    fn outcomes_read_back_as_written() {
+        for o in Outcome::ALL {
+            assert_eq!(Outcome::parse(o.as_str()), Some(o));
+            let json = serde_json::to_value(o).unwrap_or_default();
+            assert_eq!(json.as_str(), Some(o.as_str()));
+        }
+        assert_eq!(Outcome::parse("Applied"), None);
     }
 
     #[test]
