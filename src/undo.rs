@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use mailbroker_core::{Error, FlagOp, Outcome, Result};
 
-use crate::store::{JournalItem, MessageRef, Store};
+use crate::store::{JournalItem, MessageRef, MessageState, Store};
 use crate::write::{Failure, Intent, ResolvedRequest, state_of};
 
 /// The inverse of a journaled change, for the messages whose current state still equals the
@@ -50,24 +50,7 @@ pub async fn resolve(store: &Store, change_id: i64) -> Result<ResolvedRequest> {
             stale.push(row.id);
             continue;
         }
-        let before = &item.before;
-        let op = FlagOp {
-            read: (before.read != after.read).then_some(before.read),
-            flagged: (before.flagged != after.flagged).then_some(before.flagged),
-            add_tags: before
-                .tags
-                .iter()
-                .filter(|t| !after.tags.contains(t))
-                .cloned()
-                .collect(),
-            remove_tags: after
-                .tags
-                .iter()
-                .filter(|t| !before.tags.contains(t))
-                .cloned()
-                .collect(),
-        };
-        let move_to = (before.mailbox != after.mailbox).then(|| before.mailbox.clone());
+        let (op, move_to) = inverse(&item.before, after);
         intents.push(Intent {
             row: row.clone(),
             op,
@@ -86,4 +69,112 @@ pub async fn resolve(store: &Store, change_id: i64) -> Result<ResolvedRequest> {
         })
         .collect();
     crate::write::plan(store, (selection, patch, Some(change_id)), intents, stale).await
+}
+
+/// What takes a message from `after` back to `before`: the flags that differ, the tags one
+/// has and the other lacks (compared case-blind, as servers and `FlagOp::holds_in` do), and
+/// the mailbox it left.
+fn inverse(before: &MessageState, after: &MessageState) -> (FlagOp, Option<String>) {
+    let lacks = |tags: &[String], t: &String| !tags.iter().any(|x| x.eq_ignore_ascii_case(t));
+    let op = FlagOp {
+        read: (before.read != after.read).then_some(before.read),
+        flagged: (before.flagged != after.flagged).then_some(before.flagged),
+        add_tags: before
+            .tags
+            .iter()
+            .filter(|t| lacks(&after.tags, t))
+            .cloned()
+            .collect(),
+        remove_tags: after
+            .tags
+            .iter()
+            .filter(|t| lacks(&before.tags, t))
+            .cloned()
+            .collect(),
+    };
+    let move_to = (before.mailbox != after.mailbox).then(|| before.mailbox.clone());
+    (op, move_to)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mailbroker_core::{MessageFlags, RemoteId};
+    use proptest::prelude::*;
+
+    fn state(mailbox: &str, read: bool, flagged: bool, tags: &[&str]) -> MessageState {
+        MessageState {
+            mailbox: mailbox.into(),
+            remote_id: RemoteId::new("1:1"),
+            read,
+            flagged,
+            tags: tags.iter().map(|t| t.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn the_inverse_of_a_tag_and_archive_puts_everything_back() {
+        let before = state("INBOX", false, false, &["Work", "$Seen-Later"]);
+        let after = state("Archive", true, false, &["work", "Social"]);
+        let (op, move_to) = inverse(&before, &after);
+        assert_eq!(op.read, Some(false));
+        assert_eq!(op.flagged, None, "unchanged flags stay out of the undo");
+        assert_eq!(op.add_tags, vec!["$Seen-Later".to_string()]);
+        assert_eq!(
+            op.remove_tags,
+            vec!["Social".to_string()],
+            "Work/work is one tag"
+        );
+        assert_eq!(move_to.as_deref(), Some("INBOX"));
+        let (op, move_to) = inverse(&before, &before);
+        assert!(
+            op.is_empty() && move_to.is_none(),
+            "nothing changed, nothing to undo"
+        );
+    }
+
+    fn states() -> impl Strategy<Value = MessageState> {
+        let tag = prop::sample::select(vec!["A", "a", "B", "$Work", "Done"]);
+        (
+            prop::sample::select(vec!["INBOX", "Archive"]),
+            any::<bool>(),
+            any::<bool>(),
+            prop::collection::vec(tag, 0..4),
+        )
+            .prop_map(|(m, r, f, tags)| {
+                let mut seen: Vec<&str> = Vec::new();
+                for t in tags {
+                    if !seen.iter().any(|s| s.eq_ignore_ascii_case(t)) {
+                        seen.push(t);
+                    }
+                }
+                state(m, r, f, &seen)
+            })
+    }
+
+    proptest! {
+        /// Applied to `after`, the inverse yields `before`'s flags and tag set, and the
+        /// read-back check (`holds_in`) accepts `before` as its result.
+        #[test]
+        fn the_inverse_restores_the_state_before(before in states(), after in states()) {
+            let (op, move_to) = inverse(&before, &after);
+            let tags = op.tags_after(&after.tags);
+            let back = MessageFlags {
+                read: op.read.unwrap_or(after.read),
+                flagged: op.flagged.unwrap_or(after.flagged),
+                tags: tags.clone(),
+                raw: Vec::new(),
+            };
+            prop_assert_eq!(back.read, before.read);
+            prop_assert_eq!(back.flagged, before.flagged);
+            let lower = |t: &[String]| {
+                let mut v: Vec<String> = t.iter().map(|x| x.to_lowercase()).collect();
+                v.sort();
+                v
+            };
+            prop_assert_eq!(lower(&tags), lower(&before.tags));
+            prop_assert!(op.holds_in(&back));
+            prop_assert_eq!(move_to.is_some(), before.mailbox != after.mailbox);
+        }
+    }
 }

@@ -271,6 +271,57 @@ mod tests {
         ok.validate().unwrap();
     }
 
+    /// The read-back check and the state a write is expected to leave agree: for every
+    /// operation over a small universe of tags (case variants included) and every starting
+    /// set, the tags after the operation pass `holds_in`, and the tags it leaves alone stay.
+    #[test]
+    fn the_expected_state_passes_the_read_back_check() {
+        let universe = ["A", "a", "B", "$C"];
+        let subsets = |n: usize| -> Vec<Vec<String>> {
+            (0..1u32 << n)
+                .map(|bits| {
+                    (0..n)
+                        .filter(|i| bits & (1 << i) != 0)
+                        .map(|i| universe[i].to_string())
+                        .collect()
+                })
+                .collect()
+        };
+        let all = subsets(universe.len());
+        let disjoint = |a: &[String], b: &[String]| {
+            !a.iter()
+                .any(|x| b.iter().any(|y| y.eq_ignore_ascii_case(x)))
+        };
+        for add in &all {
+            for remove in all.iter().filter(|r| disjoint(add, r)) {
+                let op = FlagOp {
+                    read: Some(true),
+                    flagged: None,
+                    add_tags: add.clone(),
+                    remove_tags: remove.clone(),
+                };
+                for tags in &all {
+                    let after = op.tags_after(tags);
+                    let flags = MessageFlags {
+                        read: true,
+                        flagged: false,
+                        tags: after.clone(),
+                        raw: Vec::new(),
+                    };
+                    assert!(op.holds_in(&flags), "{op:?} on {tags:?} gave {after:?}");
+                    for kept in tags.iter().filter(|t| disjoint(&[(*t).clone()], remove)) {
+                        assert!(after.contains(kept), "{op:?} lost {kept} from {tags:?}");
+                    }
+                    let unread = MessageFlags {
+                        read: false,
+                        ..flags
+                    };
+                    assert!(!op.holds_in(&unread), "read is part of the check");
+                }
+            }
+        }
+    }
+
     #[test]
     fn outcomes_read_back_as_written() {
         for o in Outcome::ALL {
