@@ -68,7 +68,8 @@ pub async fn resolve(store: &Store, change_id: i64) -> Result<ResolvedRequest> {
             error: format!("message {id} changed after change {change_id}; left alone"),
         })
         .collect();
-    crate::write::plan(store, (selection, patch, Some(change_id)), intents, stale).await
+    let request = (selection, patch, Some(change_id));
+    crate::write::plan(store, request, None, intents, stale).await
 }
 
 /// What takes a message from `after` back to `before`: the flags that differ, the tags one

@@ -389,3 +389,35 @@ async fn mcp_knows_the_labels_gmail_has() {
         .filter(|m| mock.label_names(m).contains(&"Receipts".to_string()));
     assert_eq!(tagged.count(), 1);
 }
+
+/// Gmail label edits are idempotent, so the planner groups every message of a mailbox under
+/// the request's whole label change (the adapter says so): 3,000 inbox messages, half of
+/// them unread, marked read and tagged in one request take 3 `batchModify` calls of 1,000
+/// ids, not 2 + 2 for the two per-message changes (read and tag; tag only). Messages needing
+/// nothing still get no call: a repeat sends none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_label_change_for_a_mailbox_takes_the_fewest_batch_modify_calls() {
+    let mock = GmailMock::start("me@mock.example").await.unwrap();
+    mock.seed(1500, &["INBOX", "UNREAD"], None);
+    mock.seed(1500, &["INBOX"], None);
+    let home = tempfile::tempdir().unwrap();
+    add_account(&mock, home.path(), "g", &[]).await;
+    ok(home.path(), &["sync"]);
+    let args = update("in:inbox", &["--read", "--add-tag", "Done", "--yes"]);
+
+    let before = mock.requests().len();
+    let run = ok(home.path(), &args);
+    assert_eq!(run["applied"], 3000, "{run}");
+    let log = since(&mock, before);
+    let writes = calls(&log, "/messages/batchModify");
+    assert_eq!(writes.len(), 3, "{:?}", run["plan"]);
+    // One batch: one history read for its preconditions and one for its verification.
+    assert_eq!(calls(&log, "/history").len(), 2, "{:?}", run["plan"]);
+    assert!(mock.ids_with(Some("UNREAD")).is_empty());
+    assert_eq!(count(home.path(), "tag:Done is:read"), 3000);
+
+    let before = mock.requests().len();
+    let again = ok(home.path(), &args);
+    assert_eq!(again["unchanged"], 3000, "{again}");
+    assert!(calls(&since(&mock, before), "/messages/batchModify").is_empty());
+}

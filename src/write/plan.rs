@@ -40,17 +40,24 @@ pub(super) fn intent_of(
 /// (account, mailbox, operation, move target)
 pub(super) type BatchKey = (String, String, FlagOp, Option<String>);
 
-/// Groups intents into provider batches: same account, mailbox, operation and target.
-pub(super) fn batches(intents: &[Intent]) -> BTreeMap<BatchKey, Vec<usize>> {
+/// Groups intents into provider batches: same account, mailbox, operation and target. The
+/// operation is what each message still needs, or, for an account in `whole` (its adapter
+/// groups `Grouping::Whole`), the request's whole operation for every message that needs
+/// anything.
+pub(super) fn batches(
+    intents: &[Intent],
+    whole: &HashMap<String, FlagOp>,
+) -> BTreeMap<BatchKey, Vec<usize>> {
     let mut out: BTreeMap<BatchKey, Vec<usize>> = BTreeMap::new();
     for (i, it) in intents.iter().enumerate() {
         if !it.changes_something() {
             continue;
         }
+        let op = whole.get(&it.row.account).unwrap_or(&it.op);
         let key = (
             it.row.account.clone(),
             it.row.mailbox.clone(),
-            it.op.clone(),
+            op.clone(),
             it.move_to.clone(),
         );
         out.entry(key).or_default().push(i);

@@ -7,6 +7,7 @@
 use super::*;
 
 use crate::search::Query;
+use mailbroker_core::Grouping;
 
 /// An update checked against every account it touches, its targets not read yet: sessions
 /// opened ahead (`places`) connect while `resolve` reads them.
@@ -93,7 +94,14 @@ impl CheckedRequest {
             .collect();
         let patch =
             serde_json::to_value(&self.patch).map_err(|e| Error::internal(e.to_string()))?;
-        let mut resolved = plan(store, (selection, patch, None), intents, Vec::new()).await?;
+        let requested = FlagOp {
+            read: self.patch.read,
+            flagged: self.patch.flagged,
+            add_tags: self.patch.add_tags.clone(),
+            remove_tags: self.patch.remove_tags.clone(),
+        };
+        let request = (selection, patch, None);
+        let mut resolved = plan(store, request, Some(&requested), intents, Vec::new()).await?;
         resolved.preview.move_role = self.move_role;
         resolved.resolve_ms = started.elapsed().as_millis() as u64;
         resolved.preview.local_ms = resolved.resolve_ms;
@@ -114,24 +122,36 @@ pub struct ResolvedRequest {
     resolve_ms: u64,
 }
 
-/// Builds the batches of `intents` and their plan: a `ResolvedRequest`.
+/// Builds the batches of `intents` and their plan: a `ResolvedRequest`. `requested` is the
+/// flag part every message was asked for (an update's; an undo's differ per message), which
+/// accounts whose adapter groups `Whole` batch under.
 pub(crate) async fn plan(
     store: &Store,
     request: (serde_json::Value, serde_json::Value, Option<i64>),
+    requested: Option<&FlagOp>,
     intents: Vec<Intent>,
     stale: Vec<Failure>,
 ) -> Result<ResolvedRequest> {
     let started = std::time::Instant::now();
+    let mut records = HashMap::new();
+    let mut whole = HashMap::new();
+    for intent in &intents {
+        let account = &intent.row.account;
+        if records.contains_key(account) {
+            continue;
+        }
+        let record = store.account(&account.parse()?).await?;
+        if let (Grouping::Whole, Some(op)) = (record.adapter()?.grouping(), requested) {
+            whole.insert(account.clone(), op.clone());
+        }
+        records.insert(account.clone(), record);
+    }
     // Each batch is built once: for the plan, then to send.
     let mut groups: Vec<(BatchKey, Vec<usize>, WriteBatch)> = Vec::new();
     let mut plan = Vec::new();
-    let mut records = HashMap::new();
-    for (key, members) in batches(&intents) {
+    for (key, members) in batches(&intents, &whole) {
         let synced = store.mailbox_cursor(&key.0, &key.1).await?;
         let batch = batch_of(&key, &intents, &members, synced);
-        if !records.contains_key(&key.0) {
-            records.insert(key.0.clone(), store.account(&key.0.parse()?).await?);
-        }
         if let Some(record) = records.get(&key.0) {
             plan.extend(record.adapter()?.plan(&record.info(), &batch));
         }

@@ -80,6 +80,18 @@ pub enum Operation {
     Delete(DeleteMode),
 }
 
+/// How the planner groups the messages of one mailbox into batches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Grouping {
+    /// By what each message still needs: a batch carries one exact operation (an IMAP
+    /// STORE's flags; Graph's per-message PATCH).
+    Exact,
+    /// Every message that needs anything gets the request's whole operation: the provider's
+    /// edits are idempotent and one call carries many messages with one operation (Gmail's
+    /// `batchModify`), so fewer, fuller calls beat exact ones.
+    Whole,
+}
+
 /// What opening a session needs, already read from the index (settings, a fresh token), so
 /// only the network work is left for `connect`.
 #[async_trait]
@@ -121,6 +133,11 @@ pub trait Adapter: Send + Sync {
 
     /// The requests a batch will send, one line each, for dry runs and the journal.
     fn plan(&self, account: &AccountInfo<'_>, batch: &WriteBatch) -> Vec<String>;
+
+    /// How a request's messages group into batches (`Grouping`).
+    fn grouping(&self) -> Grouping {
+        Grouping::Exact
+    }
 
     /// The requests a staged deletion's batch will send.
     fn plan_delete(&self, account: &AccountInfo<'_>, batch: &DeleteBatch) -> Vec<String>;

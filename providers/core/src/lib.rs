@@ -14,7 +14,8 @@ mod write;
 pub mod secrets;
 
 pub use adapter::{
-    AccountInfo, Adapter, Connector, Consent, DoctorReport, NewAccount, Operation, Ready, Secrets,
+    AccountInfo, Adapter, Connector, Consent, DoctorReport, Grouping, NewAccount, Operation, Ready,
+    Secrets,
 };
 pub use error::{Error, Result};
 pub use model::{
