@@ -10,7 +10,6 @@ mod api;
 mod oauth;
 mod state;
 
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -34,15 +33,7 @@ pub(crate) fn lock(state: &api::Shared) -> std::sync::MutexGuard<'_, State> {
 pub struct GmailMock {
     pub url: String,
     state: api::Shared,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-}
-
-impl Drop for GmailMock {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-    }
+    _served: mailbroker_mock_server::Served,
 }
 
 pub fn router(state: api::Shared) -> axum::Router {
@@ -202,21 +193,13 @@ impl GmailMock {
     /// Starts on a free loopback port, in the current tokio runtime.
     pub async fn start(email: &str) -> std::io::Result<GmailMock> {
         let state: api::Shared = Arc::new(Mutex::new(State::new(email)));
-        let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
-        let url = format!("http://{}", listener.local_addr()?);
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let app = router(state.clone());
-        tokio::spawn(async move {
-            let _ = axum::serve(listener, app)
-                .with_graceful_shutdown(async {
-                    let _ = stopped.await;
-                })
-                .await;
-        });
+        let served = mailbroker_mock_server::bind()
+            .await?
+            .serve(router(state.clone()));
         Ok(GmailMock {
-            url,
+            url: served.url.clone(),
             state,
-            stop: Some(stop),
+            _served: served,
         })
     }
 

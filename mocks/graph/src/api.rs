@@ -1,0 +1,412 @@
+//! The Graph endpoints mailbroker uses, as one dispatcher over the state, so a request
+//! answers the same whether it came alone or inside a `$batch`.
+
+use std::collections::HashMap;
+
+use serde_json::{Map, Value, json};
+
+use crate::state::{Category, State};
+
+/// One request, alone or from a `$batch`: the path after `/v1.0/`, its query, its headers
+/// (names in lower case) and its JSON body.
+pub struct Inner {
+    pub method: String,
+    pub path: String,
+    pub query: HashMap<String, String>,
+    pub headers: HashMap<String, String>,
+    pub body: Value,
+}
+
+/// An answer: status and JSON body (`Value::Null` for none).
+pub struct Answer {
+    pub status: u16,
+    pub body: Value,
+}
+
+fn error(status: u16, code: &str, message: &str) -> Answer {
+    Answer {
+        status,
+        body: json!({ "error": { "code": code, "message": message } }),
+    }
+}
+
+fn ok(body: Value) -> Answer {
+    Answer { status: 200, body }
+}
+
+/// Most requests a `$batch` may carry.
+pub const MAX_BATCH: usize = 20;
+/// A delta page's size when the client does not ask (`Prefer: odata.maxpagesize`).
+const DEFAULT_PAGE: usize = 10;
+
+pub fn dispatch(state: &mut State, base: &str, req: &Inner) -> Answer {
+    let path = req.path.trim_matches('/');
+    // The SDK's placeholder for the signed-in user, when its rewrite option is off.
+    let path = path
+        .strip_prefix("users/me-token-to-replace/")
+        .map_or_else(|| path.to_string(), |rest| format!("me/{rest}"));
+    let parts: Vec<&str> = path.split('/').collect();
+    let method = req.method.as_str();
+    match (method, parts.as_slice()) {
+        ("POST", ["$batch"]) => batch(state, base, req),
+        ("GET", ["me"]) => ok(json!({
+            "id": "mock-user",
+            "displayName": "Mock User",
+            "mail": state.email,
+            "userPrincipalName": state.email,
+        })),
+        ("GET", ["me", "mailFolders"]) => folders(state, None),
+        ("POST", ["me", "mailFolders"]) => create_folder(state, None, req),
+        ("GET", ["me", "mailFolders", id]) => match state.folder(id) {
+            Some(f) => ok(state.folder_json(&f.clone())),
+            None => not_found("folder"),
+        },
+        ("GET", ["me", "mailFolders", id, "childFolders"]) => folders(state, Some(id)),
+        ("POST", ["me", "mailFolders", id, "childFolders"]) => create_folder(state, Some(id), req),
+        ("GET", ["me", "mailFolders", id, "messages", "delta" | "delta()"]) => {
+            delta(state, base, id, req)
+        }
+        ("GET", ["me", "messages", id]) => match state.messages.get(*id) {
+            Some(m) => ok(select(m.json(), req.query.get("$select"))),
+            None => not_found("message"),
+        },
+        ("PATCH", ["me", "messages", id]) => patch(state, id, req),
+        ("POST", ["me", "messages", id, "move"]) => move_message(state, id, req),
+        ("POST", ["me", "messages", id, "permanentDelete"]) => match state.delete_message(id) {
+            true => Answer {
+                status: 204,
+                body: Value::Null,
+            },
+            false => not_found("message"),
+        },
+        ("GET", ["me", "outlook", "masterCategories"]) => ok(json!({
+            "value": state.categories.iter().map(category_json).collect::<Vec<_>>()
+        })),
+        ("POST", ["me", "outlook", "masterCategories"]) => create_category(state, req),
+        _ => error(
+            400,
+            "BadRequest",
+            &format!("Unsupported request: {method} /{path}"),
+        ),
+    }
+}
+
+fn not_found(what: &str) -> Answer {
+    error(
+        404,
+        "ErrorItemNotFound",
+        &format!("The specified {what} could not be found in the store."),
+    )
+}
+
+fn folders(state: &State, parent: Option<&str>) -> Answer {
+    let parent = match parent {
+        Some(p) => match state.folder(p) {
+            Some(f) => Some(f.id.clone()),
+            None => return not_found("folder"),
+        },
+        None => None,
+    };
+    let value: Vec<Value> = state
+        .folders
+        .iter()
+        .filter(|f| f.parent == parent)
+        .map(|f| state.folder_json(f))
+        .collect();
+    ok(json!({ "value": value }))
+}
+
+fn create_folder(state: &mut State, parent: Option<&str>, req: &Inner) -> Answer {
+    let Some(name) = req.body.get("displayName").and_then(Value::as_str) else {
+        return error(400, "ErrorInvalidRequest", "displayName is required");
+    };
+    match state.add_folder(name, parent) {
+        Some(id) => match state.folder(&id) {
+            Some(f) => Answer {
+                status: 201,
+                body: state.folder_json(&f.clone()),
+            },
+            None => not_found("folder"),
+        },
+        None => not_found("folder"),
+    }
+}
+
+/// Keeps only the `$select`ed properties (and `id`, which Graph always returns).
+fn select(message: Value, selected: Option<&String>) -> Value {
+    let Some(selected) = selected else {
+        return message;
+    };
+    let keep: Vec<&str> = selected.split(',').map(str::trim).collect();
+    let Value::Object(all) = message else {
+        return message;
+    };
+    let kept: Map<String, Value> = all
+        .into_iter()
+        .filter(|(k, _)| k == "id" || k.starts_with('@') || keep.contains(&k.as_str()))
+        .collect();
+    Value::Object(kept)
+}
+
+/// `…/messages/delta`: a first call lists the folder from the start, later ones what changed
+/// since their `$deltatoken`. Pages follow `@odata.nextLink`, whose `$skiptoken` holds the
+/// span the run covers and the last id listed (items go in id order, so a change while a
+/// client pages shifts nothing); the last page carries `@odata.deltaLink` current with the
+/// moment the run began, so what changes while a client pages is listed by the next delta,
+/// not lost.
+fn delta(state: &State, base: &str, folder: &str, req: &Inner) -> Answer {
+    let Some(folder) = state.folder(folder).map(|f| f.id.clone()) else {
+        return not_found("folder");
+    };
+    let (since, now, after) = match (req.query.get("$skiptoken"), req.query.get("$deltatoken")) {
+        (Some(skip), _) => match parse_skip(skip) {
+            Some(t) => t,
+            None => return error(400, "ErrorInvalidUrlQuery", "bad $skiptoken"),
+        },
+        (None, Some(token)) => match token.parse::<u64>() {
+            Ok(since) => (since, state.seq, String::new()),
+            Err(_) => return error(400, "ErrorInvalidUrlQuery", "bad $deltatoken"),
+        },
+        (None, None) => (0, state.seq, String::new()),
+    };
+    if since > 0 && since < state.oldest_delta {
+        return error(
+            410,
+            "SyncStateNotFound",
+            "The sync state generation is not found; start a new sync.",
+        );
+    }
+    let page = req
+        .headers
+        .get("prefer")
+        .and_then(|p| p.split("odata.maxpagesize=").nth(1))
+        .and_then(|n| n.split([',', ';', ' ']).next()?.parse().ok())
+        .unwrap_or(DEFAULT_PAGE)
+        .max(1);
+    let (changed, removed) = state.delta(&folder, since, now);
+    let mut items: Vec<(String, Value)> = changed
+        .iter()
+        .map(|m| (m.id.clone(), select(m.json(), req.query.get("$select"))))
+        .collect();
+    // A first run lists what is there; only a later one says what left.
+    let removed = match since {
+        0 => Vec::new(),
+        _ => removed,
+    };
+    items.extend(removed.into_iter().map(|id| {
+        let item = json!({ "id": id, "@removed": { "reason": "deleted" } });
+        (id, item)
+    }));
+    items.sort_by(|a, b| a.0.cmp(&b.0));
+    items.retain(|(id, _)| after.is_empty() || *id > after);
+    let more = items.len() > page;
+    items.truncate(page);
+    let link =
+        |query: String| format!("{base}/v1.0/me/mailFolders/{folder}/messages/delta?{query}");
+    let last = items.last().map(|(id, _)| id.clone()).unwrap_or_default();
+    let mut body = json!({ "value": items.into_iter().map(|(_, v)| v).collect::<Vec<_>>() });
+    if more {
+        body["@odata.nextLink"] = link(format!("$skiptoken={since}.{now}.{last}")).into();
+    } else {
+        body["@odata.deltaLink"] = link(format!("$deltatoken={now}")).into();
+    }
+    ok(body)
+}
+
+fn parse_skip(token: &str) -> Option<(u64, u64, String)> {
+    let mut parts = token.splitn(3, '.');
+    Some((
+        parts.next()?.parse().ok()?,
+        parts.next()?.parse().ok()?,
+        parts.next()?.to_string(),
+    ))
+}
+
+/// PATCH of a message's writable mail properties. `If-Match` with another changeKey is
+/// refused (412); a property that is not writable is refused (400), as Graph refuses a
+/// whole message read back and sent again.
+fn patch(state: &mut State, id: &str, req: &Inner) -> Answer {
+    let Some(current) = state.messages.get(id) else {
+        return not_found("message");
+    };
+    if let Some(expected) = req.headers.get("if-match")
+        && expected.trim_matches('"') != current.change_key()
+        && expected != "*"
+    {
+        return error(
+            412,
+            "ErrorIrresolvableConflict",
+            "The send or update operation could not be performed because the change key passed in the request does not match the current change key for the item.",
+        );
+    }
+    let Value::Object(fields) = &req.body else {
+        return error(400, "ErrorInvalidRequest", "the body must be a JSON object");
+    };
+    let writable = ["isRead", "flag", "categories", "@odata.type"];
+    if let Some(bad) = fields.keys().find(|k| !writable.contains(&k.as_str())) {
+        return error(
+            400,
+            "ErrorInvalidPropertyUpdateSentAsReadOnly",
+            &format!("The property {bad} is read-only or not supported by this mock"),
+        );
+    }
+    let flag = fields
+        .get("flag")
+        .and_then(|f| f.get("flagStatus"))
+        .and_then(Value::as_str);
+    if flag.is_some_and(|f| !["notFlagged", "flagged", "complete"].contains(&f)) {
+        return error(400, "ErrorInvalidRequest", "flagStatus is not valid");
+    }
+    let categories: Option<Vec<String>> = match fields.get("categories") {
+        Some(Value::Array(list)) => Some(
+            list.iter()
+                .filter_map(|c| c.as_str().map(str::to_string))
+                .collect(),
+        ),
+        Some(_) => return error(400, "ErrorInvalidRequest", "categories must be a list"),
+        None => None,
+    };
+    let read = fields.get("isRead").and_then(Value::as_bool);
+    state.touch(id);
+    let Some(m) = state.messages.get_mut(id) else {
+        return not_found("message");
+    };
+    if let Some(read) = read {
+        m.is_read = read;
+    }
+    if let Some(flag) = flag {
+        m.flag = flag.to_string();
+    }
+    if let Some(categories) = categories {
+        // A PATCH replaces the whole list.
+        m.categories = categories;
+    }
+    ok(m.json())
+}
+
+fn move_message(state: &mut State, id: &str, req: &Inner) -> Answer {
+    // The SDK sends the property PascalCase, as the schema's action parameter is named.
+    let Some(target) = req
+        .body
+        .get("destinationId")
+        .or_else(|| req.body.get("DestinationId"))
+        .and_then(Value::as_str)
+    else {
+        return error(400, "ErrorInvalidRequest", "destinationId is required");
+    };
+    if state.folder(target).is_none() {
+        return not_found("folder");
+    }
+    let immutable = req
+        .headers
+        .get("prefer")
+        .is_some_and(|p| p.contains("IdType=\"ImmutableId\""));
+    match state.move_message(id, target, immutable) {
+        Some(new_id) => match state.messages.get(&new_id) {
+            Some(m) => Answer {
+                status: 201,
+                body: m.json(),
+            },
+            None => not_found("message"),
+        },
+        None => not_found("message"),
+    }
+}
+
+fn category_json(c: &Category) -> Value {
+    json!({ "id": c.id, "displayName": c.name, "color": c.color })
+}
+
+fn create_category(state: &mut State, req: &Inner) -> Answer {
+    let Some(name) = req.body.get("displayName").and_then(Value::as_str) else {
+        return error(400, "ErrorInvalidRequest", "displayName is required");
+    };
+    if state
+        .categories
+        .iter()
+        .any(|c| c.name.eq_ignore_ascii_case(name))
+    {
+        return error(
+            409,
+            "ErrorAlreadyExists",
+            "A category with this name exists.",
+        );
+    }
+    let category = Category {
+        id: state.new_id("cat"),
+        name: name.to_string(),
+        color: req
+            .body
+            .get("color")
+            .and_then(Value::as_str)
+            .unwrap_or("preset0")
+            .to_string(),
+    };
+    let body = category_json(&category);
+    state.categories.push(category);
+    Answer { status: 201, body }
+}
+
+/// `$batch`: at most 20 requests, run in order (so `dependsOn` always holds), each answered
+/// as it would be alone. Urls may be relative (`/me/…`) or absolute, as the SDK sends them.
+fn batch(state: &mut State, base: &str, req: &Inner) -> Answer {
+    let Some(requests) = req.body.get("requests").and_then(Value::as_array) else {
+        return error(400, "BadRequest", "requests is required");
+    };
+    if requests.len() > MAX_BATCH {
+        return error(
+            400,
+            "BadRequest",
+            &format!("A batch may hold at most {MAX_BATCH} requests"),
+        );
+    }
+    let mut responses = Vec::with_capacity(requests.len());
+    for r in requests {
+        let id = r.get("id").cloned().unwrap_or(Value::Null);
+        let url = r.get("url").and_then(Value::as_str).unwrap_or_default();
+        let (path, query) = split_url(url, base);
+        let inner = Inner {
+            method: r
+                .get("method")
+                .and_then(Value::as_str)
+                .unwrap_or("GET")
+                .to_uppercase(),
+            path,
+            query,
+            headers: r
+                .get("headers")
+                .and_then(Value::as_object)
+                .map(|h| {
+                    h.iter()
+                        .filter_map(|(k, v)| Some((k.to_lowercase(), v.as_str()?.to_string())))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            body: r.get("body").cloned().unwrap_or(Value::Null),
+        };
+        let answer = dispatch(state, base, &inner);
+        responses.push(json!({
+            "id": id,
+            "status": answer.status,
+            "headers": { "Content-Type": "application/json" },
+            "body": answer.body,
+        }));
+    }
+    ok(json!({ "responses": responses }))
+}
+
+/// A batch item's url as a path after `/v1.0/` and its query, whether it is absolute (as the
+/// SDK sends it) or relative (`/me/…`, as Graph's documentation writes it).
+fn split_url(url: &str, base: &str) -> (String, HashMap<String, String>) {
+    let root = format!("{base}/v1.0/");
+    let parsed = url::Url::parse(&root).and_then(|r| r.join(url.trim_start_matches('/')));
+    let Ok(parsed) = parsed else {
+        return (url.to_string(), HashMap::new());
+    };
+    let path = parsed.path().trim_start_matches('/');
+    let path = path.strip_prefix("v1.0/").unwrap_or(path);
+    let path = percent_encoding::percent_decode_str(path)
+        .decode_utf8_lossy()
+        .into_owned();
+    (path, parsed.query_pairs().into_owned().collect())
+}

@@ -1,0 +1,253 @@
+//! A stateful Microsoft Graph mail server for tests and demos: nested mail folders, messages
+//! with changeKeys, master categories, delta queries, PATCH with `If-Match`, move (immutable
+//! ids on request), permanentDelete and `$batch` (at most 20 requests). Shapes follow Graph
+//! v1.0 as Microsoft documents it and as its Python SDK sends it (mocks/README.md).
+//!
+//! Not shipped. Control routes under `/_mock/` let a test seed mail, change it "from another
+//! client", expire delta links and read the request log.
+
+mod api;
+mod state;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State as AxState};
+use axum::http::{HeaderMap, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{any, get, post};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+pub use api::MAX_BATCH;
+use state::State;
+pub use state::{Logged, WELL_KNOWN};
+
+type Shared = Arc<Mutex<State>>;
+
+fn lock(state: &Shared) -> std::sync::MutexGuard<'_, State> {
+    state
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// A running mock; stops when dropped.
+pub struct GraphMock {
+    pub url: String,
+    state: Shared,
+    _served: mailbroker_mock_server::Served,
+}
+
+#[derive(Clone)]
+struct App {
+    state: Shared,
+    base: String,
+}
+
+fn router(app: App) -> axum::Router {
+    axum::Router::new()
+        .route("/v1.0/{*path}", any(graph))
+        .route("/_mock/seed", post(control_seed))
+        .route("/_mock/folder", post(control_folder))
+        .route("/_mock/modify", post(control_modify))
+        .route("/_mock/expire-delta", post(control_expire_delta))
+        .route("/_mock/log", get(control_log))
+        .with_state(app)
+}
+
+/// Every Graph call: logged, then answered by `api::dispatch`.
+async fn graph(
+    AxState(app): AxState<App>,
+    method: Method,
+    Path(path): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let body: Value = match body.is_empty() {
+        true => Value::Null,
+        false => match serde_json::from_slice(&body) {
+            Ok(v) => v,
+            Err(e) => {
+                let error = json!({ "error": { "code": "BadRequest", "message": e.to_string() } });
+                return (StatusCode::BAD_REQUEST, Json(error)).into_response();
+            }
+        },
+    };
+    let inner = api::Inner {
+        method: method.as_str().to_string(),
+        path: path.clone(),
+        query,
+        headers: headers
+            .iter()
+            .filter_map(|(k, v)| Some((k.as_str().to_lowercase(), v.to_str().ok()?.to_string())))
+            .collect(),
+        body,
+    };
+    let mut state = lock(&app.state);
+    let answer = api::dispatch(&mut state, &app.base, &inner);
+    let batched = inner.body.get("requests").and_then(Value::as_array);
+    state.log.push(Logged {
+        method: inner.method.clone(),
+        path: format!("/v1.0/{path}"),
+        status: answer.status,
+        inner: (path == "$batch").then(|| batched.map_or(0, Vec::len)),
+    });
+    let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    match answer.body {
+        Value::Null => status.into_response(),
+        body => (status, Json(body)).into_response(),
+    }
+}
+
+#[derive(Deserialize)]
+struct Seed {
+    count: usize,
+    #[serde(default = "inbox")]
+    folder: String,
+    #[serde(default = "default_from")]
+    from: String,
+    #[serde(default)]
+    unread: bool,
+}
+
+fn inbox() -> String {
+    "inbox".into()
+}
+
+fn default_from() -> String {
+    "news@shop.example".into()
+}
+
+async fn control_seed(AxState(app): AxState<App>, Json(seed): Json<Seed>) -> impl IntoResponse {
+    let ids = lock(&app.state).seed(seed.count, &seed.folder, &seed.from, seed.unread);
+    Json(json!({ "ids": ids }))
+}
+
+#[derive(Deserialize)]
+struct NewFolder {
+    name: String,
+    parent: Option<String>,
+}
+
+async fn control_folder(
+    AxState(app): AxState<App>,
+    Json(folder): Json<NewFolder>,
+) -> impl IntoResponse {
+    let id = lock(&app.state).add_folder(&folder.name, folder.parent.as_deref());
+    Json(json!({ "id": id }))
+}
+
+/// A change "by another client": read state, flag, categories, a move or a deletion.
+#[derive(Deserialize)]
+struct Modify {
+    id: String,
+    #[serde(rename = "isRead")]
+    is_read: Option<bool>,
+    flag: Option<String>,
+    categories: Option<Vec<String>>,
+    #[serde(rename = "moveTo")]
+    move_to: Option<String>,
+    #[serde(default)]
+    delete: bool,
+}
+
+async fn control_modify(AxState(app): AxState<App>, Json(m): Json<Modify>) -> impl IntoResponse {
+    let mut s = lock(&app.state);
+    if m.delete {
+        return Json(json!({ "deleted": s.delete_message(&m.id) }));
+    }
+    if let Some(to) = &m.move_to {
+        return Json(json!({ "id": s.move_message(&m.id, to, true) }));
+    }
+    s.touch(&m.id);
+    let Some(message) = s.messages.get_mut(&m.id) else {
+        return Json(json!({ "error": "no such message" }));
+    };
+    if let Some(read) = m.is_read {
+        message.is_read = read;
+    }
+    if let Some(flag) = m.flag {
+        message.flag = flag;
+    }
+    if let Some(categories) = m.categories {
+        message.categories = categories;
+    }
+    Json(message.json())
+}
+
+/// Every delta link handed out so far is void: it gets 410 Gone.
+async fn control_expire_delta(AxState(app): AxState<App>) -> impl IntoResponse {
+    let mut s = lock(&app.state);
+    s.oldest_delta = s.seq + 1;
+    Json(json!({ "ok": true }))
+}
+
+async fn control_log(AxState(app): AxState<App>) -> impl IntoResponse {
+    let log: Vec<Value> = lock(&app.state)
+        .log
+        .iter()
+        .map(
+            |l| json!({ "method": l.method, "path": l.path, "status": l.status, "inner": l.inner }),
+        )
+        .collect();
+    Json(json!({ "requests": log }))
+}
+
+impl GraphMock {
+    /// Starts on a free loopback port, in the current tokio runtime.
+    pub async fn start(email: &str) -> std::io::Result<GraphMock> {
+        let state: Shared = Arc::new(Mutex::new(State::new(email)));
+        let bound = mailbroker_mock_server::bind().await?;
+        let app = router(App {
+            state: state.clone(),
+            base: bound.url.clone(),
+        });
+        let served = bound.serve(app);
+        Ok(GraphMock {
+            url: served.url.clone(),
+            state,
+            _served: served,
+        })
+    }
+
+    /// The request log so far.
+    pub fn requests(&self) -> Vec<Logged> {
+        lock(&self.state).log.clone()
+    }
+
+    /// Adds `count` messages to `folder` (an id or a well-known name); returns their ids.
+    pub fn seed(&self, count: usize, folder: &str, from: &str, unread: bool) -> Vec<String> {
+        lock(&self.state).seed(count, folder, from, unread)
+    }
+
+    /// Adds a folder under `parent` (top level for `None`); returns its id.
+    pub fn add_folder(&self, name: &str, parent: Option<&str>) -> Option<String> {
+        lock(&self.state).add_folder(name, parent)
+    }
+
+    /// A message as Graph would return it, if it exists.
+    pub fn message(&self, id: &str) -> Option<Value> {
+        lock(&self.state).messages.get(id).map(|m| m.json())
+    }
+
+    /// The id of a folder by id or well-known name.
+    pub fn folder_id(&self, key: &str) -> Option<String> {
+        lock(&self.state).folder(key).map(|f| f.id.clone())
+    }
+
+    /// Ids of the messages in a folder (by id or well-known name).
+    pub fn ids_in(&self, folder: &str) -> Vec<String> {
+        let s = lock(&self.state);
+        let Some(id) = s.folder(folder).map(|f| f.id.clone()) else {
+            return Vec::new();
+        };
+        s.messages
+            .values()
+            .filter(|m| m.folder == id)
+            .map(|m| m.id.clone())
+            .collect()
+    }
+}

@@ -1,0 +1,313 @@
+//! The mailbox the mock holds: nested folders, messages, master categories, and a change
+//! sequence that delta queries read from.
+//!
+//! Every change to a message (a PATCH, a move in or out, a deletion) takes the next number
+//! of one sequence. A delta link names a folder and the sequence number its answer was
+//! current with; the next delta from it lists the folder's messages changed after that
+//! number, and, as `@removed`, the ones that left the folder after it.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+/// Folders every mailbox has, by their well-known names (Graph's `wellKnownName`).
+pub const WELL_KNOWN: [(&str, &str); 6] = [
+    ("inbox", "Inbox"),
+    ("archive", "Archive"),
+    ("junkemail", "Junk Email"),
+    ("deleteditems", "Deleted Items"),
+    ("sentitems", "Sent Items"),
+    ("drafts", "Drafts"),
+];
+
+#[derive(Debug, Clone)]
+pub struct Folder {
+    pub id: String,
+    pub name: String,
+    pub parent: Option<String>,
+    pub well_known: Option<&'static str>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Message {
+    pub id: String,
+    pub folder: String,
+    pub subject: String,
+    pub from: String,
+    pub received: String,
+    pub is_read: bool,
+    /// `notFlagged`, `flagged` or `complete`.
+    pub flag: String,
+    pub categories: Vec<String>,
+    pub internet_message_id: String,
+    /// The sequence number of its last change; its changeKey is derived from it.
+    pub changed: u64,
+}
+
+impl Message {
+    pub fn change_key(&self) -> String {
+        format!("CQAAABYAAAD{:08}", self.changed)
+    }
+
+    /// The message as Graph returns it, every property the mock keeps.
+    pub fn json(&self) -> Value {
+        json!({
+            "@odata.type": "#microsoft.graph.message",
+            "id": self.id,
+            "changeKey": self.change_key(),
+            "parentFolderId": self.folder,
+            "subject": self.subject,
+            "from": { "emailAddress": { "name": "", "address": self.from } },
+            "toRecipients": [ { "emailAddress": { "name": "", "address": "me@mock.example" } } ],
+            "ccRecipients": [],
+            "receivedDateTime": self.received,
+            "isRead": self.is_read,
+            "flag": { "flagStatus": self.flag },
+            "categories": self.categories,
+            "internetMessageId": self.internet_message_id,
+            "conversationId": format!("conv-{}", self.id),
+            "hasAttachments": false,
+            "bodyPreview": format!("Preview of {}", self.subject),
+        })
+    }
+}
+
+/// A message that left a folder: listed as `@removed` by deltas from before `at`.
+#[derive(Debug, Clone)]
+pub struct Departure {
+    pub folder: String,
+    pub id: String,
+    pub at: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Category {
+    pub id: String,
+    pub name: String,
+    pub color: String,
+}
+
+/// One request the mock answered, for tests that count calls.
+#[derive(Debug, Clone)]
+pub struct Logged {
+    pub method: String,
+    pub path: String,
+    pub status: u16,
+    /// For a `$batch`: how many requests it carried.
+    pub inner: Option<usize>,
+}
+
+pub struct State {
+    pub email: String,
+    pub folders: Vec<Folder>,
+    pub messages: BTreeMap<String, Message>,
+    pub departures: Vec<Departure>,
+    pub categories: Vec<Category>,
+    /// The change sequence: the number of the latest change.
+    pub seq: u64,
+    /// Delta links current with a sequence number below this get 410 Gone.
+    pub oldest_delta: u64,
+    next_id: u64,
+    pub log: Vec<Logged>,
+}
+
+impl State {
+    pub fn new(email: &str) -> State {
+        let mut state = State {
+            email: email.to_string(),
+            folders: Vec::new(),
+            messages: BTreeMap::new(),
+            departures: Vec::new(),
+            categories: Vec::new(),
+            seq: 0,
+            oldest_delta: 0,
+            next_id: 0,
+            log: Vec::new(),
+        };
+        for (well_known, name) in WELL_KNOWN {
+            let id = state.new_id("folder");
+            state.folders.push(Folder {
+                id,
+                name: name.to_string(),
+                parent: None,
+                well_known: Some(well_known),
+            });
+        }
+        state
+    }
+
+    /// An id shaped like Graph's (opaque, URL-safe base64 characters).
+    pub fn new_id(&mut self, kind: &str) -> String {
+        self.next_id += 1;
+        format!("AAMk{kind}-{:010}", self.next_id)
+    }
+
+    /// A folder by id or well-known name.
+    pub fn folder(&self, key: &str) -> Option<&Folder> {
+        self.folders
+            .iter()
+            .find(|f| f.id == key || f.well_known.is_some_and(|w| w.eq_ignore_ascii_case(key)))
+    }
+
+    /// Adds a folder under `parent` (a top-level one for `None`); returns its id.
+    pub fn add_folder(&mut self, name: &str, parent: Option<&str>) -> Option<String> {
+        let parent = match parent {
+            Some(p) => Some(self.folder(p)?.id.clone()),
+            None => None,
+        };
+        let id = self.new_id("folder");
+        self.folders.push(Folder {
+            id: id.clone(),
+            name: name.to_string(),
+            parent,
+            well_known: None,
+        });
+        Some(id)
+    }
+
+    pub fn folder_json(&self, f: &Folder) -> Value {
+        let here = |m: &&Message| m.folder == f.id;
+        json!({
+            "id": f.id,
+            "displayName": f.name,
+            "parentFolderId": f.parent.clone().unwrap_or_else(|| "msgfolderroot".into()),
+            "childFolderCount": self.folders.iter().filter(|c| c.parent.as_ref() == Some(&f.id)).count(),
+            "totalItemCount": self.messages.values().filter(here).count(),
+            "unreadItemCount": self.messages.values().filter(here).filter(|m| !m.is_read).count(),
+            "wellKnownName": f.well_known,
+        })
+    }
+
+    fn bump(&mut self) -> u64 {
+        self.seq += 1;
+        self.seq
+    }
+
+    /// Adds `count` messages to `folder` from `from`; returns their ids.
+    pub fn seed(&mut self, count: usize, folder: &str, from: &str, unread: bool) -> Vec<String> {
+        let Some(folder) = self.folder(folder).map(|f| f.id.clone()) else {
+            return Vec::new();
+        };
+        (0..count)
+            .map(|_| {
+                let id = self.new_id("msg");
+                let changed = self.bump();
+                let n = self.next_id;
+                self.messages.insert(
+                    id.clone(),
+                    Message {
+                        id: id.clone(),
+                        folder: folder.clone(),
+                        subject: format!("Message {n}"),
+                        from: from.to_string(),
+                        received: format!("2026-11-{:02}T10:00:00Z", 1 + n % 28),
+                        is_read: !unread,
+                        flag: "notFlagged".into(),
+                        categories: Vec::new(),
+                        internet_message_id: format!("<m{n}@mock.example>"),
+                        changed,
+                    },
+                );
+                id
+            })
+            .collect()
+    }
+
+    /// Marks `id` changed now (a new changeKey; listed by deltas from before now).
+    pub fn touch(&mut self, id: &str) {
+        let changed = self.bump();
+        if let Some(m) = self.messages.get_mut(id) {
+            m.changed = changed;
+        }
+    }
+
+    /// Moves `id` to `folder`, keeping its id when `immutable` (else it gets a new one, as
+    /// Graph's default ids do); returns its id afterwards.
+    pub fn move_message(&mut self, id: &str, folder: &str, immutable: bool) -> Option<String> {
+        let folder = self.folder(folder)?.id.clone();
+        let mut m = self.messages.remove(id)?;
+        let at = self.bump();
+        self.departures.push(Departure {
+            folder: m.folder.clone(),
+            id: m.id.clone(),
+            at,
+        });
+        if !immutable {
+            m.id = self.new_id("msg");
+        }
+        m.folder = folder;
+        m.changed = at;
+        let new_id = m.id.clone();
+        self.messages.insert(new_id.clone(), m);
+        Some(new_id)
+    }
+
+    pub fn delete_message(&mut self, id: &str) -> bool {
+        let Some(m) = self.messages.remove(id) else {
+            return false;
+        };
+        let at = self.bump();
+        self.departures.push(Departure {
+            folder: m.folder,
+            id: m.id,
+            at,
+        });
+        true
+    }
+
+    /// A folder's messages changed after `since` and up to `until`, and those that left it
+    /// in that span (ids). What changed after `until` waits for the next delta.
+    pub fn delta(&self, folder: &str, since: u64, until: u64) -> (Vec<&Message>, Vec<String>) {
+        let span = |at: u64| at > since && at <= until;
+        let changed = self
+            .messages
+            .values()
+            .filter(|m| m.folder == folder && span(m.changed))
+            .collect();
+        let removed = self
+            .departures
+            .iter()
+            .filter(|d| d.folder == folder && span(d.at))
+            .filter(|d| {
+                // Moved out and back in since: it is listed as changed, not removed.
+                self.messages.get(&d.id).is_none_or(|m| m.folder != folder)
+            })
+            .map(|d| d.id.clone())
+            .collect();
+        (changed, removed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_delta_lists_what_changed_and_what_left_after_its_point() {
+        let mut s = State::new("me@mock.example");
+        let ids = s.seed(3, "inbox", "a@example.test", true);
+        let inbox = s.folder("inbox").map(|f| f.id.clone()).unwrap_or_default();
+        let point = s.seq;
+        s.touch(&ids[0]);
+        s.move_message(&ids[1], "archive", true);
+        s.delete_message(&ids[2]);
+        let (changed, removed) = s.delta(&inbox, point, s.seq);
+        assert_eq!(
+            changed.iter().map(|m| m.id.clone()).collect::<Vec<_>>(),
+            vec![ids[0].clone()]
+        );
+        assert_eq!(removed, vec![ids[1].clone(), ids[2].clone()]);
+        let archive = s
+            .folder("archive")
+            .map(|f| f.id.clone())
+            .unwrap_or_default();
+        let (arrived, _) = s.delta(&archive, point, s.seq);
+        assert_eq!(arrived.len(), 1);
+        assert_eq!(arrived[0].id, ids[1], "an immutable id survives the move");
+        let moved = s.move_message(&ids[0], "archive", false);
+        assert!(
+            moved.is_some_and(|id| id != ids[0]),
+            "a default id does not"
+        );
+    }
+}

@@ -1,0 +1,324 @@
+//! The mock's Graph behaviour over HTTP, as a client meets it: folders, delta paging and
+//! links, PATCH preconditions and list semantics, moves and ids, permanent deletion,
+//! categories and `$batch` limits.
+
+use mailbroker_mock_graph::GraphMock;
+use serde_json::{Value, json};
+
+struct Api {
+    http: reqwest::Client,
+    base: String,
+}
+
+impl Api {
+    fn new(mock: &GraphMock) -> Api {
+        Api {
+            http: reqwest::Client::new(),
+            base: format!("{}/v1.0", mock.url),
+        }
+    }
+
+    async fn send(&self, req: reqwest::RequestBuilder) -> (u16, Value) {
+        let resp = req.bearer_auth("t").send().await.unwrap();
+        let status = resp.status().as_u16();
+        let body = resp.json().await.unwrap_or(Value::Null);
+        (status, body)
+    }
+
+    async fn get(&self, url: &str) -> (u16, Value) {
+        let url = match url.starts_with("http") {
+            true => url.to_string(),
+            false => format!("{}{url}", self.base),
+        };
+        self.send(self.http.get(url).header("Prefer", "odata.maxpagesize=10"))
+            .await
+    }
+
+    async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        let url = format!("{}{path}", self.base);
+        self.send(self.http.post(url).json(&body)).await
+    }
+
+    async fn patch(&self, id: &str, body: Value, if_match: Option<&str>) -> (u16, Value) {
+        let mut req = self
+            .http
+            .patch(format!("{}/me/messages/{id}", self.base))
+            .json(&body);
+        if let Some(key) = if_match {
+            req = req.header("If-Match", key);
+        }
+        self.send(req).await
+    }
+
+    /// Follows a delta from `url` to its delta link: (items, delta link, pages).
+    async fn delta(&self, url: &str) -> (Vec<Value>, String, usize) {
+        let (mut items, mut pages, mut next) = (Vec::new(), 0, url.to_string());
+        loop {
+            let (status, page) = self.get(&next).await;
+            assert_eq!(status, 200, "{page}");
+            pages += 1;
+            items.extend(page["value"].as_array().unwrap().iter().cloned());
+            match (
+                page["@odata.nextLink"].as_str(),
+                page["@odata.deltaLink"].as_str(),
+            ) {
+                (Some(n), _) => next = n.to_string(),
+                (None, Some(d)) => return (items, d.to_string(), pages),
+                _ => panic!("a page without a link: {page}"),
+            }
+        }
+    }
+}
+
+fn ids(items: &[Value]) -> Vec<String> {
+    let mut out: Vec<String> = items
+        .iter()
+        .filter(|i| i.get("@removed").is_none())
+        .map(|i| i["id"].as_str().unwrap().to_string())
+        .collect();
+    out.sort();
+    out
+}
+
+fn removed(items: &[Value]) -> Vec<String> {
+    let mut out: Vec<String> = items
+        .iter()
+        .filter(|i| i.get("@removed").is_some())
+        .map(|i| i["id"].as_str().unwrap().to_string())
+        .collect();
+    out.sort();
+    out
+}
+
+#[tokio::test]
+async fn folders_are_listed_nested_and_by_well_known_name() {
+    let mock = GraphMock::start("me@mock.example").await.unwrap();
+    let api = Api::new(&mock);
+    let (_, top) = api.get("/me/mailFolders").await;
+    let names: Vec<&str> = top["value"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["displayName"].as_str().unwrap())
+        .collect();
+    assert_eq!(names.len(), 6, "{top}");
+    assert!(names.contains(&"Deleted Items") && names.contains(&"Junk Email"));
+    let (status, made) = api
+        .post(
+            "/me/mailFolders/inbox/childFolders",
+            json!({"displayName": "Receipts"}),
+        )
+        .await;
+    assert_eq!(status, 201, "{made}");
+    let (_, inbox) = api.get("/me/mailFolders/inbox").await;
+    assert_eq!(inbox["childFolderCount"], 1);
+    assert_eq!(made["parentFolderId"], inbox["id"]);
+    let (_, children) = api.get("/me/mailFolders/inbox/childFolders").await;
+    assert_eq!(children["value"][0]["displayName"], "Receipts");
+    let (_, me) = api.get("/me").await;
+    assert_eq!(me["mail"], "me@mock.example");
+}
+
+/// A first delta pages to a delta link; mail arriving while a client pages is listed by the
+/// next delta, with what changed, moved out and was deleted; a voided link gets 410.
+#[tokio::test]
+async fn delta_pages_and_picks_up_every_kind_of_change() {
+    let mock = GraphMock::start("me@mock.example").await.unwrap();
+    let api = Api::new(&mock);
+    let seeded = mock.seed(25, "inbox", "a@example.test", true);
+    let start = format!(
+        "{}/me/mailFolders/inbox/messages/delta()?$select=isRead,categories",
+        api.base
+    );
+    let (_, first) = api.get(&start).await;
+    assert_eq!(first["value"].as_array().unwrap().len(), 10);
+    assert!(
+        first["value"][0].get("subject").is_none(),
+        "only what $select names"
+    );
+    let arrived = mock.seed(3, "inbox", "b@example.test", true);
+    let (rest, link, pages) = api.delta(first["@odata.nextLink"].as_str().unwrap()).await;
+    let mut all = first["value"].as_array().unwrap().clone();
+    all.extend(rest);
+    assert_eq!(
+        (ids(&all).len(), pages),
+        (25, 2),
+        "the run lists the folder as it began"
+    );
+    let mut expected = seeded.clone();
+    expected.sort();
+    assert_eq!(ids(&all), expected);
+
+    let (status, _) = api.patch(&seeded[0], json!({"isRead": true}), None).await;
+    assert_eq!(status, 200);
+    mock_modify(&mock, json!({"id": seeded[1], "moveTo": "archive"})).await;
+    mock_modify(&mock, json!({"id": seeded[2], "delete": true})).await;
+    let (next, link2, _) = api.delta(&link).await;
+    let mut changed = arrived.clone();
+    changed.push(seeded[0].clone());
+    changed.sort();
+    assert_eq!(ids(&next), changed);
+    let mut gone = vec![seeded[1].clone(), seeded[2].clone()];
+    gone.sort();
+    assert_eq!(removed(&next), gone);
+    let read = next.iter().find(|m| m["id"] == seeded[0].as_str()).unwrap();
+    assert_eq!(read["isRead"], true);
+
+    let (quiet, _, _) = api.delta(&link2).await;
+    assert!(quiet.is_empty(), "{quiet:?}");
+    mock_modify(&mock, json!({"id": seeded[3], "isRead": true})).await;
+    let expired = api
+        .http
+        .post(format!("{}/_mock/expire-delta", mock.url))
+        .send()
+        .await;
+    assert!(expired.is_ok());
+    let (status, gone) = api.get(&link2).await;
+    assert_eq!(status, 410, "{gone}");
+    assert_eq!(gone["error"]["code"], "SyncStateNotFound");
+}
+
+async fn mock_modify(mock: &GraphMock, change: Value) {
+    let done = reqwest::Client::new()
+        .post(format!("{}/_mock/modify", mock.url))
+        .json(&change)
+        .send()
+        .await
+        .unwrap();
+    assert!(done.status().is_success());
+}
+
+/// A PATCH replaces the category list and bumps the changeKey; a stale If-Match is 412 and a
+/// read-only property 400, and neither changes anything.
+#[tokio::test]
+async fn patch_honours_if_match_and_replaces_categories() {
+    let mock = GraphMock::start("me@mock.example").await.unwrap();
+    let api = Api::new(&mock);
+    let id = mock.seed(1, "inbox", "a@example.test", true).remove(0);
+    let before = mock.message(&id).unwrap();
+    let key = before["changeKey"].as_str().unwrap().to_string();
+    let (status, after) = api
+        .patch(
+            &id,
+            json!({"categories": ["Red", "Work"], "flag": {"flagStatus": "flagged"}}),
+            Some(&key),
+        )
+        .await;
+    assert_eq!(status, 200, "{after}");
+    assert_ne!(after["changeKey"], before["changeKey"]);
+    let (status, _) = api.patch(&id, json!({"categories": ["Blue"]}), None).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        mock.message(&id).unwrap()["categories"],
+        json!(["Blue"]),
+        "replaced whole"
+    );
+    let (status, stale) = api.patch(&id, json!({"isRead": true}), Some(&key)).await;
+    assert_eq!(status, 412, "{stale}");
+    assert_eq!(stale["error"]["code"], "ErrorIrresolvableConflict");
+    let whole = mock.message(&id).unwrap();
+    let (status, _) = api.patch(&id, whole, None).await;
+    assert_eq!(status, 400, "a whole message read back is refused");
+    assert_eq!(mock.message(&id).unwrap()["isRead"], false);
+}
+
+/// A move gives a new id unless immutable ids were asked for; the SDK's PascalCase
+/// `DestinationId` works; permanentDelete removes the message.
+#[tokio::test]
+async fn moves_keep_immutable_ids_and_permanent_delete_removes() {
+    let mock = GraphMock::start("me@mock.example").await.unwrap();
+    let api = Api::new(&mock);
+    let ids = mock.seed(3, "inbox", "a@example.test", false);
+    let (status, moved) = api
+        .post(
+            &format!("/me/messages/{}/move", ids[0]),
+            json!({"destinationId": "archive"}),
+        )
+        .await;
+    assert_eq!(status, 201, "{moved}");
+    assert_ne!(moved["id"], ids[0].as_str());
+    let immutable = api
+        .send(
+            api.http
+                .post(format!("{}/me/messages/{}/move", api.base, ids[1]))
+                .header("Prefer", "IdType=\"ImmutableId\"")
+                .json(&json!({"DestinationId": "deleteditems"})),
+        )
+        .await;
+    assert_eq!(immutable.0, 201, "{}", immutable.1);
+    assert_eq!(immutable.1["id"], ids[1].as_str());
+    assert_eq!(mock.ids_in("deleteditems"), vec![ids[1].clone()]);
+    let (status, _) = api
+        .post(
+            &format!("/me/messages/{}/permanentDelete", ids[2]),
+            json!({}),
+        )
+        .await;
+    assert_eq!(status, 204);
+    assert!(mock.message(&ids[2]).is_none());
+    let (status, _) = api.get(&format!("/me/messages/{}", ids[2])).await;
+    assert_eq!(status, 404);
+}
+
+/// `$batch` runs up to 20 requests (absolute or relative urls) and answers each by id; 21
+/// are refused whole, with nothing applied.
+#[tokio::test]
+async fn batch_answers_each_request_and_refuses_more_than_twenty() {
+    let mock = GraphMock::start("me@mock.example").await.unwrap();
+    let api = Api::new(&mock);
+    let ids = mock.seed(21, "inbox", "a@example.test", true);
+    let item = |n: usize, id: &str| {
+        let url = match n % 2 {
+            0 => format!("/me/messages/{id}"),
+            _ => format!("{}/me/messages/{id}", api.base),
+        };
+        json!({"id": n.to_string(), "method": "PATCH", "url": url,
+               "headers": {"content-type": "application/json"},
+               "body": {"isRead": true}})
+    };
+    let all: Vec<Value> = ids.iter().enumerate().map(|(n, id)| item(n, id)).collect();
+    let (status, refused) = api.post("/$batch", json!({"requests": all})).await;
+    assert_eq!(status, 400, "{refused}");
+    assert!(
+        ids.iter()
+            .all(|id| mock.message(id).unwrap()["isRead"] == false)
+    );
+
+    let twenty = &all[..20];
+    let (status, answer) = api.post("/$batch", json!({"requests": twenty})).await;
+    assert_eq!(status, 200, "{answer}");
+    let responses = answer["responses"].as_array().unwrap();
+    assert_eq!(responses.len(), 20);
+    assert!(responses.iter().all(|r| r["status"] == 200), "{answer}");
+    assert!(
+        ids[..20]
+            .iter()
+            .all(|id| mock.message(id).unwrap()["isRead"] == true)
+    );
+    let batches: Vec<_> = mock
+        .requests()
+        .into_iter()
+        .filter(|r| r.inner.is_some())
+        .collect();
+    assert_eq!(
+        batches.iter().map(|b| b.inner).collect::<Vec<_>>(),
+        vec![Some(21), Some(20)]
+    );
+
+    let (status, made) = api
+        .post(
+            "/me/outlook/masterCategories",
+            json!({"displayName": "Work", "color": "preset2"}),
+        )
+        .await;
+    assert_eq!(status, 201, "{made}");
+    let (status, _) = api
+        .post(
+            "/me/outlook/masterCategories",
+            json!({"displayName": "work"}),
+        )
+        .await;
+    assert_eq!(status, 409);
+    let (_, listed) = api.get("/me/outlook/masterCategories").await;
+    assert_eq!(listed["value"].as_array().unwrap().len(), 1);
+}
