@@ -110,3 +110,16 @@ pub fn mock_args(mock_url: &str, first: &[&str]) -> Vec<String> {
     ]);
     args
 }
+
+/// Posts `body` to a mock's control route `/_mock/{path}` and returns its JSON answer.
+pub async fn control(mock_url: &str, path: &str, body: serde_json::Value) -> serde_json::Value {
+    reqwest::Client::new()
+        .post(format!("{mock_url}/_mock/{path}"))
+        .json(&body)
+        .send()
+        .await
+        .expect("the mock answers its control route")
+        .json()
+        .await
+        .expect("a JSON answer from the mock")
+}

@@ -48,15 +48,7 @@ pub fn oauth_args(mock: &GmailMock, first: &[&str]) -> Vec<String> {
 
 /// Posts to one of the mock's control routes.
 pub async fn control(mock: &GmailMock, path: &str, body: Value) -> Value {
-    reqwest::Client::new()
-        .post(format!("{}/_mock/{path}", mock.url))
-        .json(&body)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
+    oauth::control(&mock.url, path, body).await
 }
 
 /// Adds Gmail account `id` (no quota limit: the mock has none) and returns the add's output.

@@ -17,21 +17,31 @@ pub struct Inner {
     pub body: Value,
 }
 
-/// An answer: status and JSON body (`Value::Null` for none).
+/// An answer: status, JSON body (`Value::Null` for none), and `Retry-After` for a 429.
 pub struct Answer {
     pub status: u16,
     pub body: Value,
+    pub retry_after: Option<u64>,
 }
 
 fn error(status: u16, code: &str, message: &str) -> Answer {
     Answer {
         status,
         body: json!({ "error": { "code": code, "message": message } }),
+        retry_after: None,
     }
 }
 
 fn ok(body: Value) -> Answer {
-    Answer { status: 200, body }
+    answer(200, body)
+}
+
+fn answer(status: u16, body: Value) -> Answer {
+    Answer {
+        status,
+        body,
+        retry_after: None,
+    }
 }
 
 /// Most requests a `$batch` may carry.
@@ -47,6 +57,16 @@ pub fn dispatch(state: &mut State, base: &str, req: &Inner) -> Answer {
         .map_or_else(|| path.to_string(), |rest| format!("me/{rest}"));
     let parts: Vec<&str> = path.split('/').collect();
     let method = req.method.as_str();
+    if path != "$batch" && state.faults.limited() {
+        return Answer {
+            retry_after: Some(1),
+            ..error(
+                429,
+                "TooManyRequests",
+                "Application is over its MailboxConcurrency limit.",
+            )
+        };
+    }
     match (method, parts.as_slice()) {
         ("POST", ["$batch"]) => batch(state, base, req),
         ("GET", ["me"]) => ok(json!({
@@ -73,10 +93,7 @@ pub fn dispatch(state: &mut State, base: &str, req: &Inner) -> Answer {
         ("PATCH", ["me", "messages", id]) => patch(state, id, req),
         ("POST", ["me", "messages", id, "move"]) => move_message(state, id, req),
         ("POST", ["me", "messages", id, "permanentDelete"]) => match state.delete_message(id) {
-            true => Answer {
-                status: 204,
-                body: Value::Null,
-            },
+            true => answer(204, Value::Null),
             false => not_found("message"),
         },
         ("GET", ["me", "outlook", "masterCategories"]) => ok(json!({
@@ -122,10 +139,7 @@ fn create_folder(state: &mut State, parent: Option<&str>, req: &Inner) -> Answer
     };
     match state.add_folder(name, parent) {
         Some(id) => match state.folder(&id) {
-            Some(f) => Answer {
-                status: 201,
-                body: state.folder_json(&f.clone()),
-            },
+            Some(f) => answer(201, state.folder_json(&f.clone())),
             None => not_found("folder"),
         },
         None => not_found("folder"),
@@ -303,10 +317,7 @@ fn move_message(state: &mut State, id: &str, req: &Inner) -> Answer {
         .is_some_and(|p| p.contains("IdType=\"ImmutableId\""));
     match state.move_message(id, target, immutable) {
         Some(new_id) => match state.messages.get(&new_id) {
-            Some(m) => Answer {
-                status: 201,
-                body: m.json(),
-            },
+            Some(m) => answer(201, m.json()),
             None => not_found("message"),
         },
         None => not_found("message"),
@@ -344,7 +355,7 @@ fn create_category(state: &mut State, req: &Inner) -> Answer {
     };
     let body = category_json(&category);
     state.categories.push(category);
-    Answer { status: 201, body }
+    answer(201, body)
 }
 
 /// `$batch`: at most 20 requests, run in order (so `dependsOn` always holds), each answered
@@ -385,10 +396,14 @@ fn batch(state: &mut State, base: &str, req: &Inner) -> Answer {
             body: r.get("body").cloned().unwrap_or(Value::Null),
         };
         let answer = dispatch(state, base, &inner);
+        let mut headers = json!({ "Content-Type": "application/json" });
+        if let Some(after) = answer.retry_after {
+            headers["Retry-After"] = after.to_string().into();
+        }
         responses.push(json!({
             "id": id,
             "status": answer.status,
-            "headers": { "Content-Type": "application/json" },
+            "headers": headers,
             "body": answer.body,
         }));
     }

@@ -3,10 +3,15 @@
 //! ids on request), permanentDelete and `$batch` (at most 20 requests). Shapes follow Graph
 //! v1.0 as Microsoft documents it and as its Python SDK sends it (mocks/README.md).
 //!
+//! The identity side (`oauth.rs`) hands out tokens by the device code flow and refresh;
+//! every `/v1.0` call needs a live one.
+//!
 //! Not shipped. Control routes under `/_mock/` let a test seed mail, change it "from another
-//! client", expire delta links and read the request log.
+//! client", approve a device code as the person would, switch faults on, expire delta links
+//! and tokens, and read the request log.
 
 mod api;
+mod oauth;
 mod state;
 
 use std::collections::HashMap;
@@ -15,13 +20,14 @@ use std::sync::{Arc, Mutex};
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State as AxState};
-use axum::http::{HeaderMap, Method, StatusCode};
+use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 pub use api::MAX_BATCH;
+pub use oauth::DEVICE_GRANT;
 use state::State;
 pub use state::{Logged, WELL_KNOWN};
 
@@ -49,6 +55,12 @@ struct App {
 fn router(app: App) -> axum::Router {
     axum::Router::new()
         .route("/v1.0/{*path}", any(graph))
+        .route("/{tenant}/oauth2/v2.0/devicecode", post(oauth::devicecode))
+        .route("/{tenant}/oauth2/v2.0/token", post(oauth::token))
+        .route("/_mock/device/approve", post(control_approve))
+        .route("/_mock/identity", post(control_identity))
+        .route("/_mock/revoke-all", post(control_revoke_all))
+        .route("/_mock/faults", post(control_faults))
         .route("/_mock/seed", post(control_seed))
         .route("/_mock/folder", post(control_folder))
         .route("/_mock/modify", post(control_modify))
@@ -87,6 +99,21 @@ async fn graph(
         body,
     };
     let mut state = lock(&app.state);
+    let bearer = inner
+        .headers
+        .get("authorization")
+        .and_then(|a| a.strip_prefix("Bearer "));
+    if !bearer.is_some_and(|t| state.identity.live(t)) {
+        let error = json!({ "error": { "code": "InvalidAuthenticationToken",
+            "message": "Access token has expired or is not yet valid." } });
+        state.log.push(Logged {
+            method: inner.method.clone(),
+            path: format!("/v1.0/{path}"),
+            status: 401,
+            inner: None,
+        });
+        return (StatusCode::UNAUTHORIZED, Json(error)).into_response();
+    }
     let answer = api::dispatch(&mut state, &app.base, &inner);
     let batched = inner.body.get("requests").and_then(Value::as_array);
     state.log.push(Logged {
@@ -96,10 +123,129 @@ async fn graph(
         inner: (path == "$batch").then(|| batched.map_or(0, Vec::len)),
     });
     let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    match answer.body {
+    let write = inner.method != "GET" && answer.status < 300;
+    if write && state.faults.drop_after_write > 0 {
+        state.faults.drop_after_write -= 1;
+        return dropped();
+    }
+    let mut response = match answer.body {
         Value::Null => status.into_response(),
         body => (status, Json(body)).into_response(),
+    };
+    if let Some(after) = answer.retry_after {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, after.into());
     }
+    response
+}
+
+/// An answer whose body fails at once: the connection is dropped after the write applied.
+fn dropped() -> Response {
+    let broken = futures::stream::once(async {
+        Err::<Vec<u8>, _>(std::io::Error::other("connection dropped by the mock"))
+    });
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(axum::body::Body::from_stream(broken))
+        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}
+
+#[derive(Deserialize)]
+struct Approve {
+    user_code: String,
+    /// False: the person declined.
+    #[serde(default = "yes")]
+    approve: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// The person typed the code at the verification page and consented (or declined: the
+/// code is then void).
+async fn control_approve(AxState(app): AxState<App>, Json(a): Json<Approve>) -> impl IntoResponse {
+    let mut s = lock(&app.state);
+    let devices = &mut s.identity.devices;
+    let code = devices
+        .iter()
+        .find(|(_, d)| d.user_code == a.user_code)
+        .map(|(c, _)| c.clone());
+    match (code, a.approve) {
+        (Some(code), true) => {
+            if let Some(d) = devices.get_mut(&code) {
+                d.approved = true;
+            }
+            Json(json!({ "approved": true }))
+        }
+        (Some(code), false) => {
+            devices.remove(&code);
+            Json(json!({ "approved": false }))
+        }
+        (None, _) => Json(json!({ "error": "no such user code" })),
+    }
+}
+
+#[derive(Deserialize)]
+struct IdentityKnobs {
+    token_ttl_secs: Option<u64>,
+    interval: Option<u64>,
+    device_ttl_secs: Option<u64>,
+    /// Every access token expires now.
+    #[serde(default)]
+    expire_tokens: bool,
+}
+
+async fn control_identity(
+    AxState(app): AxState<App>,
+    Json(k): Json<IdentityKnobs>,
+) -> impl IntoResponse {
+    let mut s = lock(&app.state);
+    let id = &mut s.identity;
+    if let Some(ttl) = k.token_ttl_secs {
+        id.token_ttl = Some(std::time::Duration::from_secs(ttl));
+    }
+    if let Some(interval) = k.interval {
+        id.interval = interval;
+    }
+    if let Some(ttl) = k.device_ttl_secs {
+        id.device_ttl = Some(std::time::Duration::from_secs(ttl));
+    }
+    if k.expire_tokens {
+        id.tokens.clear();
+    }
+    Json(json!({ "ok": true }))
+}
+
+/// The person revoked the app's access: every token and refresh token dies.
+async fn control_revoke_all(AxState(app): AxState<App>) -> impl IntoResponse {
+    let mut s = lock(&app.state);
+    s.identity.tokens.clear();
+    s.identity.refresh.clear();
+    Json(json!({ "ok": true }))
+}
+
+#[derive(Deserialize)]
+struct FaultKnobs {
+    rate_limit: Option<f64>,
+    drop_after_write: Option<u64>,
+}
+
+async fn control_faults(
+    AxState(app): AxState<App>,
+    Json(f): Json<FaultKnobs>,
+) -> impl IntoResponse {
+    let mut s = lock(&app.state);
+    if let Some(share) = f.rate_limit {
+        s.faults.rate_limit = share;
+        s.faults.counted = 0;
+    }
+    if let Some(n) = f.drop_after_write {
+        s.faults.drop_after_write = n;
+    }
+    Json(json!({ "ok": true }))
 }
 
 #[derive(Deserialize)]
@@ -216,6 +362,14 @@ impl GraphMock {
     /// The request log so far.
     pub fn requests(&self) -> Vec<Logged> {
         lock(&self.state).log.clone()
+    }
+
+    /// A live access token, as if the device code flow had run.
+    pub fn token(&self) -> String {
+        lock(&self.state)
+            .identity
+            .grant("Mail.ReadWrite offline_access User.Read")
+            .0
     }
 
     /// Adds `count` messages to `folder` (an id or a well-known name); returns their ids.

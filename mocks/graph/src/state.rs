@@ -97,8 +97,33 @@ pub struct Logged {
     pub inner: Option<usize>,
 }
 
+/// Faults a test switches on (`/_mock/faults`).
+#[derive(Debug, Default)]
+pub struct Faults {
+    /// Share of requests (alone or inside a `$batch`) answered 429 with `Retry-After`,
+    /// every `1/share`-th one, unapplied.
+    pub rate_limit: f64,
+    pub counted: u64,
+    /// The next this many writes are applied, then their connection is dropped unanswered.
+    pub drop_after_write: u64,
+}
+
+impl Faults {
+    /// Whether this request is one to refuse with 429.
+    pub fn limited(&mut self) -> bool {
+        if self.rate_limit <= 0.0 {
+            return false;
+        }
+        self.counted += 1;
+        let every = (1.0 / self.rate_limit).round().max(1.0) as u64;
+        self.counted.is_multiple_of(every)
+    }
+}
+
 pub struct State {
     pub email: String,
+    pub identity: crate::oauth::Identity,
+    pub faults: Faults,
     pub folders: Vec<Folder>,
     pub messages: BTreeMap<String, Message>,
     pub departures: Vec<Departure>,
@@ -115,6 +140,8 @@ impl State {
     pub fn new(email: &str) -> State {
         let mut state = State {
             email: email.to_string(),
+            identity: crate::oauth::Identity::new(),
+            faults: Faults::default(),
             folders: Vec::new(),
             messages: BTreeMap::new(),
             departures: Vec::new(),

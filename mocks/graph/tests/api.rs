@@ -1,6 +1,6 @@
 //! The mock's Graph behaviour over HTTP, as a client meets it: folders, delta paging and
 //! links, PATCH preconditions and list semantics, moves and ids, permanent deletion,
-//! categories and `$batch` limits.
+//! categories and `$batch` limits; the device code flow, refresh and revocation; faults.
 
 use mailbroker_mock_graph::GraphMock;
 use serde_json::{Value, json};
@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 struct Api {
     http: reqwest::Client,
     base: String,
+    token: String,
 }
 
 impl Api {
@@ -15,11 +16,12 @@ impl Api {
         Api {
             http: reqwest::Client::new(),
             base: format!("{}/v1.0", mock.url),
+            token: mock.token(),
         }
     }
 
     async fn send(&self, req: reqwest::RequestBuilder) -> (u16, Value) {
-        let resp = req.bearer_auth("t").send().await.unwrap();
+        let resp = req.bearer_auth(&self.token).send().await.unwrap();
         let status = resp.status().as_u16();
         let body = resp.json().await.unwrap_or(Value::Null);
         (status, body)
@@ -179,13 +181,8 @@ async fn delta_pages_and_picks_up_every_kind_of_change() {
 }
 
 async fn mock_modify(mock: &GraphMock, change: Value) {
-    let done = reqwest::Client::new()
-        .post(format!("{}/_mock/modify", mock.url))
-        .json(&change)
-        .send()
-        .await
-        .unwrap();
-    assert!(done.status().is_success());
+    let done = control(mock, "modify", change).await;
+    assert!(done.get("error").is_none(), "{done}");
 }
 
 /// A PATCH replaces the category list and bumps the changeKey; a stale If-Match is 412 and a
@@ -321,4 +318,183 @@ async fn batch_answers_each_request_and_refuses_more_than_twenty() {
     assert_eq!(status, 409);
     let (_, listed) = api.get("/me/outlook/masterCategories").await;
     assert_eq!(listed["value"].as_array().unwrap().len(), 1);
+}
+
+async fn control(mock: &GraphMock, what: &str, body: Value) -> Value {
+    mailbroker_testkit::oauth::control(&mock.url, what, body).await
+}
+
+async fn form(mock: &GraphMock, endpoint: &str, fields: &[(&str, &str)]) -> (u16, Value) {
+    let resp = reqwest::Client::new()
+        .post(format!("{}/common/oauth2/v2.0/{endpoint}", mock.url))
+        .form(fields)
+        .send()
+        .await
+        .unwrap();
+    (resp.status().as_u16(), resp.json().await.unwrap())
+}
+
+/// The device code flow as RFC 8628 and Microsoft's platform answer it: pending, then
+/// slow_down for polling too fast, tokens once the person approved; an expired code; a
+/// refresh that rotates; a revocation that kills tokens and refresh alike.
+#[tokio::test]
+async fn device_code_flow_refresh_and_revocation() {
+    let mock = GraphMock::start("me@mock.example").await.unwrap();
+    let scope = [
+        ("client_id", "app"),
+        ("scope", "Mail.ReadWrite offline_access User.Read"),
+    ];
+    let (status, code) = form(&mock, "devicecode", &scope).await;
+    assert_eq!(status, 200, "{code}");
+    assert_eq!(code["interval"], 1);
+    let device = code["device_code"].as_str().unwrap().to_string();
+    let poll = [
+        ("grant_type", mailbroker_mock_graph::DEVICE_GRANT),
+        ("client_id", "app"),
+        ("device_code", device.as_str()),
+    ];
+    let (status, pending) = form(&mock, "token", &poll).await;
+    assert_eq!(
+        (status, pending["error"].as_str()),
+        (400, Some("authorization_pending"))
+    );
+    let (_, fast) = form(&mock, "token", &poll).await;
+    assert_eq!(fast["error"], "slow_down", "{fast}");
+
+    control(&mock, "identity", json!({"interval": 0})).await;
+    let (_, code) = form(&mock, "devicecode", &scope).await;
+    let device = code["device_code"].as_str().unwrap().to_string();
+    let poll = [
+        ("grant_type", mailbroker_mock_graph::DEVICE_GRANT),
+        ("client_id", "app"),
+        ("device_code", device.as_str()),
+    ];
+    let (_, pending) = form(&mock, "token", &poll).await;
+    assert_eq!(pending["error"], "authorization_pending");
+    control(
+        &mock,
+        "device/approve",
+        json!({"user_code": code["user_code"]}),
+    )
+    .await;
+    let (status, tokens) = form(&mock, "token", &poll).await;
+    assert_eq!(status, 200, "{tokens}");
+    let access = tokens["access_token"].as_str().unwrap().to_string();
+    let refresh = tokens["refresh_token"].as_str().unwrap().to_string();
+    let me = |token: String| {
+        let url = format!("{}/v1.0/me", mock.url);
+        async move {
+            reqwest::Client::new()
+                .get(url)
+                .bearer_auth(token)
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        }
+    };
+    assert_eq!(me(access.clone()).await, 200);
+    assert_eq!(me("made-up".into()).await, 401);
+    let (_, reused) = form(&mock, "token", &poll).await;
+    assert_eq!(
+        reused["error"], "invalid_grant",
+        "a device code is redeemed once"
+    );
+
+    let grant = [
+        ("grant_type", "refresh_token"),
+        ("client_id", "app"),
+        ("refresh_token", refresh.as_str()),
+    ];
+    let (status, fresh) = form(&mock, "token", &grant).await;
+    assert_eq!(status, 200, "{fresh}");
+    let (_, again) = form(&mock, "token", &grant).await;
+    assert_eq!(again["error"], "invalid_grant", "refresh tokens rotate");
+    assert!(
+        again["error_description"]
+            .as_str()
+            .unwrap()
+            .starts_with("AADSTS")
+    );
+
+    control(&mock, "identity", json!({"device_ttl_secs": 0})).await;
+    let (_, code) = form(&mock, "devicecode", &scope).await;
+    let device = code["device_code"].as_str().unwrap().to_string();
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let poll = [
+        ("grant_type", mailbroker_mock_graph::DEVICE_GRANT),
+        ("client_id", "app"),
+        ("device_code", device.as_str()),
+    ];
+    let (_, expired) = form(&mock, "token", &poll).await;
+    assert_eq!(expired["error"], "expired_token");
+
+    control(&mock, "revoke-all", json!({})).await;
+    let live = fresh["access_token"].as_str().unwrap().to_string();
+    assert_eq!(me(live).await, 401);
+    let next = fresh["refresh_token"].as_str().unwrap();
+    let grant = [
+        ("grant_type", "refresh_token"),
+        ("client_id", "app"),
+        ("refresh_token", next),
+    ];
+    let (_, revoked) = form(&mock, "token", &grant).await;
+    assert_eq!(revoked["error"], "invalid_grant");
+}
+
+/// A rate limit answers a share of the requests inside a `$batch` with 429 and Retry-After,
+/// unapplied; a dropped answer comes after the write was applied.
+#[tokio::test]
+async fn faults_limit_inner_requests_and_drop_answers_after_writing() {
+    let mock = GraphMock::start("me@mock.example").await.unwrap();
+    let api = Api::new(&mock);
+    let ids = mock.seed(20, "inbox", "a@example.test", true);
+    control(&mock, "faults", json!({"rate_limit": 0.25})).await;
+    let requests: Vec<Value> = ids
+        .iter()
+        .enumerate()
+        .map(|(n, id)| {
+            json!({"id": n.to_string(), "method": "PATCH", "url": format!("/me/messages/{id}"),
+                             "body": {"isRead": true}})
+        })
+        .collect();
+    let (status, answer) = api.post("/$batch", json!({"requests": requests})).await;
+    assert_eq!(status, 200);
+    let limited: Vec<&Value> = answer["responses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["status"] == 429)
+        .collect();
+    assert_eq!(limited.len(), 5, "{answer}");
+    assert!(limited.iter().all(|r| r["headers"]["Retry-After"] == "1"));
+    let read = ids
+        .iter()
+        .filter(|id| mock.message(id).unwrap()["isRead"] == true)
+        .count();
+    assert_eq!(read, 15, "limited requests are not applied");
+
+    control(
+        &mock,
+        "faults",
+        json!({"rate_limit": 0.0, "drop_after_write": 1}),
+    )
+    .await;
+    let lost = api
+        .http
+        .patch(format!("{}/me/messages/{}", api.base, ids[0]))
+        .bearer_auth(&api.token)
+        .json(&json!({"flag": {"flagStatus": "flagged"}}))
+        .send()
+        .await;
+    let answered = match lost {
+        Ok(resp) => resp.bytes().await.is_ok(),
+        Err(_) => false,
+    };
+    assert!(!answered, "the answer was dropped");
+    assert_eq!(
+        mock.message(&ids[0]).unwrap()["flag"]["flagStatus"],
+        "flagged"
+    );
 }
