@@ -141,6 +141,22 @@ pub struct MailboxSyncReport {
     pub error: Option<String>,
 }
 
+impl MailboxSyncReport {
+    /// A report of nothing done yet, for `mailbox` by `mode`.
+    pub fn new(mailbox: &str, mode: SyncMode) -> MailboxSyncReport {
+        MailboxSyncReport {
+            mailbox: mailbox.to_string(),
+            mode,
+            added: 0,
+            changed: 0,
+            removed: 0,
+            uidvalidity_reset: false,
+            text_filled: 0,
+            error: None,
+        }
+    }
+}
+
 /// A connected session with one account's mail service.
 #[async_trait]
 pub trait Provider: Send {

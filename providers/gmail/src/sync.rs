@@ -64,16 +64,7 @@ pub async fn sync(
 }
 
 fn report(mailbox: &str, mode: SyncMode) -> MailboxSyncReport {
-    MailboxSyncReport {
-        mailbox: mailbox.to_string(),
-        mode,
-        added: 0,
-        changed: 0,
-        removed: 0,
-        uidvalidity_reset: false,
-        text_filled: 0,
-        error: None,
-    }
+    MailboxSyncReport::new(mailbox, mode)
 }
 
 async fn finish(

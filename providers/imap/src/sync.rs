@@ -158,16 +158,7 @@ fn skipped(mailbox: &str, e: Error) -> Result<MailboxSyncReport> {
 }
 
 fn empty_report(mailbox: &str) -> MailboxSyncReport {
-    MailboxSyncReport {
-        mailbox: mailbox.to_string(),
-        mode: SyncMode::Full,
-        added: 0,
-        changed: 0,
-        removed: 0,
-        uidvalidity_reset: false,
-        text_filled: 0,
-        error: None,
-    }
+    MailboxSyncReport::new(mailbox, SyncMode::Full)
 }
 
 /// A mailbox's sync, or what it waits for: messages left it, or arrived in it that may

@@ -1,0 +1,128 @@
+//! The HTTP side: a small typed client for exactly the Graph endpoints the adapter uses,
+//! every request asking for immutable ids, every failure turned into our error vocabulary.
+
+use mailbroker_core::{Error, Result};
+use serde_json::Value;
+
+/// Asked on every request: a message keeps its id when it moves (and so its index row).
+const IMMUTABLE_IDS: &str = "IdType=\"ImmutableId\"";
+
+pub struct Client {
+    http: reqwest::Client,
+    /// The Graph root, `https://graph.microsoft.com` or a mock's URL.
+    base: String,
+    token: String,
+    account: String,
+}
+
+/// What a GET of a delta link may bring instead of a page: the link is void.
+pub enum Page {
+    Items(Value),
+    Gone,
+}
+
+impl Client {
+    pub fn new(base: &str, token: String, account: &str) -> Result<Client> {
+        let http = reqwest::Client::builder()
+            .timeout(std::time::Duration::from_secs(120))
+            .build()
+            .map_err(|e| Error::internal(format!("graph http client: {e}")))?;
+        Ok(Client {
+            http,
+            base: base.trim_end_matches('/').to_string(),
+            token,
+            account: account.to_string(),
+        })
+    }
+
+    /// A URL under `/v1.0/` for `path` (`me/mailFolders`), or `path` itself when it is a
+    /// link Graph handed out (nextLink, deltaLink).
+    pub fn url(&self, path: &str) -> String {
+        match path.starts_with("http") {
+            true => path.to_string(),
+            false => format!("{}/v1.0/{}", self.base, path.trim_start_matches('/')),
+        }
+    }
+
+    pub async fn get(&self, path: &str) -> Result<Value> {
+        match self.get_page(path, None).await? {
+            Page::Items(v) => Ok(v),
+            Page::Gone => Err(Error::not_found(format!("graph: {path} is gone (410)"))),
+        }
+    }
+
+    /// A GET that reports 410 Gone (a void delta link) as `Page::Gone`.
+    pub async fn get_page(&self, path: &str, page_size: Option<usize>) -> Result<Page> {
+        let mut prefer = IMMUTABLE_IDS.to_string();
+        if let Some(n) = page_size {
+            prefer.push_str(&format!(", odata.maxpagesize={n}"));
+        }
+        let sent = self
+            .http
+            .get(self.url(path))
+            .bearer_auth(&self.token)
+            .header("Prefer", prefer)
+            .send()
+            .await
+            .map_err(|e| self.unreachable(e))?;
+        if sent.status().as_u16() == 410 {
+            return Ok(Page::Gone);
+        }
+        self.json(sent).await.map(Page::Items)
+    }
+
+    async fn json(&self, resp: reqwest::Response) -> Result<Value> {
+        let status = resp.status().as_u16();
+        let retry_after = resp
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        let body: Value = resp.json().await.unwrap_or(Value::Null);
+        if (200..300).contains(&status) {
+            return Ok(body);
+        }
+        Err(error_of(status, &body, retry_after, &self.account))
+    }
+
+    fn unreachable(&self, e: reqwest::Error) -> Error {
+        Error::provider_unavailable(format!("graph: {}", without_url(&e))).with_next_step(format!(
+            "check the network, then run: mailbroker sync --account {}",
+            self.account
+        ))
+    }
+}
+
+/// reqwest's error text names the URL, which may carry a delta token: leave it out.
+fn without_url(e: &reqwest::Error) -> String {
+    let kind = match () {
+        _ if e.is_timeout() => "the request timed out",
+        _ if e.is_connect() => "could not connect",
+        _ => "the request failed",
+    };
+    kind.to_string()
+}
+
+/// Graph's error envelope as our error: the status decides the kind, Graph's code and
+/// message say what happened.
+pub fn error_of(status: u16, body: &Value, retry_after: Option<u64>, account: &str) -> Error {
+    let code = body["error"]["code"].as_str().unwrap_or("unknown");
+    let message = body["error"]["message"].as_str().unwrap_or("");
+    let text = format!("graph {status} {code}: {message}");
+    match status {
+        401 => Error::auth_required(text)
+            .with_next_step(format!("run: mailbroker account login {account}")),
+        403 => Error::insufficient_scope(text).with_next_step(format!(
+            "run: mailbroker account login {account} and grant Mail.ReadWrite"
+        )),
+        404 => Error::not_found(text),
+        412 => Error::stale_state(text).with_next_step("run: mailbroker sync, then retry"),
+        429 => {
+            let wait =
+                retry_after.map_or(String::new(), |s| format!(" (Graph asks to wait {s} s)"));
+            Error::rate_limited(format!("{text}{wait}")).with_next_step("retry later")
+        }
+        503 => Error::provider_unavailable(text).with_next_step("retry later"),
+        _ => Error::provider_write_failed(text),
+    }
+}
