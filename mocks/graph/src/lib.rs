@@ -164,8 +164,7 @@ fn yes() -> bool {
     true
 }
 
-/// The person typed the code at the verification page and consented (or declined: the
-/// code is then void).
+/// The person typed the code at the verification page and consented (or declined).
 async fn control_approve(AxState(app): AxState<App>, Json(a): Json<Approve>) -> impl IntoResponse {
     let mut s = lock(&app.state);
     let devices = &mut s.identity.devices;
@@ -181,7 +180,9 @@ async fn control_approve(AxState(app): AxState<App>, Json(a): Json<Approve>) -> 
             Json(json!({ "approved": true }))
         }
         (Some(code), false) => {
-            devices.remove(&code);
+            if let Some(d) = devices.get_mut(&code) {
+                d.declined = true;
+            }
             Json(json!({ "approved": false }))
         }
         (None, _) => Json(json!({ "error": "no such user code" })),

@@ -22,6 +22,8 @@ pub struct Device {
     pub user_code: String,
     pub scope: String,
     pub approved: bool,
+    /// The person declined: polls get `authorization_declined`.
+    pub declined: bool,
     pub expires: Instant,
     /// Seconds a client must wait between polls; `slow_down` adds 5 (RFC 8628 §3.5).
     pub interval: u64,
@@ -104,6 +106,7 @@ pub async fn devicecode(
             user_code: user_code.clone(),
             scope,
             approved: false,
+            declined: false,
             expires: Instant::now() + ttl,
             interval,
             last_poll: None,
@@ -159,6 +162,13 @@ pub async fn token(
             if early {
                 device.interval += 5;
                 return aad_error("slow_down", "AADSTS70016", "Polling too fast; slow down.");
+            }
+            if device.declined {
+                return aad_error(
+                    "authorization_declined",
+                    "AADSTS70000",
+                    "The end user denied the authorization request.",
+                );
             }
             if !device.approved {
                 return aad_error(

@@ -4,14 +4,13 @@
 //! Architecture Invariant: tokens never reach a log line, an error message or stdout. The
 //! authorization URL (which holds no secret) is the only thing printed, on stderr.
 
-use std::future::Future;
-use std::pin::Pin;
-
 use mailbroker_core::{Error, Result};
+pub use mailbroker_oauth::{Tokens, expired};
+use mailbroker_oauth::{http, send, token_error, tokens_of};
 use oauth2::basic::BasicClient;
 use oauth2::{
     AuthUrl, AuthorizationCode, ClientId, ClientSecret, CsrfToken, EndpointNotSet, EndpointSet,
-    PkceCodeChallenge, RedirectUrl, RefreshToken, Scope, TokenResponse, TokenUrl,
+    PkceCodeChallenge, RedirectUrl, RefreshToken, Scope, TokenUrl,
 };
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -41,27 +40,6 @@ fn default_quota() -> u32 {
     DEFAULT_QUOTA
 }
 
-/// What the account keeps as its secret.
-#[derive(Clone, Serialize, Deserialize)]
-pub struct Tokens {
-    pub access_token: String,
-    pub refresh_token: String,
-    /// Seconds since the epoch.
-    pub expires_at: i64,
-    pub scopes: Vec<String>,
-    /// The client secret, when the client has one (installed apps often do).
-    pub client_secret: Option<String>,
-}
-
-impl std::fmt::Debug for Tokens {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Tokens")
-            .field("expires_at", &self.expires_at)
-            .field("scopes", &self.scopes)
-            .finish_non_exhaustive()
-    }
-}
-
 type Client = BasicClient<EndpointSet, EndpointNotSet, EndpointNotSet, EndpointNotSet, EndpointSet>;
 
 fn client(
@@ -88,106 +66,6 @@ fn client(
         );
     }
     Ok(c)
-}
-
-/// oauth2's HTTP seam over our reqwest; redirects are never followed (a token endpoint that
-/// redirects is misconfigured, and following could leak the code).
-fn http() -> Result<reqwest::Client> {
-    reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .map_err(|e| Error::internal(format!("http client: {e}")))
-}
-
-type HttpFuture =
-    Pin<Box<dyn Future<Output = std::result::Result<oauth2::HttpResponse, HttpError>> + Send>>;
-
-#[derive(Debug)]
-pub struct HttpError(String);
-
-impl std::fmt::Display for HttpError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for HttpError {}
-
-fn send(client: reqwest::Client) -> impl Fn(oauth2::HttpRequest) -> HttpFuture {
-    move |request: oauth2::HttpRequest| {
-        let client = client.clone();
-        Box::pin(async move {
-            let request =
-                reqwest::Request::try_from(request).map_err(|e| HttpError(e.to_string()))?;
-            let response = client
-                .execute(request)
-                .await
-                .map_err(|e| HttpError(e.to_string()))?;
-            let mut out = http::Response::builder().status(response.status());
-            for (k, v) in response.headers() {
-                out = out.header(k, v);
-            }
-            let body = response
-                .bytes()
-                .await
-                .map_err(|e| HttpError(e.to_string()))?;
-            out.body(body.to_vec())
-                .map_err(|e| HttpError(e.to_string()))
-        })
-    }
-}
-
-fn now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0)
-}
-
-fn tokens_of(
-    response: &oauth2::basic::BasicTokenResponse,
-    refresh_fallback: Option<&str>,
-    secret: Option<&str>,
-) -> Result<Tokens> {
-    let refresh = response
-        .refresh_token()
-        .map(|r| r.secret().clone())
-        .or_else(|| refresh_fallback.map(str::to_string))
-        .ok_or_else(|| Error::auth_required("the authorization server gave no refresh token"))?;
-    for secret in [
-        Some(response.access_token().secret().as_str()),
-        Some(refresh.as_str()),
-        secret,
-    ]
-    .into_iter()
-    .flatten()
-    {
-        mailbroker_core::secrets::register(secret);
-    }
-    Ok(Tokens {
-        access_token: response.access_token().secret().clone(),
-        refresh_token: refresh,
-        expires_at: now() + response.expires_in().map_or(3600, |d| d.as_secs() as i64),
-        scopes: response
-            .scopes()
-            .map(|s| s.iter().map(|s| s.to_string()).collect())
-            .unwrap_or_default(),
-        client_secret: secret.map(str::to_string),
-    })
-}
-
-/// Maps a token endpoint failure: a refused grant means the user must authorize again.
-fn token_error<RE: std::error::Error + 'static>(
-    e: oauth2::RequestTokenError<RE, oauth2::basic::BasicErrorResponse>,
-    account: &str,
-) -> Error {
-    match e {
-        oauth2::RequestTokenError::ServerResponse(r) => {
-            Error::auth_required(format!("the authorization server refused: {}", r.error()))
-                .with_next_step(format!("run: mailbroker account login {account}"))
-        }
-        other => Error::provider_unavailable(format!("token endpoint: {other}")),
-    }
 }
 
 /// How the browser's redirect reaches us.
@@ -340,9 +218,4 @@ pub async fn refresh(settings: &OAuthSettings, tokens: &Tokens, account: &str) -
         fresh.scopes = tokens.scopes.clone();
     }
     Ok(fresh)
-}
-
-/// Whether the access token should be refreshed before use (a minute of margin).
-pub fn expired(tokens: &Tokens) -> bool {
-    tokens.expires_at <= now() + 60
 }

@@ -7,6 +7,7 @@
 
 pub mod client;
 pub mod convert;
+pub mod oauth;
 mod sync;
 
 use async_trait::async_trait;

@@ -1,0 +1,129 @@
+//! Authorization for Microsoft accounts: the device code flow (RFC 8628: the person opens a
+//! page on any device and types a code; it works on a headless machine) and refresh, through
+//! the `oauth2` crate. The tokens are the account's secret (`mailbroker_oauth::Tokens`).
+//!
+//! Architecture Invariant: tokens never reach a log line, an error message or stdout. Only
+//! the verification URL and the user code (no secret) are shown, by the caller, on stderr.
+
+use mailbroker_core::{Error, Result};
+use mailbroker_oauth::{Tokens, http, send, token_error, tokens_of};
+use oauth2::basic::BasicClient;
+use oauth2::{
+    ClientId, DeviceAuthorizationUrl, RefreshToken, Scope, StandardDeviceAuthorizationResponse,
+    TokenUrl,
+};
+use serde::{Deserialize, Serialize};
+
+pub const MICROSOFT_AUTHORITY: &str = "https://login.microsoftonline.com";
+pub const GRAPH_BASE: &str = "https://graph.microsoft.com";
+/// What mailbroker asks for: mail read and write, a refresh token, and who the user is.
+pub const SCOPES: [&str; 3] = ["Mail.ReadWrite", "offline_access", "User.Read"];
+
+/// Where to authorize and which client to present; stored with the account (no secret).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct GraphSettings {
+    pub client_id: String,
+    /// `common`, `organizations`, `consumers` or a tenant id.
+    pub tenant: String,
+    /// The identity platform's root (Microsoft's, or a mock's).
+    pub authority: String,
+    /// Graph's root (Microsoft's, or a mock's).
+    pub graph_base: String,
+}
+
+impl GraphSettings {
+    fn endpoint(&self, which: &str) -> String {
+        format!(
+            "{}/{}/oauth2/v2.0/{which}",
+            self.authority.trim_end_matches('/'),
+            self.tenant
+        )
+    }
+}
+
+type DeviceClient = BasicClient<
+    oauth2::EndpointNotSet,
+    oauth2::EndpointSet,
+    oauth2::EndpointNotSet,
+    oauth2::EndpointNotSet,
+    oauth2::EndpointSet,
+>;
+
+fn client(settings: &GraphSettings) -> Result<DeviceClient> {
+    let bad = |what: &str, e: String| Error::validation(format!("{what} is not a valid URL: {e}"));
+    Ok(BasicClient::new(ClientId::new(settings.client_id.clone()))
+        .set_device_authorization_url(
+            DeviceAuthorizationUrl::new(settings.endpoint("devicecode"))
+                .map_err(|e| bad("--authority", e.to_string()))?,
+        )
+        .set_token_uri(
+            TokenUrl::new(settings.endpoint("token"))
+                .map_err(|e| bad("--authority", e.to_string()))?,
+        ))
+}
+
+/// The device code flow: asks for a code, hands the verification URL and the user code to
+/// `show` (for the person), then polls as the server says (`authorization_pending`,
+/// `slow_down`) until the person approved, declined or the code expired.
+pub async fn device_login(
+    settings: &GraphSettings,
+    show: impl FnOnce(&str, &str),
+    account: &str,
+) -> Result<Tokens> {
+    let oauth = client(settings)?;
+    let http = send(http()?);
+    let details: StandardDeviceAuthorizationResponse = oauth
+        .exchange_device_code()
+        .add_scopes(SCOPES.iter().map(|s| Scope::new(s.to_string())))
+        .request_async(&http)
+        .await
+        .map_err(|e| token_error(e, account))?;
+    show(
+        details.verification_uri().as_str(),
+        details.user_code().secret(),
+    );
+    let response = oauth
+        .exchange_device_access_token(&details)
+        .request_async(&http, tokio::time::sleep, None)
+        .await
+        .map_err(|e| device_error(e, account))?;
+    let mut tokens = tokens_of(&response, None, None)?;
+    if tokens.scopes.is_empty() {
+        tokens.scopes = SCOPES.iter().map(|s| s.to_string()).collect();
+    }
+    Ok(tokens)
+}
+
+/// A refused device grant: declined, expired or otherwise refused, each with its next step.
+fn device_error<RE: std::error::Error + 'static>(
+    e: oauth2::RequestTokenError<RE, oauth2::DeviceCodeErrorResponse>,
+    account: &str,
+) -> Error {
+    use oauth2::DeviceCodeErrorResponseType as T;
+    match e {
+        oauth2::RequestTokenError::ServerResponse(r) => {
+            let why = match r.error() {
+                T::ExpiredToken => "the code expired before it was entered".to_string(),
+                T::AccessDenied => "the sign-in was declined".to_string(),
+                other => format!("the authorization server refused: {other}"),
+            };
+            Error::auth_required(why)
+                .with_next_step(format!("run the command again for account {account}"))
+        }
+        other => Error::provider_unavailable(format!("token endpoint: {other}")),
+    }
+}
+
+/// A fresh access token from the refresh token; a refused grant is `auth_required`.
+pub async fn refresh(settings: &GraphSettings, tokens: &Tokens, account: &str) -> Result<Tokens> {
+    let response = client(settings)?
+        .exchange_refresh_token(&RefreshToken::new(tokens.refresh_token.clone()))
+        .request_async(&send(http()?))
+        .await
+        .map_err(|e| token_error(e, account))?;
+    let mut fresh = tokens_of(&response, Some(&tokens.refresh_token), None)?;
+    if fresh.scopes.is_empty() {
+        fresh.scopes = tokens.scopes.clone();
+    }
+    Ok(fresh)
+}
