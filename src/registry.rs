@@ -9,7 +9,11 @@ use mailbroker_core::{
 
 use crate::store::{AccountRecord, Store};
 
-static ADAPTERS: [&(dyn Adapter + 'static); 2] = [&mailbroker_imap::Imap, &mailbroker_gmail::Gmail];
+static ADAPTERS: [&(dyn Adapter + 'static); 3] = [
+    &mailbroker_imap::Imap,
+    &mailbroker_gmail::Gmail,
+    &mailbroker_graph::Graph,
+];
 
 /// The adapter of an account's provider.
 pub fn adapter(kind: ProviderKind) -> Result<&'static dyn Adapter> {

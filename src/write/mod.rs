@@ -186,6 +186,9 @@ async fn check_request<'a>(
     for account in accounts {
         let record = store.account(&account.parse()?).await?;
         let (adapter, info) = (record.adapter()?, record.info());
+        if patch.read.is_some() || patch.flagged.is_some() {
+            adapter.check(&info, Operation::Flags)?;
+        }
         if !patch.add_tags.is_empty() || !patch.remove_tags.is_empty() {
             adapter.check(&info, Operation::Tags)?;
         }

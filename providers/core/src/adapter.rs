@@ -75,6 +75,8 @@ pub struct DoctorReport {
 /// planned or staged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Operation {
+    /// Read or flagged state.
+    Flags,
     Move,
     Tags,
     Delete(DeleteMode),

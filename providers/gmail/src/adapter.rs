@@ -12,8 +12,7 @@ use crate::client::Client;
 use crate::convert::{self, Cursor};
 use crate::oauth::{self, OAuthSettings, Redirect, SCOPE_FULL, SCOPE_MODIFY, Tokens};
 use crate::{GmailProvider, MAX_LABEL_LEN, api};
-
-const SECRET_KIND: &str = "oauth";
+use mailbroker_oauth::{SECRET_KIND, encode};
 
 fn scopes(permanent_delete: bool) -> Vec<&'static str> {
     if permanent_delete {
@@ -43,10 +42,6 @@ async fn consent(
         account,
     )
     .await
-}
-
-fn encode(tokens: &Tokens) -> Result<String> {
-    serde_json::to_string(tokens).map_err(|e| Error::internal(format!("tokens: {e}")))
 }
 
 fn capabilities(tokens: &Tokens) -> Capabilities {
@@ -98,14 +93,13 @@ async fn access_token(
     secrets: &dyn Secrets,
 ) -> Result<(OAuthSettings, Tokens)> {
     let settings: OAuthSettings = account.settings()?;
-    let stored: Tokens = serde_json::from_str(&secrets.get(SECRET_KIND).await?)
-        .map_err(|e| Error::internal(format!("account {}: bad stored tokens: {e}", account.id)))?;
-    if !oauth::expired(&stored) {
-        return Ok((settings, stored));
-    }
-    let fresh = oauth::refresh(&settings, &stored, account.id.as_str()).await?;
-    secrets.set(SECRET_KIND, &encode(&fresh)?).await?;
-    Ok((settings, fresh))
+    let id = account.id.as_str();
+    let refresh = |stored: Tokens| {
+        let settings = settings.clone();
+        async move { oauth::refresh(&settings, &stored, id).await }
+    };
+    let tokens = mailbroker_oauth::live_tokens(id, secrets, refresh).await?;
+    Ok((settings, tokens))
 }
 
 pub struct Gmail;

@@ -2,13 +2,17 @@
 //! (`client`), in our terms (`convert`), synced by delta links (`sync`).
 //!
 //! Ids are Graph's immutable ids (every request asks for them), so a message keeps its id,
-//! and its index row, when it moves. What comes with this crate later: account setup with
-//! the device code flow, writes in `$batch` calls and staged deletion.
+//! and its index row, when it moves. Accounts are set up by the device code flow
+//! (`oauth`, `adapter`). Not built yet: writes in `$batch` calls and staged deletion, which
+//! the adapter refuses up front.
 
+mod adapter;
 pub mod client;
 pub mod convert;
 pub mod oauth;
 mod sync;
+
+pub use adapter::{Graph, setup, show_code};
 
 use async_trait::async_trait;
 use mailbroker_core::{

@@ -136,3 +136,32 @@ pub fn token_error<RE: std::error::Error + 'static>(
 pub fn expired(tokens: &Tokens) -> bool {
     tokens.expires_at <= now() + 60
 }
+
+/// The kind under which an account keeps its tokens as its secret.
+pub const SECRET_KIND: &str = "oauth";
+
+/// Tokens as the account's secret holds them.
+pub fn encode(tokens: &Tokens) -> Result<String> {
+    serde_json::to_string(tokens).map_err(|e| Error::internal(format!("tokens: {e}")))
+}
+
+/// The account's stored tokens, refreshed by `refresh` and stored again first when the
+/// access token has expired.
+pub async fn live_tokens<F, Fut>(
+    account: &str,
+    secrets: &dyn mailbroker_core::Secrets,
+    refresh: F,
+) -> Result<Tokens>
+where
+    F: FnOnce(Tokens) -> Fut,
+    Fut: Future<Output = Result<Tokens>>,
+{
+    let stored: Tokens = serde_json::from_str(&secrets.get(SECRET_KIND).await?)
+        .map_err(|e| Error::internal(format!("account {account}: bad stored tokens: {e}")))?;
+    if !expired(&stored) {
+        return Ok(stored);
+    }
+    let fresh = refresh(stored).await?;
+    secrets.set(SECRET_KIND, &encode(&fresh)?).await?;
+    Ok(fresh)
+}

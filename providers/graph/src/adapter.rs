@@ -1,0 +1,185 @@
+//! The Graph adapter's offline half: setup by the device code flow, the connector (an
+//! expired token refreshed and stored first), login, the doctor, and category rules.
+//!
+//! Writes and staged deletion on Graph are not built yet: `check` refuses them up front, with
+//! a sentence, before anything is planned or staged. The account syncs and searches.
+
+use async_trait::async_trait;
+use mailbroker_core::{
+    AccountId, AccountInfo, Adapter, Capabilities, Connector, Consent, DeleteBatch, DoctorReport,
+    Error, NewAccount, Operation, ProviderKind, Ready, Result, Secrets, WriteBatch,
+};
+use mailbroker_oauth::{SECRET_KIND, Tokens, encode};
+
+use crate::GraphProvider;
+use crate::client::Client;
+use crate::oauth::{GraphSettings, device_login, refresh};
+
+/// Outlook's longest category name.
+pub const MAX_CATEGORY_LEN: u32 = 255;
+
+fn capabilities(tokens: &Tokens) -> Capabilities {
+    Capabilities {
+        extensions: tokens.scopes.clone(),
+        custom_tags: true,
+        max_tag_len: Some(MAX_CATEGORY_LEN),
+    }
+}
+
+/// Signs in by the device code flow (`show` tells the person where to go and what to type),
+/// reads who the user is and the folder tree: an account to store.
+pub async fn setup(
+    id: &AccountId,
+    email: Option<String>,
+    settings: GraphSettings,
+    show: impl FnOnce(&str, &str),
+) -> Result<NewAccount> {
+    let tokens = device_login(&settings, show, id.as_str()).await?;
+    let client = Client::new(
+        &settings.graph_base,
+        tokens.access_token.clone(),
+        id.as_str(),
+    )?;
+    let me = client.get("me").await?;
+    let folders = crate::sync::folders(&client).await?;
+    let address = me["mail"]
+        .as_str()
+        .or(me["userPrincipalName"].as_str())
+        .map(str::to_string);
+    Ok(NewAccount {
+        provider: ProviderKind::Graph,
+        email: email.or(address),
+        settings: serde_json::to_value(&settings).map_err(|e| Error::internal(e.to_string()))?,
+        capabilities: capabilities(&tokens),
+        cursor: None,
+        secret: (SECRET_KIND.to_string(), encode(&tokens)?),
+        mailboxes: folders.iter().map(crate::convert::Folder::info).collect(),
+    })
+}
+
+/// A live access token, refreshed (and stored) when it has expired.
+async fn access_token(
+    account: &AccountInfo<'_>,
+    secrets: &dyn Secrets,
+) -> Result<(GraphSettings, Tokens)> {
+    let settings: GraphSettings = account.settings()?;
+    let id = account.id.as_str();
+    let fresh = |stored: Tokens| {
+        let settings = settings.clone();
+        async move { refresh(&settings, &stored, id).await }
+    };
+    let tokens = mailbroker_oauth::live_tokens(id, secrets, fresh).await?;
+    Ok((settings, tokens))
+}
+
+pub struct Graph;
+
+#[async_trait]
+impl Adapter for Graph {
+    fn kind(&self) -> ProviderKind {
+        ProviderKind::Graph
+    }
+
+    /// Outlook category names: not empty, at most 255 characters, no control characters and
+    /// no comma (Outlook keeps a message's categories as one comma-separated list).
+    fn validate_tag(&self, _account: &AccountInfo<'_>, tag: &str, _new: bool) -> Result<()> {
+        let problem = if tag.trim().is_empty() {
+            Some("is empty")
+        } else if tag.chars().count() > MAX_CATEGORY_LEN as usize {
+            Some("is longer than Outlook's 255 characters")
+        } else if tag.chars().any(|c| c.is_control() || c == ',') {
+            Some("contains a comma or a control character")
+        } else {
+            None
+        };
+        match problem {
+            Some(p) => Err(Error::validation(format!("category {tag:?} {p}"))),
+            None => Ok(()),
+        }
+    }
+
+    fn check(&self, account: &AccountInfo<'_>, _op: Operation) -> Result<()> {
+        Err(Error::unsupported(format!(
+            "account {}: this version syncs and searches Microsoft accounts but does not change or delete their mail yet",
+            account.id
+        ))
+        .with_next_step("change these messages in Outlook for now; search and reading work here"))
+    }
+
+    fn plan(&self, _account: &AccountInfo<'_>, batch: &WriteBatch) -> Vec<String> {
+        vec![format!(
+            "graph {}: {} messages (writes are not supported by this version)",
+            batch.mailbox,
+            batch.targets.len()
+        )]
+    }
+
+    fn plan_delete(&self, _account: &AccountInfo<'_>, batch: &DeleteBatch) -> Vec<String> {
+        vec![format!(
+            "graph {}: delete {} messages (not supported by this version)",
+            batch.mailbox,
+            batch.targets.len()
+        )]
+    }
+
+    async fn connector(
+        &self,
+        account: &AccountInfo<'_>,
+        secrets: &dyn Secrets,
+    ) -> Result<Box<dyn Connector>> {
+        let (settings, tokens) = access_token(account, secrets).await?;
+        let provider = GraphProvider::new(
+            &settings.graph_base,
+            tokens.access_token,
+            account.id.as_str(),
+        )?;
+        Ok(Box::new(Ready(Box::new(provider))))
+    }
+
+    async fn login(
+        &self,
+        account: &AccountInfo<'_>,
+        secrets: &dyn Secrets,
+        _upgrade: bool,
+        _how: Consent,
+    ) -> Result<Capabilities> {
+        let settings: GraphSettings = account.settings()?;
+        let tokens = device_login(&settings, show_code, account.id.as_str()).await?;
+        secrets.set(SECRET_KIND, &encode(&tokens)?).await?;
+        Ok(capabilities(&tokens))
+    }
+
+    async fn doctor(
+        &self,
+        account: &AccountInfo<'_>,
+        secrets: &dyn Secrets,
+    ) -> Result<DoctorReport> {
+        let (settings, tokens) = access_token(account, secrets).await?;
+        let client = Client::new(
+            &settings.graph_base,
+            tokens.access_token,
+            account.id.as_str(),
+        )?;
+        let me = client.get("me").await?;
+        let address = me["mail"].as_str().unwrap_or_default().to_string();
+        Ok(DoctorReport {
+            summary: format!(
+                "{}: token ok, Graph reachable at {}, {address}, scopes: {}",
+                account.id,
+                settings.graph_base,
+                tokens.scopes.join(" ")
+            ),
+            details: serde_json::json!({
+                "account": account.id,
+                "email": address,
+                "scopes": tokens.scopes,
+                "graph_base": settings.graph_base,
+            }),
+        })
+    }
+}
+
+/// Tells the person, on stderr, where to sign in and what to type.
+pub fn show_code(uri: &str, code: &str) {
+    eprintln!("To sign in, open {uri} and enter the code {code}");
+}

@@ -1,0 +1,369 @@
+//! `mailbroker account …`: adding an account with each provider's own arguments (then its
+//! adapter's `setup`), listing, showing, removing, login and the doctor.
+
+use std::io::BufRead;
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+use mailbroker_core::{AccountId, Error, Result};
+use mailbroker_imap::{ImapConfig, TlsMode};
+
+use super::{rfc3339, views};
+use crate::accounts;
+use crate::output::print_json;
+use crate::store::Store;
+
+#[derive(Debug, Subcommand)]
+pub enum AccountCommand {
+    /// Add an account.
+    #[command(subcommand)]
+    Add(AddCommand),
+    /// List accounts.
+    List,
+    /// Show an account, its capabilities and mailboxes.
+    Show { id: String },
+    /// Remove an account with its indexed messages and stored secrets.
+    Remove { id: String },
+    /// Authorize an OAuth account again (after a revoke or an expired grant).
+    Login {
+        id: String,
+        #[command(flatten)]
+        consent: ConsentArgs,
+    },
+    /// Authorize again with the full Gmail scope, which permanent deletion needs.
+    UpgradeScope {
+        id: String,
+        #[command(flatten)]
+        consent: ConsentArgs,
+    },
+    /// Check an OAuth account: token (refreshed if needed), scopes, API reachability.
+    Doctor { id: String },
+}
+
+#[derive(Debug, Args)]
+pub struct ConsentArgs {
+    /// Do not open a browser; print the URL, and also accept the final redirect URL pasted
+    /// on stdin (for headless machines).
+    #[arg(long)]
+    pub no_browser: bool,
+}
+
+impl ConsentArgs {
+    fn consent(&self) -> mailbroker_core::Consent {
+        mailbroker_core::Consent {
+            open_browser: !self.no_browser,
+            paste: self.no_browser,
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct GmailArgs {
+    /// Short name for the account (letters, digits, '-', '_').
+    #[arg(long)]
+    pub id: String,
+    #[arg(long)]
+    pub email: Option<String>,
+    /// The OAuth client id (a Google Cloud "Desktop app" client).
+    #[arg(long, env = "MAILBROKER_GMAIL_CLIENT_ID")]
+    pub client_id: String,
+    /// A file holding the client secret, for clients that have one.
+    #[arg(long, value_name = "FILE")]
+    pub client_secret_file: Option<PathBuf>,
+    /// Also ask for the full scope (https://mail.google.com/), which permanent deletion needs.
+    #[arg(long)]
+    pub allow_permanent_delete: bool,
+    #[command(flatten)]
+    pub consent: ConsentArgs,
+    /// Gmail API root.
+    #[arg(long, default_value = mailbroker_gmail::oauth::GOOGLE_API_BASE)]
+    pub api_base: String,
+    /// Authorization endpoint.
+    #[arg(long, default_value = mailbroker_gmail::oauth::GOOGLE_AUTH_URL)]
+    pub auth_url: String,
+    /// Token endpoint.
+    #[arg(long, default_value = mailbroker_gmail::oauth::GOOGLE_TOKEN_URL)]
+    pub token_url: String,
+    /// The account's Gmail API quota in units per second (Google's default per user is 250).
+    #[arg(long, value_name = "UNITS", default_value_t = mailbroker_gmail::oauth::DEFAULT_QUOTA)]
+    pub quota: u32,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AddCommand {
+    /// An IMAP account (password or app password).
+    Imap(ImapArgs),
+    /// A Gmail account (OAuth in the browser: authorization code with PKCE).
+    Gmail(GmailArgs),
+    /// A Microsoft account (Outlook.com, Microsoft 365) over Microsoft Graph, signed in by
+    /// the device code flow. Syncs and searches; changing its mail comes in a later version.
+    Graph(GraphArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct GraphArgs {
+    /// Short name for the account (letters, digits, '-', '_').
+    #[arg(long)]
+    pub id: String,
+    #[arg(long)]
+    pub email: Option<String>,
+    /// The application (client) id of an app registered in Microsoft Entra as a public
+    /// client with the Mail.ReadWrite, offline_access and User.Read permissions.
+    #[arg(long, env = "MAILBROKER_GRAPH_CLIENT_ID")]
+    pub client_id: String,
+    /// common, organizations, consumers or a tenant id.
+    #[arg(long, default_value = "common")]
+    pub tenant: String,
+    /// Microsoft Graph root.
+    #[arg(long, default_value = mailbroker_graph::oauth::GRAPH_BASE)]
+    pub graph_base: String,
+    /// The Microsoft identity platform root.
+    #[arg(long, default_value = mailbroker_graph::oauth::MICROSOFT_AUTHORITY)]
+    pub authority: String,
+}
+
+#[derive(Debug, Args)]
+pub struct ImapArgs {
+    /// Short name for the account (letters, digits, '-', '_').
+    #[arg(long)]
+    pub id: String,
+    #[arg(long)]
+    pub host: String,
+    #[arg(long)]
+    pub port: u16,
+    /// implicit (993), starttls (143) or none.
+    #[arg(long, default_value = "implicit")]
+    pub tls: String,
+    #[arg(long)]
+    pub username: String,
+    /// Read the password from this environment variable.
+    #[arg(long, value_name = "VAR", conflicts_with = "password_stdin")]
+    pub password_env: Option<String>,
+    /// Read the password from the first line of standard input.
+    #[arg(long)]
+    pub password_stdin: bool,
+    /// Trust this CA (PEM) in addition to the public roots.
+    #[arg(long, value_name = "PEM")]
+    pub ca_file: Option<PathBuf>,
+    /// The account's address, for display.
+    #[arg(long)]
+    pub email: Option<String>,
+    /// Do not use this advertised extension (e.g. QRESYNC on a server where it misbehaves).
+    #[arg(long = "disable-extension", value_name = "EXT")]
+    pub disable_extension: Vec<String>,
+    /// Allow --tls none to a host other than this machine: the password then crosses the
+    /// network in clear text.
+    #[arg(long)]
+    pub allow_plaintext: bool,
+}
+
+fn read_password(args: &ImapArgs) -> Result<String> {
+    let password = password_given(args)?;
+    mailbroker_core::secrets::register(&password);
+    if password.contains(['\r', '\n']) {
+        return Err(
+            Error::validation("the password holds a line break, which IMAP cannot send")
+                .with_next_step("check the variable or input it is read from"),
+        );
+    }
+    Ok(password)
+}
+
+fn password_given(args: &ImapArgs) -> Result<String> {
+    if let Some(var) = &args.password_env {
+        return std::env::var(var).map_err(|_| {
+            Error::validation(format!("environment variable {var} is not set"))
+                .with_next_step(format!("export {var}=… or use --password-stdin"))
+        });
+    }
+    if args.password_stdin {
+        let mut line = String::new();
+        std::io::stdin()
+            .lock()
+            .read_line(&mut line)
+            .map_err(|e| Error::validation(format!("cannot read the password from stdin: {e}")))?;
+        let password = line.trim_end_matches(['\r', '\n']).to_string();
+        if password.is_empty() {
+            return Err(Error::validation("standard input held no password"));
+        }
+        return Ok(password);
+    }
+    Err(Error::validation("no password given")
+        .with_next_step("pass --password-env VAR or --password-stdin"))
+}
+
+fn imap_config(args: &ImapArgs) -> Result<ImapConfig> {
+    let tls: TlsMode = args.tls.parse()?;
+    let ca_pem = match &args.ca_file {
+        Some(path) => Some(std::fs::read(path).map_err(|e| {
+            Error::validation(format!("cannot read --ca-file {}: {e}", path.display()))
+        })?),
+        None => None,
+    };
+    Ok(ImapConfig {
+        host: args.host.clone(),
+        port: args.port,
+        tls,
+        username: args.username.clone(),
+        password: read_password(args)?,
+        ca_pem,
+        disabled_extensions: args.disable_extension.clone(),
+        allow_plaintext: args.allow_plaintext,
+    })
+}
+
+async fn add_gmail(store: &Store, args: &GmailArgs, json: bool) -> Result<()> {
+    let id: AccountId = args.id.parse()?;
+    let secret = match &args.client_secret_file {
+        Some(f) => Some(
+            std::fs::read_to_string(f)
+                .map_err(|e| Error::validation(format!("cannot read {}: {e}", f.display())))?
+                .trim()
+                .to_string(),
+        ),
+        None => None,
+    };
+    let settings = mailbroker_gmail::oauth::OAuthSettings {
+        client_id: args.client_id.clone(),
+        auth_url: args.auth_url.clone(),
+        token_url: args.token_url.clone(),
+        api_base: args.api_base.clone(),
+        quota_units_per_sec: args.quota,
+    };
+    accounts::check_new(store, &id).await?;
+    let new = mailbroker_gmail::setup(
+        &id,
+        args.email.clone(),
+        settings,
+        secret,
+        args.allow_permanent_delete,
+        args.consent.consent(),
+    )
+    .await?;
+    print_account(&accounts::add(store, id, new).await?, json)
+}
+
+fn print_account(view: &accounts::AccountView, json: bool) -> Result<()> {
+    if json {
+        return print_json(Some("account"), &views::AccountShowJson::from(view));
+    }
+    println!(
+        "account {} ready ({} mailboxes; capabilities: {})",
+        view.account.id,
+        view.mailboxes.len(),
+        view.account.capabilities.extensions.join(" ")
+    );
+    println!("next: mailbroker sync --account {}", view.account.id);
+    Ok(())
+}
+
+pub(super) async fn account(store: &Store, cmd: AccountCommand, json: bool) -> Result<()> {
+    match cmd {
+        AccountCommand::Add(AddCommand::Imap(args)) => {
+            let id: AccountId = args.id.parse()?;
+            let config = imap_config(&args)?;
+            config.check_plaintext()?;
+            if config.tls == TlsMode::None && args.allow_plaintext {
+                eprintln!(
+                    "warning: --tls none with --allow-plaintext: the password goes to {} in \
+                     clear text, readable by anyone on the network path",
+                    config.host
+                );
+            }
+            accounts::check_new(store, &id).await?;
+            let new = mailbroker_imap::setup(&config, args.email.clone()).await?;
+            print_account(&accounts::add(store, id, new).await?, json)
+        }
+        AccountCommand::Add(AddCommand::Gmail(args)) => add_gmail(store, &args, json).await,
+        AccountCommand::Add(AddCommand::Graph(args)) => {
+            let id: AccountId = args.id.parse()?;
+            accounts::check_new(store, &id).await?;
+            let settings = mailbroker_graph::oauth::GraphSettings {
+                client_id: args.client_id.clone(),
+                tenant: args.tenant.clone(),
+                authority: args.authority.clone(),
+                graph_base: args.graph_base.clone(),
+            };
+            let show = mailbroker_graph::show_code;
+            let new = mailbroker_graph::setup(&id, args.email.clone(), settings, show).await?;
+            print_account(&accounts::add(store, id, new).await?, json)
+        }
+        AccountCommand::Login { id, consent } => {
+            let id: AccountId = id.parse()?;
+            let view = accounts::login(store, &id, false, consent.consent()).await?;
+            print_account(&view, json)
+        }
+        AccountCommand::UpgradeScope { id, consent } => {
+            let id: AccountId = id.parse()?;
+            let view = accounts::login(store, &id, true, consent.consent()).await?;
+            print_account(&view, json)
+        }
+        AccountCommand::Doctor { id } => {
+            let report = accounts::doctor(store, &id.parse()?).await?;
+            if json {
+                return print_json(Some("doctor"), &report.details);
+            }
+            println!("{}", report.summary);
+            Ok(())
+        }
+        AccountCommand::List => {
+            let list = accounts::list(store).await?;
+            if json {
+                let list: Vec<_> = list.iter().map(views::AccountJson::from).collect();
+                return print_json(Some("accounts"), &list);
+            }
+            for a in &list {
+                println!(
+                    "{}\t{}\t{}\tlast sync: {}",
+                    a.id,
+                    a.provider.as_str(),
+                    a.email.as_deref().unwrap_or("-"),
+                    a.last_sync_at.map_or("never".into(), rfc3339)
+                );
+            }
+            Ok(())
+        }
+        AccountCommand::Show { id } => {
+            let view = accounts::show(store, &id.parse()?).await?;
+            if json {
+                return print_json(Some("account"), &views::AccountShowJson::from(&view));
+            }
+            println!(
+                "{} ({}; secret in the {})",
+                view.account.id,
+                view.account.provider.as_str(),
+                match view.secret_store {
+                    Some("keyring") => "OS keyring",
+                    _ => "index",
+                }
+            );
+            println!(
+                "extensions: {}",
+                view.account.capabilities.extensions.join(" ")
+            );
+            for m in &view.mailboxes {
+                let source = match m.role_source {
+                    Some(mailbroker_core::RoleSource::Name) => ", guessed from its name",
+                    _ => "",
+                };
+                let role = m
+                    .role
+                    .map_or(String::new(), |r| format!(" [{}{source}]", r.as_str()));
+                println!(
+                    "  {}{}: {} messages, {} unread",
+                    m.name, role, m.messages, m.unread
+                );
+            }
+            Ok(())
+        }
+        AccountCommand::Remove { id } => {
+            let id: AccountId = id.parse()?;
+            accounts::remove(store, &id).await?;
+            if json {
+                return print_json(Some("removed"), &id);
+            }
+            println!("removed {id}");
+            Ok(())
+        }
+    }
+}
