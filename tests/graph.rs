@@ -1,7 +1,8 @@
 //! A Microsoft account end to end, against the Graph mock: `account add graph` signs in by
 //! the device code flow (the test plays the person who types the code), `sync` indexes the
-//! nested folders with their roles, a change made elsewhere arrives by delta, and a write
-//! is refused up front with a sentence, nothing sent. No token is ever printed.
+//! nested folders with their roles, a change made elsewhere arrives by delta; writes go in
+//! `$batch` calls with If-Match, are verified by read-back and undo; a deletion is refused up
+//! front. No token is ever printed.
 
 mod common;
 
@@ -71,7 +72,7 @@ async fn add_account(mock: &GraphMock, home: &std::path::Path) -> (Value, String
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_microsoft_account_signs_in_syncs_and_refuses_writes_up_front() {
+async fn a_microsoft_account_signs_in_and_syncs_and_refuses_deletion_up_front() {
     let mock = GraphMock::start("me@mock.example").await.unwrap();
     let receipts = mock.add_folder("Receipts", Some("inbox")).unwrap();
     let inbox = mock.seed(30, "inbox", "news@shop.example", true);
@@ -116,20 +117,6 @@ async fn a_microsoft_account_signs_in_syncs_and_refuses_writes_up_front() {
     assert_eq!(count("in:trash"), 1);
     assert_eq!(count("in:inbox"), 29);
 
-    let before = mock.requests().len();
-    let refused = mb(
-        home.path(),
-        &["update", "--query", "in:inbox", "--read", "--yes"],
-    );
-    assert_eq!(
-        refused.json["error_type"], "unsupported",
-        "{}",
-        refused.stdout
-    );
-    assert!(refused.json["next_step"].is_string());
-    let sent = mock.requests().split_off(before);
-    assert!(sent.iter().all(|r| r.method == "GET"), "{sent:?}");
-    assert_eq!(mock.message(&inbox[2]).unwrap()["isRead"], false);
     let staged = mb(home.path(), &["stage-delete", "account:ms"]);
     assert_eq!(
         staged.json["error_type"], "unsupported",
@@ -142,9 +129,130 @@ async fn a_microsoft_account_signs_in_syncs_and_refuses_writes_up_front() {
 
     let doctor = ok(home.path(), &["account", "doctor", "ms"]);
     assert_eq!(doctor["doctor"]["email"], "me@mock.example", "{doctor}");
-    let all = format!("{printed}{synced}{again}{}{doctor}", refused.stdout);
+    let all = format!("{printed}{synced}{again}{}{doctor}", staged.stdout);
     assert!(
         !all.contains("mock-at-") && !all.contains("mock-rt-"),
         "a token was printed"
     );
+}
+
+fn categories(mock: &GraphMock, id: &str) -> Vec<String> {
+    let m = mock.message(id).unwrap();
+    m["categories"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap().to_string())
+        .collect()
+}
+
+/// The `$batch` calls logged since `from`, with how many requests each carried.
+fn batches(mock: &GraphMock, from: usize) -> Vec<usize> {
+    mock.requests()
+        .split_off(from)
+        .iter()
+        .filter_map(|r| r.inner)
+        .collect()
+}
+
+/// A tag added to 30 messages whose categories differ: each keeps its own plus the new one,
+/// in `$batch` calls of ≤ 20 and a read-back; a repeat sends nothing; undo restores each
+/// list; a message changed elsewhere is stale (If-Match); under 30% rate limiting every
+/// write lands once; a move keeps ids and undoes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_keep_categories_verify_undo_and_survive_rate_limits() {
+    let mock = GraphMock::start("me@mock.example").await.unwrap();
+    let ids = mock.seed(30, "inbox", "news@shop.example", true);
+    for (n, id) in ids.iter().enumerate() {
+        let mine = match n % 3 {
+            0 => json!([]),
+            1 => json!(["Red"]),
+            _ => json!(["Blue", "Green"]),
+        };
+        control(&mock.url, "modify", json!({"id": id, "categories": mine})).await;
+    }
+    let home = tempfile::tempdir().unwrap();
+    add_account(&mock, home.path()).await;
+    ok(home.path(), &["sync"]);
+    let before: Vec<Vec<String>> = ids.iter().map(|id| categories(&mock, id)).collect();
+
+    let from = mock.requests().len();
+    let tag = [
+        "update",
+        "--query",
+        "in:inbox",
+        "--add-tag",
+        "Done",
+        "--yes",
+    ];
+    let tagged = ok(home.path(), &tag);
+    assert_eq!(tagged["applied"], 30, "{tagged}");
+    for (id, old) in ids.iter().zip(&before) {
+        let mut want = old.clone();
+        want.push("Done".into());
+        assert_eq!(categories(&mock, id), want);
+    }
+    let calls = batches(&mock, from);
+    assert!(calls.iter().all(|n| *n <= 20), "{calls:?}");
+    assert_eq!(calls.len(), 4, "2 of PATCHes, 2 of read-backs: {calls:?}");
+    let from = mock.requests().len();
+    let again = ok(home.path(), &tag);
+    assert_eq!(again["unchanged"], 30, "{again}");
+    assert!(batches(&mock, from).is_empty(), "a repeat sends nothing");
+
+    let change = tagged["change_id"].as_i64().unwrap().to_string();
+    let undone = ok(home.path(), &["undo", &change, "--yes"]);
+    assert_eq!(undone["applied"], 30, "{undone}");
+    for (id, old) in ids.iter().zip(&before) {
+        assert_eq!(&categories(&mock, id), old);
+    }
+
+    // Changed elsewhere after the sync: If-Match refuses, the message is left alone.
+    control(&mock.url, "modify", json!({"id": ids[0], "isRead": true})).await;
+    let shown = ok(home.path(), &["search", "--limit", "100", "in:inbox"]);
+    let local = shown["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["remote_id"] == ids[0].as_str())
+        .unwrap()["id"]
+        .to_string();
+    let flag = mb(home.path(), &["update", &local, "--flag", "--yes"]);
+    assert_eq!(flag.json["stale"], 1, "{}", flag.stdout);
+    assert_eq!(flag.code, 5, "a stale message is the server's word: exit 5");
+    let flag_status = &mock.message(&ids[0]).unwrap()["flag"]["flagStatus"];
+    assert_eq!(flag_status, "notFlagged");
+    ok(home.path(), &["sync"]);
+
+    control(&mock.url, "faults", json!({"rate_limit": 0.3})).await;
+    let unread = ["update", "--query", "in:inbox is:unread", "--read", "--yes"];
+    let read = ok(home.path(), &unread);
+    assert_eq!(read["applied"], 29, "{read}");
+    assert!(
+        ids.iter()
+            .all(|id| mock.message(id).unwrap()["isRead"] == true)
+    );
+    control(&mock.url, "faults", json!({"rate_limit": 0.0})).await;
+
+    let archive = [
+        "update",
+        "--query",
+        "in:inbox",
+        "--move-to",
+        "archive",
+        "--yes",
+    ];
+    let moved = ok(home.path(), &archive);
+    assert_eq!(moved["applied"], 30, "{moved}");
+    let mut archived = mock.ids_in("archive");
+    archived.sort();
+    let mut all = ids.clone();
+    all.sort();
+    assert_eq!(archived, all, "immutable ids survive the move");
+    let count = |q: &str| ok(home.path(), &["search", "--limit", "100", q])["total"].clone();
+    assert_eq!(count("in:archive"), 30);
+    let change = moved["change_id"].as_i64().unwrap().to_string();
+    let back = ok(home.path(), &["undo", &change, "--yes"]);
+    assert_eq!(back["applied"], 30, "{back}");
+    assert_eq!(mock.ids_in("inbox").len(), 30);
 }

@@ -98,20 +98,19 @@ impl Adapter for Graph {
         }
     }
 
-    fn check(&self, account: &AccountInfo<'_>, _op: Operation) -> Result<()> {
-        Err(Error::unsupported(format!(
-            "account {}: this version syncs and searches Microsoft accounts but does not change or delete their mail yet",
-            account.id
-        ))
-        .with_next_step("change these messages in Outlook for now; search and reading work here"))
+    fn check(&self, account: &AccountInfo<'_>, op: Operation) -> Result<()> {
+        match op {
+            Operation::Delete(_) => Err(Error::unsupported(format!(
+                "account {}: this version does not delete mail from Microsoft accounts yet",
+                account.id
+            ))
+            .with_next_step("move the messages to deleteditems with --move-to trash instead")),
+            _ => Ok(()),
+        }
     }
 
     fn plan(&self, _account: &AccountInfo<'_>, batch: &WriteBatch) -> Vec<String> {
-        vec![format!(
-            "graph {}: {} messages (writes are not supported by this version)",
-            batch.mailbox,
-            batch.targets.len()
-        )]
+        crate::write::plan(batch)
     }
 
     fn plan_delete(&self, _account: &AccountInfo<'_>, batch: &DeleteBatch) -> Vec<String> {

@@ -15,6 +15,23 @@ pub struct Client {
     account: String,
 }
 
+/// One request inside a `$batch`: a url relative to `/v1.0/`.
+#[derive(Debug, Clone)]
+pub struct Inner {
+    pub method: &'static str,
+    pub url: String,
+    pub body: Option<Value>,
+    pub if_match: Option<String>,
+}
+
+/// Its answer: status (0 when the batch's answer left it out), body, `Retry-After`.
+#[derive(Debug, Clone)]
+pub struct InnerAnswer {
+    pub status: u16,
+    pub body: Value,
+    pub retry_after: Option<u64>,
+}
+
 /// What a GET of a delta link may bring instead of a page: the link is void.
 pub enum Page {
     Items(Value),
@@ -69,6 +86,89 @@ impl Client {
             return Ok(Page::Gone);
         }
         self.json(sent).await.map(Page::Items)
+    }
+
+    pub async fn post(&self, path: &str, body: &Value) -> Result<Value> {
+        let sent = self
+            .http
+            .post(self.url(path))
+            .bearer_auth(&self.token)
+            .header("Prefer", IMMUTABLE_IDS)
+            .json(body)
+            .send()
+            .await
+            .map_err(|e| self.unreachable(e))?;
+        self.json(sent).await
+    }
+
+    /// One `$batch` call of at most 20 requests; the answers in the order of `requests`.
+    /// A connection lost after the call was sent is `outcome_unknown`: some of its writes
+    /// may have landed.
+    pub async fn batch(&self, requests: &[Inner]) -> Result<Vec<InnerAnswer>> {
+        let items: Vec<Value> = requests
+            .iter()
+            .enumerate()
+            .map(|(n, r)| {
+                let mut headers = serde_json::json!({ "Prefer": IMMUTABLE_IDS });
+                if let Some(key) = &r.if_match {
+                    headers["If-Match"] = key.clone().into();
+                }
+                if r.body.is_some() {
+                    headers["Content-Type"] = "application/json".into();
+                }
+                let mut item = serde_json::json!({
+                    "id": n.to_string(), "method": r.method, "url": r.url, "headers": headers,
+                });
+                if let Some(body) = &r.body {
+                    item["body"] = body.clone();
+                }
+                item
+            })
+            .collect();
+        let sent = self
+            .http
+            .post(self.url("$batch"))
+            .bearer_auth(&self.token)
+            .json(&serde_json::json!({ "requests": items }))
+            .send()
+            .await
+            .map_err(|e| self.unreachable(e))?;
+        let status = sent.status().as_u16();
+        let body: Value = match sent.json().await {
+            Ok(v) => v,
+            Err(_) if (200..300).contains(&status) => {
+                return Err(Error::outcome_unknown(
+                    "graph: the answer to a $batch was lost; its writes may have landed",
+                )
+                .with_next_step(
+                    "run: mailbroker sync, then repeat the request; nothing is resent blindly",
+                ));
+            }
+            Err(_) => Value::Null,
+        };
+        if !(200..300).contains(&status) {
+            return Err(error_of(status, &body, None, &self.account));
+        }
+        let mut answers: Vec<InnerAnswer> = (0..requests.len())
+            .map(|_| InnerAnswer {
+                status: 0,
+                body: Value::Null,
+                retry_after: None,
+            })
+            .collect();
+        for r in body["responses"].as_array().into_iter().flatten() {
+            let Some(n) = r["id"].as_str().and_then(|i| i.parse::<usize>().ok()) else {
+                continue;
+            };
+            if let Some(slot) = answers.get_mut(n) {
+                slot.status = r["status"].as_u64().unwrap_or(0) as u16;
+                slot.body = r["body"].clone();
+                slot.retry_after = r["headers"]["Retry-After"]
+                    .as_str()
+                    .and_then(|s| s.parse().ok());
+            }
+        }
+        Ok(answers)
     }
 
     async fn json(&self, resp: reqwest::Response) -> Result<Value> {

@@ -11,18 +11,25 @@ pub mod client;
 pub mod convert;
 pub mod oauth;
 mod sync;
+mod write;
 
 pub use adapter::{Graph, setup, show_code};
 
 use async_trait::async_trait;
 use mailbroker_core::{
-    Capabilities, MailboxInfo, MailboxSyncReport, Provider, Result, SyncRequest, SyncSink,
+    Capabilities, Error, ItemResult, MailboxInfo, MailboxSyncReport, Provider, Result, SyncRequest,
+    SyncSink, WriteBatch,
 };
+use serde_json::json;
 
 /// A session with one Graph mailbox. Nothing is sent until it is used.
 pub struct GraphProvider {
     client: client::Client,
     capabilities: Capabilities,
+    /// The folder tree, read once per session when a write needs a folder's id.
+    folders: Option<Vec<convert::Folder>>,
+    /// Master category names known to exist, read once per session.
+    categories: Option<Vec<String>>,
 }
 
 impl GraphProvider {
@@ -30,7 +37,59 @@ impl GraphProvider {
         Ok(GraphProvider {
             client: client::Client::new(base, token, account)?,
             capabilities: Capabilities::default(),
+            folders: None,
+            categories: None,
         })
+    }
+
+    async fn folder_id(&mut self, path: &str) -> Result<String> {
+        if self.folders.is_none() {
+            self.folders = Some(sync::folders(&self.client).await?);
+        }
+        self.folders
+            .iter()
+            .flatten()
+            .find(|f| f.path == path)
+            .map(|f| f.id.clone())
+            .ok_or_else(|| {
+                Error::not_found(format!("no folder {path:?} in this mailbox"))
+                    .with_next_step("run: mailbroker sync, then list the mailboxes")
+            })
+    }
+
+    /// Creates the master categories among `tags` that the mailbox lacks, once each, so a
+    /// new tag shows in Outlook's category list.
+    async fn ensure_categories(&mut self, tags: &[String]) -> Result<()> {
+        if tags.is_empty() {
+            return Ok(());
+        }
+        if self.categories.is_none() {
+            let listed = self.client.get("me/outlook/masterCategories").await?;
+            let names = listed["value"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|c| c["displayName"].as_str().map(str::to_string))
+                .collect();
+            self.categories = Some(names);
+        }
+        for tag in tags {
+            let known = self
+                .categories
+                .iter()
+                .flatten()
+                .any(|c| c.eq_ignore_ascii_case(tag));
+            if !known {
+                let body = json!({ "displayName": tag, "color": "preset0" });
+                self.client
+                    .post("me/outlook/masterCategories", &body)
+                    .await?;
+                self.categories
+                    .get_or_insert_with(Vec::new)
+                    .push(tag.clone());
+            }
+        }
+        Ok(())
     }
 }
 
@@ -51,5 +110,18 @@ impl Provider for GraphProvider {
         sink: &mut dyn SyncSink,
     ) -> Result<Vec<MailboxSyncReport>> {
         sync::sync(&self.client, request, sink).await
+    }
+
+    async fn apply(&mut self, batch: &WriteBatch) -> Result<Vec<ItemResult>> {
+        let to = match &batch.move_to {
+            Some(path) => Some((self.folder_id(path).await?, path.clone())),
+            None => None,
+        };
+        self.ensure_categories(&batch.op.add_tags).await?;
+        let goal = write::Goal {
+            op: &batch.op,
+            to: to.as_ref().map(|(id, path)| (id.as_str(), path.as_str())),
+        };
+        write::apply(&self.client, batch, &goal).await
     }
 }

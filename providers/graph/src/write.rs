@@ -1,0 +1,298 @@
+//! Writes on Graph: one request per message, grouped in `$batch` calls of at most 20.
+//!
+//! - Flags and categories: a PATCH carrying only what changes; categories are the message's
+//!   indexed list with the change applied (a PATCH replaces the whole list, so categories the
+//!   request does not name stay). The precondition is `If-Match` with the changeKey the index
+//!   holds: a message changed since is refused (412) and re-read: it is `unchanged` when it
+//!   already shows the request, else `stale`.
+//! - A move: `POST …/move` to the target folder's id; with immutable ids the message keeps its
+//!   id. Without a PATCH before it, its changeKey is re-read first, for the same rule.
+//! - Verification: a read-back of every written message (`$batch` GETs of its state): each is
+//!   `applied` only if the server shows the request.
+//!
+//! An inner 429 or 503 is sent again after its Retry-After, alone; a `$batch` whose answer was
+//! lost makes the whole batch `outcome_unknown`, never resent blindly.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use mailbroker_core::{Error, FlagOp, ItemResult, MessageFlags, Outcome, Result, WriteBatch};
+use mailbroker_core::{RemoteId, Version, WriteTarget};
+use serde_json::{Map, Value, json};
+
+use crate::client::{Client, Inner, InnerAnswer, error_of};
+use crate::convert;
+
+/// Requests per `$batch` (Graph's limit).
+pub const MAX_BATCH: usize = 20;
+/// Times an inner request refused with 429 or 503 is sent again.
+const RETRIES: usize = 5;
+/// What a read-back reads.
+const STATE: &str = "isRead,flag,categories,parentFolderId,changeKey";
+
+/// Sends `requests` in `$batch` calls of at most 20; inner 429s and 503s are sent again
+/// after the longest Retry-After among them, and only those.
+pub async fn send_all(client: &Client, requests: &[Inner]) -> Result<Vec<InnerAnswer>> {
+    let mut answers: Vec<Option<InnerAnswer>> = vec![None; requests.len()];
+    let mut pending: Vec<usize> = (0..requests.len()).collect();
+    for attempt in 0..=RETRIES {
+        let mut again = Vec::new();
+        let mut wait = 0;
+        for chunk in pending.chunks(MAX_BATCH) {
+            let calls: Vec<Inner> = chunk.iter().map(|i| requests[*i].clone()).collect();
+            for (i, answer) in chunk.iter().zip(client.batch(&calls).await?) {
+                let busy = matches!(answer.status, 429 | 503);
+                if busy && attempt < RETRIES {
+                    wait = wait.max(answer.retry_after.unwrap_or(1));
+                    again.push(*i);
+                } else {
+                    answers[*i] = Some(answer);
+                }
+            }
+        }
+        if again.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_secs(wait.min(120))).await;
+        pending = again;
+    }
+    Ok(answers
+        .into_iter()
+        .map(|a| {
+            a.unwrap_or(InnerAnswer {
+                status: 0,
+                body: Value::Null,
+                retry_after: None,
+            })
+        })
+        .collect())
+}
+
+/// A message id as one URL path segment.
+pub fn segment(id: &RemoteId) -> String {
+    percent_encoding::utf8_percent_encode(id.as_str(), percent_encoding::NON_ALPHANUMERIC)
+        .to_string()
+}
+
+/// The PATCH body of `op` for a message whose indexed flags are `indexed`.
+pub fn patch_body(op: &FlagOp, indexed: &MessageFlags) -> Value {
+    let mut body = Map::new();
+    if let Some(read) = op.read {
+        body.insert("isRead".into(), read.into());
+    }
+    if let Some(flagged) = op.flagged {
+        let status = if flagged { "flagged" } else { "notFlagged" };
+        body.insert("flag".into(), json!({ "flagStatus": status }));
+    }
+    if !op.add_tags.is_empty() || !op.remove_tags.is_empty() {
+        body.insert("categories".into(), op.tags_after(&indexed.tags).into());
+    }
+    Value::Object(body)
+}
+
+fn read_back(t: &WriteTarget) -> Inner {
+    Inner {
+        method: "GET",
+        url: format!("me/messages/{}?$select={STATE}", segment(&t.id)),
+        body: None,
+        if_match: None,
+    }
+}
+
+/// A message's state as read back: (version, flags, folder id).
+fn state_of(body: &Value) -> (Version, MessageFlags, String) {
+    (
+        Version::new(body["changeKey"].as_str().unwrap_or_default()),
+        convert::flags_of(body),
+        body["parentFolderId"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+    )
+}
+
+/// The request, as `holds` says, and where it should end: (target folder id and path).
+pub struct Goal<'a> {
+    pub op: &'a FlagOp,
+    pub to: Option<(&'a str, &'a str)>,
+}
+
+impl Goal<'_> {
+    fn holds(&self, flags: &MessageFlags, folder: &str) -> bool {
+        self.op.holds_in(flags) && self.to.is_none_or(|(id, _)| id == folder)
+    }
+
+    /// What a message read back in `answer` comes to: applied (or unchanged, when nothing was
+    /// sent for it) if it shows the request, else `otherwise`.
+    fn judge(
+        &self,
+        t: &WriteTarget,
+        answer: &InnerAnswer,
+        sent: bool,
+        otherwise: Outcome,
+    ) -> ItemResult {
+        if answer.status == 404 {
+            return ItemResult::new(t.id.clone(), Outcome::Failed).with_error(
+                Error::not_found("the message is gone from the mailbox")
+                    .with_next_step("run: mailbroker sync"),
+            );
+        }
+        if answer.status != 200 {
+            let e = error_of(answer.status, &answer.body, answer.retry_after, "");
+            return ItemResult::new(t.id.clone(), Outcome::Failed).with_error(e);
+        }
+        let (version, flags, folder) = state_of(&answer.body);
+        let mut r = match (self.holds(&flags, &folder), sent) {
+            (true, true) => ItemResult::new(t.id.clone(), Outcome::Applied),
+            (true, false) => ItemResult::new(t.id.clone(), Outcome::Unchanged),
+            (false, _) => ItemResult::new(t.id.clone(), otherwise).with_error(match otherwise {
+                Outcome::Stale => {
+                    Error::stale_state("changed in the mailbox since it was indexed; left alone")
+                        .with_next_step("run: mailbroker sync, then repeat the request")
+                }
+                _ => Error::verification_failed(
+                    "the server does not show the change after the write",
+                ),
+            }),
+        };
+        if let Some((id, path)) = self.to
+            && folder == id
+        {
+            r.moved_to = Some((path.to_string(), t.id.clone()));
+        }
+        r.observed = Some((version, flags));
+        r
+    }
+}
+
+/// Runs one batch: preconditions, the writes, the read-back.
+pub async fn apply(
+    client: &Client,
+    batch: &WriteBatch,
+    goal: &Goal<'_>,
+) -> Result<Vec<ItemResult>> {
+    let mut done: HashMap<RemoteId, ItemResult> = HashMap::new();
+    let mut written: Vec<&WriteTarget> = Vec::new();
+    let mut live: Vec<&WriteTarget> = batch.targets.iter().collect();
+    if !batch.op.is_empty() {
+        let patches: Vec<Inner> = live
+            .iter()
+            .map(|t| Inner {
+                method: "PATCH",
+                url: format!("me/messages/{}", segment(&t.id)),
+                body: Some(patch_body(&batch.op, &t.flags)),
+                if_match: t.version.is_known().then(|| t.version.as_str().to_string()),
+            })
+            .collect();
+        let answers = send_all(client, &patches).await?;
+        let mut conflicts = Vec::new();
+        let mut next = Vec::new();
+        for (t, a) in live.iter().zip(&answers) {
+            match a.status {
+                200 => {
+                    written.push(t);
+                    next.push(*t);
+                }
+                412 => conflicts.push(*t),
+                _ => {
+                    done.insert(t.id.clone(), goal.judge(t, a, true, Outcome::Failed));
+                }
+            }
+        }
+        // Changed since indexed: the request may already show (an earlier run whose answer
+        // was lost); otherwise the message is left alone.
+        let reads: Vec<Inner> = conflicts.iter().map(|t| read_back(t)).collect();
+        for (t, a) in conflicts.iter().zip(send_all(client, &reads).await?) {
+            done.insert(t.id.clone(), goal.judge(t, &a, false, Outcome::Stale));
+        }
+        live = next;
+    }
+    if let Some((folder, _)) = goal.to {
+        if batch.op.is_empty() {
+            // No PATCH carried a precondition: the changeKeys are read first.
+            let reads: Vec<Inner> = live.iter().map(|t| read_back(t)).collect();
+            let answers = send_all(client, &reads).await?;
+            let mut next = Vec::new();
+            for (t, a) in live.iter().zip(&answers) {
+                let current = state_of(&a.body);
+                if a.status == 200 && current.0 == t.version {
+                    next.push(*t);
+                } else {
+                    done.insert(t.id.clone(), goal.judge(t, a, false, Outcome::Stale));
+                }
+            }
+            live = next;
+        }
+        let moves: Vec<Inner> = live
+            .iter()
+            .map(|t| Inner {
+                method: "POST",
+                url: format!("me/messages/{}/move", segment(&t.id)),
+                body: Some(json!({ "destinationId": folder })),
+                if_match: None,
+            })
+            .collect();
+        for (t, a) in live.iter().zip(send_all(client, &moves).await?) {
+            match a.status {
+                201 | 200 => {
+                    if !written.iter().any(|w| w.id == t.id) {
+                        written.push(t);
+                    }
+                }
+                _ => {
+                    done.insert(t.id.clone(), goal.judge(t, &a, true, Outcome::Failed));
+                }
+            }
+        }
+    }
+    let reads: Vec<Inner> = written.iter().map(|t| read_back(t)).collect();
+    for (t, a) in written.iter().zip(send_all(client, &reads).await?) {
+        done.entry(t.id.clone())
+            .or_insert_with(|| goal.judge(t, &a, true, Outcome::Failed));
+    }
+    Ok(batch
+        .targets
+        .iter()
+        .map(|t| {
+            done.remove(&t.id).unwrap_or_else(|| {
+                ItemResult::new(t.id.clone(), Outcome::Failed).with_error(
+                    Error::verification_failed("the server's answers did not mention this message"),
+                )
+            })
+        })
+        .collect())
+}
+
+/// The requests `apply` sends for `batch`, one line each.
+pub fn plan(batch: &WriteBatch) -> Vec<String> {
+    let n = batch.targets.len();
+    let calls = n.div_ceil(MAX_BATCH);
+    let mut lines = Vec::new();
+    if !batch.op.is_empty() {
+        let body = patch_body(&batch.op, &MessageFlags::default());
+        let fields: Vec<&str> = body
+            .as_object()
+            .map_or(Vec::new(), |o| o.keys().map(String::as_str).collect());
+        lines.push(format!(
+            "graph {}: PATCH ×{n} ({}) with If-Match changeKey, in $batch ×{calls}",
+            batch.mailbox,
+            fields.join(", ")
+        ));
+    } else if batch.move_to.is_some() {
+        lines.push(format!(
+            "graph {}: GET ×{n} (changeKeys) in $batch ×{calls}",
+            batch.mailbox
+        ));
+    }
+    if let Some(to) = &batch.move_to {
+        lines.push(format!(
+            "graph {}: move ×{n} to {to:?} in $batch ×{calls}",
+            batch.mailbox
+        ));
+    }
+    lines.push(format!(
+        "graph {}: read-back GET ×{n} in $batch ×{calls}",
+        batch.mailbox
+    ));
+    lines
+}
