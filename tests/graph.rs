@@ -1,8 +1,8 @@
 //! A Microsoft account end to end, against the Graph mock: `account add graph` signs in by
 //! the device code flow (the test plays the person who types the code), `sync` indexes the
 //! nested folders with their roles, a change made elsewhere arrives by delta; writes go in
-//! `$batch` calls with If-Match, are verified by read-back and undo; a deletion is refused up
-//! front. No token is ever printed.
+//! `$batch` calls with If-Match, are verified by read-back and undo; staged deletion in both
+//! modes. No token is ever printed.
 
 mod common;
 
@@ -72,7 +72,7 @@ async fn add_account(mock: &GraphMock, home: &std::path::Path) -> (Value, String
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_microsoft_account_signs_in_and_syncs_and_refuses_deletion_up_front() {
+async fn a_microsoft_account_signs_in_syncs_and_runs_staged_deletions() {
     let mock = GraphMock::start("me@mock.example").await.unwrap();
     let receipts = mock.add_folder("Receipts", Some("inbox")).unwrap();
     let inbox = mock.seed(30, "inbox", "news@shop.example", true);
@@ -117,19 +117,31 @@ async fn a_microsoft_account_signs_in_and_syncs_and_refuses_deletion_up_front() 
     assert_eq!(count("in:trash"), 1);
     assert_eq!(count("in:inbox"), 29);
 
-    let staged = mb(home.path(), &["stage-delete", "account:ms"]);
-    assert_eq!(
-        staged.json["error_type"], "unsupported",
-        "{}",
-        staged.stdout
+    // Staged deletion: trash mode moves to Deleted Items and undoes; permanent deletes.
+    let filed = mock.ids_in(&receipts);
+    let staged = ok(home.path(), &["stage-delete", "from:billing"]);
+    let manifest = staged["manifest"]["id"].to_string();
+    let run = ok(home.path(), &["delete-staged", &manifest, "--yes"]);
+    assert_eq!(run["counts"]["done"], 10, "{run}");
+    assert_eq!(mock.ids_in("deleteditems").len(), 11);
+    assert_eq!(count("in:trash"), 11);
+    let change = run["change_id"].to_string();
+    let undone = ok(home.path(), &["undo", &change, "--yes"]);
+    assert_eq!(undone["applied"], 10, "{undone}");
+    assert_eq!(mock.ids_in(&receipts).len(), 10);
+    let staged = ok(
+        home.path(),
+        &["stage-delete", "from:billing", "--permanent"],
     );
-    let journal = ok(home.path(), &["changes"]);
-    assert_eq!(journal["changes"].as_array().unwrap().len(), 0, "{journal}");
-    assert_eq!(ok(home.path(), &["delete-staged"])["manifests"], json!([]));
+    let manifest = staged["manifest"]["id"].to_string();
+    let gone = ok(home.path(), &["delete-staged", &manifest, "--yes"]);
+    assert_eq!(gone["counts"]["done"], 10, "{gone}");
+    assert!(filed.iter().all(|id| mock.message(id).is_none()));
+    assert_eq!(count("from:billing"), 0);
 
     let doctor = ok(home.path(), &["account", "doctor", "ms"]);
     assert_eq!(doctor["doctor"]["email"], "me@mock.example", "{doctor}");
-    let all = format!("{printed}{synced}{again}{}{doctor}", staged.stdout);
+    let all = format!("{printed}{synced}{again}{staged}{run}{gone}{doctor}");
     assert!(
         !all.contains("mock-at-") && !all.contains("mock-rt-"),
         "a token was printed"
@@ -233,6 +245,24 @@ async fn writes_keep_categories_verify_undo_and_survive_rate_limits() {
             .all(|id| mock.message(id).unwrap()["isRead"] == true)
     );
     control(&mock.url, "faults", json!({"rate_limit": 0.0})).await;
+
+    // A lost answer: the write landed, the journal says outcome_unknown, and a rerun finds
+    // the messages already as asked (If-Match refuses, the read-back shows the tag). The tag
+    // is one the mailbox has, so the first write is the `$batch` itself.
+    control(&mock.url, "faults", json!({"drop_after_write": 1})).await;
+    let lost = mb(home.path(), &tag);
+    assert_eq!(lost.code, 5, "{}", lost.stdout);
+    assert!(lost.stdout.contains("outcome_unknown"), "{}", lost.stdout);
+    let rerun = ok(home.path(), &tag);
+    let settled = rerun["applied"].as_u64().unwrap() + rerun["unchanged"].as_u64().unwrap();
+    assert_eq!(settled, 30, "{rerun}");
+    for id in &ids {
+        let lost = categories(&mock, id)
+            .iter()
+            .filter(|c| *c == "Done")
+            .count();
+        assert_eq!(lost, 1, "tagged once, nothing applied twice");
+    }
 
     let archive = [
         "update",

@@ -7,7 +7,7 @@
 use async_trait::async_trait;
 use mailbroker_core::{
     AccountId, AccountInfo, Adapter, Capabilities, Connector, Consent, DeleteBatch, DoctorReport,
-    Error, NewAccount, Operation, ProviderKind, Ready, Result, Secrets, WriteBatch,
+    Error, NewAccount, ProviderKind, Ready, Result, Secrets, WriteBatch,
 };
 use mailbroker_oauth::{SECRET_KIND, Tokens, encode};
 
@@ -98,27 +98,12 @@ impl Adapter for Graph {
         }
     }
 
-    fn check(&self, account: &AccountInfo<'_>, op: Operation) -> Result<()> {
-        match op {
-            Operation::Delete(_) => Err(Error::unsupported(format!(
-                "account {}: this version does not delete mail from Microsoft accounts yet",
-                account.id
-            ))
-            .with_next_step("move the messages to deleteditems with --move-to trash instead")),
-            _ => Ok(()),
-        }
-    }
-
     fn plan(&self, _account: &AccountInfo<'_>, batch: &WriteBatch) -> Vec<String> {
         crate::write::plan(batch)
     }
 
     fn plan_delete(&self, _account: &AccountInfo<'_>, batch: &DeleteBatch) -> Vec<String> {
-        vec![format!(
-            "graph {}: delete {} messages (not supported by this version)",
-            batch.mailbox,
-            batch.targets.len()
-        )]
+        crate::write::plan_delete(batch)
     }
 
     async fn connector(

@@ -125,6 +125,7 @@ impl Client {
                 item
             })
             .collect();
+        let writes = requests.iter().any(|r| r.method != "GET");
         let sent = self
             .http
             .post(self.url("$batch"))
@@ -132,18 +133,15 @@ impl Client {
             .json(&serde_json::json!({ "requests": items }))
             .send()
             .await
-            .map_err(|e| self.unreachable(e))?;
+            .map_err(|e| match writes && !e.is_connect() {
+                // Sent, perhaps received: its writes may have landed.
+                true => lost(),
+                false => self.unreachable(e),
+            })?;
         let status = sent.status().as_u16();
         let body: Value = match sent.json().await {
             Ok(v) => v,
-            Err(_) if (200..300).contains(&status) => {
-                return Err(Error::outcome_unknown(
-                    "graph: the answer to a $batch was lost; its writes may have landed",
-                )
-                .with_next_step(
-                    "run: mailbroker sync, then repeat the request; nothing is resent blindly",
-                ));
-            }
+            Err(_) if writes && (200..300).contains(&status) => return Err(lost()),
             Err(_) => Value::Null,
         };
         if !(200..300).contains(&status) {
@@ -191,6 +189,12 @@ impl Client {
             self.account
         ))
     }
+}
+
+/// A `$batch` with writes whose answer was lost.
+fn lost() -> Error {
+    Error::outcome_unknown("graph: the answer to a $batch was lost; its writes may have landed")
+        .with_next_step("run: mailbroker sync, then repeat the request; nothing is resent blindly")
 }
 
 /// reqwest's error text names the URL, which may carry a delta token: leave it out.

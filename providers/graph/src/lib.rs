@@ -17,8 +17,8 @@ pub use adapter::{Graph, setup, show_code};
 
 use async_trait::async_trait;
 use mailbroker_core::{
-    Capabilities, Error, ItemResult, MailboxInfo, MailboxSyncReport, Provider, Result, SyncRequest,
-    SyncSink, WriteBatch,
+    Capabilities, DeleteBatch, DeleteMode, Error, ItemResult, MailboxInfo, MailboxSyncReport,
+    Provider, Result, SyncRequest, SyncSink, WriteBatch,
 };
 use serde_json::json;
 
@@ -123,5 +123,22 @@ impl Provider for GraphProvider {
             to: to.as_ref().map(|(id, path)| (id.as_str(), path.as_str())),
         };
         write::apply(&self.client, batch, &goal).await
+    }
+
+    async fn delete(&mut self, batch: &DeleteBatch) -> Result<Vec<ItemResult>> {
+        let trash = match (batch.mode, &batch.trash) {
+            (DeleteMode::Trash, Some(path)) => {
+                Some((self.folder_id(path).await?, path.to_string()))
+            }
+            (DeleteMode::Trash, None) => {
+                return Err(Error::not_found("this account has no Deleted Items folder")
+                    .with_next_step("run: mailbroker sync, or use permanent mode"));
+            }
+            (DeleteMode::Permanent, _) => None,
+        };
+        let trash = trash
+            .as_ref()
+            .map(|(id, path)| (id.as_str(), path.as_str()));
+        write::delete(&self.client, batch, trash).await
     }
 }

@@ -250,17 +250,7 @@ pub async fn apply(
         done.entry(t.id.clone())
             .or_insert_with(|| goal.judge(t, &a, true, Outcome::Failed));
     }
-    Ok(batch
-        .targets
-        .iter()
-        .map(|t| {
-            done.remove(&t.id).unwrap_or_else(|| {
-                ItemResult::new(t.id.clone(), Outcome::Failed).with_error(
-                    Error::verification_failed("the server's answers did not mention this message"),
-                )
-            })
-        })
-        .collect())
+    Ok(in_order(&batch.targets, done))
 }
 
 /// The requests `apply` sends for `batch`, one line each.
@@ -295,4 +285,125 @@ pub fn plan(batch: &WriteBatch) -> Vec<String> {
         batch.mailbox
     ));
     lines
+}
+
+/// A staged message the server did not find (404: already gone, which is done) or refused.
+fn not_there(t: &WriteTarget, a: &InnerAnswer) -> ItemResult {
+    match a.status {
+        404 => ItemResult::new(t.id.clone(), Outcome::Unchanged),
+        s => ItemResult::new(t.id.clone(), Outcome::Failed).with_error(error_of(
+            s,
+            &a.body,
+            a.retry_after,
+            "",
+        )),
+    }
+}
+
+/// Each target's result in the batch's order; one no answer mentioned has failed.
+fn in_order(targets: &[WriteTarget], mut done: HashMap<RemoteId, ItemResult>) -> Vec<ItemResult> {
+    targets
+        .iter()
+        .map(|t| {
+            done.remove(&t.id).unwrap_or_else(|| {
+                ItemResult::new(t.id.clone(), Outcome::Failed).with_error(
+                    Error::verification_failed("the server's answers did not mention this message"),
+                )
+            })
+        })
+        .collect()
+}
+
+/// Deletes one batch of a staged manifest: each message is looked up first (one already
+/// gone counts as done), then moved to Deleted Items (trash mode; its id stays, so the run
+/// undoes) or deleted for good (`permanentDelete`), then checked: in the trash folder, or
+/// gone. `trash` is the trash folder's (id, path).
+pub async fn delete(
+    client: &Client,
+    batch: &mailbroker_core::DeleteBatch,
+    trash: Option<(&str, &str)>,
+) -> Result<Vec<ItemResult>> {
+    let targets: Vec<&WriteTarget> = batch.targets.iter().collect();
+    let reads: Vec<Inner> = targets.iter().map(|t| read_back(t)).collect();
+    let mut done: HashMap<RemoteId, ItemResult> = HashMap::new();
+    let mut live = Vec::new();
+    for (t, a) in targets.iter().zip(send_all(client, &reads).await?) {
+        match a.status {
+            200 => live.push(*t),
+            _ => {
+                done.insert(t.id.clone(), not_there(t, &a));
+            }
+        }
+    }
+    let calls: Vec<Inner> = live
+        .iter()
+        .map(|t| match trash {
+            Some((folder, _)) => Inner {
+                method: "POST",
+                url: format!("me/messages/{}/move", segment(&t.id)),
+                body: Some(json!({ "destinationId": folder })),
+                if_match: None,
+            },
+            None => Inner {
+                method: "POST",
+                url: format!("me/messages/{}/permanentDelete", segment(&t.id)),
+                body: None,
+                if_match: None,
+            },
+        })
+        .collect();
+    let mut sent = Vec::new();
+    for (t, a) in live.iter().zip(send_all(client, &calls).await?) {
+        match a.status {
+            200..=299 => sent.push(*t),
+            // Gone meanwhile: what was asked.
+            _ => {
+                done.insert(t.id.clone(), not_there(t, &a));
+            }
+        }
+    }
+    let reads: Vec<Inner> = sent.iter().map(|t| read_back(t)).collect();
+    for (t, a) in sent.iter().zip(send_all(client, &reads).await?) {
+        let (version, flags, folder) = state_of(&a.body);
+        let result = match (trash, a.status) {
+            (None, 404) => ItemResult::new(t.id.clone(), Outcome::Applied),
+            (Some((id, path)), 200) if folder == id => {
+                let mut r = ItemResult::new(t.id.clone(), Outcome::Applied);
+                r.moved_to = Some((path.to_string(), t.id.clone()));
+                r.observed = Some((version, flags));
+                r
+            }
+            _ => ItemResult::new(t.id.clone(), Outcome::Failed).with_error(
+                Error::verification_failed(
+                    "the message is not where the deletion should have put it",
+                ),
+            ),
+        };
+        done.insert(t.id.clone(), result);
+    }
+    Ok(in_order(&batch.targets, done))
+}
+
+/// The requests `delete` sends for `batch`, one line each.
+pub fn plan_delete(batch: &mailbroker_core::DeleteBatch) -> Vec<String> {
+    let n = batch.targets.len();
+    let calls = n.div_ceil(MAX_BATCH);
+    let what = match batch.mode {
+        mailbroker_core::DeleteMode::Trash => format!(
+            "move ×{n} to {:?}",
+            batch.trash.as_deref().unwrap_or("(no trash folder)")
+        ),
+        mailbroker_core::DeleteMode::Permanent => format!("permanentDelete ×{n}"),
+    };
+    vec![
+        format!(
+            "graph {}: GET ×{n} (identity check) in $batch ×{calls}",
+            batch.mailbox
+        ),
+        format!("graph {}: {what} in $batch ×{calls}", batch.mailbox),
+        format!(
+            "graph {}: read-back GET ×{n} in $batch ×{calls}",
+            batch.mailbox
+        ),
+    ]
 }
