@@ -1,5 +1,5 @@
-//! One scenario set every provider passes, through the real binary: IMAP on Dovecot and
-//! Gmail on its mock, each from four unread INBOX messages ("Message 0" … "Message 3", from
+//! One scenario set every provider passes, through the real binary: IMAP on Dovecot, Gmail
+//! and Microsoft Graph on their mocks, each from four unread INBOX messages ("Message 0" … "Message 3", from
 //! alice) in a freshly synced account. A new provider adds a `Remote` variant (how to look at
 //! its server and act on it as another client) and a line to `conformance!`.
 //!
@@ -14,6 +14,7 @@ use std::path::Path;
 use common::gmail::control;
 use common::{mb, ok};
 use mailbroker_mock_gmail::GmailMock;
+use mailbroker_mock_graph::GraphMock;
 use mailbroker_testkit::{ImapClient, Proxy, message};
 use serde_json::{Value, json};
 
@@ -25,6 +26,8 @@ enum Remote {
     Imap { client: ImapClient, proxy: Proxy },
     /// The Gmail mock; `ids[n]` is "Message n"'s Gmail id.
     Gmail { mock: GmailMock, ids: Vec<String> },
+    /// The Graph mock; `ids[n]` is "Message n"'s immutable id.
+    Graph { mock: GraphMock, ids: Vec<String> },
 }
 
 /// What the server holds of the four messages.
@@ -72,6 +75,14 @@ impl Fixture {
         Some(Fixture::synced(home, Remote::Gmail { mock, ids }))
     }
 
+    async fn graph() -> Option<Fixture> {
+        let mock = GraphMock::start("me@mock.example").await.unwrap();
+        let ids = mock.seed(MESSAGES, "inbox", "alice@example.test", true);
+        let home = tempfile::tempdir().unwrap();
+        common::graph::add_account_as(&mock, home.path(), "c").await;
+        Some(Fixture::synced(home, Remote::Graph { mock, ids }))
+    }
+
     fn synced(home: tempfile::TempDir, remote: Remote) -> Fixture {
         let sync = ok(home.path(), &["sync"]);
         assert_eq!(sync["accounts"][0]["added"], MESSAGES, "{sync}");
@@ -105,7 +116,8 @@ impl Fixture {
             .unwrap()
     }
 
-    /// Write commands or calls the server received since the last call.
+    /// Write commands or calls the server received since the last call (Graph: message
+    /// writes it applied; a conditional PATCH its If-Match refused changes nothing).
     fn writes_since(&mut self) -> usize {
         match &self.remote {
             // The proxy hands over what it forwarded since it was last asked.
@@ -120,6 +132,12 @@ impl Fixture {
                     .iter()
                     .filter(|r| r.method != "GET" && r.path.contains("/messages/"))
                     .count();
+                let new = total - self.writes_seen;
+                self.writes_seen = total;
+                new
+            }
+            Remote::Graph { mock, .. } => {
+                let total: usize = mock.requests().iter().map(|r| r.writes).sum();
                 let new = total - self.writes_seen;
                 self.writes_seen = total;
                 new
@@ -146,6 +164,10 @@ impl Fixture {
                 )
                 .await;
             }
+            Remote::Graph { mock, ids } => {
+                let change = json!({ "id": ids[n], "flag": "flagged" });
+                mailbroker_testkit::oauth::control(&mock.url, "modify", change).await;
+            }
         }
     }
 
@@ -155,6 +177,10 @@ impl Fixture {
             Remote::Imap { proxy, .. } => proxy.cut_after("UID STORE"),
             Remote::Gmail { mock, .. } => {
                 control(mock, "faults", json!({ "drop_after_write": 1 })).await;
+            }
+            Remote::Graph { mock, .. } => {
+                let fault = json!({ "drop_after_write": 1 });
+                mailbroker_testkit::oauth::control(&mock.url, "faults", fault).await;
             }
         }
     }
@@ -210,6 +236,22 @@ impl Fixture {
                         .iter()
                         .filter(|id| mock.label_names(id).iter().any(|l| l == tag))
                         .count(),
+                }
+            }
+            Remote::Graph { mock, .. } => {
+                let all = mock.messages();
+                let with = |f: &dyn Fn(&Value) -> bool| all.iter().filter(|m| f(m)).count();
+                Counts {
+                    inbox: mock.ids_in("inbox").len(),
+                    archive: mock.ids_in("archive").len(),
+                    trash: mock.ids_in("deleteditems").len(),
+                    unread: with(&|m| m["isRead"] == false),
+                    flagged: with(&|m| m["flag"]["flagStatus"] == "flagged"),
+                    tagged: with(&|m| {
+                        m["categories"]
+                            .as_array()
+                            .is_some_and(|c| c.iter().any(|x| x == tag))
+                    }),
                 }
             }
         }
@@ -347,6 +389,7 @@ async fn staged_deletion_and_undo(mut f: Fixture) {
 enum Kind {
     Imap,
     Gmail,
+    Graph,
 }
 
 /// A fresh fixture of that provider (`user` names the IMAP user); `None` where the test
@@ -355,6 +398,7 @@ async fn setup(kind: Kind, user: &str) -> Option<Fixture> {
     match kind {
         Kind::Imap => Fixture::imap(user).await,
         Kind::Gmail => Fixture::gmail().await,
+        Kind::Graph => Fixture::graph().await,
     }
 }
 
@@ -383,4 +427,5 @@ macro_rules! conformance {
 conformance! {
     imap: Kind::Imap;
     gmail: Kind::Gmail;
+    graph: Kind::Graph;
 }

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod gmail;
+pub mod graph;
 pub mod mcp;
 
 use std::path::Path;

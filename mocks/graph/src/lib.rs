@@ -111,20 +111,35 @@ async fn graph(
             path: format!("/v1.0/{path}"),
             status: 401,
             inner: None,
+            writes: 0,
         });
         return (StatusCode::UNAUTHORIZED, Json(error)).into_response();
     }
     let answer = api::dispatch(&mut state, &app.base, &inner);
     let batched = inner.body.get("requests").and_then(Value::as_array);
+    let message_write = |method: &str, url: &str| method != "GET" && url.contains("messages/");
+    // Writes the server applied: a conditional PATCH refused by If-Match changes nothing.
+    let writes = match batched {
+        Some(all) => all
+            .iter()
+            .zip(answer.body["responses"].as_array().into_iter().flatten())
+            .filter(|(r, a)| {
+                let method = r["method"].as_str().unwrap_or("GET").to_uppercase();
+                let applied = a["status"].as_u64().is_some_and(|s| s < 300);
+                applied && message_write(&method, r["url"].as_str().unwrap_or_default())
+            })
+            .count(),
+        None => usize::from(message_write(&inner.method, &path) && answer.status < 300),
+    };
     state.log.push(Logged {
         method: inner.method.clone(),
         path: format!("/v1.0/{path}"),
         status: answer.status,
         inner: (path == "$batch").then(|| batched.map_or(0, Vec::len)),
+        writes,
     });
     let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let write = inner.method != "GET" && answer.status < 300;
-    if write && state.faults.drop_after_write > 0 {
+    if writes > 0 && answer.status < 300 && state.faults.drop_after_write > 0 {
         state.faults.drop_after_write -= 1;
         return dropped();
     }
@@ -386,6 +401,15 @@ impl GraphMock {
     /// A message as Graph would return it, if it exists.
     pub fn message(&self, id: &str) -> Option<Value> {
         lock(&self.state).messages.get(id).map(|m| m.json())
+    }
+
+    /// Every message as Graph would return it.
+    pub fn messages(&self) -> Vec<Value> {
+        lock(&self.state)
+            .messages
+            .values()
+            .map(|m| m.json())
+            .collect()
     }
 
     /// The id of a folder by id or well-known name.

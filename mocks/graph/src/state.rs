@@ -95,6 +95,9 @@ pub struct Logged {
     pub status: u16,
     /// For a `$batch`: how many requests it carried.
     pub inner: Option<usize>,
+    /// How many message writes it carried that the server applied (a PATCH, move or
+    /// permanentDelete; inside a `$batch`, each one; one refused, by If-Match say, is none).
+    pub writes: usize,
 }
 
 /// Faults a test switches on (`/_mock/faults`).
@@ -104,7 +107,8 @@ pub struct Faults {
     /// every `1/share`-th one, unapplied.
     pub rate_limit: f64,
     pub counted: u64,
-    /// The next this many writes are applied, then their connection is dropped unanswered.
+    /// The next this many message writes (alone, or a `$batch` holding any) are applied,
+    /// then their connection is dropped unanswered.
     pub drop_after_write: u64,
 }
 
@@ -216,7 +220,7 @@ impl State {
             return Vec::new();
         };
         (0..count)
-            .map(|_| {
+            .map(|i| {
                 let id = self.new_id("msg");
                 let changed = self.bump();
                 let n = self.next_id;
@@ -225,7 +229,7 @@ impl State {
                     Message {
                         id: id.clone(),
                         folder: folder.clone(),
-                        subject: format!("Message {n}"),
+                        subject: format!("Message {i}"),
                         from: from.to_string(),
                         received: format!("2026-11-{:02}T10:00:00Z", 1 + n % 28),
                         is_read: !unread,
