@@ -10,7 +10,7 @@
 //! - Verification: a read-back of every written message (`$batch` GETs of its state): each is
 //!   `applied` only if the server shows the request.
 //!
-//! An inner 429 or 503 is sent again after its Retry-After, alone; a `$batch` whose answer was
+//! An inner 429 or 503 is sent again after its Retry-After, alone (for up to `MAX_WAIT`); a `$batch` whose answer was
 //! lost makes the whole batch `outcome_unknown`, never resent blindly.
 
 use std::collections::HashMap;
@@ -25,35 +25,36 @@ use crate::convert;
 
 /// Requests per `$batch` (Graph's limit).
 pub const MAX_BATCH: usize = 20;
-/// Times an inner request refused with 429 or 503 is sent again.
-const RETRIES: usize = 5;
+/// How long, in all, a batch waits on Retry-Afters before it reports what is still refused.
+const MAX_WAIT: Duration = Duration::from_secs(300);
 /// What a read-back reads.
 const STATE: &str = "isRead,flag,categories,parentFolderId,changeKey";
 
 /// Sends `requests` in `$batch` calls of at most 20; inner 429s and 503s are sent again
-/// after the longest Retry-After among them, and only those.
+/// after the longest Retry-After among them, and only those, until `MAX_WAIT` is spent.
 pub async fn send_all(client: &Client, requests: &[Inner]) -> Result<Vec<InnerAnswer>> {
     let mut answers: Vec<Option<InnerAnswer>> = vec![None; requests.len()];
     let mut pending: Vec<usize> = (0..requests.len()).collect();
-    for attempt in 0..=RETRIES {
+    let mut waited = Duration::ZERO;
+    while !pending.is_empty() {
         let mut again = Vec::new();
-        let mut wait = 0;
+        let mut wait = Duration::ZERO;
         for chunk in pending.chunks(MAX_BATCH) {
             let calls: Vec<Inner> = chunk.iter().map(|i| requests[*i].clone()).collect();
             for (i, answer) in chunk.iter().zip(client.batch(&calls).await?) {
+                let after = Duration::from_secs(answer.retry_after.unwrap_or(1));
                 let busy = matches!(answer.status, 429 | 503);
-                if busy && attempt < RETRIES {
-                    wait = wait.max(answer.retry_after.unwrap_or(1));
+                if busy && waited + wait.max(after) <= MAX_WAIT {
+                    wait = wait.max(after);
                     again.push(*i);
-                } else {
-                    answers[*i] = Some(answer);
                 }
+                answers[*i] = Some(answer);
             }
         }
-        if again.is_empty() {
-            break;
+        if !again.is_empty() {
+            tokio::time::sleep(wait).await;
+            waited += wait;
         }
-        tokio::time::sleep(Duration::from_secs(wait.min(120))).await;
         pending = again;
     }
     Ok(answers
