@@ -34,6 +34,10 @@ async fn a_microsoft_account_signs_in_syncs_and_runs_staged_deletions() {
 
     let synced = ok(home.path(), &["sync"]);
     assert_eq!(synced["accounts"][0]["added"], 40, "{synced}");
+    assert!(
+        synced["accounts"][0]["commands"].as_u64().unwrap() > 0,
+        "requests are counted"
+    );
     let count =
         |query: &str| ok(home.path(), &["search", "--limit", "100", query])["total"].clone();
     assert_eq!(count("account:ms"), 40);

@@ -13,6 +13,8 @@ pub struct Client {
     base: String,
     token: String,
     account: String,
+    /// HTTP requests sent (a `$batch` is one), for reports and benchmarks.
+    sent: std::sync::atomic::AtomicU64,
 }
 
 /// One request inside a `$batch`: a url relative to `/v1.0/`.
@@ -49,6 +51,7 @@ impl Client {
             base: base.trim_end_matches('/').to_string(),
             token,
             account: account.to_string(),
+            sent: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -59,6 +62,15 @@ impl Client {
             true => path.to_string(),
             false => format!("{}/v1.0/{}", self.base, path.trim_start_matches('/')),
         }
+    }
+
+    /// HTTP requests sent so far.
+    pub fn requests_sent(&self) -> u64 {
+        self.sent.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn count(&self) {
+        self.sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 
     pub async fn get(&self, path: &str) -> Result<Value> {
@@ -74,6 +86,7 @@ impl Client {
         if let Some(n) = page_size {
             prefer.push_str(&format!(", odata.maxpagesize={n}"));
         }
+        self.count();
         let sent = self
             .http
             .get(self.url(path))
@@ -89,6 +102,7 @@ impl Client {
     }
 
     pub async fn post(&self, path: &str, body: &Value) -> Result<Value> {
+        self.count();
         let sent = self
             .http
             .post(self.url(path))
@@ -125,6 +139,7 @@ impl Client {
                 item
             })
             .collect();
+        self.count();
         let writes = requests.iter().any(|r| r.method != "GET");
         let sent = self
             .http

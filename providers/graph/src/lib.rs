@@ -125,6 +125,10 @@ impl Provider for GraphProvider {
         write::apply(&self.client, batch, &goal).await
     }
 
+    fn commands_sent(&self) -> u64 {
+        self.client.requests_sent()
+    }
+
     async fn delete(&mut self, batch: &DeleteBatch) -> Result<Vec<ItemResult>> {
         let trash = match (batch.mode, &batch.trash) {
             (DeleteMode::Trash, Some(path)) => {
