@@ -244,3 +244,70 @@ async fn writes_keep_categories_verify_undo_and_survive_rate_limits() {
     assert_eq!(back["applied"], N, "{back}");
     assert_eq!(mock.ids_in("inbox").len(), N);
 }
+
+/// The assistant's flow over MCP on a Microsoft account, checked in the mock: search, tag
+/// (a new category, asked for), archive, stage a deletion (confirmed, never run by a tool),
+/// and undo.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_assistant_flow_over_mcp_works_on_a_microsoft_account() {
+    use common::mcp::{client, connect, ok_call};
+    use rmcp::model::{ElicitationAction, ProtocolVersion};
+
+    let mock = GraphMock::start("me@mock.example").await.unwrap();
+    let news = mock.seed(4, "inbox", "messages-noreply@linkedin.example", true);
+    mock.seed(3, "inbox", "alice@example.test", false);
+    let home = tempfile::tempdir().unwrap();
+    add_account(&mock, home.path()).await;
+    ok(home.path(), &["sync"]);
+    let accepting = client(
+        Some(ElicitationAction::Accept),
+        ProtocolVersion::V_2025_11_25,
+    );
+    let session = connect(home.path(), accepting).await;
+
+    let found = ok_call(
+        &session,
+        "search_messages",
+        json!({"query": "from:linkedin"}),
+    )
+    .await;
+    let ids: Vec<i64> = found["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 4, "{found}");
+    let args = json!({"ids": ids, "add_tags": ["Social"], "move_to": "archive",
+                      "create_missing_tags": true});
+    let done = ok_call(&session, "update_message", args).await;
+    assert_eq!(done["applied"], 4, "{done}");
+    let mut archived = mock.ids_in("archive");
+    archived.sort();
+    let mut want = news.clone();
+    want.sort();
+    assert_eq!(archived, want);
+    assert!(
+        news.iter()
+            .all(|id| categories(&mock, id) == vec!["Social"])
+    );
+
+    let staged = ok_call(
+        &session,
+        "update_message",
+        json!({"query": "from:alice", "delete": "trash"}),
+    )
+    .await;
+    assert!(staged["manifest_id"].is_i64(), "{staged}");
+    assert_eq!(
+        mock.ids_in("deleteditems").len(),
+        0,
+        "a tool never runs a deletion"
+    );
+
+    let change = done["change_id"].as_i64().unwrap();
+    let undone = ok_call(&session, "undo_change", json!({"change_id": change})).await;
+    assert_eq!(undone["applied"], 4, "{undone}");
+    assert_eq!(mock.ids_in("inbox").len(), 7);
+    assert!(news.iter().all(|id| categories(&mock, id).is_empty()));
+}
