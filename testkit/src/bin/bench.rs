@@ -14,6 +14,8 @@ use mailbroker_testkit::{Dovecot, ImapClient, PASSWORD};
 mod delete;
 #[path = "bench/gmail.rs"]
 mod gmail;
+#[path = "bench/graph.rs"]
+mod graph;
 #[path = "bench/mcp.rs"]
 mod mcp;
 #[path = "bench/search.rs"]
@@ -68,6 +70,91 @@ fn run_mailbroker(bin: &Path, home: &Path, args: &[&str]) -> Result<Measured> {
         max_rss_kb: usage.ru_maxrss,
         json: serde_json::from_str(out.trim()).context("mailbroker json")?,
     })
+}
+
+/// Runs mailbroker and returns its measurement with the requests a mock logged meanwhile
+/// (`log` reads the mock's whole log).
+fn logged<L>(
+    log: impl Fn() -> Vec<L>,
+    bin: &Path,
+    home: &Path,
+    args: &[&str],
+) -> Result<(Measured, Vec<L>)> {
+    let before = log().len();
+    let measured = run_mailbroker(bin, home, args)?;
+    Ok((measured, log().split_off(before)))
+}
+
+/// A cloud bench's write: `update --query in:inbox --add-tag Bench --yes` (every one of the
+/// `n` messages must be applied), then the same request again; each with the requests it made.
+type Logged<L> = (Measured, Vec<L>);
+
+fn tag_inbox_twice<L>(
+    log: impl Fn() -> Vec<L>,
+    bin: &Path,
+    home: &Path,
+    n: usize,
+) -> Result<(Logged<L>, Logged<L>)> {
+    let args = [
+        "update",
+        "--query",
+        "in:inbox",
+        "--add-tag",
+        "Bench",
+        "--yes",
+    ];
+    let write = logged(&log, bin, home, &args)?;
+    if write.0.json["applied"].as_u64() != Some(n as u64) {
+        bail!("not all applied: {}", write.0.json);
+    }
+    let again = logged(&log, bin, home, &args)?;
+    Ok((write, again))
+}
+
+/// One measured run of a cloud bench: what it did, its measurement, its requests.
+struct CloudRun<'a> {
+    what: String,
+    measured: &'a Measured,
+    requests: String,
+}
+
+impl CloudRun<'_> {
+    fn new(what: impl Into<String>, measured: &Measured, requests: String) -> CloudRun<'_> {
+        CloudRun {
+            what: what.into(),
+            measured,
+            requests,
+        }
+    }
+}
+
+/// Prints a cloud bench: each run's wall time and requests, the speed-up of the `edit` run
+/// over the per-message loop, and that loop (`per_message` took `loop_time` for `sample`
+/// messages, scaled to `n`).
+fn print_cloud(
+    title: &str,
+    n: usize,
+    runs: &[CloudRun<'_>],
+    edit: usize,
+    (per_message, loop_time, sample): (&str, Duration, usize),
+) {
+    let scaled = loop_time.as_secs_f64() * n as f64 / sample as f64;
+    println!(
+        "{title}: {n} messages on the mock through a {} ms round-trip proxy",
+        2 * ONE_WAY.as_millis()
+    );
+    for (i, run) in runs.iter().enumerate() {
+        let wall = run.measured.wall.as_secs_f64();
+        let faster = match i == edit {
+            true => format!("; {:.0}x faster than the per-message loop", scaled / wall),
+            false => String::new(),
+        };
+        println!("{}: {wall:.2} s wall, {}{faster}", run.what, run.requests);
+    }
+    println!(
+        "{per_message} loop: {:.2} s for {sample}, scaled to {n}: {scaled:.1} s",
+        loop_time.as_secs_f64()
+    );
 }
 
 /// Adds user `id` on a plain-IMAP `port` as account `id` and runs its first sync.
@@ -181,8 +268,9 @@ async fn main() -> Result<()> {
         Some("mcp") => mcp::bench_mcp(messages.unwrap_or(10_000)).await,
         Some("delete") => delete::bench_delete(messages.unwrap_or(10_000)).await,
         Some("gmail") => gmail::bench_gmail(messages.unwrap_or(10_000)).await,
+        Some("graph") => graph::bench_graph(messages.unwrap_or(10_000)).await,
         Some("search") => search::bench_search(messages.unwrap_or(100_000)).await,
-        _ => bail!("usage: bench sync|write|mcp|delete|gmail|search [--messages N]"),
+        _ => bail!("usage: bench sync|write|mcp|delete|gmail|graph|search [--messages N]"),
     }
 }
 

@@ -37,18 +37,6 @@ fn summary(log: &[Logged]) -> String {
     format!("{} requests, {units} quota units: {by:?}", log.len())
 }
 
-/// Runs mailbroker and returns its measurement with the mock's log of the requests it made.
-fn logged(
-    mock: &GmailMock,
-    bin: &std::path::Path,
-    home: &std::path::Path,
-    args: &[&str],
-) -> Result<(super::Measured, Vec<Logged>)> {
-    let before = mock.requests().len();
-    let measured = super::run_mailbroker(bin, home, args)?;
-    Ok((measured, mock.requests().split_off(before)))
-}
-
 pub async fn bench_gmail(n: usize) -> Result<()> {
     let bin = super::mailbroker_binary()?;
     let mock = GmailMock::start("bench@mock.example").await?;
@@ -65,20 +53,9 @@ pub async fn bench_gmail(n: usize) -> Result<()> {
         bail!("account add failed: {}", added.stderr);
     }
 
-    let (sync, sync_log) = logged(&mock, &bin, home.path(), &["sync"])?;
-    let args = [
-        "update",
-        "--query",
-        "in:inbox",
-        "--add-tag",
-        "Bench",
-        "--yes",
-    ];
-    let (write, write_log) = logged(&mock, &bin, home.path(), &args)?;
-    if write.json["applied"].as_u64() != Some(n as u64) {
-        bail!("not all applied: {}", write.json);
-    }
-    let (again, again_log) = logged(&mock, &bin, home.path(), &args)?;
+    let (sync, sync_log) = super::logged(|| mock.requests(), &bin, home.path(), &["sync"])?;
+    let ((write, write_log), (again, again_log)) =
+        super::tag_inbox_twice(|| mock.requests(), &bin, home.path(), n)?;
     let new_label = [
         "update",
         "--query",
@@ -87,7 +64,7 @@ pub async fn bench_gmail(n: usize) -> Result<()> {
         "Fresh",
         "--yes",
     ];
-    let (fresh, fresh_log) = logged(&mock, &bin, home.path(), &new_label)?;
+    let (fresh, fresh_log) = super::logged(|| mock.requests(), &bin, home.path(), &new_label)?;
 
     // The per-message route: one messages.modify per message, through the same proxy.
     let token = mock.token(&[SCOPE_MODIFY]);
@@ -103,37 +80,17 @@ pub async fn bench_gmail(n: usize) -> Result<()> {
             .error_for_status()?;
     }
     let loop_time = start.elapsed();
-    let scaled = loop_time.as_secs_f64() * n as f64 / ids.len() as f64;
-
-    println!(
-        "Gmail: {n} messages on the mock through a {} ms round-trip proxy",
-        2 * super::ONE_WAY.as_millis()
-    );
-    println!(
-        "first sync: {:.2} s wall, {}",
-        sync.wall.as_secs_f64(),
-        summary(&sync_log)
-    );
-    println!(
-        "add a label to {n}: {:.2} s wall (whole process), {}; {:.0}x faster than the per-message loop",
-        write.wall.as_secs_f64(),
-        summary(&write_log),
-        scaled / write.wall.as_secs_f64()
-    );
-    println!(
-        "add a label Gmail does not have yet to {n}: {:.2} s wall, {}",
-        fresh.wall.as_secs_f64(),
-        summary(&fresh_log)
-    );
-    println!(
-        "same request again: {:.2} s wall, {}",
-        again.wall.as_secs_f64(),
-        summary(&again_log)
-    );
-    println!(
-        "per-message messages.modify loop: {:.2} s for {}, scaled to {n}: {scaled:.1} s",
-        loop_time.as_secs_f64(),
-        ids.len()
-    );
+    let runs = [
+        super::CloudRun::new("first sync", &sync, summary(&sync_log)),
+        super::CloudRun::new(format!("add a label to {n}"), &write, summary(&write_log)),
+        super::CloudRun::new(
+            format!("add a label Gmail does not have yet to {n}"),
+            &fresh,
+            summary(&fresh_log),
+        ),
+        super::CloudRun::new("same request again", &again, summary(&again_log)),
+    ];
+    let per_message = ("per-message messages.modify", loop_time, ids.len());
+    super::print_cloud("Gmail", n, &runs, 1, per_message);
     Ok(())
 }
