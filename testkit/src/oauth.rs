@@ -123,3 +123,61 @@ pub async fn control(mock_url: &str, path: &str, body: serde_json::Value) -> ser
         .await
         .expect("a JSON answer from the mock")
 }
+
+/// Runs `bin --home HOME --json ARGS…` (`account add graph …`, `account login …`) and plays
+/// the person at the device code page: reads the code the command shows on stderr and
+/// approves it on the mock at `mock_url`. `url` of the answer is the user code.
+pub async fn with_device_code(
+    bin: &Path,
+    home: &Path,
+    args: &[&str],
+    mock_url: &str,
+) -> Result<OAuthRun> {
+    let mut child = Command::new(bin)
+        // Never the keyring of the desktop the tests run on.
+        .env("MAILBROKER_SECRET_STORE", "index")
+        .arg("--home")
+        .arg(home)
+        .arg("--json")
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("start mailbroker")?;
+    let stderr = child.stderr.take().context("stderr")?;
+    let (code, seen, rest) = tokio::task::spawn_blocking(move || -> Result<_> {
+        let mut reader = BufReader::new(stderr);
+        let mut line = String::new();
+        let mut seen = String::new();
+        loop {
+            line.clear();
+            if reader.read_line(&mut line)? == 0 {
+                bail!("no user code on stderr: {seen}");
+            }
+            seen.push_str(&line);
+            if let Some(code) = line.split("enter the code ").nth(1) {
+                return Ok((code.trim().to_string(), seen, reader));
+            }
+        }
+    })
+    .await??;
+    control(
+        mock_url,
+        "device/approve",
+        serde_json::json!({ "user_code": code }),
+    )
+    .await;
+    let (output, tail) = tokio::task::spawn_blocking(move || -> Result<_> {
+        let mut tail = String::new();
+        let mut rest = rest;
+        std::io::Read::read_to_string(&mut rest, &mut tail).ok();
+        Ok((child.wait_with_output()?, tail))
+    })
+    .await??;
+    Ok(OAuthRun {
+        output,
+        stderr: seen + &tail,
+        url: code,
+    })
+}

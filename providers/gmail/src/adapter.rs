@@ -87,21 +87,6 @@ pub async fn setup(
     })
 }
 
-/// A live access token for the account, refreshed (and stored) when it has expired.
-async fn access_token(
-    account: &AccountInfo<'_>,
-    secrets: &dyn Secrets,
-) -> Result<(OAuthSettings, Tokens)> {
-    let settings: OAuthSettings = account.settings()?;
-    let id = account.id.as_str();
-    let refresh = |stored: Tokens| {
-        let settings = settings.clone();
-        async move { oauth::refresh(&settings, &stored, id).await }
-    };
-    let tokens = mailbroker_oauth::live_tokens(id, secrets, refresh).await?;
-    Ok((settings, tokens))
-}
-
 pub struct Gmail;
 
 #[async_trait]
@@ -137,7 +122,9 @@ impl Adapter for Gmail {
         account: &AccountInfo<'_>,
         secrets: &dyn Secrets,
     ) -> Result<Box<dyn Connector>> {
-        let (settings, tokens) = access_token(account, secrets).await?;
+        let (settings, tokens) =
+            mailbroker_oauth::access_token::<OAuthSettings>(account, secrets, oauth::refresh)
+                .await?;
         let provider = GmailProvider::new(
             settings,
             tokens,
@@ -180,7 +167,9 @@ impl Adapter for Gmail {
         account: &AccountInfo<'_>,
         secrets: &dyn Secrets,
     ) -> Result<DoctorReport> {
-        let (settings, tokens) = access_token(account, secrets).await?;
+        let (settings, tokens) =
+            mailbroker_oauth::access_token::<OAuthSettings>(account, secrets, oauth::refresh)
+                .await?;
         // The client refreshes once if Gmail refuses the token (revoked or expired early).
         let client = Client::new(settings.clone(), tokens, account.id.as_str())?;
         let profile = api::profile(&client).await?;

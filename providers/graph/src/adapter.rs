@@ -57,21 +57,6 @@ pub async fn setup(
     })
 }
 
-/// A live access token, refreshed (and stored) when it has expired.
-async fn access_token(
-    account: &AccountInfo<'_>,
-    secrets: &dyn Secrets,
-) -> Result<(GraphSettings, Tokens)> {
-    let settings: GraphSettings = account.settings()?;
-    let id = account.id.as_str();
-    let fresh = |stored: Tokens| {
-        let settings = settings.clone();
-        async move { refresh(&settings, &stored, id).await }
-    };
-    let tokens = mailbroker_oauth::live_tokens(id, secrets, fresh).await?;
-    Ok((settings, tokens))
-}
-
 pub struct Graph;
 
 #[async_trait]
@@ -111,7 +96,8 @@ impl Adapter for Graph {
         account: &AccountInfo<'_>,
         secrets: &dyn Secrets,
     ) -> Result<Box<dyn Connector>> {
-        let (settings, tokens) = access_token(account, secrets).await?;
+        let (settings, tokens) =
+            mailbroker_oauth::access_token::<GraphSettings>(account, secrets, refresh).await?;
         let provider = GraphProvider::new(
             &settings.graph_base,
             tokens.access_token,
@@ -138,7 +124,8 @@ impl Adapter for Graph {
         account: &AccountInfo<'_>,
         secrets: &dyn Secrets,
     ) -> Result<DoctorReport> {
-        let (settings, tokens) = access_token(account, secrets).await?;
+        let (settings, tokens) =
+            mailbroker_oauth::access_token::<GraphSettings>(account, secrets, refresh).await?;
         let client = Client::new(
             &settings.graph_base,
             tokens.access_token,

@@ -69,8 +69,13 @@ impl Client {
         self.sent.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    fn count(&self) {
+    /// A request to `path` with the token and `Prefer: prefer`, counted.
+    fn start(&self, method: reqwest::Method, path: &str, prefer: &str) -> reqwest::RequestBuilder {
         self.sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.http
+            .request(method, self.url(path))
+            .bearer_auth(&self.token)
+            .header("Prefer", prefer)
     }
 
     pub async fn get(&self, path: &str) -> Result<Value> {
@@ -86,12 +91,8 @@ impl Client {
         if let Some(n) = page_size {
             prefer.push_str(&format!(", odata.maxpagesize={n}"));
         }
-        self.count();
         let sent = self
-            .http
-            .get(self.url(path))
-            .bearer_auth(&self.token)
-            .header("Prefer", prefer)
+            .start(reqwest::Method::GET, path, &prefer)
             .send()
             .await
             .map_err(|e| self.unreachable(e))?;
@@ -102,12 +103,8 @@ impl Client {
     }
 
     pub async fn post(&self, path: &str, body: &Value) -> Result<Value> {
-        self.count();
         let sent = self
-            .http
-            .post(self.url(path))
-            .bearer_auth(&self.token)
-            .header("Prefer", IMMUTABLE_IDS)
+            .start(reqwest::Method::POST, path, IMMUTABLE_IDS)
             .json(body)
             .send()
             .await
@@ -139,12 +136,9 @@ impl Client {
                 item
             })
             .collect();
-        self.count();
         let writes = requests.iter().any(|r| r.method != "GET");
         let sent = self
-            .http
-            .post(self.url("$batch"))
-            .bearer_auth(&self.token)
+            .start(reqwest::Method::POST, "$batch", IMMUTABLE_IDS)
             .json(&serde_json::json!({ "requests": items }))
             .send()
             .await

@@ -12,7 +12,7 @@ use mailbroker_core::{
 };
 use serde_json::Value;
 
-use crate::client::{Client, Page};
+use crate::client::{Client, Inner, Page, error_of};
 use crate::convert::{self, Folder};
 
 /// What the index keeps of a message: the delta's `$select`.
@@ -23,17 +23,28 @@ const PAGE: usize = 200;
 
 /// Every mail folder, child folders included, with its path and role.
 pub async fn folders(client: &Client) -> Result<Vec<Folder>> {
+    // The well-known folders' ids, in one `$batch`: a mailbox without one of them (an
+    // archive never made) answers 404 there and has no such role.
+    let lookups: Vec<Inner> = convert::WELL_KNOWN
+        .iter()
+        .map(|name| Inner {
+            method: "GET",
+            url: format!("me/mailFolders/{name}"),
+            body: None,
+            if_match: None,
+        })
+        .collect();
     let mut roles = HashMap::new();
-    for name in convert::WELL_KNOWN {
-        match client.get(&format!("me/mailFolders/{name}")).await {
-            Ok(f) => {
-                if let (Some(id), Some(role)) = (f["id"].as_str(), convert::role_of(name)) {
-                    roles.insert(id.to_string(), role);
-                }
+    for (name, a) in convert::WELL_KNOWN
+        .iter()
+        .zip(client.batch(&lookups).await?)
+    {
+        match (a.status, a.body["id"].as_str(), convert::role_of(name)) {
+            (200, Some(id), Some(role)) => {
+                roles.insert(id.to_string(), role);
             }
-            // A mailbox without that folder (an archive never made) has no such role.
-            Err(e) if e.is_not_found() => {}
-            Err(e) => return Err(e),
+            (200 | 404, ..) => {}
+            (status, ..) => return Err(error_of(status, &a.body, a.retry_after, "")),
         }
     }
     let mut out = Vec::new();

@@ -91,13 +91,18 @@ pub fn patch_body(op: &FlagOp, indexed: &MessageFlags) -> Value {
     Value::Object(body)
 }
 
-fn read_back(t: &WriteTarget) -> Inner {
-    Inner {
-        method: "GET",
-        url: format!("me/messages/{}?$select={STATE}", segment(&t.id)),
-        body: None,
-        if_match: None,
-    }
+/// The state of `targets` as the server has it now (`$batch` GETs, in their order).
+async fn read_all(client: &Client, targets: &[&WriteTarget]) -> Result<Vec<InnerAnswer>> {
+    let reads: Vec<Inner> = targets
+        .iter()
+        .map(|t| Inner {
+            method: "GET",
+            url: format!("me/messages/{}?$select={STATE}", segment(&t.id)),
+            body: None,
+            if_match: None,
+        })
+        .collect();
+    send_all(client, &reads).await
 }
 
 /// A message's state as read back: (version, flags, folder id).
@@ -202,8 +207,7 @@ pub async fn apply(
         }
         // Changed since indexed: the request may already show (an earlier run whose answer
         // was lost); otherwise the message is left alone.
-        let reads: Vec<Inner> = conflicts.iter().map(|t| read_back(t)).collect();
-        for (t, a) in conflicts.iter().zip(send_all(client, &reads).await?) {
+        for (t, a) in conflicts.iter().zip(read_all(client, &conflicts).await?) {
             done.insert(t.id.clone(), goal.judge(t, &a, false, Outcome::Stale));
         }
         live = next;
@@ -211,8 +215,7 @@ pub async fn apply(
     if let Some((folder, _)) = goal.to {
         if batch.op.is_empty() {
             // No PATCH carried a precondition: the changeKeys are read first.
-            let reads: Vec<Inner> = live.iter().map(|t| read_back(t)).collect();
-            let answers = send_all(client, &reads).await?;
+            let answers = read_all(client, &live).await?;
             let mut next = Vec::new();
             for (t, a) in live.iter().zip(&answers) {
                 let current = state_of(&a.body);
@@ -246,8 +249,7 @@ pub async fn apply(
             }
         }
     }
-    let reads: Vec<Inner> = written.iter().map(|t| read_back(t)).collect();
-    for (t, a) in written.iter().zip(send_all(client, &reads).await?) {
+    for (t, a) in written.iter().zip(read_all(client, &written).await?) {
         done.entry(t.id.clone())
             .or_insert_with(|| goal.judge(t, &a, true, Outcome::Failed));
     }
@@ -325,10 +327,9 @@ pub async fn delete(
     trash: Option<(&str, &str)>,
 ) -> Result<Vec<ItemResult>> {
     let targets: Vec<&WriteTarget> = batch.targets.iter().collect();
-    let reads: Vec<Inner> = targets.iter().map(|t| read_back(t)).collect();
     let mut done: HashMap<RemoteId, ItemResult> = HashMap::new();
     let mut live = Vec::new();
-    for (t, a) in targets.iter().zip(send_all(client, &reads).await?) {
+    for (t, a) in targets.iter().zip(read_all(client, &targets).await?) {
         match a.status {
             200 => live.push(*t),
             _ => {
@@ -363,8 +364,7 @@ pub async fn delete(
             }
         }
     }
-    let reads: Vec<Inner> = sent.iter().map(|t| read_back(t)).collect();
-    for (t, a) in sent.iter().zip(send_all(client, &reads).await?) {
+    for (t, a) in sent.iter().zip(read_all(client, &sent).await?) {
         let (version, flags, folder) = state_of(&a.body);
         let result = match (trash, a.status) {
             (None, 404) => ItemResult::new(t.id.clone(), Outcome::Applied),

@@ -145,23 +145,25 @@ pub fn encode(tokens: &Tokens) -> Result<String> {
     serde_json::to_string(tokens).map_err(|e| Error::internal(format!("tokens: {e}")))
 }
 
-/// The account's stored tokens, refreshed by `refresh` and stored again first when the
-/// access token has expired.
-pub async fn live_tokens<F, Fut>(
-    account: &str,
+/// The account's settings (the provider's own type) and its stored tokens, refreshed by
+/// `refresh` (the provider's refresh grant) and stored again first when the access token
+/// has expired.
+pub async fn access_token<S>(
+    account: &mailbroker_core::AccountInfo<'_>,
     secrets: &dyn mailbroker_core::Secrets,
-    refresh: F,
-) -> Result<Tokens>
+    refresh: impl AsyncFnOnce(&S, &Tokens, &str) -> Result<Tokens>,
+) -> Result<(S, Tokens)>
 where
-    F: FnOnce(Tokens) -> Fut,
-    Fut: Future<Output = Result<Tokens>>,
+    S: serde::de::DeserializeOwned,
 {
+    let settings: S = account.settings()?;
+    let id = account.id.as_str();
     let stored: Tokens = serde_json::from_str(&secrets.get(SECRET_KIND).await?)
-        .map_err(|e| Error::internal(format!("account {account}: bad stored tokens: {e}")))?;
+        .map_err(|e| Error::internal(format!("account {id}: bad stored tokens: {e}")))?;
     if !expired(&stored) {
-        return Ok(stored);
+        return Ok((settings, stored));
     }
-    let fresh = refresh(stored).await?;
+    let fresh = refresh(&settings, &stored, id).await?;
     secrets.set(SECRET_KIND, &encode(&fresh)?).await?;
-    Ok(fresh)
+    Ok((settings, fresh))
 }

@@ -4,8 +4,6 @@
 //! requests for the writes of 10,000 edits), the same request again, and one PATCH per
 //! message through the same proxy for comparison.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
@@ -27,47 +25,6 @@ fn summary(log: &[Logged]) -> String {
     )
 }
 
-/// Signs `home` in as account `m` on `url`, approving the code it shows.
-async fn add_account(
-    bin: &std::path::Path,
-    home: &std::path::Path,
-    url: &str,
-    mock: &GraphMock,
-) -> Result<()> {
-    let mut child = Command::new(bin)
-        .arg("--home")
-        .arg(home)
-        .args([
-            "account",
-            "add",
-            "graph",
-            "--id",
-            "m",
-            "--client-id",
-            "bench",
-        ])
-        .args(["--graph-base", url, "--authority", url])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .context("start mailbroker")?;
-    let stderr = child.stderr.take().context("stderr")?;
-    let mut lines = BufReader::new(stderr).lines();
-    let code = loop {
-        let line = lines.next().context("no user code shown")??;
-        if let Some(code) = line.split("enter the code ").nth(1) {
-            break code.trim().to_string();
-        }
-    };
-    oauth::control(&mock.url, "device/approve", json!({ "user_code": code })).await;
-    let status = tokio::task::spawn_blocking(move || child.wait()).await??;
-    if !status.success() {
-        bail!("account add graph failed");
-    }
-    Ok(())
-}
-
 pub async fn bench_graph(n: usize) -> Result<()> {
     let bin = super::mailbroker_binary()?;
     let mock = GraphMock::start("bench@mock.example").await?;
@@ -76,7 +33,21 @@ pub async fn bench_graph(n: usize) -> Result<()> {
     let proxy = Proxy::start(port, super::ONE_WAY)?;
     let url = format!("http://127.0.0.1:{}", proxy.port);
     let home = tempfile::tempdir()?;
-    add_account(&bin, home.path(), &url, &mock).await?;
+    let add = [
+        "account",
+        "add",
+        "graph",
+        "--id",
+        "m",
+        "--client-id",
+        "bench",
+    ];
+    let endpoints = ["--graph-base", url.as_str(), "--authority", url.as_str()];
+    let all: Vec<&str> = add.iter().chain(&endpoints).copied().collect();
+    let added = oauth::with_device_code(&bin, home.path(), &all, &mock.url).await?;
+    if !added.output.status.success() {
+        bail!("account add graph failed: {}", added.stderr);
+    }
 
     let (sync, sync_log) = super::logged(|| mock.requests(), &bin, home.path(), &["sync"])?;
     let ((write, write_log), (again, again_log)) =
