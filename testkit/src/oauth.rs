@@ -4,7 +4,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 
 use anyhow::{Context, Result, bail};
 
@@ -30,36 +30,12 @@ pub async fn with_browser_env(
     args: &[String],
     env: &[(&str, &str)],
 ) -> Result<OAuthRun> {
-    let mut child = Command::new(bin)
-        // Never the keyring of the desktop the tests run on.
-        .env("MAILBROKER_SECRET_STORE", "index")
-        .envs(env.iter().copied())
-        .arg("--home")
-        .arg(home)
-        .arg("--json")
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .context("start mailbroker")?;
-    let stderr = child.stderr.take().context("stderr")?;
-    let (url, seen, rest) = tokio::task::spawn_blocking(move || -> Result<_> {
-        let mut reader = BufReader::new(stderr);
-        let mut line = String::new();
-        let mut seen = String::new();
-        loop {
-            line.clear();
-            if reader.read_line(&mut line)? == 0 {
-                bail!("no authorization URL on stderr: {seen}");
-            }
-            seen.push_str(&line);
-            if line.starts_with("http") && line.contains("code_challenge=") {
-                return Ok((line.trim().to_string(), seen, reader));
-            }
-        }
+    let mut child = spawn(bin, home, args.iter().map(String::as_str), env)?;
+    let (url, seen, rest) = read_until(&mut child, "authorization URL", |line| {
+        (line.starts_with("http") && line.contains("code_challenge="))
+            .then(|| line.trim().to_string())
     })
-    .await??;
+    .await?;
     let browser = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()?;
@@ -80,13 +56,7 @@ pub async fn with_browser_env(
     if landed.status() != 200 {
         bail!("the loopback listener answered {}", landed.status());
     }
-    let (output, tail) = tokio::task::spawn_blocking(move || -> Result<_> {
-        let mut tail = String::new();
-        let mut rest = rest;
-        std::io::Read::read_to_string(&mut rest, &mut tail).ok();
-        Ok((child.wait_with_output()?, tail))
-    })
-    .await??;
+    let (output, tail) = finish(child, rest).await?;
     Ok(OAuthRun {
         output,
         stderr: seen + &tail,
@@ -133,51 +103,83 @@ pub async fn with_device_code(
     args: &[&str],
     mock_url: &str,
 ) -> Result<OAuthRun> {
-    let mut child = Command::new(bin)
-        // Never the keyring of the desktop the tests run on.
-        .env("MAILBROKER_SECRET_STORE", "index")
-        .arg("--home")
-        .arg(home)
-        .arg("--json")
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .context("start mailbroker")?;
-    let stderr = child.stderr.take().context("stderr")?;
-    let (code, seen, rest) = tokio::task::spawn_blocking(move || -> Result<_> {
-        let mut reader = BufReader::new(stderr);
-        let mut line = String::new();
-        let mut seen = String::new();
-        loop {
-            line.clear();
-            if reader.read_line(&mut line)? == 0 {
-                bail!("no user code on stderr: {seen}");
-            }
-            seen.push_str(&line);
-            if let Some(code) = line.split("enter the code ").nth(1) {
-                return Ok((code.trim().to_string(), seen, reader));
-            }
-        }
+    let mut child = spawn(bin, home, args.iter().copied(), &[])?;
+    let (code, seen, rest) = read_until(&mut child, "user code", |line| {
+        line.split("enter the code ")
+            .nth(1)
+            .map(|c| c.trim().to_string())
     })
-    .await??;
+    .await?;
     control(
         mock_url,
         "device/approve",
         serde_json::json!({ "user_code": code }),
     )
     .await;
-    let (output, tail) = tokio::task::spawn_blocking(move || -> Result<_> {
-        let mut tail = String::new();
-        let mut rest = rest;
-        std::io::Read::read_to_string(&mut rest, &mut tail).ok();
-        Ok((child.wait_with_output()?, tail))
-    })
-    .await??;
+    let (output, tail) = finish(child, rest).await?;
     Ok(OAuthRun {
         output,
         stderr: seen + &tail,
         url: code,
     })
+}
+
+/// Starts `bin --home HOME --json ARGS…` with stdout and stderr piped.
+fn spawn<'a>(
+    bin: &Path,
+    home: &Path,
+    args: impl Iterator<Item = &'a str>,
+    env: &[(&str, &str)],
+) -> Result<Child> {
+    Command::new(bin)
+        // Never the keyring of the desktop the tests run on.
+        .env("MAILBROKER_SECRET_STORE", "index")
+        .envs(env.iter().copied())
+        .arg("--home")
+        .arg(home)
+        .arg("--json")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("start mailbroker")
+}
+
+type Stderr = BufReader<std::process::ChildStderr>;
+
+/// Reads the command's stderr until `found` picks something out of a line (`what` names it
+/// for the error when it never comes): that, what was read, and the rest of stderr.
+async fn read_until(
+    child: &mut Child,
+    what: &'static str,
+    found: impl Fn(&str) -> Option<String> + Send + 'static,
+) -> Result<(String, String, Stderr)> {
+    let stderr = child.stderr.take().context("stderr")?;
+    tokio::task::spawn_blocking(move || -> Result<_> {
+        let mut reader = BufReader::new(stderr);
+        let mut line = String::new();
+        let mut seen = String::new();
+        loop {
+            line.clear();
+            if reader.read_line(&mut line)? == 0 {
+                bail!("no {what} on stderr: {seen}");
+            }
+            seen.push_str(&line);
+            if let Some(hit) = found(&line) {
+                return Ok((hit, seen, reader));
+            }
+        }
+    })
+    .await?
+}
+
+/// Waits for the command: its output, and what it wrote to stderr after `rest` was taken.
+async fn finish(child: Child, mut rest: Stderr) -> Result<(Output, String)> {
+    tokio::task::spawn_blocking(move || -> Result<_> {
+        let mut tail = String::new();
+        std::io::Read::read_to_string(&mut rest, &mut tail).ok();
+        Ok((child.wait_with_output()?, tail))
+    })
+    .await?
 }
