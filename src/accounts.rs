@@ -44,7 +44,10 @@ pub async fn login(
     how: Consent,
 ) -> Result<AccountView> {
     let record = store.account(id).await?;
-    let secrets = StoreSecrets { store, account: id };
+    let secrets = StoreSecrets {
+        store: store.clone(),
+        account: id.clone(),
+    };
     let caps = record
         .adapter()?
         .login(&record.info(), &secrets, upgrade, how)
@@ -56,7 +59,10 @@ pub async fn login(
 /// Checks that the account works: its secret, what it grants, that the server answers.
 pub async fn doctor(store: &Store, id: &AccountId) -> Result<DoctorReport> {
     let record = store.account(id).await?;
-    let secrets = StoreSecrets { store, account: id };
+    let secrets = StoreSecrets {
+        store: store.clone(),
+        account: id.clone(),
+    };
     record.adapter()?.doctor(&record.info(), &secrets).await
 }
 

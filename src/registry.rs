@@ -46,19 +46,24 @@ impl AccountRecord {
 }
 
 /// One account's secrets in the store, as an adapter reads and refreshes them.
-pub struct StoreSecrets<'a> {
-    pub store: &'a Store,
-    pub account: &'a AccountId,
+#[derive(Clone)]
+pub struct StoreSecrets {
+    pub store: Store,
+    pub account: AccountId,
 }
 
 #[async_trait]
-impl Secrets for StoreSecrets<'_> {
+impl Secrets for StoreSecrets {
     async fn get(&self, kind: &str) -> Result<String> {
-        self.store.secret(self.account, kind).await
+        self.store.secret(&self.account, kind).await
     }
 
     async fn set(&self, kind: &str, value: &str) -> Result<()> {
-        self.store.set_secret(self.account, kind, value).await
+        self.store.set_secret(&self.account, kind, value).await
+    }
+
+    fn shared(&self) -> std::sync::Arc<dyn Secrets> {
+        std::sync::Arc::new(self.clone())
     }
 }
 
@@ -71,8 +76,8 @@ pub async fn connect(store: &Store, account: &AccountRecord) -> Result<Box<dyn P
 /// work alone is left, to overlap the caller's.
 pub async fn connector(store: &Store, account: &AccountRecord) -> Result<Box<dyn Connector>> {
     let secrets = StoreSecrets {
-        store,
-        account: &account.id,
+        store: store.clone(),
+        account: account.id.clone(),
     };
     account
         .adapter()?

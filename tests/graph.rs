@@ -311,3 +311,54 @@ async fn the_assistant_flow_over_mcp_works_on_a_microsoft_account() {
     assert_eq!(mock.ids_in("inbox").len(), 7);
     assert!(news.iter().all(|id| categories(&mock, id).is_empty()));
 }
+
+/// The token endpoint's answers so far that handed out tokens.
+fn grants(mock: &GraphMock) -> usize {
+    mock.requests()
+        .iter()
+        .filter(|l| l.oauth.as_deref() == Some("tokens"))
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_are_refreshed_on_expiry_and_a_revoked_grant_asks_for_login() {
+    let mock = GraphMock::start("me@mock.example").await.unwrap();
+    mock.seed(5, "inbox", "news@shop.example", true);
+    // Tokens that expire within the refresh margin: every command must refresh first.
+    control(&mock.url, "identity", json!({"token_ttl_secs": 30})).await;
+    let home = tempfile::tempdir().unwrap();
+    let (_, printed) = add_account(&mock, home.path()).await;
+    let mut seen = printed;
+
+    for round in 1..=2 {
+        let before = grants(&mock);
+        let synced = mb(home.path(), &["sync"]);
+        assert_eq!(synced.code, 0, "{}\n{}", synced.stdout, synced.stderr);
+        // One refresh each time, with the refresh token the last one rotated in.
+        assert_eq!(grants(&mock) - before, 1, "round {round}");
+        seen += &(synced.stdout + &synced.stderr);
+    }
+
+    // Graph refuses the token before its stored expiry: the command renews it and goes on.
+    control(
+        &mock.url,
+        "identity",
+        json!({"token_ttl_secs": 3600, "expire_tokens": true}),
+    )
+    .await;
+    let before = grants(&mock);
+    let doctor = ok(home.path(), &["account", "doctor", "ms"]);
+    assert_eq!(grants(&mock) - before, 1, "{doctor}");
+    seen += &doctor.to_string();
+
+    control(&mock.url, "revoke-all", json!({})).await;
+    let refused = mb(home.path(), &["sync"]);
+    assert_eq!(refused.code, 3, "{}", refused.stdout);
+    assert_eq!(refused.json["error_type"], "auth_required", "{}", refused.stdout);
+    assert_eq!(refused.json["next_step"], "run: mailbroker account login ms");
+    seen += &(refused.stdout + &refused.stderr);
+    assert!(
+        !seen.contains("mock-at-") && !seen.contains("mock-rt-") && !seen.contains("mock-dc-"),
+        "a token was printed"
+    );
+}

@@ -112,6 +112,7 @@ async fn graph(
             status: 401,
             inner: None,
             writes: 0,
+            oauth: None,
         });
         return (StatusCode::UNAUTHORIZED, Json(error)).into_response();
     }
@@ -137,6 +138,7 @@ async fn graph(
         status: answer.status,
         inner: (path == "$batch").then(|| batched.map_or(0, Vec::len)),
         writes,
+        oauth: None,
     });
     let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     if writes > 0 && answer.status < 300 && state.faults.drop_after_write > 0 {
@@ -209,6 +211,10 @@ struct IdentityKnobs {
     token_ttl_secs: Option<u64>,
     interval: Option<u64>,
     device_ttl_secs: Option<u64>,
+    /// The next this many device code polls are told `slow_down`.
+    slow_down: Option<u32>,
+    /// Consent to the app was withdrawn (true) or given again (false).
+    consent_required: Option<bool>,
     /// Every access token expires now.
     #[serde(default)]
     expire_tokens: bool,
@@ -228,6 +234,12 @@ async fn control_identity(
     }
     if let Some(ttl) = k.device_ttl_secs {
         id.device_ttl = Some(std::time::Duration::from_secs(ttl));
+    }
+    if let Some(n) = k.slow_down {
+        id.slow_down = n;
+    }
+    if let Some(withdrawn) = k.consent_required {
+        id.consent_required = withdrawn;
     }
     if k.expire_tokens {
         id.tokens.clear();
@@ -352,7 +364,8 @@ async fn control_log(AxState(app): AxState<App>) -> impl IntoResponse {
         .log
         .iter()
         .map(
-            |l| json!({ "method": l.method, "path": l.path, "status": l.status, "inner": l.inner }),
+            |l| json!({ "method": l.method, "path": l.path, "status": l.status, "inner": l.inner,
+                "oauth": l.oauth }),
         )
         .collect();
     Json(json!({ "requests": log }))

@@ -10,9 +10,9 @@ use axum::Form;
 use axum::extract::{Path, State as AxState};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
+use serde_json::{Value, json};
 
-use crate::{App, lock};
+use crate::{App, Logged, lock};
 
 pub const DEVICE_GRANT: &str = "urn:ietf:params:oauth:grant-type:device_code";
 
@@ -43,6 +43,11 @@ pub struct Identity {
     pub interval: u64,
     /// How long a device code lives.
     pub device_ttl: Option<Duration>,
+    /// The next this many device code polls are answered `slow_down`, as Microsoft does
+    /// when it finds a client polling too fast.
+    pub slow_down: u32,
+    /// The tenant withdrew consent: refresh grants are refused with AADSTS65001.
+    pub consent_required: bool,
     next: u64,
 }
 
@@ -75,13 +80,31 @@ impl Identity {
     }
 }
 
-fn aad_error(error: &str, code: &str, text: &str) -> Response {
-    let body = json!({
-        "error": error,
-        "error_description": format!("{code}: {text}"),
-        "error_codes": [code.trim_start_matches("AADSTS").parse::<u64>().unwrap_or(0)],
-    });
-    (StatusCode::BAD_REQUEST, axum::Json(body)).into_response()
+/// A refusal in the identity platform's shape: the OAuth error, and the AADSTS code first in
+/// the description.
+struct Refusal {
+    error: &'static str,
+    code: &'static str,
+    text: String,
+}
+
+fn refuse(error: &'static str, code: &'static str, text: &str) -> Refusal {
+    Refusal {
+        error,
+        code,
+        text: text.to_string(),
+    }
+}
+
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        let body = json!({
+            "error": self.error,
+            "error_description": format!("{}: {}", self.code, self.text),
+            "error_codes": [self.code.trim_start_matches("AADSTS").parse::<u64>().unwrap_or(0)],
+        });
+        (StatusCode::BAD_REQUEST, axum::Json(body)).into_response()
+    }
 }
 
 /// `POST /{tenant}/oauth2/v2.0/devicecode`: a device code and the code a person types.
@@ -91,7 +114,7 @@ pub async fn devicecode(
     Form(form): Form<HashMap<String, String>>,
 ) -> Response {
     if form.get("client_id").is_none_or(String::is_empty) {
-        return aad_error("invalid_request", "AADSTS900144", "client_id is required");
+        return refuse("invalid_request", "AADSTS900144", "client_id is required").into_response();
     }
     let scope = form.get("scope").cloned().unwrap_or_default();
     let mut s = lock(&app.state);
@@ -125,89 +148,121 @@ pub async fn devicecode(
 }
 
 /// `POST /{tenant}/oauth2/v2.0/token`: the device code grant (pending, slow_down, expired,
-/// declined, or tokens) and the refresh grant.
+/// declined, or tokens) and the refresh grant. Each answer is logged by its OAuth outcome.
 pub async fn token(
     AxState(app): AxState<App>,
-    Path(_tenant): Path<String>,
+    Path(tenant): Path<String>,
     Form(form): Form<HashMap<String, String>>,
 ) -> Response {
     let mut s = lock(&app.state);
-    let id = &mut s.identity;
+    let answer = grant(&mut s.identity, &form);
+    s.log.push(Logged {
+        method: "POST".into(),
+        path: format!("/{tenant}/oauth2/v2.0/token"),
+        status: if answer.is_ok() { 200 } else { 400 },
+        inner: None,
+        writes: 0,
+        oauth: Some(match &answer {
+            Ok(_) => "tokens".to_string(),
+            Err(r) => r.error.to_string(),
+        }),
+    });
+    match answer {
+        Ok(tokens) => axum::Json(tokens).into_response(),
+        Err(refusal) => refusal.into_response(),
+    }
+}
+
+fn grant(id: &mut Identity, form: &HashMap<String, String>) -> Result<Value, Refusal> {
     let grant = form
         .get("grant_type")
         .map(String::as_str)
         .unwrap_or_default();
     let scope = match grant {
-        DEVICE_GRANT => {
-            let code = form.get("device_code").cloned().unwrap_or_default();
-            let Some(device) = id.devices.get_mut(&code) else {
-                return aad_error(
-                    "invalid_grant",
-                    "AADSTS70000",
-                    "The device code is not valid.",
-                );
-            };
-            let now = Instant::now();
-            if now > device.expires {
-                return aad_error(
-                    "expired_token",
-                    "AADSTS70020",
-                    "The device code has expired.",
-                );
-            }
-            let early = device
-                .last_poll
-                .is_some_and(|last| now < last + Duration::from_secs(device.interval));
-            device.last_poll = Some(now);
-            if early {
-                device.interval += 5;
-                return aad_error("slow_down", "AADSTS70016", "Polling too fast; slow down.");
-            }
-            if device.declined {
-                return aad_error(
-                    "authorization_declined",
-                    "AADSTS70000",
-                    "The end user denied the authorization request.",
-                );
-            }
-            if !device.approved {
-                return aad_error(
-                    "authorization_pending",
-                    "AADSTS70016",
-                    "OAuth 2.0 device flow error. Authorization is pending.",
-                );
-            }
-            let scope = device.scope.clone();
-            id.devices.remove(&code);
-            scope
+        DEVICE_GRANT => device_grant(id, form.get("device_code"))?,
+        "refresh_token" if id.consent_required => {
+            return Err(refuse(
+                "invalid_grant",
+                "AADSTS65001",
+                "The user or administrator has not consented to use the application. Send an interactive authorization request for this user and resource.",
+            ));
         }
         "refresh_token" => {
             let refresh = form.get("refresh_token").cloned().unwrap_or_default();
-            let Some(scope) = id.refresh.remove(&refresh) else {
-                return aad_error(
+            id.refresh.remove(&refresh).ok_or_else(|| {
+                refuse(
                     "invalid_grant",
                     "AADSTS70008",
                     "The refresh token has expired or is invalid due to sign-in frequency checks or a revocation.",
-                );
-            };
-            scope
+                )
+            })?
         }
         other => {
-            return aad_error(
+            return Err(refuse(
                 "unsupported_grant_type",
                 "AADSTS70003",
                 &format!("The app requested an unsupported grant type '{other}'."),
-            );
+            ));
         }
     };
     let (access, refresh) = id.grant(&scope);
     let ttl = id.token_ttl.unwrap_or(Duration::from_secs(3600));
-    axum::Json(json!({
+    Ok(json!({
         "token_type": "Bearer",
         "scope": scope,
         "expires_in": ttl.as_secs(),
         "access_token": access,
         "refresh_token": refresh,
     }))
-    .into_response()
+}
+
+/// One poll of a device code: the scope it was granted for, or why not yet.
+fn device_grant(id: &mut Identity, code: Option<&String>) -> Result<String, Refusal> {
+    let code = code.cloned().unwrap_or_default();
+    let forced_slow_down = id.slow_down > 0;
+    let Some(device) = id.devices.get_mut(&code) else {
+        return Err(refuse(
+            "invalid_grant",
+            "AADSTS70000",
+            "The device code is not valid.",
+        ));
+    };
+    let now = Instant::now();
+    if now > device.expires {
+        return Err(refuse(
+            "expired_token",
+            "AADSTS70020",
+            "The device code has expired.",
+        ));
+    }
+    let early = device
+        .last_poll
+        .is_some_and(|last| now < last + Duration::from_secs(device.interval));
+    device.last_poll = Some(now);
+    if early || forced_slow_down {
+        device.interval += 5;
+        id.slow_down = id.slow_down.saturating_sub(1);
+        return Err(refuse(
+            "slow_down",
+            "AADSTS70016",
+            "Polling too fast; slow down.",
+        ));
+    }
+    if device.declined {
+        return Err(refuse(
+            "authorization_declined",
+            "AADSTS70000",
+            "The end user denied the authorization request.",
+        ));
+    }
+    if !device.approved {
+        return Err(refuse(
+            "authorization_pending",
+            "AADSTS70016",
+            "OAuth 2.0 device flow error. Authorization is pending.",
+        ));
+    }
+    let scope = device.scope.clone();
+    id.devices.remove(&code);
+    Ok(scope)
 }

@@ -98,6 +98,9 @@ pub struct Logged {
     /// How many message writes it carried that the server applied (a PATCH, move or
     /// permanentDelete; inside a `$batch`, each one; one refused, by If-Match say, is none).
     pub writes: usize,
+    /// For the token endpoint: the OAuth answer (`tokens`, `authorization_pending`,
+    /// `slow_down`, `invalid_grant`, …).
+    pub oauth: Option<String>,
 }
 
 /// Faults a test switches on (`/_mock/faults`).

@@ -39,6 +39,9 @@ impl AccountInfo<'_> {
 pub trait Secrets: Send + Sync {
     async fn get(&self, kind: &str) -> Result<String>;
     async fn set(&self, kind: &str, value: &str) -> Result<()>;
+    /// An owned handle on the same secrets, for a session that renews its secret while it
+    /// runs (a refresh token rotated mid-sync must be stored before the next call needs it).
+    fn shared(&self) -> std::sync::Arc<dyn Secrets>;
 }
 
 /// An account a `setup` function made, ready to store: nothing is stored unless every step

@@ -1,8 +1,6 @@
 //! The Graph adapter's offline half: setup by the device code flow, the connector (an
-//! expired token refreshed and stored first), login, the doctor, and category rules.
-//!
-//! Writes and staged deletion on Graph are not built yet: `check` refuses them up front, with
-//! a sentence, before anything is planned or staged. The account syncs and searches.
+//! expired token refreshed and stored first; one Graph refuses later is renewed by the
+//! client), login, the doctor, and category rules.
 
 use async_trait::async_trait;
 use mailbroker_core::{
@@ -12,7 +10,7 @@ use mailbroker_core::{
 use mailbroker_oauth::{SECRET_KIND, Tokens, encode};
 
 use crate::GraphProvider;
-use crate::client::Client;
+use crate::client::{Client, Renewal};
 use crate::oauth::{GraphSettings, device_login, refresh};
 
 /// Outlook's longest category name.
@@ -96,13 +94,7 @@ impl Adapter for Graph {
         account: &AccountInfo<'_>,
         secrets: &dyn Secrets,
     ) -> Result<Box<dyn Connector>> {
-        let (settings, tokens) =
-            mailbroker_oauth::access_token::<GraphSettings>(account, secrets, refresh).await?;
-        let provider = GraphProvider::new(
-            &settings.graph_base,
-            tokens.access_token,
-            account.id.as_str(),
-        )?;
+        let provider = GraphProvider::signed_in_as(account, secrets).await?;
         Ok(Box::new(Ready(Box::new(provider))))
     }
 
@@ -124,13 +116,9 @@ impl Adapter for Graph {
         account: &AccountInfo<'_>,
         secrets: &dyn Secrets,
     ) -> Result<DoctorReport> {
-        let (settings, tokens) =
-            mailbroker_oauth::access_token::<GraphSettings>(account, secrets, refresh).await?;
-        let client = Client::new(
-            &settings.graph_base,
-            tokens.access_token,
-            account.id.as_str(),
-        )?;
+        let (settings, tokens) = signed_in(account, secrets).await?;
+        let scopes = tokens.scopes.clone();
+        let client = Client::signed_in(&settings.graph_base, renewal(&settings, tokens, secrets), account.id.as_str())?;
         let me = client.get("me").await?;
         let address = me["mail"].as_str().unwrap_or_default().to_string();
         Ok(DoctorReport {
@@ -138,15 +126,42 @@ impl Adapter for Graph {
                 "{}: token ok, Graph reachable at {}, {address}, scopes: {}",
                 account.id,
                 settings.graph_base,
-                tokens.scopes.join(" ")
+                scopes.join(" ")
             ),
             details: serde_json::json!({
                 "account": account.id,
                 "email": address,
-                "scopes": tokens.scopes,
+                "scopes": scopes,
                 "graph_base": settings.graph_base,
             }),
         })
+    }
+}
+
+/// The account's settings and tokens, an expired access token refreshed and stored first.
+async fn signed_in(
+    account: &AccountInfo<'_>,
+    secrets: &dyn Secrets,
+) -> Result<(GraphSettings, Tokens)> {
+    mailbroker_oauth::access_token::<GraphSettings>(account, secrets, refresh).await
+}
+
+fn renewal(settings: &GraphSettings, tokens: Tokens, secrets: &dyn Secrets) -> Renewal {
+    Renewal {
+        settings: settings.clone(),
+        tokens,
+        secrets: secrets.shared(),
+    }
+}
+
+impl GraphProvider {
+    async fn signed_in_as(
+        account: &AccountInfo<'_>,
+        secrets: &dyn Secrets,
+    ) -> Result<GraphProvider> {
+        let (settings, tokens) = signed_in(account, secrets).await?;
+        let renewal = renewal(&settings, tokens, secrets);
+        GraphProvider::signed_in(&settings.graph_base, renewal, account.id.as_str())
     }
 }
 

@@ -1,8 +1,13 @@
 //! The HTTP side: a small typed client for exactly the Graph endpoints the adapter uses,
 //! every request asking for immutable ids, every failure turned into our error vocabulary.
 
-use mailbroker_core::{Error, Result};
+use std::sync::Arc;
+
+use mailbroker_core::{Error, Result, Secrets};
+use mailbroker_oauth::{SECRET_KIND, Tokens, encode};
 use serde_json::Value;
+
+use crate::oauth::GraphSettings;
 
 /// Asked on every request: a message keeps its id when it moves (and so its index row).
 const IMMUTABLE_IDS: &str = "IdType=\"ImmutableId\"";
@@ -11,10 +16,21 @@ pub struct Client {
     http: reqwest::Client,
     /// The Graph root, `https://graph.microsoft.com` or a mock's URL.
     base: String,
-    token: String,
+    /// The access token requests carry now.
+    token: std::sync::Mutex<String>,
+    /// How to renew it when Graph refuses it; `None` for a fixed token.
+    renewal: Option<tokio::sync::Mutex<Renewal>>,
     account: String,
     /// HTTP requests sent (a `$batch` is one), for reports and benchmarks.
     sent: std::sync::atomic::AtomicU64,
+}
+
+/// What renews a refused access token: the account's settings, its tokens and where they
+/// are kept (a rotated refresh token is stored before it is used).
+pub struct Renewal {
+    pub settings: GraphSettings,
+    pub tokens: Tokens,
+    pub secrets: Arc<dyn Secrets>,
 }
 
 /// One request inside a `$batch`: a url relative to `/v1.0/`.
@@ -49,10 +65,47 @@ impl Client {
         Ok(Client {
             http,
             base: base.trim_end_matches('/').to_string(),
-            token,
+            token: std::sync::Mutex::new(token),
+            renewal: None,
             account: account.to_string(),
             sent: std::sync::atomic::AtomicU64::new(0),
         })
+    }
+
+    /// A client for a signed-in account: its token is renewed when Graph refuses it.
+    pub fn signed_in(base: &str, renewal: Renewal, account: &str) -> Result<Client> {
+        let mut client = Client::new(base, renewal.tokens.access_token.clone(), account)?;
+        client.renewal = Some(tokio::sync::Mutex::new(renewal));
+        Ok(client)
+    }
+
+    fn current_token(&self) -> String {
+        self.token
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+
+    /// Renews the access token after Graph refused `failed` (expired early, or revoked):
+    /// once for all callers, since the one that renews holds the lock and the others find a
+    /// token newer than theirs. False when there is nothing to renew with.
+    async fn renew(&self, failed: &str) -> Result<bool> {
+        let Some(renewal) = &self.renewal else {
+            return Ok(false);
+        };
+        let mut r = renewal.lock().await;
+        if r.tokens.access_token != failed {
+            return Ok(true);
+        }
+        tracing::debug!("graph: access token refused; refreshing");
+        let fresh = crate::oauth::refresh(&r.settings, &r.tokens, &self.account).await?;
+        r.secrets.set(SECRET_KIND, &encode(&fresh)?).await?;
+        *self
+            .token
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = fresh.access_token.clone();
+        r.tokens = fresh;
+        Ok(true)
     }
 
     /// A URL under `/v1.0/` for `path` (`me/mailFolders`), or `path` itself when it is a
@@ -69,13 +122,35 @@ impl Client {
         self.sent.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// A request to `path` with the token and `Prefer: prefer`, counted.
-    fn start(&self, method: reqwest::Method, path: &str, prefer: &str) -> reqwest::RequestBuilder {
-        self.sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        self.http
-            .request(method, self.url(path))
-            .bearer_auth(&self.token)
-            .header("Prefer", prefer)
+    /// Sends `method path` with the token and `Prefer: prefer` (and `body`), counted. A 401
+    /// renews the token and sends once more: Graph applied nothing it refused that way.
+    /// `failed` says what a transport failure means for this request.
+    async fn send(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        prefer: &str,
+        body: Option<&Value>,
+        failed: impl Fn(reqwest::Error) -> Error,
+    ) -> Result<reqwest::Response> {
+        let mut renewed = false;
+        loop {
+            let token = self.current_token();
+            self.sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let mut request = self
+                .http
+                .request(method.clone(), self.url(path))
+                .bearer_auth(&token)
+                .header("Prefer", prefer);
+            if let Some(body) = body {
+                request = request.json(body);
+            }
+            let answer = request.send().await.map_err(&failed)?;
+            if answer.status().as_u16() != 401 || renewed || !self.renew(&token).await? {
+                return Ok(answer);
+            }
+            renewed = true;
+        }
     }
 
     pub async fn get(&self, path: &str) -> Result<Value> {
@@ -92,10 +167,10 @@ impl Client {
             prefer.push_str(&format!(", odata.maxpagesize={n}"));
         }
         let sent = self
-            .start(reqwest::Method::GET, path, &prefer)
-            .send()
-            .await
-            .map_err(|e| self.unreachable(e))?;
+            .send(reqwest::Method::GET, path, &prefer, None, |e| {
+                self.unreachable(e)
+            })
+            .await?;
         if sent.status().as_u16() == 410 {
             return Ok(Page::Gone);
         }
@@ -104,11 +179,10 @@ impl Client {
 
     pub async fn post(&self, path: &str, body: &Value) -> Result<Value> {
         let sent = self
-            .start(reqwest::Method::POST, path, IMMUTABLE_IDS)
-            .json(body)
-            .send()
-            .await
-            .map_err(|e| self.unreachable(e))?;
+            .send(reqwest::Method::POST, path, IMMUTABLE_IDS, Some(body), |e| {
+                self.unreachable(e)
+            })
+            .await?;
         self.json(sent).await
     }
 
@@ -137,16 +211,20 @@ impl Client {
             })
             .collect();
         let writes = requests.iter().any(|r| r.method != "GET");
+        let batch = serde_json::json!({ "requests": items });
         let sent = self
-            .start(reqwest::Method::POST, "$batch", IMMUTABLE_IDS)
-            .json(&serde_json::json!({ "requests": items }))
-            .send()
-            .await
-            .map_err(|e| match writes && !e.is_connect() {
-                // Sent, perhaps received: its writes may have landed.
-                true => lost(),
-                false => self.unreachable(e),
-            })?;
+            .send(
+                reqwest::Method::POST,
+                "$batch",
+                IMMUTABLE_IDS,
+                Some(&batch),
+                |e| match writes && !e.is_connect() {
+                    // Sent, perhaps received: its writes may have landed.
+                    true => lost(),
+                    false => self.unreachable(e),
+                },
+            )
+            .await?;
         let status = sent.status().as_u16();
         let body: Value = match sent.json().await {
             Ok(v) => v,

@@ -33,13 +33,25 @@ pub struct GraphProvider {
 }
 
 impl GraphProvider {
+    /// A session with a fixed access token.
     pub fn new(base: &str, token: String, account: &str) -> Result<GraphProvider> {
-        Ok(GraphProvider {
-            client: client::Client::new(base, token, account)?,
+        Ok(GraphProvider::with(client::Client::new(base, token, account)?))
+    }
+
+    /// A session for a signed-in account: a token Graph refuses is renewed and stored.
+    pub fn signed_in(base: &str, renewal: client::Renewal, account: &str) -> Result<GraphProvider> {
+        Ok(GraphProvider::with(client::Client::signed_in(
+            base, renewal, account,
+        )?))
+    }
+
+    fn with(client: client::Client) -> GraphProvider {
+        GraphProvider {
+            client,
             capabilities: Capabilities::default(),
             folders: None,
             categories: None,
-        })
+        }
     }
 
     async fn folder_id(&mut self, path: &str) -> Result<String> {

@@ -77,7 +77,7 @@ pub async fn device_login(
         .add_scopes(SCOPES.iter().map(|s| Scope::new(s.to_string())))
         .request_async(&http)
         .await
-        .map_err(|e| token_error(e, account))?;
+        .map_err(|e| refused(e, settings, account))?;
     show(
         details.verification_uri().as_str(),
         details.user_code().secret(),
@@ -114,16 +114,49 @@ fn device_error<RE: std::error::Error + 'static>(
     }
 }
 
-/// A fresh access token from the refresh token; a refused grant is `auth_required`.
+/// A fresh access token from the refresh token; a refused grant is `auth_required`, or
+/// `insufficient_scope` when what is missing is consent to the scopes.
 pub async fn refresh(settings: &GraphSettings, tokens: &Tokens, account: &str) -> Result<Tokens> {
     let response = client(settings)?
         .exchange_refresh_token(&RefreshToken::new(tokens.refresh_token.clone()))
         .request_async(&send(http()?))
         .await
-        .map_err(|e| token_error(e, account))?;
+        .map_err(|e| refused(e, settings, account))?;
     let mut fresh = tokens_of(&response, Some(&tokens.refresh_token), None)?;
     if fresh.scopes.is_empty() {
         fresh.scopes = tokens.scopes.clone();
     }
     Ok(fresh)
+}
+
+/// AADSTS codes that mean the app lacks consent to a scope rather than a valid sign-in: no
+/// consent (65001), consent declined (65004), a scope the app may not ask for (70011).
+const CONSENT_CODES: [&str; 3] = ["AADSTS65001", "AADSTS65004", "AADSTS70011"];
+
+/// A refused token request in our vocabulary. The AADSTS code leads the description.
+fn refused<RE: std::error::Error + 'static>(
+    e: oauth2::RequestTokenError<RE, oauth2::basic::BasicErrorResponse>,
+    settings: &GraphSettings,
+    account: &str,
+) -> Error {
+    let oauth2::RequestTokenError::ServerResponse(r) = &e else {
+        return token_error(e, account);
+    };
+    let description = r.error_description().map_or("", String::as_str);
+    let consent = matches!(
+        r.error(),
+        oauth2::basic::BasicErrorResponseType::InvalidScope
+    ) || CONSENT_CODES.iter().any(|c| description.starts_with(c));
+    if !consent {
+        return token_error(e, account);
+    }
+    let code = description.split(':').next().unwrap_or_default();
+    Error::insufficient_scope(format!(
+        "Microsoft refused consent to {} ({code})",
+        SCOPES.join(" ")
+    ))
+    .with_next_step(format!(
+        "have the tenant's administrator consent to these permissions for client {}, then run: mailbroker account login {account}",
+        settings.client_id
+    ))
 }
