@@ -354,11 +354,63 @@ async fn tokens_are_refreshed_on_expiry_and_a_revoked_grant_asks_for_login() {
     control(&mock.url, "revoke-all", json!({})).await;
     let refused = mb(home.path(), &["sync"]);
     assert_eq!(refused.code, 3, "{}", refused.stdout);
-    assert_eq!(refused.json["error_type"], "auth_required", "{}", refused.stdout);
-    assert_eq!(refused.json["next_step"], "run: mailbroker account login ms");
+    assert_eq!(
+        refused.json["error_type"], "auth_required",
+        "{}",
+        refused.stdout
+    );
+    assert_eq!(
+        refused.json["next_step"],
+        "run: mailbroker account login ms"
+    );
     seen += &(refused.stdout + &refused.stderr);
     assert!(
         !seen.contains("mock-at-") && !seen.contains("mock-rt-") && !seen.contains("mock-dc-"),
         "a token was printed"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_may_sign_in_in_a_browser_instead_of_typing_a_code() {
+    let mock = GraphMock::start("me@mock.example").await.unwrap();
+    mock.seed(3, "inbox", "news@shop.example", true);
+    let home = tempfile::tempdir().unwrap();
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_mailbroker"));
+    let endpoints = ["--graph-base", &mock.url, "--authority", &mock.url];
+    let browser = ["--browser", "--no-browser"];
+    let add: Vec<String> = ["account", "add", "graph", "--id", "web", "--client-id", "app"]
+        .iter()
+        .chain(&endpoints)
+        .chain(&browser)
+        .map(|s| s.to_string())
+        .collect();
+    let run = mailbroker_testkit::oauth::with_browser(bin, home.path(), &add)
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.output.stdout);
+    assert!(run.output.status.success(), "{stdout}\n{}", run.stderr);
+    // The authorization code flow with PKCE, to the tenant's authorize endpoint.
+    assert!(
+        run.url
+            .starts_with(&format!("{}/common/oauth2/v2.0/authorize?", mock.url))
+            && run.url.contains("code_challenge_method=S256"),
+        "{}",
+        run.url
+    );
+    assert!(!stdout.contains("mock-at-") && !run.stderr.contains("mock-rt-"));
+    assert_eq!(ok(home.path(), &["sync"])["accounts"][0]["added"], 3);
+
+    // Signing in again the same way replaces the stored tokens.
+    control(&mock.url, "revoke-all", json!({})).await;
+    assert_eq!(mb(home.path(), &["sync"]).json["error_type"], "auth_required");
+    let login: Vec<String> = ["account", "login", "web"]
+        .iter()
+        .chain(&browser)
+        .map(|s| s.to_string())
+        .collect();
+    let again = mailbroker_testkit::oauth::with_browser(bin, home.path(), &login)
+        .await
+        .unwrap();
+    assert!(again.output.status.success(), "{}", again.stderr);
+    ok(home.path(), &["sync"]);
 }

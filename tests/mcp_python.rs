@@ -18,7 +18,7 @@ const SDK: &str = "mcp==2.3.0";
 /// missing outside CI; in CI a missing Python fails the test.
 fn python() -> Option<PathBuf> {
     let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("py-mcp");
-    mailbroker_testkit::python_venv(&venv, SDK)
+    mailbroker_testkit::python_venv(&venv, &[SDK])
 }
 
 fn drive(py: &Path, config: serde_json::Value) -> serde_json::Value {

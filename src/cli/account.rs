@@ -46,6 +46,10 @@ pub struct ConsentArgs {
     /// on stdin (for headless machines).
     #[arg(long)]
     pub no_browser: bool,
+    /// Sign in in a browser (authorization code with PKCE) where the provider's default is
+    /// a device code (Microsoft accounts).
+    #[arg(long)]
+    pub browser: bool,
 }
 
 impl ConsentArgs {
@@ -53,6 +57,7 @@ impl ConsentArgs {
         mailbroker_core::Consent {
             open_browser: !self.no_browser,
             paste: self.no_browser,
+            browser: self.browser,
         }
     }
 }
@@ -96,7 +101,7 @@ pub enum AddCommand {
     /// A Gmail account (OAuth in the browser: authorization code with PKCE).
     Gmail(GmailArgs),
     /// A Microsoft account (Outlook.com, Microsoft 365) over Microsoft Graph, signed in by
-    /// the device code flow. Syncs and searches; changing its mail comes in a later version.
+    /// the device code flow (a code to type on any device), or in a browser with --browser.
     Graph(GraphArgs),
 }
 
@@ -120,6 +125,8 @@ pub struct GraphArgs {
     /// The Microsoft identity platform root.
     #[arg(long, default_value = mailbroker_graph::oauth::MICROSOFT_AUTHORITY)]
     pub authority: String,
+    #[command(flatten)]
+    pub consent: ConsentArgs,
 }
 
 #[derive(Debug, Args)]
@@ -284,8 +291,8 @@ pub(super) async fn account(store: &Store, cmd: AccountCommand, json: bool) -> R
                 authority: args.authority.clone(),
                 graph_base: args.graph_base.clone(),
             };
-            let show = mailbroker_graph::show_code;
-            let new = mailbroker_graph::setup(&id, args.email.clone(), settings, show).await?;
+            let how = args.consent.consent();
+            let new = mailbroker_graph::setup(&id, args.email.clone(), settings, how).await?;
             print_account(&accounts::add(store, id, new).await?, json)
         }
         AccountCommand::Login { id, consent } => {

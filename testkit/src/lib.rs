@@ -54,12 +54,12 @@ pub fn account_add_args(
     .to_vec()
 }
 
-/// A Python venv under `dir` with `requirement` installed, made once (a marker file records
+/// A Python venv under `dir` with `requirements` installed, made once (a marker file records
 /// it). `None` when python3 with venv is missing outside CI; under CI that fails instead.
-pub fn python_venv(dir: &std::path::Path, requirement: &str) -> Option<std::path::PathBuf> {
+pub fn python_venv(dir: &std::path::Path, requirements: &[&str]) -> Option<std::path::PathBuf> {
     use std::process::Command;
     let py = dir.join("bin/python");
-    let ready = dir.join(format!(".{requirement}"));
+    let ready = dir.join(format!(".{}", requirements.join("+")));
     if ready.exists() {
         return Some(py);
     }
@@ -76,15 +76,11 @@ pub fn python_venv(dir: &std::path::Path, requirement: &str) -> Option<std::path
         return None;
     }
     let pip = Command::new(dir.join("bin/pip"))
-        .args([
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            requirement,
-        ])
+        .args(["install", "--quiet", "--disable-pip-version-check"])
+        .args(requirements)
         .status()
         .expect("run pip");
-    assert!(pip.success(), "pip install {requirement} failed");
+    assert!(pip.success(), "pip install {requirements:?} failed");
     std::fs::write(&ready, "").expect("mark the venv ready");
     Some(py)
 }

@@ -13,7 +13,7 @@ const CLIENT: &str = "google-api-python-client==2.202.0";
 /// outside CI.
 fn python() -> Option<PathBuf> {
     let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("py-gapi");
-    mailbroker_testkit::python_venv(&venv, CLIENT)
+    mailbroker_testkit::python_venv(&venv, &[CLIENT])
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

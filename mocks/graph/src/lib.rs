@@ -57,6 +57,11 @@ fn router(app: App) -> axum::Router {
         .route("/v1.0/{*path}", any(graph))
         .route("/{tenant}/oauth2/v2.0/devicecode", post(oauth::devicecode))
         .route("/{tenant}/oauth2/v2.0/token", post(oauth::token))
+        .route("/{tenant}/oauth2/v2.0/authorize", get(oauth::authorize))
+        .route(
+            "/{tenant}/v2.0/.well-known/openid-configuration",
+            get(oauth::openid_configuration),
+        )
         .route("/_mock/device/approve", post(control_approve))
         .route("/_mock/identity", post(control_identity))
         .route("/_mock/revoke-all", post(control_revoke_all))
@@ -363,10 +368,10 @@ async fn control_log(AxState(app): AxState<App>) -> impl IntoResponse {
     let log: Vec<Value> = lock(&app.state)
         .log
         .iter()
-        .map(
-            |l| json!({ "method": l.method, "path": l.path, "status": l.status, "inner": l.inner,
-                "oauth": l.oauth }),
-        )
+        .map(|l| {
+            json!({ "method": l.method, "path": l.path, "status": l.status, "inner": l.inner,
+                "oauth": l.oauth })
+        })
         .collect();
     Json(json!({ "requests": log }))
 }
@@ -374,8 +379,22 @@ async fn control_log(AxState(app): AxState<App>) -> impl IntoResponse {
 impl GraphMock {
     /// Starts on a free loopback port, in the current tokio runtime.
     pub async fn start(email: &str) -> std::io::Result<GraphMock> {
+        GraphMock::serve(email, mailbroker_mock_server::bind().await?)
+    }
+
+    /// The same over TLS (https links) with this certificate chain and key, for clients that
+    /// accept only an https authority (Microsoft's sign-in library).
+    pub async fn start_tls(
+        email: &str,
+        cert_pem: &std::path::Path,
+        key_pem: &std::path::Path,
+    ) -> std::io::Result<GraphMock> {
+        let bound = mailbroker_mock_server::bind_tls(cert_pem, key_pem).await?;
+        GraphMock::serve(email, bound)
+    }
+
+    fn serve(email: &str, bound: mailbroker_mock_server::Bound) -> std::io::Result<GraphMock> {
         let state: Shared = Arc::new(Mutex::new(State::new(email)));
-        let bound = mailbroker_mock_server::bind().await?;
         let app = router(App {
             state: state.clone(),
             base: bound.url.clone(),

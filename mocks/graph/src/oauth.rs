@@ -30,6 +30,14 @@ pub struct Device {
     pub last_poll: Option<Instant>,
 }
 
+/// An authorization code and what redeeming it must match (PKCE, RFC 7636).
+#[derive(Debug, Clone)]
+pub struct Code {
+    pub challenge: String,
+    pub redirect_uri: String,
+    pub scope: String,
+}
+
 /// What the identity side of the mock holds.
 #[derive(Debug, Default)]
 pub struct Identity {
@@ -46,6 +54,8 @@ pub struct Identity {
     /// The next this many device code polls are answered `slow_down`, as Microsoft does
     /// when it finds a client polling too fast.
     pub slow_down: u32,
+    /// Authorization codes handed out by `authorize`, not yet redeemed.
+    pub codes: HashMap<String, Code>,
     /// The tenant withdrew consent: refresh grants are refused with AADSTS65001.
     pub consent_required: bool,
     next: u64,
@@ -154,8 +164,10 @@ pub async fn token(
     Path(tenant): Path<String>,
     Form(form): Form<HashMap<String, String>>,
 ) -> Response {
-    let mut s = lock(&app.state);
-    let answer = grant(&mut s.identity, &form);
+    let mut guard = lock(&app.state);
+    let s = &mut *guard;
+    let issuer = format!("{}/{TENANT_ID}/v2.0", app.base);
+    let answer = grant(&mut s.identity, &form, (&issuer, &s.email));
     s.log.push(Logged {
         method: "POST".into(),
         path: format!("/{tenant}/oauth2/v2.0/token"),
@@ -173,13 +185,18 @@ pub async fn token(
     }
 }
 
-fn grant(id: &mut Identity, form: &HashMap<String, String>) -> Result<Value, Refusal> {
+fn grant(
+    id: &mut Identity,
+    form: &HashMap<String, String>,
+    (issuer, email): (&str, &str),
+) -> Result<Value, Refusal> {
     let grant = form
         .get("grant_type")
         .map(String::as_str)
         .unwrap_or_default();
     let scope = match grant {
         DEVICE_GRANT => device_grant(id, form.get("device_code"))?,
+        "authorization_code" => redeem(id, form)?,
         "refresh_token" if id.consent_required => {
             return Err(refuse(
                 "invalid_grant",
@@ -207,13 +224,159 @@ fn grant(id: &mut Identity, form: &HashMap<String, String>) -> Result<Value, Ref
     };
     let (access, refresh) = id.grant(&scope);
     let ttl = id.token_ttl.unwrap_or(Duration::from_secs(3600));
+    let client = form.get("client_id").map_or("", String::as_str);
     Ok(json!({
         "token_type": "Bearer",
         "scope": scope,
         "expires_in": ttl.as_secs(),
         "access_token": access,
         "refresh_token": refresh,
+        // What Microsoft adds for sign-in libraries that keep accounts (msal): who signed in.
+        "id_token": id_token(issuer, client, email),
+        "client_info": b64(&json!({ "uid": USER_ID, "utid": TENANT_ID })),
     }))
+}
+
+/// The signed-in user's object id and home tenant, as `client_info` and the id_token say.
+const USER_ID: &str = "00000000-0000-0000-0000-00000000beef";
+const TENANT_ID: &str = "9188040d-6c67-4c5b-b112-36a304b66dad";
+
+fn b64(value: &Value) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(value.to_string())
+}
+
+/// An unsigned id_token (`alg: none`): clients read its claims, and the TLS connection to the
+/// token endpoint stands for its signature (OpenID Connect Core §3.1.3.7, item 6).
+fn id_token(issuer: &str, client: &str, email: &str) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let header = json!({ "alg": "none", "typ": "JWT" });
+    let claims = json!({
+        "iss": issuer, "aud": client, "sub": USER_ID, "oid": USER_ID, "tid": TENANT_ID,
+        "iat": now, "nbf": now, "exp": now + 3600,
+        "preferred_username": email, "name": "Mock User", "ver": "2.0",
+    });
+    format!("{}.{}.", b64(&header), b64(&claims))
+}
+
+/// `GET /{tenant}/v2.0/.well-known/openid-configuration`: where the tenant's endpoints are,
+/// as sign-in libraries discover them.
+pub async fn openid_configuration(
+    AxState(app): AxState<App>,
+    Path(tenant): Path<String>,
+) -> Response {
+    let root = format!("{}/{tenant}", app.base);
+    axum::Json(json!({
+        "issuer": format!("{}/{TENANT_ID}/v2.0", app.base),
+        "authorization_endpoint": format!("{root}/oauth2/v2.0/authorize"),
+        "token_endpoint": format!("{root}/oauth2/v2.0/token"),
+        "device_authorization_endpoint": format!("{root}/oauth2/v2.0/devicecode"),
+        "jwks_uri": format!("{root}/discovery/v2.0/keys"),
+        "response_types_supported": ["code", "id_token", "code id_token", "id_token token"],
+        "scopes_supported": ["openid", "profile", "email", "offline_access"],
+        "subject_types_supported": ["pairwise"],
+        "id_token_signing_alg_values_supported": ["RS256"],
+        "token_endpoint_auth_methods_supported": ["client_secret_post", "private_key_jwt", "client_secret_basic"],
+        "tenant_region_scope": null,
+    }))
+    .into_response()
+}
+
+#[derive(serde::Deserialize)]
+pub struct AuthRequest {
+    client_id: Option<String>,
+    redirect_uri: String,
+    response_type: String,
+    scope: String,
+    state: Option<String>,
+    code_challenge: Option<String>,
+    code_challenge_method: Option<String>,
+}
+
+/// `GET /{tenant}/oauth2/v2.0/authorize`: the person signs in and consents at once, and the
+/// browser is sent back to the app's redirect URI with a code (PKCE with S256 required, as
+/// for a public client).
+pub async fn authorize(
+    AxState(app): AxState<App>,
+    Path(_tenant): Path<String>,
+    axum::extract::Query(req): axum::extract::Query<AuthRequest>,
+) -> Response {
+    if req.client_id.as_deref().is_none_or(str::is_empty) || req.response_type != "code" {
+        return refuse(
+            "invalid_request",
+            "AADSTS900144",
+            "client_id and response_type=code are required",
+        )
+        .into_response();
+    }
+    let (Some(challenge), Some("S256")) =
+        (req.code_challenge, req.code_challenge_method.as_deref())
+    else {
+        return refuse("invalid_request", "AADSTS9002325", "Proof Key for Code Exchange is required for cross-origin authorization code redemption.").into_response();
+    };
+    let Ok(mut to) = url::Url::parse(&req.redirect_uri) else {
+        return refuse(
+            "invalid_request",
+            "AADSTS50011",
+            "The redirect URI is not valid.",
+        )
+        .into_response();
+    };
+    let mut s = lock(&app.state);
+    let code = s.identity.next("code");
+    s.identity.codes.insert(
+        code.clone(),
+        Code {
+            challenge,
+            redirect_uri: req.redirect_uri.clone(),
+            scope: req.scope,
+        },
+    );
+    to.query_pairs_mut().append_pair("code", &code);
+    if let Some(state) = &req.state {
+        to.query_pairs_mut().append_pair("state", state);
+    }
+    (
+        StatusCode::FOUND,
+        [(axum::http::header::LOCATION, to.to_string())],
+    )
+        .into_response()
+}
+
+/// Redeems an authorization code: the verifier must hash to the challenge, and the redirect
+/// URI must be the one the code was issued for.
+fn redeem(id: &mut Identity, form: &HashMap<String, String>) -> Result<String, Refusal> {
+    use base64::Engine;
+    use sha2::Digest;
+    let code = form
+        .get("code")
+        .and_then(|c| id.codes.remove(c))
+        .ok_or_else(|| {
+            refuse(
+                "invalid_grant",
+                "AADSTS70000",
+                "The provided authorization code is invalid or has been used.",
+            )
+        })?;
+    let verifier = form.get("code_verifier").map_or("", String::as_str);
+    let digest = sha2::Sha256::digest(verifier.as_bytes());
+    if base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(digest) != code.challenge {
+        return Err(refuse(
+            "invalid_grant",
+            "AADSTS501481",
+            "The Code_Verifier does not match the code_challenge supplied in the authorization request.",
+        ));
+    }
+    if form.get("redirect_uri") != Some(&code.redirect_uri) {
+        return Err(refuse(
+            "invalid_grant",
+            "AADSTS50011",
+            "The redirect URI does not match the one the code was issued for.",
+        ));
+    }
+    Ok(code.scope)
 }
 
 /// One poll of a device code: the scope it was granted for, or why not yet.

@@ -65,6 +65,8 @@ pub struct Consent {
     pub open_browser: bool,
     /// Also accept the final redirect URL pasted on stdin.
     pub paste: bool,
+    /// Consent in a browser where the provider's default is a device code.
+    pub browser: bool,
 }
 
 /// What `account doctor` found: one line for a person, the details for `--json`.

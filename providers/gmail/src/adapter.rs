@@ -10,7 +10,7 @@ use mailbroker_core::{
 
 use crate::client::Client;
 use crate::convert::{self, Cursor};
-use crate::oauth::{self, OAuthSettings, Redirect, SCOPE_FULL, SCOPE_MODIFY, Tokens};
+use crate::oauth::{self, OAuthSettings, SCOPE_FULL, SCOPE_MODIFY, Tokens};
 use crate::{GmailProvider, MAX_LABEL_LEN, api};
 use mailbroker_oauth::{SECRET_KIND, encode};
 
@@ -29,19 +29,7 @@ async fn consent(
     how: Consent,
     account: &str,
 ) -> Result<Tokens> {
-    let redirect = match how.paste {
-        true => Redirect::ListenerOrPasted,
-        false => Redirect::Listener,
-    };
-    oauth::authorize(
-        settings,
-        secret,
-        scopes,
-        redirect,
-        how.open_browser,
-        account,
-    )
-    .await
+    oauth::authorize(settings, secret, scopes, how, account).await
 }
 
 fn capabilities(tokens: &Tokens) -> Capabilities {

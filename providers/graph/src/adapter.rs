@@ -11,7 +11,7 @@ use mailbroker_oauth::{SECRET_KIND, Tokens, encode};
 
 use crate::GraphProvider;
 use crate::client::{Client, Renewal};
-use crate::oauth::{GraphSettings, device_login, refresh};
+use crate::oauth::{GraphSettings, refresh, sign_in};
 
 /// Outlook's longest category name.
 pub const MAX_CATEGORY_LEN: u32 = 255;
@@ -24,15 +24,15 @@ fn capabilities(tokens: &Tokens) -> Capabilities {
     }
 }
 
-/// Signs in by the device code flow (`show` tells the person where to go and what to type),
-/// reads who the user is and the folder tree: an account to store.
+/// Signs in (by a device code, or in a browser when the person asked), reads who the user is
+/// and the folder tree: an account to store.
 pub async fn setup(
     id: &AccountId,
     email: Option<String>,
     settings: GraphSettings,
-    show: impl FnOnce(&str, &str),
+    how: Consent,
 ) -> Result<NewAccount> {
-    let tokens = device_login(&settings, show, id.as_str()).await?;
+    let tokens = sign_in(&settings, how, id.as_str()).await?;
     let client = Client::new(
         &settings.graph_base,
         tokens.access_token.clone(),
@@ -103,10 +103,10 @@ impl Adapter for Graph {
         account: &AccountInfo<'_>,
         secrets: &dyn Secrets,
         _upgrade: bool,
-        _how: Consent,
+        how: Consent,
     ) -> Result<Capabilities> {
         let settings: GraphSettings = account.settings()?;
-        let tokens = device_login(&settings, show_code, account.id.as_str()).await?;
+        let tokens = sign_in(&settings, how, account.id.as_str()).await?;
         secrets.set(SECRET_KIND, &encode(&tokens)?).await?;
         Ok(capabilities(&tokens))
     }
@@ -118,7 +118,11 @@ impl Adapter for Graph {
     ) -> Result<DoctorReport> {
         let (settings, tokens) = signed_in(account, secrets).await?;
         let scopes = tokens.scopes.clone();
-        let client = Client::signed_in(&settings.graph_base, renewal(&settings, tokens, secrets), account.id.as_str())?;
+        let client = Client::signed_in(
+            &settings.graph_base,
+            renewal(&settings, tokens, secrets),
+            account.id.as_str(),
+        )?;
         let me = client.get("me").await?;
         let address = me["mail"].as_str().unwrap_or_default().to_string();
         Ok(DoctorReport {
@@ -163,9 +167,4 @@ impl GraphProvider {
         let renewal = renewal(&settings, tokens, secrets);
         GraphProvider::signed_in(&settings.graph_base, renewal, account.id.as_str())
     }
-}
-
-/// Tells the person, on stderr, where to sign in and what to type.
-pub fn show_code(uri: &str, code: &str) {
-    eprintln!("To sign in, open {uri} and enter the code {code}");
 }

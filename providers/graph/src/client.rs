@@ -179,9 +179,13 @@ impl Client {
 
     pub async fn post(&self, path: &str, body: &Value) -> Result<Value> {
         let sent = self
-            .send(reqwest::Method::POST, path, IMMUTABLE_IDS, Some(body), |e| {
-                self.unreachable(e)
-            })
+            .send(
+                reqwest::Method::POST,
+                path,
+                IMMUTABLE_IDS,
+                Some(body),
+                |e| self.unreachable(e),
+            )
             .await?;
         self.json(sent).await
     }

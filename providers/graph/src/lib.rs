@@ -13,7 +13,8 @@ pub mod oauth;
 mod sync;
 mod write;
 
-pub use adapter::{Graph, setup, show_code};
+pub use adapter::{Graph, setup};
+pub use oauth::show_code;
 
 use async_trait::async_trait;
 use mailbroker_core::{
@@ -35,7 +36,9 @@ pub struct GraphProvider {
 impl GraphProvider {
     /// A session with a fixed access token.
     pub fn new(base: &str, token: String, account: &str) -> Result<GraphProvider> {
-        Ok(GraphProvider::with(client::Client::new(base, token, account)?))
+        Ok(GraphProvider::with(client::Client::new(
+            base, token, account,
+        )?))
     }
 
     /// A session for a signed-in account: a token Graph refuses is renewed and stored.

@@ -5,12 +5,13 @@
 //! Architecture Invariant: tokens never reach a log line, an error message or stdout. Only
 //! the verification URL and the user code (no secret) are shown, by the caller, on stderr.
 
-use mailbroker_core::{Error, Result};
+use mailbroker_core::{Consent, Error, Result};
+use mailbroker_oauth::browser::{self, Refused};
 use mailbroker_oauth::{Tokens, http, send, token_error, tokens_of};
 use oauth2::basic::BasicClient;
 use oauth2::{
-    ClientId, DeviceAuthorizationUrl, RefreshToken, Scope, StandardDeviceAuthorizationResponse,
-    TokenUrl,
+    AuthUrl, ClientId, DeviceAuthorizationUrl, RefreshToken, Scope,
+    StandardDeviceAuthorizationResponse, TokenUrl,
 };
 use serde::{Deserialize, Serialize};
 
@@ -112,6 +113,44 @@ fn device_error<RE: std::error::Error + 'static>(
         }
         other => Error::provider_unavailable(format!("token endpoint: {other}")),
     }
+}
+
+/// The authorization code flow with PKCE and a loopback redirect, for a person who would
+/// rather consent in a browser on this machine than type a code.
+pub async fn browser_login(
+    settings: &GraphSettings,
+    how: Consent,
+    account: &str,
+) -> Result<Tokens> {
+    let bad = |e: oauth2::url::ParseError| {
+        Error::validation(format!("--authority is not a valid URL: {e}"))
+    };
+    let oauth = BasicClient::new(ClientId::new(settings.client_id.clone()))
+        .set_auth_uri(AuthUrl::new(settings.endpoint("authorize")).map_err(bad)?)
+        .set_token_uri(TokenUrl::new(settings.endpoint("token")).map_err(bad)?);
+    let mut tokens = browser::authorize(oauth, &SCOPES, &[], how, account)
+        .await
+        .map_err(|e| match e {
+            Refused::Grant(e) => refused(e, settings, account),
+            Refused::Other(e) => e,
+        })?;
+    if tokens.scopes.is_empty() {
+        tokens.scopes = SCOPES.iter().map(|s| s.to_string()).collect();
+    }
+    Ok(tokens)
+}
+
+/// Signs in as the person chose: in a browser, or by a device code (shown on stderr).
+pub async fn sign_in(settings: &GraphSettings, how: Consent, account: &str) -> Result<Tokens> {
+    match how.browser {
+        true => browser_login(settings, how, account).await,
+        false => device_login(settings, show_code, account).await,
+    }
+}
+
+/// Tells the person, on stderr, where to sign in and what to type.
+pub fn show_code(uri: &str, code: &str) {
+    eprintln!("To sign in, open {uri} and enter the code {code}");
 }
 
 /// A fresh access token from the refresh token; a refused grant is `auth_required`, or

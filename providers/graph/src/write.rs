@@ -10,8 +10,9 @@
 //! - Verification: a read-back of every written message (`$batch` GETs of its state): each is
 //!   `applied` only if the server shows the request.
 //!
-//! An inner 429 or 503 is sent again after its Retry-After, alone (for up to `MAX_WAIT`); a `$batch` whose answer was
-//! lost makes the whole batch `outcome_unknown`, never resent blindly.
+//! `$batch` calls go four at a time. An inner 429 or 503 is sent again after its
+//! Retry-After, alone (for up to `MAX_WAIT`); a `$batch` whose answer was lost makes the
+//! whole batch `outcome_unknown`, never resent blindly.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -25,23 +26,40 @@ use crate::convert;
 
 /// Requests per `$batch` (Graph's limit).
 pub const MAX_BATCH: usize = 20;
+/// `$batch` calls in flight at once: as many as the requests Graph runs at once per mailbox
+/// (four). What it refuses beyond that comes back 429 and is sent again after Retry-After.
+const IN_FLIGHT: usize = 4;
 /// How long, in all, a batch waits on Retry-Afters before it reports what is still refused.
 const MAX_WAIT: Duration = Duration::from_secs(300);
 /// What a read-back reads.
 const STATE: &str = "isRead,flag,categories,parentFolderId,changeKey";
 
-/// Sends `requests` in `$batch` calls of at most 20; inner 429s and 503s are sent again
-/// after the longest Retry-After among them, and only those, until `MAX_WAIT` is spent.
+/// Sends `requests` in `$batch` calls of at most 20, `IN_FLIGHT` at a time; inner 429s and
+/// 503s are sent again after the longest Retry-After among them, and only those, until
+/// `MAX_WAIT` is spent. Every call sent is waited for, even after one fails: its writes may
+/// have landed, and only then is the first failure reported.
 pub async fn send_all(client: &Client, requests: &[Inner]) -> Result<Vec<InnerAnswer>> {
+    use futures::StreamExt;
     let mut answers: Vec<Option<InnerAnswer>> = vec![None; requests.len()];
     let mut pending: Vec<usize> = (0..requests.len()).collect();
     let mut waited = Duration::ZERO;
     while !pending.is_empty() {
+        let sends: Vec<_> = pending
+            .chunks(MAX_BATCH)
+            .map(|chunk| {
+                let calls: Vec<Inner> = chunk.iter().map(|i| requests[*i].clone()).collect();
+                let chunk = chunk.to_vec();
+                async move { (chunk, client.batch(&calls).await) }
+            })
+            .collect();
+        let calls = futures::stream::iter(sends)
+            .buffered(IN_FLIGHT)
+            .collect::<Vec<_>>()
+            .await;
         let mut again = Vec::new();
         let mut wait = Duration::ZERO;
-        for chunk in pending.chunks(MAX_BATCH) {
-            let calls: Vec<Inner> = chunk.iter().map(|i| requests[*i].clone()).collect();
-            for (i, answer) in chunk.iter().zip(client.batch(&calls).await?) {
+        for (chunk, answered) in calls {
+            for (i, answer) in chunk.iter().zip(answered?) {
                 let after = Duration::from_secs(answer.retry_after.unwrap_or(1));
                 let busy = matches!(answer.status, 429 | 503);
                 if busy && waited + wait.max(after) <= MAX_WAIT {

@@ -95,7 +95,10 @@ async fn a_declined_sign_in_is_auth_required() {
 
 /// The token endpoint's answers so far, in order.
 fn polls(mock: &GraphMock) -> Vec<String> {
-    mock.requests().into_iter().filter_map(|l| l.oauth).collect()
+    mock.requests()
+        .into_iter()
+        .filter_map(|l| l.oauth)
+        .collect()
 }
 
 async fn until(mock: &GraphMock, answer: &str) -> Instant {
@@ -130,7 +133,10 @@ async fn the_client_polls_as_told_pending_then_slow_down_then_success() {
         "{answers:?}"
     );
     // RFC 8628 §3.5: after slow_down the interval grows by 5 s (1 s here, so 6 s).
-    assert!(waited >= Duration::from_secs(5), "polled again after {waited:?}");
+    assert!(
+        waited >= Duration::from_secs(5),
+        "polled again after {waited:?}"
+    );
 }
 
 /// Secrets in memory, as the store would keep them.
@@ -224,7 +230,11 @@ async fn concurrent_callers_share_one_renewal() {
     control(&mock.url, "revoke-all", json!({})).await;
     let refused = client.get("me").await.unwrap_err();
     assert_eq!(refused.error_type(), "auth_required", "{refused:?}");
-    assert!(refused.next_step().is_some_and(|s| s.contains("account login")));
+    assert!(
+        refused
+            .next_step()
+            .is_some_and(|s| s.contains("account login"))
+    );
 }
 
 #[tokio::test]

@@ -4,6 +4,8 @@
 //! Architecture Invariant: every token that passes through here is registered with
 //! `mailbroker_core::secrets`, so no log line or error can print it.
 
+pub mod browser;
+
 use std::future::Future;
 use std::pin::Pin;
 
