@@ -121,7 +121,16 @@ async fn graph(
         });
         return (StatusCode::UNAUTHORIZED, Json(error)).into_response();
     }
-    let answer = api::dispatch(&mut state, &app.base, &inner);
+    // Links name the host the client called, as Graph's do: a client behind a proxy keeps
+    // paging through it.
+    let base = match inner.headers.get("host") {
+        Some(host) => format!(
+            "{}://{host}",
+            app.base.split("://").next().unwrap_or("http")
+        ),
+        None => app.base.clone(),
+    };
+    let answer = api::dispatch(&mut state, &base, &inner);
     let batched = inner.body.get("requests").and_then(Value::as_array);
     let message_write = |method: &str, url: &str| method != "GET" && url.contains("messages/");
     // Writes the server applied: a conditional PATCH refused by If-Match changes nothing.

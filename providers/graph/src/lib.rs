@@ -11,6 +11,7 @@ pub mod client;
 pub mod convert;
 pub mod oauth;
 mod sync;
+mod verify;
 mod write;
 
 pub use adapter::{Graph, setup};

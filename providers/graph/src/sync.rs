@@ -19,7 +19,7 @@ use crate::convert::{self, Folder};
 const SELECT: &str = "id,subject,from,toRecipients,ccRecipients,receivedDateTime,isRead,flag,\
 categories,parentFolderId,changeKey,internetMessageId,hasAttachments,bodyPreview,conversationId";
 /// Messages per delta page.
-const PAGE: usize = 200;
+pub const PAGE: usize = 200;
 
 /// Every mail folder, child folders included, with its path and role.
 pub async fn folders(client: &Client) -> Result<Vec<Folder>> {

@@ -7,8 +7,9 @@
 //!   already shows the request, else `stale`.
 //! - A move: `POST …/move` to the target folder's id; with immutable ids the message keeps its
 //!   id. Without a PATCH before it, its changeKey is re-read first, for the same rule.
-//! - Verification: a read-back of every written message (`$batch` GETs of its state): each is
-//!   `applied` only if the server shows the request.
+//! - Verification: a read-back of every written message (`verify.rs`: the folder's delta or
+//!   `$batch` GETs, whichever costs fewer requests): each is `applied` only if the server
+//!   shows the request.
 //!
 //! `$batch` calls go four at a time. An inner 429 or 503 is sent again after its
 //! Retry-After, alone (for up to `MAX_WAIT`); a `$batch` whose answer was lost makes the
@@ -23,6 +24,7 @@ use serde_json::{Map, Value, json};
 
 use crate::client::{Client, Inner, InnerAnswer, error_of};
 use crate::convert;
+use crate::verify::{self, read_all};
 
 /// Requests per `$batch` (Graph's limit).
 pub const MAX_BATCH: usize = 20;
@@ -31,8 +33,6 @@ pub const MAX_BATCH: usize = 20;
 const IN_FLIGHT: usize = 4;
 /// How long, in all, a batch waits on Retry-Afters before it reports what is still refused.
 const MAX_WAIT: Duration = Duration::from_secs(300);
-/// What a read-back reads.
-const STATE: &str = "isRead,flag,categories,parentFolderId,changeKey";
 
 /// Sends `requests` in `$batch` calls of at most 20, `IN_FLIGHT` at a time; inner 429s and
 /// 503s are sent again after the longest Retry-After among them, and only those, until
@@ -107,20 +107,6 @@ pub fn patch_body(op: &FlagOp, indexed: &MessageFlags) -> Value {
         body.insert("categories".into(), op.tags_after(&indexed.tags).into());
     }
     Value::Object(body)
-}
-
-/// The state of `targets` as the server has it now (`$batch` GETs, in their order).
-async fn read_all(client: &Client, targets: &[&WriteTarget]) -> Result<Vec<InnerAnswer>> {
-    let reads: Vec<Inner> = targets
-        .iter()
-        .map(|t| Inner {
-            method: "GET",
-            url: format!("me/messages/{}?$select={STATE}", segment(&t.id)),
-            body: None,
-            if_match: None,
-        })
-        .collect();
-    send_all(client, &reads).await
 }
 
 /// A message's state as read back: (version, flags, folder id).
@@ -198,6 +184,7 @@ pub async fn apply(
     let mut done: HashMap<RemoteId, ItemResult> = HashMap::new();
     let mut written: Vec<&WriteTarget> = Vec::new();
     let mut live: Vec<&WriteTarget> = batch.targets.iter().collect();
+    let link = verify::before_write(client, batch).await;
     if !batch.op.is_empty() {
         let patches: Vec<Inner> = live
             .iter()
@@ -267,7 +254,8 @@ pub async fn apply(
             }
         }
     }
-    for (t, a) in written.iter().zip(read_all(client, &written).await?) {
+    let read = verify::read_back(client, link.as_deref(), &written).await?;
+    for (t, a) in written.iter().zip(read) {
         done.entry(t.id.clone())
             .or_insert_with(|| goal.judge(t, &a, true, Outcome::Failed));
     }

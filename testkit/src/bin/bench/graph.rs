@@ -1,6 +1,6 @@
 //! `bench graph --messages N`: a Microsoft account on the Graph mock behind the 20 ms
 //! round-trip proxy: the first sync, then one category added to N messages (requests counted
-//! from the mock's log: `$batch` calls that wrote, read-backs, the rest; the goal being ≤ 520
+//! from the mock's log: `$batch` calls that wrote, read-backs, delta pages, the rest; the goal being ≤ 520
 //! requests for the writes of 10,000 edits), the same request again, and one PATCH per
 //! message through the same proxy for comparison.
 
@@ -17,11 +17,15 @@ fn summary(log: &[Logged]) -> String {
         .iter()
         .filter(|r| r.inner.is_some() && r.writes > 0)
         .count();
+    let deltas = log
+        .iter()
+        .filter(|r| r.path.contains("/messages/delta"))
+        .count();
     format!(
-        "{} requests: {writing} $batch calls that wrote, {} other $batch calls (read-backs), {} single requests",
+        "{} requests: {writing} $batch calls that wrote, {} other $batch calls (read-backs), {deltas} delta pages, {} other single requests",
         log.len(),
         batches - writing,
-        log.len() - batches
+        log.len() - batches - deltas
     )
 }
 
