@@ -80,32 +80,37 @@ impl GraphProvider {
             return Ok(());
         }
         if self.categories.is_none() {
-            let listed = self.client.get("me/outlook/masterCategories").await?;
-            let names = listed["value"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|c| c["displayName"].as_str().map(str::to_string))
-                .collect();
-            self.categories = Some(names);
+            self.categories = Some(self.master_categories().await?);
         }
         for tag in tags {
-            let known = self
-                .categories
-                .iter()
-                .flatten()
-                .any(|c| c.eq_ignore_ascii_case(tag));
-            if !known {
-                let body = json!({ "displayName": tag, "color": "preset0" });
-                self.client
-                    .post("me/outlook/masterCategories", &body)
-                    .await?;
-                self.categories
-                    .get_or_insert_with(Vec::new)
-                    .push(tag.clone());
+            let known = |names: &[String]| names.iter().any(|c| c.eq_ignore_ascii_case(tag));
+            if self.categories.as_deref().is_some_and(known) {
+                continue;
             }
+            let body = json!({ "displayName": tag, "color": "preset0" });
+            if let Err(e) = self.client.post("me/outlook/masterCategories", &body).await {
+                // Made by an earlier run whose answer was lost, or by another client since
+                // the list was read (409): it exists, which is all the write needs.
+                let names = self.master_categories().await?;
+                if !known(&names) {
+                    return Err(e);
+                }
+            }
+            self.categories
+                .get_or_insert_with(Vec::new)
+                .push(tag.clone());
         }
         Ok(())
+    }
+
+    async fn master_categories(&self) -> Result<Vec<String>> {
+        let listed = self.client.get("me/outlook/masterCategories").await?;
+        Ok(listed["value"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c["displayName"].as_str().map(str::to_string))
+            .collect())
     }
 }
 
