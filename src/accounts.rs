@@ -27,10 +27,11 @@ pub async fn add(store: &Store, id: AccountId, new: NewAccount) -> Result<Accoun
         created_at: now_secs(),
         last_sync_at: None,
         sync_cursor: new.cursor,
+        fallback: None,
     };
-    let (kind, secret) = &new.secret;
+    let secret = new.secret.as_ref().map(|(k, v)| (k.as_str(), v.as_str()));
     store
-        .add_account(&record, (kind.as_str(), secret.as_str()), &new.mailboxes)
+        .add_account(&record, secret, &new.mailboxes)
         .await?;
     show(store, &record.id).await
 }
@@ -84,6 +85,28 @@ pub async fn show(store: &Store, id: &AccountId) -> Result<AccountView> {
         secret_store,
         mailboxes,
     })
+}
+
+/// Sets the route used when the account's own is unavailable (`None` removes it). Only a
+/// route that can stand in for another provider's account, and runs here, is accepted.
+pub async fn set_fallback(
+    store: &Store,
+    id: &AccountId,
+    fallback: Option<crate::store::Fallback>,
+) -> Result<AccountView> {
+    let record = store.account(id).await?;
+    if let Some(f) = &fallback {
+        if f.provider == record.provider {
+            return Err(Error::validation(format!(
+                "account {id} is a {} account already; a fallback is another route",
+                f.provider.as_str()
+            )));
+        }
+        // Refused here, not when the server is down: a route that cannot run on this machine.
+        crate::fallback::opener(f.provider)?(&f.settings)?;
+    }
+    store.set_fallback(id, fallback.as_ref()).await?;
+    show(store, id).await
 }
 
 pub async fn list(store: &Store) -> Result<Vec<AccountRecord>> {

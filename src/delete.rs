@@ -160,6 +160,9 @@ pub struct RunReport {
     pub failures: Vec<serde_json::Value>,
     /// Protocol commands sent by this run, login and logout included.
     pub commands: u64,
+    /// Messages a fallback route carried (the account's own was unavailable), by route.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub routes: std::collections::BTreeMap<String, Vec<i64>>,
 }
 
 /// Cancels a manifest that has not finished; its remaining items will never run.
@@ -336,6 +339,10 @@ async fn report(
     if manifest.status != status {
         store.set_manifest_status(id, status).await?;
     }
+    let routes = match change_id {
+        Some(change) => store.change_routes(change).await?,
+        None => Default::default(),
+    };
     Ok(RunReport {
         manifest_id: id,
         change_id,
@@ -343,6 +350,7 @@ async fn report(
         counts: manifest.counts,
         failures,
         commands,
+        routes,
     })
 }
 
@@ -381,6 +389,7 @@ fn record_of(
         }
     });
     let error = result.error.as_ref().map(|e| e.message().to_string());
+    let route = result.route.clone();
     let record = ItemOutcome {
         message_id: item.message_id,
         status,
@@ -398,6 +407,7 @@ fn record_of(
         // Only a row still in the index can be moved in it.
         observed: result.observed.clone().filter(|_| indexed.is_some()),
         after,
+        route,
     };
     (record, line)
 }

@@ -8,6 +8,7 @@
 pub mod accounts;
 pub mod cli;
 pub mod delete;
+pub mod fallback;
 pub mod home;
 pub mod keyring;
 pub mod logging;

@@ -9,10 +9,11 @@ use mailbroker_core::{
 
 use crate::store::{AccountRecord, Store};
 
-static ADAPTERS: [&(dyn Adapter + 'static); 3] = [
+static ADAPTERS: [&(dyn Adapter + 'static); 4] = [
     &mailbroker_imap::Imap,
     &mailbroker_gmail::Gmail,
     &mailbroker_graph::Graph,
+    &mailbroker_applescript::AppleScript,
 ];
 
 /// The adapter of an account's provider.
@@ -79,8 +80,16 @@ pub async fn connector(store: &Store, account: &AccountRecord) -> Result<Box<dyn
         store: store.clone(),
         account: account.id.clone(),
     };
-    account
+    let primary = account
         .adapter()?
         .connector(&account.info(), &secrets)
-        .await
+        .await;
+    match &account.fallback {
+        None => primary,
+        Some(fallback) => Ok(Box::new(crate::fallback::WithFallback {
+            primary,
+            fallback: fallback.clone(),
+            account: account.id.to_string(),
+        })),
+    }
 }

@@ -24,6 +24,8 @@ pub enum AccountCommand {
     Show { id: String },
     /// Remove an account with its indexed messages and stored secrets.
     Remove { id: String },
+    /// Change an account's settings: its fallback route.
+    Set(SetArgs),
     /// Authorize an OAuth account again (after a revoke or an expired grant).
     Login {
         id: String,
@@ -100,9 +102,40 @@ pub enum AddCommand {
     Imap(ImapArgs),
     /// A Gmail account (OAuth in the browser: authorization code with PKCE).
     Gmail(GmailArgs),
+    /// An account that exists only in macOS Mail.app, driven by AppleScript: read, flagged,
+    /// moves and deletion to the trash; no tags, no permanent deletion.
+    Applescript(AppleScriptArgs),
     /// A Microsoft account (Outlook.com, Microsoft 365) over Microsoft Graph, signed in by
     /// the device code flow (a code to type on any device), or in a browser with --browser.
     Graph(GraphArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct AppleScriptArgs {
+    /// Short name for the account (letters, digits, '-', '_').
+    #[arg(long)]
+    pub id: String,
+    /// The account's name in Mail.app (Mail > Settings > Accounts).
+    #[arg(long)]
+    pub mail_account: String,
+    #[arg(long)]
+    pub email: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct SetArgs {
+    pub id: String,
+    /// The route to use when the account's own is unavailable (its server is down or refuses
+    /// the credentials). Only `applescript` (macOS Mail.app) exists; it carries read, flagged,
+    /// moves and deletion to the trash.
+    #[arg(long, value_parser = ["applescript"], requires = "mail_account", conflicts_with = "no_fallback")]
+    pub fallback: Option<String>,
+    /// The account's name in Mail.app, for `--fallback applescript`.
+    #[arg(long, requires = "fallback")]
+    pub mail_account: Option<String>,
+    /// Remove the fallback route: the account's own route only.
+    #[arg(long)]
+    pub no_fallback: bool,
 }
 
 #[derive(Debug, Args)]
@@ -294,6 +327,40 @@ pub(super) async fn account(store: &Store, cmd: AccountCommand, json: bool) -> R
             let how = args.consent.consent();
             let new = mailbroker_graph::setup(&id, args.email.clone(), settings, how).await?;
             print_account(&accounts::add(store, id, new).await?, json)
+        }
+        AccountCommand::Add(AddCommand::Applescript(args)) => {
+            let id: AccountId = args.id.parse()?;
+            accounts::check_new(store, &id).await?;
+            let new = mailbroker_applescript::setup(&args.mail_account, args.email.clone()).await?;
+            print_account(&accounts::add(store, id, new).await?, json)
+        }
+        AccountCommand::Set(args) => {
+            let id: AccountId = args.id.parse()?;
+            let fallback = match (&args.fallback, &args.mail_account, args.no_fallback) {
+                (Some(_), Some(name), _) => Some(crate::store::Fallback {
+                    provider: mailbroker_core::ProviderKind::Applescript,
+                    settings: serde_json::json!({ "mail_account": name }),
+                }),
+                (None, None, true) => None,
+                _ => {
+                    return Err(Error::validation(
+                        "say what to set: --fallback applescript --mail-account NAME, or --no-fallback",
+                    ));
+                }
+            };
+            let view = accounts::set_fallback(store, &id, fallback).await?;
+            if json {
+                return print_json(Some("account"), &views::AccountShowJson::from(&view));
+            }
+            match &view.account.fallback {
+                Some(f) => println!(
+                    "account {id}: when its own route is unavailable, changes go through {} ({})",
+                    f.provider.as_str(),
+                    f.settings
+                ),
+                None => println!("account {id}: its own route only"),
+            }
+            Ok(())
         }
         AccountCommand::Login { id, consent } => {
             let id: AccountId = id.parse()?;

@@ -236,6 +236,12 @@ pub async fn delete_staged(
         print_json(None, &report)?;
     } else {
         println!("manifest {id}: {} {}", report.status, report.counts);
+        for (route, ids) in &report.routes {
+            println!(
+                "carried by the {route} fallback (the account's own route was unavailable): {} message(s)",
+                ids.len()
+            );
+        }
         for f in &report.failures {
             println!("  failed: {f}");
         }

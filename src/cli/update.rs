@@ -142,6 +142,12 @@ pub(super) fn print_change(report: &write::ChangeReport, json: bool) -> Result<u
                 report.applied, report.unchanged, report.stale, report.failed
             );
         }
+        for (route, ids) in &report.routes {
+            println!(
+                "carried by the {route} fallback (the account's own route was unavailable): {} message(s)",
+                ids.len()
+            );
+        }
         for f in &report.failures {
             println!("  message {}: {} {}", f.id, f.error_type, f.error);
         }

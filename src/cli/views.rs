@@ -95,6 +95,9 @@ pub struct ChangeItemJson<'a> {
     pub error: Option<&'a str>,
     pub before: StateJson<'a>,
     pub after: Option<StateJson<'a>>,
+    /// The fallback route that carried it, when not the account's own.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub route: Option<&'a str>,
 }
 
 /// A message's place and state before or after a change.
@@ -129,6 +132,7 @@ impl<'a> From<&'a JournalItem> for ChangeItemJson<'a> {
             error: i.error.as_deref(),
             before: (&i.before).into(),
             after: i.after.as_ref().map(StateJson::from),
+            route: i.route.as_deref(),
         }
     }
 }
@@ -222,6 +226,9 @@ pub struct AccountJson<'a> {
     pub capabilities: &'a Capabilities,
     pub created_at: i64,
     pub last_sync_at: Option<i64>,
+    /// The route used when the account's own is unavailable, if the person chose one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<&'a crate::store::Fallback>,
 }
 
 impl<'a> From<&'a AccountRecord> for AccountJson<'a> {
@@ -234,6 +241,7 @@ impl<'a> From<&'a AccountRecord> for AccountJson<'a> {
             capabilities: &a.capabilities,
             created_at: a.created_at,
             last_sync_at: a.last_sync_at,
+            fallback: a.fallback.as_ref(),
         }
     }
 }

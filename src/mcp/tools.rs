@@ -190,6 +190,7 @@ impl McpServer {
                     outcome: i.outcome.as_str().to_string(),
                     error_type: i.error_type.clone(),
                     error: i.error.clone(),
+                    route: i.route.clone(),
                 })
                 .collect();
             return Ok(ChangesOut {

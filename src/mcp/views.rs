@@ -323,6 +323,9 @@ pub struct ChangeOut {
     pub summary: Option<serde_json::Value>,
     /// What the user does next, when something is left to them.
     pub next_step: Option<String>,
+    /// Messages a fallback route carried (the account's own was unavailable), by route.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub routes: std::collections::BTreeMap<String, Vec<i64>>,
 }
 
 impl ChangeOut {
@@ -347,6 +350,7 @@ impl ChangeOut {
                     error: f.error.clone(),
                 })
                 .collect(),
+            routes: report.routes.clone(),
             ..ChangeOut::default()
         }
     }
@@ -409,6 +413,9 @@ pub struct ChangeItemView {
     pub outcome: String,
     pub error_type: Option<String>,
     pub error: Option<String>,
+    /// The fallback route that carried it (`applescript`), when not the account's own.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub route: Option<String>,
 }
 
 /// A staged deletion as list_changes shows it.

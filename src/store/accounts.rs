@@ -21,6 +21,15 @@ pub struct AccountRecord {
     pub last_sync_at: Option<i64>,
     /// The provider's account-wide sync cursor (opaque; see `SyncSink::account_cursor`).
     pub sync_cursor: Option<String>,
+    /// The route the person chose for when this account's own is unavailable.
+    pub fallback: Option<Fallback>,
+}
+
+/// A fallback route: which provider's adapter carries it, and its settings (no secret).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Fallback {
+    pub provider: ProviderKind,
+    pub settings: serde_json::Value,
 }
 
 #[derive(Debug, Clone)]
@@ -44,10 +53,18 @@ type AccountRow = (
     i64,
     Option<i64>,
     Option<String>,
+    Option<String>,
 );
 
 fn account_of(row: AccountRow) -> Result<AccountRecord, Error> {
-    let (id, provider, email, settings, capabilities, created_at, last_sync_at, sync_cursor) = row;
+    let (id, provider, email, settings, capabilities, created_at, last_sync_at, sync_cursor, fallback) =
+        row;
+    let fallback = match fallback {
+        Some(text) => Some(serde_json::from_str(&text).map_err(|e| {
+            Error::internal(format!("account {id}: bad fallback json: {e}"))
+        })?),
+        None => None,
+    };
     Ok(AccountRecord {
         id: id.parse()?,
         provider: provider.parse()?,
@@ -59,11 +76,13 @@ fn account_of(row: AccountRow) -> Result<AccountRecord, Error> {
         created_at,
         last_sync_at,
         sync_cursor,
+        fallback,
     })
 }
 
 const ACCOUNT_COLUMNS: &str =
-    "SELECT id, provider, email, settings, capabilities, created_at, last_sync_at, sync_cursor
+    "SELECT id, provider, email, settings, capabilities, created_at, last_sync_at, sync_cursor,
+       fallback
      FROM accounts";
 
 impl Store {
@@ -72,7 +91,7 @@ impl Store {
     pub async fn add_account(
         &self,
         account: &AccountRecord,
-        secret: (&str, &str),
+        secret: Option<(&str, &str)>,
         mailboxes: &[mailbroker_core::MailboxInfo],
     ) -> Result<(), Error> {
         let mut tx = self.pool.begin().await.map_err(db_error)?;
@@ -104,30 +123,60 @@ impl Store {
         .execute(&mut *tx)
         .await
         .map_err(db_error)?;
-        remember(secret.1);
-        let (store, kept) = crate::keyring::put(secret.1).await?;
+        let kept = match secret {
+            Some((_, value)) => {
+                remember(value);
+                Some(crate::keyring::put(value).await?)
+            }
+            None => None,
+        };
         let written = async {
-            sqlx::query(
-                "INSERT INTO credentials (account_id, kind, secret, store) VALUES (?, ?, ?, ?)",
-            )
-            .bind(account.id.as_str())
-            .bind(secret.0)
-            .bind(&kept)
-            .bind(store.as_str())
-            .execute(&mut *tx)
-            .await
-            .map_err(db_error)?;
+            if let (Some((kind, _)), Some((store, kept))) = (secret, &kept) {
+                sqlx::query(
+                    "INSERT INTO credentials (account_id, kind, secret, store) VALUES (?, ?, ?, ?)",
+                )
+                .bind(account.id.as_str())
+                .bind(kind)
+                .bind(kept)
+                .bind(store.as_str())
+                .execute(&mut *tx)
+                .await
+                .map_err(db_error)?;
+            }
             for mb in mailboxes {
                 super::sink::upsert_mailbox(&mut tx, account.id.as_str(), mb).await?;
             }
             tx.commit().await.map_err(db_error)
         }
         .await;
-        if written.is_err() && store == SecretStore::Keyring {
+        if let (Err(_), Some((SecretStore::Keyring, kept))) = (&written, &kept) {
             // Nothing of the account was stored: neither is its secret.
-            let _ = crate::keyring::delete(&kept).await;
+            let _ = crate::keyring::delete(kept).await;
         }
         written
+    }
+
+    /// Sets (or, with `None`, removes) the account's fallback route.
+    pub async fn set_fallback(
+        &self,
+        id: &AccountId,
+        fallback: Option<&Fallback>,
+    ) -> Result<(), Error> {
+        let text = fallback
+            .map(serde_json::to_string)
+            .transpose()
+            .map_err(|e| Error::internal(e.to_string()))?;
+        let done = sqlx::query("UPDATE accounts SET fallback = ? WHERE id = ?")
+            .bind(text)
+            .bind(id.as_str())
+            .execute(&self.pool)
+            .await
+            .map_err(db_error)?;
+        match done.rows_affected() {
+            0 => Err(Error::not_found(format!("no account {id}"))
+                .with_next_step("run: mailbroker account list")),
+            _ => Ok(()),
+        }
     }
 
     pub async fn accounts(&self) -> Result<Vec<AccountRecord>, Error> {

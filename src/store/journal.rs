@@ -31,6 +31,8 @@ pub struct JournalItem {
     pub after: Option<MessageState>,
     /// The server's state as read back (version and flags), to write into the index.
     pub observed: Option<(Version, MessageFlags)>,
+    /// The route that carried it when not the account's own (`applescript`).
+    pub route: Option<String>,
 }
 
 /// A change's own row in `changes`, its JSON columns still text.
@@ -257,6 +259,26 @@ impl Store {
         self.change_rows(None, limit).await
     }
 
+    /// The messages of change `id` that a fallback route carried, by route.
+    pub async fn change_routes(
+        &self,
+        id: i64,
+    ) -> Result<std::collections::BTreeMap<String, Vec<i64>>, Error> {
+        let rows: Vec<(String, i64)> = sqlx::query_as(
+            "SELECT route, message_id FROM change_items
+             WHERE change_id = ? AND route IS NOT NULL ORDER BY message_id",
+        )
+        .bind(id)
+        .fetch_all(self.pool())
+        .await
+        .map_err(db_error)?;
+        let mut out = std::collections::BTreeMap::<String, Vec<i64>>::new();
+        for (route, message) in rows {
+            out.entry(route).or_default().push(message);
+        }
+        Ok(out)
+    }
+
     pub async fn change(&self, id: i64) -> Result<ChangeRecord, Error> {
         let Some(mut change) = self.change_rows(Some(id), 1).await?.pop() else {
             return Err(Error::not_found(format!("no change {id}"))
@@ -289,10 +311,11 @@ impl Store {
             String,
             Option<i64>,
             Option<String>,
+            Option<String>,
         );
         let rows: Vec<ItemRow> = sqlx::query_as(
             "SELECT message_id, account_id, outcome, error_type, error, before_state,
-               before_id, after_state, after_id
+               before_id, after_state, after_id, route
              FROM change_items WHERE change_id = ? ORDER BY message_id",
         )
         .bind(id)
@@ -300,7 +323,7 @@ impl Store {
         .await
         .map_err(db_error)?;
         let mut items = Vec::with_capacity(rows.len());
-        for (message_id, account, outcome, error_type, error, before, before_id, after, after_id) in
+        for (message_id, account, outcome, error_type, error, before, before_id, after, after_id, route) in
             rows
         {
             let after = match (after, after_id) {
@@ -319,6 +342,7 @@ impl Store {
                 before: state_at(before, before_id)?,
                 after,
                 observed: None,
+                route,
             });
         }
         change.items = items;
@@ -422,14 +446,15 @@ pub(crate) async fn insert_items(
                 item.before.remote_id.as_str(),
                 after.and_then(|a| state_ids.get(&key(a)).copied()),
                 after.map(|a| a.remote_id.as_str()),
+                item.route.as_deref(),
             )
         })
         .collect();
     sqlx::query(
         "INSERT INTO change_items (change_id, message_id, account_id, outcome, error_type,
-           error, before_state, before_id, after_state, after_id)
+           error, before_state, before_id, after_state, after_id, route)
          SELECT ?1, value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4,
-           value ->> 5, value ->> 6, value ->> 7, value ->> 8
+           value ->> 5, value ->> 6, value ->> 7, value ->> 8, value ->> 9
          FROM json_each(?2)",
     )
     .bind(id)
@@ -450,6 +475,7 @@ type ItemValues<'a> = (
     Option<i64>,
     &'a str,
     Option<i64>,
+    Option<&'a str>,
     Option<&'a str>,
 );
 

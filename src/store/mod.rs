@@ -18,7 +18,7 @@ use mailbroker_core::Error;
 use sqlx::SqlitePool;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 
-pub use accounts::{AccountRecord, MailboxRecord};
+pub use accounts::{AccountRecord, Fallback, MailboxRecord};
 pub use approvals::Approval;
 pub use journal::{ChangeRecord, ChangeStatus, JournalItem, MessageState};
 pub use manifests::{ItemOutcome, ItemStatus, Manifest, ManifestItem, ManifestStatus};

@@ -131,6 +131,13 @@ pub(super) fn tally(
             Outcome::Stale => report.stale += 1,
             Outcome::Failed | Outcome::Unknown => report.failed += 1,
         }
+        if let Some(route) = &result.route {
+            report
+                .routes
+                .entry(route.clone())
+                .or_default()
+                .push(intent.row.id);
+        }
         if let Some(e) = &result.error {
             report.failures.push(Failure {
                 id: intent.row.id,
@@ -169,5 +176,6 @@ pub(super) fn journal_item(intent: &Intent, result: ItemResult) -> JournalItem {
         before,
         after,
         observed: result.observed,
+        route: result.route,
     }
 }

@@ -63,6 +63,9 @@ pub struct ChangeReport {
     /// The role of the move target, when it has one (`junk`/`trash` need confirmation).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub move_role: Option<String>,
+    /// Messages a route other than their account's own carried (a fallback), by route.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub routes: BTreeMap<String, Vec<i64>>,
 }
 
 /// Messages one write may touch before a person must confirm it (SPEC §6).

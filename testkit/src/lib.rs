@@ -5,6 +5,7 @@
 //! free loopback ports and is stopped when dropped (or, if the test process dies, by the
 //! parent-death signal set when it was spawned).
 
+pub mod applescript;
 mod certs;
 mod dovecot;
 mod imap;

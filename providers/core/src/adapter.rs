@@ -53,8 +53,9 @@ pub struct NewAccount {
     pub settings: serde_json::Value,
     pub capabilities: Capabilities,
     pub cursor: Option<String>,
-    /// (kind, value): the one secret the account needs (a password, OAuth tokens).
-    pub secret: (String, String),
+    /// (kind, value): the one secret the account needs (a password, OAuth tokens); none
+    /// where another program keeps the credentials (Mail.app).
+    pub secret: Option<(String, String)>,
     pub mailboxes: Vec<MailboxInfo>,
 }
 

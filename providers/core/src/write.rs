@@ -212,6 +212,9 @@ pub struct ItemResult {
     /// Where the message is now, when it moved, and its id there.
     pub moved_to: Option<(MailboxName, RemoteId)>,
     pub error: Option<Error>,
+    /// The route that carried it when it was not the account's own (`applescript`, for a
+    /// fallback to Mail.app): the report and the journal say so.
+    pub route: Option<String>,
 }
 
 impl ItemResult {
@@ -222,6 +225,7 @@ impl ItemResult {
             observed: None,
             moved_to: None,
             error: None,
+            route: None,
         }
     }
 

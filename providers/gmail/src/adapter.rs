@@ -70,7 +70,7 @@ pub async fn setup(
         capabilities: capabilities(&tokens),
         // The label map, so writes know label ids before the first sync.
         cursor: Some(cursor.encode()),
-        secret: (SECRET_KIND.to_string(), encode(&tokens)?),
+        secret: Some((SECRET_KIND.to_string(), encode(&tokens)?)),
         mailboxes: convert::mailboxes(),
     })
 }

@@ -50,7 +50,7 @@ pub async fn setup(
         settings: serde_json::to_value(&settings).map_err(|e| Error::internal(e.to_string()))?,
         capabilities: capabilities(&tokens),
         cursor: None,
-        secret: (SECRET_KIND.to_string(), encode(&tokens)?),
+        secret: Some((SECRET_KIND.to_string(), encode(&tokens)?)),
         mailboxes: folders.iter().map(crate::convert::Folder::info).collect(),
     })
 }

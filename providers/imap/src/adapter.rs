@@ -30,7 +30,7 @@ pub async fn setup(config: &ImapConfig, email: Option<String>) -> Result<NewAcco
         settings,
         capabilities,
         cursor: None,
-        secret: (SECRET_KIND.to_string(), config.password.clone()),
+        secret: Some((SECRET_KIND.to_string(), config.password.clone())),
         mailboxes,
     })
 }

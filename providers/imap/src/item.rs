@@ -140,6 +140,7 @@ impl ItemResult {
                 .moved_to
                 .map(|(mailbox, v, uid)| (mailbox, ids::remote(v, uid))),
             error: self.error,
+            route: None,
         }
     }
 }
