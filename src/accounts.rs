@@ -30,9 +30,7 @@ pub async fn add(store: &Store, id: AccountId, new: NewAccount) -> Result<Accoun
         fallback: None,
     };
     let secret = new.secret.as_ref().map(|(k, v)| (k.as_str(), v.as_str()));
-    store
-        .add_account(&record, secret, &new.mailboxes)
-        .await?;
+    store.add_account(&record, secret, &new.mailboxes).await?;
     show(store, &record.id).await
 }
 

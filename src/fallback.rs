@@ -101,9 +101,10 @@ impl Routed {
     }
 
     fn server_only(&self, what: &str) -> Error {
-        self.server
-            .clone()
-            .context(format!("{what} needs the account's own route; the {} fallback carries only changes", self.route))
+        self.server.clone().context(format!(
+            "{what} needs the account's own route; the {} fallback carries only changes",
+            self.route
+        ))
     }
 }
 

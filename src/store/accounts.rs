@@ -57,12 +57,22 @@ type AccountRow = (
 );
 
 fn account_of(row: AccountRow) -> Result<AccountRecord, Error> {
-    let (id, provider, email, settings, capabilities, created_at, last_sync_at, sync_cursor, fallback) =
-        row;
+    let (
+        id,
+        provider,
+        email,
+        settings,
+        capabilities,
+        created_at,
+        last_sync_at,
+        sync_cursor,
+        fallback,
+    ) = row;
     let fallback = match fallback {
-        Some(text) => Some(serde_json::from_str(&text).map_err(|e| {
-            Error::internal(format!("account {id}: bad fallback json: {e}"))
-        })?),
+        Some(text) => Some(
+            serde_json::from_str(&text)
+                .map_err(|e| Error::internal(format!("account {id}: bad fallback json: {e}")))?,
+        ),
         None => None,
     };
     Ok(AccountRecord {

@@ -323,8 +323,18 @@ impl Store {
         .await
         .map_err(db_error)?;
         let mut items = Vec::with_capacity(rows.len());
-        for (message_id, account, outcome, error_type, error, before, before_id, after, after_id, route) in
-            rows
+        for (
+            message_id,
+            account,
+            outcome,
+            error_type,
+            error,
+            before,
+            before_id,
+            after,
+            after_id,
+            route,
+        ) in rows
         {
             let after = match (after, after_id) {
                 (Some(n), Some(remote_id)) => Some(state_at(n, remote_id)?),

@@ -53,14 +53,16 @@ pub(super) fn intended_state(intent: &Intent) -> Option<MessageState> {
 }
 
 /// Whether every message the change planned read back applied, exactly as its intent says
-/// (`intended_state`): the journal's items then need only their outcome set.
+/// (`intended_state`), by the account's own route: the journal's items then need only their
+/// outcome set.
 pub(super) fn as_intended(intents: &[Intent], items: &[JournalItem]) -> bool {
     intents.iter().zip(items).all(|(intent, item)| {
         !intent.changes_something()
             || (item.outcome == Outcome::Applied
                 && item.error_type.is_none()
                 && item.after.is_some()
-                && item.after == intended_state(intent))
+                && item.after == intended_state(intent)
+                && item.route.is_none())
     })
 }
 

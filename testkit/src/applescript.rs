@@ -33,8 +33,10 @@ impl FakeMail {
         std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755))
             .expect("make the fake osascript executable");
         let mail = FakeMail { program, state };
-        mail.write(&json!({ "running": true, "next_id": 1000, "accounts": accounts,
-            "faults": {}, "log": [] }));
+        mail.write(
+            &json!({ "running": true, "next_id": 1000, "accounts": accounts,
+            "faults": {}, "log": [] }),
+        );
         mail
     }
 

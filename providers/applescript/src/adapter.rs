@@ -57,7 +57,11 @@ pub fn fallback(settings: &serde_json::Value) -> Result<Box<dyn Provider>> {
     let settings: MailSettings = serde_json::from_value(settings.clone())
         .map_err(|e| Error::internal(format!("fallback settings: {e}")))?;
     let runner = Runner::locate()?;
-    Ok(Box::new(MailApp::new(runner, &settings.mail_account, Ids::Foreign)))
+    Ok(Box::new(MailApp::new(
+        runner,
+        &settings.mail_account,
+        Ids::Foreign,
+    )))
 }
 
 pub struct AppleScript;
@@ -84,14 +88,24 @@ impl Adapter for AppleScript {
         let mail: MailSettings = account.settings().unwrap_or(MailSettings {
             mail_account: String::new(),
         });
-        plan_lines(&mail.mail_account, &batch.mailbox, batch.targets.len(), &describe(batch))
+        plan_lines(
+            &mail.mail_account,
+            &batch.mailbox,
+            batch.targets.len(),
+            &describe(batch),
+        )
     }
 
     fn plan_delete(&self, account: &AccountInfo<'_>, batch: &DeleteBatch) -> Vec<String> {
         let mail: MailSettings = account.settings().unwrap_or(MailSettings {
             mail_account: String::new(),
         });
-        plan_lines(&mail.mail_account, &batch.mailbox, batch.targets.len(), "delete (to the trash)")
+        plan_lines(
+            &mail.mail_account,
+            &batch.mailbox,
+            batch.targets.len(),
+            "delete (to the trash)",
+        )
     }
 
     async fn connector(
@@ -101,7 +115,11 @@ impl Adapter for AppleScript {
     ) -> Result<Box<dyn Connector>> {
         let mail: MailSettings = account.settings()?;
         let runner = Runner::locate()?;
-        Ok(Box::new(Ready(Box::new(MailApp::new(runner, &mail.mail_account, Ids::Mail)))))
+        Ok(Box::new(Ready(Box::new(MailApp::new(
+            runner,
+            &mail.mail_account,
+            Ids::Mail,
+        )))))
     }
 
     async fn doctor(

@@ -8,8 +8,8 @@
 
 use mailbroker_core::{
     Capabilities, DeleteBatch, DeleteMode, Error, ItemResult, MailboxInfo, MailboxSyncReport,
-    MessageFlags, Outcome, Provider, RemoteId, Result, Role, RoleSource, SyncRequest,
-    SyncSink, Version, WriteBatch, WriteTarget,
+    MessageFlags, Outcome, Provider, RemoteId, Result, Role, RoleSource, SyncRequest, SyncSink,
+    Version, WriteBatch, WriteTarget,
 };
 use serde_json::Value;
 
@@ -169,8 +169,10 @@ fn judge(
     let error = answer["error"].as_str().unwrap_or("no reason given");
     if answer["lost"].as_bool() == Some(true) {
         return ItemResult::new(t.id.clone(), Outcome::Failed).with_error(
-            Error::verification_failed(format!("Mail.app reported success, but the message is {error}"))
-                .with_next_step("look for the message in Mail.app, then run: mailbroker sync"),
+            Error::verification_failed(format!(
+                "Mail.app reported success, but the message is {error}"
+            ))
+            .with_next_step("look for the message in Mail.app, then run: mailbroker sync"),
         );
     }
     if answer["found"].as_bool() != Some(true) {
@@ -272,7 +274,9 @@ impl Provider for MailApp {
             .map(|(t, answer)| {
                 let id_after = answer.as_ref().ok().map(|a| self.id_after(t, a));
                 let mut r = judge(t, answer, holds, Outcome::Stale);
-                if let (Some(to), Outcome::Applied, Some(id)) = (&batch.move_to, r.outcome, id_after) {
+                if let (Some(to), Outcome::Applied, Some(id)) =
+                    (&batch.move_to, r.outcome, id_after)
+                {
                     r.moved_to = Some((to.clone(), id));
                 }
                 r
@@ -287,13 +291,17 @@ impl Provider for MailApp {
         let trash = match batch.trash.clone().or(self.listing().await?.trash) {
             Some(t) => t,
             None => {
-                return Err(Error::not_found("Mail.app shows no trash mailbox for this account")
-                    .with_next_step("open the account in Mail.app, then run: mailbroker sync"));
+                return Err(
+                    Error::not_found("Mail.app shows no trash mailbox for this account")
+                        .with_next_step("open the account in Mail.app, then run: mailbroker sync"),
+                );
             }
         };
         let (account, mailbox, timeout) = (&self.account, &batch.mailbox, self.runner.timeout_secs);
         let answers = self
-            .each_script(&batch.targets, |list| script::delete(account, mailbox, list, timeout))
+            .each_script(&batch.targets, |list| {
+                script::delete(account, mailbox, list, timeout)
+            })
             .await;
         let holds = |_: bool, _: bool, in_box: &str| same_mailbox(in_box, &trash);
         Ok(batch
@@ -325,10 +333,18 @@ impl MailApp {
     /// Metadata of messages `first..=last` of `mailbox`, and how many it holds now.
     pub(crate) async fn page(&self, mailbox: &str, first: u64) -> Result<(u64, Vec<Value>)> {
         let last = first + PAGE - 1;
-        let script = script::messages(&self.account, mailbox, first, last, self.runner.timeout_secs);
+        let script = script::messages(
+            &self.account,
+            mailbox,
+            first,
+            last,
+            self.runner.timeout_secs,
+        );
         let answer = self.runner.run(&script, Kind::Read).await?;
         let total = answer["total"].as_u64().unwrap_or(0);
-        Ok((total, answer["messages"].as_array().cloned().unwrap_or_default()))
+        Ok((
+            total,
+            answer["messages"].as_array().cloned().unwrap_or_default(),
+        ))
     }
 }
-

@@ -117,10 +117,12 @@ fn lost(kind: Kind, why: &str) -> Error {
         Kind::Read => {
             Error::provider_unavailable(why.to_string()).with_next_step("run the request again")
         }
-        Kind::Write => Error::outcome_unknown(format!(
-            "{why}; some of the messages may have been changed"
-        ))
-        .with_next_step("run the request again: it reads the messages first and sends nothing twice"),
+        Kind::Write => {
+            Error::outcome_unknown(format!("{why}; some of the messages may have been changed"))
+                .with_next_step(
+                    "run the request again: it reads the messages first and sends nothing twice",
+                )
+        }
     }
 }
 

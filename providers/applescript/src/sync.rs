@@ -4,8 +4,8 @@
 //! pages (with progress, since Mail answers slowly) and compared with the index.
 
 use mailbroker_core::{
-    Error, MailboxCursor, MailboxSyncReport, MessageFlags, MessageMeta, Provider, RemoteId,
-    Result, SyncMode, SyncRequest, SyncSink,
+    Error, MailboxCursor, MailboxSyncReport, MessageFlags, MessageMeta, Provider, RemoteId, Result,
+    SyncMode, SyncRequest, SyncSink,
 };
 use serde_json::Value;
 
@@ -26,7 +26,8 @@ pub async fn sync(
     sink.mailboxes(&infos).await?;
     let mut reports = Vec::new();
     for (path, count, newest) in app.counts().await? {
-        let cursor = MailboxCursor::new(serde_json::json!({ "count": count, "newest": newest }).to_string());
+        let cursor =
+            MailboxCursor::new(serde_json::json!({ "count": count, "newest": newest }).to_string());
         let known = request
             .known
             .iter()
@@ -46,7 +47,7 @@ pub async fn sync(
         }
         let mut present = Vec::new();
         let mut first = 1;
-        loop {
+        while first <= count {
             let (total, page) = app.page(&path, first).await?;
             let metas: Vec<MessageMeta> = page.iter().filter_map(meta_of).collect();
             present.extend(metas.iter().map(|m| m.id.clone()));

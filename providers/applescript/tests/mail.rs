@@ -16,7 +16,14 @@ use serde_json::{Value, json};
 
 fn mail(dir: &std::path::Path, n: i64) -> FakeMail {
     let inbox: Vec<Value> = (1..=n)
-        .map(|i| message(i, &format!("m{i}@shop.example"), &format!("News {i}"), false))
+        .map(|i| {
+            message(
+                i,
+                &format!("m{i}@shop.example"),
+                &format!("News {i}"),
+                false,
+            )
+        })
         .collect();
     FakeMail::new(
         dir,
@@ -69,11 +76,21 @@ async fn changes_land_in_scripts_of_fifty_and_are_read_back() {
     let dir = tempfile::tempdir().unwrap();
     let fake = mail(dir.path(), 120);
     let mut app = session(&fake, Ids::Mail);
-    let results = app.apply(&batch(targets(1..=120), read(), None)).await.unwrap();
-    assert!(results.iter().all(|r| r.outcome == Outcome::Applied), "{results:?}");
+    let results = app
+        .apply(&batch(targets(1..=120), read(), None))
+        .await
+        .unwrap();
+    assert!(
+        results.iter().all(|r| r.outcome == Outcome::Applied),
+        "{results:?}"
+    );
     assert!(results[0].observed.as_ref().is_some_and(|(_, f)| f.read));
     assert!(inbox(&fake).iter().all(|m| m["read"] == true));
-    assert_eq!(fake.kinds(), ["apply", "apply", "apply"], "≤ 50 messages per script");
+    assert_eq!(
+        fake.kinds(),
+        ["apply", "apply", "apply"],
+        "≤ 50 messages per script"
+    );
     // The script went on stdin: osascript never had an argument.
     assert!(fake.argument_counts().iter().all(|n| n == "0"));
 }
@@ -91,15 +108,26 @@ async fn one_failing_message_fails_alone() {
             .retain(|m| m["id"] != 3);
     });
     let mut app = session(&fake, Ids::Mail);
-    let results = app.apply(&batch(targets(1..=4), read(), None)).await.unwrap();
+    let results = app
+        .apply(&batch(targets(1..=4), read(), None))
+        .await
+        .unwrap();
     let outcomes: Vec<Outcome> = results.iter().map(|r| r.outcome).collect();
     assert_eq!(
         outcomes,
-        [Outcome::Applied, Outcome::Failed, Outcome::Stale, Outcome::Applied]
+        [
+            Outcome::Applied,
+            Outcome::Failed,
+            Outcome::Stale,
+            Outcome::Applied
+        ]
     );
     let failed = results[1].error.as_ref().unwrap();
     assert_eq!(failed.error_type(), "provider_write_failed");
-    assert_eq!(results[2].error.as_ref().unwrap().error_type(), "stale_state");
+    assert_eq!(
+        results[2].error.as_ref().unwrap().error_type(),
+        "stale_state"
+    );
 }
 
 #[tokio::test]
@@ -142,7 +170,10 @@ async fn deletion_goes_to_the_trash_and_a_gone_message_counts_as_done() {
     assert!(first.iter().all(|r| r.outcome == Outcome::Applied));
     assert_eq!(first[0].moved_to.as_ref().unwrap().0, "Trash");
     let again = app.delete(&deletion).await.unwrap();
-    assert!(again.iter().all(|r| r.outcome == Outcome::Unchanged), "{again:?}");
+    assert!(
+        again.iter().all(|r| r.outcome == Outcome::Unchanged),
+        "{again:?}"
+    );
     let permanent = DeleteBatch {
         mode: DeleteMode::Permanent,
         ..deletion
@@ -158,9 +189,16 @@ async fn mail_timing_out_mail_not_running_and_no_osascript() {
     let mut app = session(&fake, Ids::Mail);
 
     fake.update(|s| s["faults"]["timeout"] = json!(true));
-    let timed_out = app.apply(&batch(targets(1..=2), read(), None)).await.unwrap();
+    let timed_out = app
+        .apply(&batch(targets(1..=2), read(), None))
+        .await
+        .unwrap();
     let error = timed_out[0].error.as_ref().unwrap();
-    assert_eq!(timed_out[0].outcome, Outcome::Unknown, "a write may have happened");
+    assert_eq!(
+        timed_out[0].outcome,
+        Outcome::Unknown,
+        "a write may have happened"
+    );
     assert_eq!(error.error_type(), "outcome_unknown");
     assert!(app.list_mailboxes().await.unwrap_err().error_type() == "provider_unavailable");
 
@@ -168,7 +206,10 @@ async fn mail_timing_out_mail_not_running_and_no_osascript() {
         s["faults"] = json!({});
         s["running"] = json!(false);
     });
-    let stopped = session(&fake, Ids::Mail).list_mailboxes().await.unwrap_err();
+    let stopped = session(&fake, Ids::Mail)
+        .list_mailboxes()
+        .await
+        .unwrap_err();
     assert_eq!(stopped.error_type(), "provider_unavailable");
     assert!(stopped.next_step().unwrap().contains("open Mail.app"));
 
@@ -187,7 +228,10 @@ async fn osascript_that_never_returns_is_killed_and_the_write_is_unknown() {
     runner.grace = Duration::from_millis(500);
     let mut app = MailApp::new(runner, "Work", Ids::Mail);
     let started = std::time::Instant::now();
-    let results = app.apply(&batch(targets(1..=1), read(), None)).await.unwrap();
+    let results = app
+        .apply(&batch(targets(1..=1), read(), None))
+        .await
+        .unwrap();
     assert!(started.elapsed() < Duration::from_secs(10));
     assert_eq!(results[0].outcome, Outcome::Unknown);
 }
@@ -206,7 +250,10 @@ async fn as_a_fallback_messages_are_found_by_message_id_and_keep_their_ids() {
         .apply(&batch(foreign.clone(), read(), Some("Archive")))
         .await
         .unwrap();
-    assert!(moved.iter().all(|r| r.outcome == Outcome::Applied), "{moved:?}");
+    assert!(
+        moved.iter().all(|r| r.outcome == Outcome::Applied),
+        "{moved:?}"
+    );
     assert_eq!(moved[0].moved_to.as_ref().unwrap().1, foreign[0].id);
     let sent = &fake.read()["log"][0]["params"]["targets"];
     assert!(sent.as_array().unwrap().iter().all(|t| t["mailId"] == ""));

@@ -49,9 +49,30 @@ fn split(tokens: Vec<Token>) -> (Vec<String>, Vec<String>) {
 
 fn hostile() -> impl Strategy<Value = String> {
     let pieces = prop::sample::select(vec![
-        "\"", "\\", "\n", "\r", "\r\n", "\t", "&", "¬", "é", "日本", "--", "(*", "*)", "#",
-        "\" & (do shell script \"touch /tmp/p\") & \"", "«event ascrcmnt»", " ", "x",
-        "end tell", "\u{2028}", "{", "}", ":", ",",
+        "\"",
+        "\\",
+        "\n",
+        "\r",
+        "\r\n",
+        "\t",
+        "&",
+        "¬",
+        "é",
+        "日本",
+        "--",
+        "(*",
+        "*)",
+        "#",
+        "\" & (do shell script \"touch /tmp/p\") & \"",
+        "«event ascrcmnt»",
+        " ",
+        "x",
+        "end tell",
+        "\u{2028}",
+        "{",
+        "}",
+        ":",
+        ",",
     ]);
     prop::collection::vec(pieces, 1..12).prop_map(|v| v.concat())
 }

@@ -41,7 +41,9 @@ fn run() -> Result<Answer> {
     std::io::stdin().read_to_string(&mut script)?;
     let path = std::env::var("FAKE_MAIL_STATE").context("FAKE_MAIL_STATE")?;
     let mut state: Value = serde_json::from_str(&std::fs::read_to_string(&path)?)?;
-    let kind = kind(&script).context("not a mailbroker script")?.to_string();
+    let kind = kind(&script)
+        .context("not a mailbroker script")?
+        .to_string();
     let p = params(&script)?;
     state["log"]
         .as_array_mut()
@@ -64,17 +66,26 @@ fn answer(state: &mut Value, kind: &str, p: &Value) -> Result<Answer> {
     }
     let name = p["acctName"].as_str().unwrap_or_default().to_string();
     if state["accounts"].get(&name).is_none() {
-        return Ok(Answer::AppleEvent(format!("Can’t get account \"{name}\"."), -1728));
+        return Ok(Answer::AppleEvent(
+            format!("Can’t get account \"{name}\"."),
+            -1728,
+        ));
     }
     let out = match kind {
         "mailboxes" => mailboxes(&state["accounts"][&name]),
         "messages" => {
-            let Some(list) = state["accounts"][&name]["mailboxes"][str_of(p, "boxPath")].as_array() else {
+            let Some(list) = state["accounts"][&name]["mailboxes"][str_of(p, "boxPath")].as_array()
+            else {
                 return Ok(no_mailbox(str_of(p, "boxPath")));
             };
             let first = p["firstIndex"].as_u64().unwrap_or(1) as usize;
             let last = (p["lastIndex"].as_u64().unwrap_or(0) as usize).min(list.len());
-            let page: Vec<Value> = list.get(first - 1..last).unwrap_or_default().iter().map(listed).collect();
+            let page: Vec<Value> = list
+                .get(first - 1..last)
+                .unwrap_or_default()
+                .iter()
+                .map(listed)
+                .collect();
             json!({ "total": list.len(), "messages": page })
         }
         "apply" | "delete" => {
@@ -99,6 +110,13 @@ fn answer(state: &mut Value, kind: &str, p: &Value) -> Result<Answer> {
 
 fn str_of<'a>(v: &'a Value, key: &str) -> &'a str {
     v[key].as_str().unwrap_or_default()
+}
+
+/// Whether `m` has Mail's id `id` (a number, which scripts pass as text).
+fn has_id(m: &Value, id: &str) -> bool {
+    id.parse::<i64>()
+        .ok()
+        .is_some_and(|n| m["id"].as_i64() == Some(n))
 }
 
 fn no_mailbox(path: &str) -> Answer {
@@ -127,28 +145,34 @@ fn mailboxes(account: &Value) -> Value {
 /// One target of an apply or delete script, as the script's loop treats it.
 fn change(state: &mut Value, account: &str, kind: &str, p: &Value, t: &Value) -> Value {
     let (mail_id, message_id) = (str_of(t, "mailId"), str_of(t, "messageId"));
-    let failed = |msg: &str, number: i64| {
-        json!({ "mail_id": mail_id, "message_id": message_id, "found": false, "error": msg, "number": number })
-    };
+    let failed = |msg: &str, number: i64| json!({ "mail_id": mail_id, "message_id": message_id, "found": false, "error": msg, "number": number });
     let boxes = &mut state["accounts"][account]["mailboxes"];
     let source = str_of(p, "boxPath");
     let Some(list) = boxes[source].as_array_mut() else {
         return failed("no mailbox", -1728);
     };
-    let by_id = list.iter().position(|m| !mail_id.is_empty() && m["id"].to_string() == mail_id);
+    let by_id = list.iter().position(|m| has_id(m, mail_id));
     let at = match by_id {
         Some(i) if !message_id.is_empty() && list[i]["message_id"] != message_id => {
             return failed("another message has this id now", 4001);
         }
         Some(i) => Some(i),
-        None => list.iter().position(|m| !message_id.is_empty() && m["message_id"] == message_id),
+        None => list
+            .iter()
+            .position(|m| !message_id.is_empty() && m["message_id"] == message_id),
     };
     let Some(at) = at else {
         return failed("not found", -1728);
     };
-    let fail_ids = state["faults"]["fail_message_ids"].as_array().cloned().unwrap_or_default();
+    let fail_ids = state["faults"]["fail_message_ids"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     if fail_ids.iter().any(|f| f == message_id) {
-        return failed("Mail got an error: the operation could not be completed", -10000);
+        return failed(
+            "Mail got an error: the operation could not be completed",
+            -10000,
+        );
     }
     let next_id = state["next_id"].as_i64().unwrap_or(1000);
     let misfile = state["faults"]["misfile_to"].as_str().map(str::to_string);
@@ -171,7 +195,9 @@ fn change(state: &mut Value, account: &str, kind: &str, p: &Value, t: &Value) ->
         let mut message = list.remove(at);
         message["id"] = json!(next_id);
         let landed = misfile.unwrap_or_else(|| wanted.clone());
-        boxes[&landed].as_array_mut().map(|l| l.push(message.clone()));
+        if let Some(list) = boxes[&landed].as_array_mut() {
+            list.push(message.clone());
+        }
         state["next_id"] = json!(next_id + 1);
         // The script looks for the message where it asked it to go.
         if landed != wanted {
@@ -182,7 +208,10 @@ fn change(state: &mut Value, account: &str, kind: &str, p: &Value, t: &Value) ->
     }
     let message = state["accounts"][account]["mailboxes"][&here]
         .as_array()
-        .and_then(|l| l.iter().find(|m| m["message_id"] == message_id || m["id"].to_string() == mail_id))
+        .and_then(|l| {
+            l.iter()
+                .find(|m| m["message_id"] == message_id || has_id(m, mail_id))
+        })
         .cloned()
         .unwrap_or(Value::Null);
     json!({ "mail_id": message["id"].to_string(), "message_id": message_id, "found": true,

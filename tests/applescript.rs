@@ -1,0 +1,321 @@
+//! The AppleScript route through the binary, with a fake `osascript` playing Mail.app
+//! (testkit's `fake-osascript`, named by `MAILBROKER_OSASCRIPT`):
+//! - a Mail.app-only account: added, synced by count and newest date, changed, moved to junk,
+//!   staged for deletion to the trash, undone; tags and permanent deletion refused up front;
+//! - an IMAP account that opted into the fallback, its server down: the update goes through
+//!   Mail.app, the report and the journal say so, and undo takes the same route;
+//! - an IMAP account that did not opt in never uses it.
+
+mod common;
+
+use common::{mb_with, server};
+use mailbroker_testkit::applescript::{FakeMail, message};
+use mailbroker_testkit::{ImapClient, Proxy};
+use serde_json::{Value, json};
+
+/// Adds the Mail.app account "Work" as account "mac".
+const ADD: [&str; 7] = [
+    "account",
+    "add",
+    "applescript",
+    "--id",
+    "mac",
+    "--mail-account",
+    "Work",
+];
+
+fn env(fake: &FakeMail) -> [(&'static str, &str); 1] {
+    [(
+        "MAILBROKER_OSASCRIPT",
+        fake.program.to_str().expect("a UTF-8 path"),
+    )]
+}
+
+/// Runs mailbroker with the fake Mail.app and insists on success.
+fn ok(home: &std::path::Path, fake: &FakeMail, args: &[&str]) -> Value {
+    let run = mb_with(home, args, &env(fake));
+    assert_eq!(run.code, 0, "{args:?}\n{}\n{}", run.stdout, run.stderr);
+    run.json
+}
+
+fn mailbox<'a>(state: &'a Value, path: &str) -> &'a Vec<Value> {
+    state["accounts"]["Work"]["mailboxes"][path]
+        .as_array()
+        .unwrap()
+}
+
+#[test]
+fn a_mail_app_account_syncs_changes_and_undoes_through_applescript() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let inbox: Vec<Value> = (1..=6)
+        .map(|i| {
+            message(
+                i,
+                &format!("n{i}@shop.example"),
+                &format!("Offer {i}"),
+                false,
+            )
+        })
+        .collect();
+    let fake = FakeMail::new(
+        dir.path(),
+        json!({ "Work": { "mailboxes": { "INBOX": inbox, "Archive": [], "Junk": [], "Trash": [] },
+            "junk": "Junk", "trash": "Trash" } }),
+    );
+    let added = ok(&home, &fake, &ADD);
+    assert_eq!(added["account"]["provider"], "applescript", "{added}");
+    assert!(
+        added["account"]["mailboxes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["name"] == "Junk" && m["role"] == "junk")
+    );
+
+    let listings = |fake: &FakeMail| fake.kinds().iter().filter(|k| *k == "messages").count();
+    let synced = ok(&home, &fake, &["sync"]);
+    assert_eq!(synced["accounts"][0]["added"], 6, "{synced}");
+    assert_eq!(listings(&fake), 1, "the empty mailboxes need no listing");
+    let again = ok(&home, &fake, &["sync"]);
+    assert_eq!(again["accounts"][0]["added"], 0, "{again}");
+    assert_eq!(
+        listings(&fake),
+        1,
+        "an unchanged mailbox (count, newest) is not listed again"
+    );
+    // A message arrives in Mail.app: the next sync lists that mailbox again.
+    fake.update(|s| {
+        let inbox = s["accounts"]["Work"]["mailboxes"]["INBOX"]
+            .as_array_mut()
+            .unwrap();
+        inbox.push(message(7, "n7@shop.example", "Offer 7", false));
+    });
+    let third = ok(&home, &fake, &["sync"]);
+    assert_eq!(listings(&fake), 2, "{third}");
+    assert_eq!(
+        common::ok(&home, &["search", "subject:\"Offer 7\""])["total"],
+        1
+    );
+
+    let read = ok(
+        &home,
+        &fake,
+        &["update", "--query", "from:shop", "--read", "--yes"],
+    );
+    assert_eq!(read["applied"], 7, "{read}");
+    assert!(read.get("routes").is_none(), "its own route: {read}");
+    assert!(
+        mailbox(&fake.read(), "INBOX")
+            .iter()
+            .all(|m| m["read"] == true)
+    );
+    let change = read["change_id"].to_string();
+    let undone = ok(&home, &fake, &["undo", &change, "--yes"]);
+    assert_eq!(undone["applied"], 7, "{undone}");
+    assert!(
+        mailbox(&fake.read(), "INBOX")
+            .iter()
+            .all(|m| m["read"] == false)
+    );
+
+    let junk = ok(
+        &home,
+        &fake,
+        &[
+            "update",
+            "--query",
+            "subject:\"Offer 1\"",
+            "--move-to",
+            "junk",
+            "--yes",
+        ],
+    );
+    assert_eq!(junk["applied"], 1, "{junk}");
+    assert_eq!(mailbox(&fake.read(), "Junk").len(), 1);
+
+    // What the route cannot do is refused before anything is planned or sent.
+    let before = fake.kinds().len();
+    for refused in [
+        vec![
+            "update",
+            "--query",
+            "from:shop",
+            "--add-tag",
+            "Work",
+            "--yes",
+        ],
+        vec!["stage-delete", "from:shop", "--permanent"],
+    ] {
+        let run = mb_with(&home, &refused, &env(&fake));
+        assert_eq!(
+            run.json["error_type"], "unsupported",
+            "{refused:?}: {}",
+            run.stdout
+        );
+        assert!(run.json["error"].as_str().unwrap().contains("AppleScript"));
+    }
+    assert_eq!(fake.kinds().len(), before, "nothing ran in Mail.app");
+
+    let staged = ok(&home, &fake, &["stage-delete", "subject:\"Offer 2\""]);
+    let manifest = staged["manifest"]["id"].to_string();
+    let run = ok(&home, &fake, &["delete-staged", &manifest, "--yes"]);
+    assert_eq!(run["counts"]["done"], 1, "{run}");
+    assert_eq!(mailbox(&fake.read(), "Trash").len(), 1);
+
+    let doctor = ok(&home, &fake, &["account", "doctor", "mac"]);
+    assert_eq!(doctor["doctor"]["route"], "applescript", "{doctor}");
+}
+
+#[test]
+fn without_osascript_every_call_says_it_needs_macos() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("osascript");
+    let run = mb_with(
+        dir.path(),
+        &ADD,
+        &[("MAILBROKER_OSASCRIPT", missing.to_str().unwrap())],
+    );
+    assert_eq!(run.json["error_type"], "unsupported", "{}", run.stdout);
+    assert!(run.json["error"].as_str().unwrap().contains("macOS"));
+}
+
+/// IMAP account "i" for a Dovecot user with four INBOX messages, reached through a proxy and
+/// synced, and Mail.app holding the same four (by Message-ID, under Mail's own ids).
+async fn synced_account(
+    user: &str,
+) -> Option<(tempfile::TempDir, std::path::PathBuf, FakeMail, Proxy)> {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let server = server()?;
+    let mut client = ImapClient::connect(server, user).await.unwrap();
+    for i in 0..4 {
+        let body = mailbroker_testkit::message(i, "news@shop.example", &format!("Deal {i}"), "b");
+        client.append("INBOX", "", &body).await.unwrap();
+    }
+    let inbox: Vec<Value> = (0..4)
+        .map(|i| {
+            message(
+                100 + i,
+                &format!("m{i}@example.test"),
+                &format!("Deal {i}"),
+                false,
+            )
+        })
+        .collect();
+    let fake = FakeMail::new(
+        dir.path(),
+        json!({ "Work": { "mailboxes": { "INBOX": inbox, "Archive": [], "Trash": [] },
+            "junk": null, "trash": "Trash" } }),
+    );
+    let proxy = Proxy::start(server.imap_port, std::time::Duration::ZERO).unwrap();
+    common::add_proxied(&home, "i", proxy.port, user);
+    ok(&home, &fake, &["sync"]);
+    Some((dir, home, fake, proxy))
+}
+
+/// The account's server goes away.
+fn down(proxy: Proxy) {
+    drop(proxy);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_opted_in_account_falls_back_to_mail_app_when_its_server_is_down() {
+    let Some((_dir, home, fake, proxy)) = synced_account("fallback-on").await else {
+        return;
+    };
+    let set = [
+        "account",
+        "set",
+        "i",
+        "--fallback",
+        "applescript",
+        "--mail-account",
+        "Work",
+    ];
+    let shown = ok(&home, &fake, &set);
+    assert_eq!(
+        shown["account"]["fallback"]["provider"], "applescript",
+        "{shown}"
+    );
+
+    down(proxy);
+    let run = mb_with(
+        &home,
+        &["update", "--query", "in:inbox", "--read", "--flag", "--yes"],
+        &env(&fake),
+    );
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let report = run.json;
+    assert_eq!(report["applied"], 4, "{report}");
+    assert_eq!(
+        report["routes"]["applescript"].as_array().map(Vec::len),
+        Some(4),
+        "{report}"
+    );
+    assert!(
+        mailbox(&fake.read(), "INBOX")
+            .iter()
+            .all(|m| m["read"] == true && m["flagged"] == true)
+    );
+    let change = report["change_id"].to_string();
+    let journal = ok(&home, &fake, &["changes", &change]);
+    let items = journal["change"]["items"].as_array().unwrap();
+    assert!(
+        items.iter().all(|i| i["route"] == "applescript"),
+        "{journal}"
+    );
+    // The index holds what Mail.app read back: asking again changes nothing.
+    let again = ok(
+        &home,
+        &fake,
+        &["update", "--query", "in:inbox", "--read", "--yes"],
+    );
+    assert_eq!(again["unchanged"], 4, "{again}");
+
+    // Undo takes the same route while the server is still down.
+    let undone = ok(&home, &fake, &["undo", &change, "--yes"]);
+    assert_eq!(undone["applied"], 4, "{undone}");
+    assert_eq!(
+        undone["routes"]["applescript"].as_array().map(Vec::len),
+        Some(4)
+    );
+    assert!(
+        mailbox(&fake.read(), "INBOX")
+            .iter()
+            .all(|m| m["read"] == false && m["flagged"] == false)
+    );
+
+    // A sync needs the server: the fallback does not stand in for it.
+    let sync = mb_with(&home, &["sync"], &env(&fake));
+    assert_ne!(sync.code, 0);
+    assert!(
+        sync.stdout.contains("provider_unavailable"),
+        "{}",
+        sync.stdout
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_account_that_did_not_opt_in_never_uses_mail_app() {
+    let Some((_dir, home, fake, proxy)) = synced_account("fallback-off").await else {
+        return;
+    };
+    down(proxy);
+    let run = mb_with(
+        &home,
+        &["update", "--query", "in:inbox", "--read", "--yes"],
+        &env(&fake),
+    );
+    assert_eq!(
+        run.json["error_type"], "provider_unavailable",
+        "{}",
+        run.stdout
+    );
+    assert!(
+        fake.kinds().is_empty(),
+        "Mail.app was never asked: {:?}",
+        fake.kinds()
+    );
+}
