@@ -165,6 +165,24 @@ fn a_mail_app_account_syncs_changes_and_undoes_through_applescript() {
 
     let doctor = ok(&home, &fake, &["account", "doctor", "mac"]);
     assert_eq!(doctor["doctor"]["route"], "applescript", "{doctor}");
+    // Moved to a machine without osascript: the doctor says what is missing.
+    let missing = dir.path().join("no-osascript");
+    let elsewhere = mb_with(
+        &home,
+        &["account", "doctor", "mac"],
+        &[("MAILBROKER_OSASCRIPT", missing.to_str().unwrap())],
+    );
+    assert_eq!(
+        elsewhere.json["error_type"], "unsupported",
+        "{}",
+        elsewhere.stdout
+    );
+    assert!(
+        elsewhere.json["error"]
+            .as_str()
+            .unwrap()
+            .contains("only on macOS")
+    );
 }
 
 #[test]
