@@ -17,6 +17,7 @@ pub mod output;
 pub mod read;
 pub mod registry;
 pub mod search;
+pub mod serve;
 pub mod sessions;
 pub mod store;
 pub mod sync;

@@ -9,13 +9,16 @@ use std::io::Write;
 
 use tracing_subscriber::fmt::MakeWriter;
 
-/// Logging for one process: the filter from `MAILBROKER_LOG` (default `warn`).
-pub fn init() {
+/// Logging for one process: the filter from `MAILBROKER_LOG`, else `default`.
+pub fn init(default: &str) {
+    use std::io::IsTerminal;
     tracing_subscriber::fmt()
         .with_writer(Redacting)
+        // Colour codes only for a person at a terminal, not in a journal or a file.
+        .with_ansi(std::io::stderr().is_terminal())
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("MAILBROKER_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default)),
         )
         .init();
 }

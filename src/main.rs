@@ -5,7 +5,8 @@ use std::process::ExitCode;
 /// MCP server keeps it ignored: a client that hangs up must not end a server that serves
 /// others.
 fn quiet_on_closed_stdout(cli: &mailbroker::cli::Cli) {
-    if !matches!(cli.command, mailbroker::cli::Command::Mcp(_)) {
+    use mailbroker::cli::Command;
+    if !matches!(cli.command, Command::Mcp(_) | Command::Serve(_)) {
         // SAFETY: setting a signal's disposition to the default, before any thread starts.
         unsafe {
             libc::signal(libc::SIGPIPE, libc::SIG_DFL);
@@ -22,8 +23,14 @@ fn main() -> ExitCode {
         }
     };
     quiet_on_closed_stdout(&cli);
-    // Logs go to stderr only (stdout carries command output, or MCP frames), redacted.
-    mailbroker::logging::init();
+    // Logs go to stderr only (stdout carries command output, or MCP frames), redacted. A
+    // serve process says what it syncs (a line per sync); a command only what went wrong.
+    let serving = matches!(cli.command, mailbroker::cli::Command::Serve(_));
+    mailbroker::logging::init(if serving {
+        "warn,mailbroker=info"
+    } else {
+        "warn"
+    });
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -116,6 +116,11 @@ pub fn ask(question: &str) -> Result<String, Error> {
     Ok(answer.trim().to_string())
 }
 
+/// Seconds since the epoch as RFC 3339 (UTC), as every listing shows times.
+pub fn rfc3339(secs: i64) -> String {
+    mail_parser::DateTime::from_timestamp(secs).to_rfc3339()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -49,16 +49,36 @@ pub async fn sync_account(
     store: &Store,
     id: &AccountId,
     full: bool,
-    mut progress: impl FnMut(SyncProgress) + Send + Sync + 'static,
+    progress: impl FnMut(SyncProgress) + Send + Sync + 'static,
 ) -> Result<AccountSyncReport> {
     let started = Instant::now();
     let _lock = home.lock_account(id, crate::sessions::LOCK_WAIT).await?;
     let account = store.account(id).await?;
-    let known = store.cursors(id).await?;
-    let request = SyncRequest { full, known };
     let connecting = Instant::now();
     let mut provider = registry::connect(store, &account).await?;
     let connect_ms = connecting.elapsed().as_millis() as u64;
+    let synced = sync_with(store, id, provider.as_mut(), full, progress).await;
+    provider.close().await;
+    let mut report = synced?;
+    report.commands = provider.commands_sent();
+    report.connect_ms = connect_ms;
+    report.duration_ms = started.elapsed().as_millis() as u64;
+    Ok(report)
+}
+
+/// Syncs one account on a session already open, under the account's lock (the caller's):
+/// what `serve` does on the connection it watches with.
+pub async fn sync_with(
+    store: &Store,
+    id: &AccountId,
+    provider: &mut dyn mailbroker_core::Provider,
+    full: bool,
+    mut progress: impl FnMut(SyncProgress) + Send + Sync + 'static,
+) -> Result<AccountSyncReport> {
+    let started = Instant::now();
+    let commands_before = provider.commands_sent();
+    let known = store.cursors(id).await?;
+    let request = SyncRequest { full, known };
     let headers_done = std::sync::Arc::new(std::sync::OnceLock::new());
     let mark = headers_done.clone();
     let mut sink = StoreSink::new(store.clone(), id.clone()).on_progress(move |p| {
@@ -67,9 +87,10 @@ pub async fn sync_account(
         }
         progress(p)
     });
-    let outcome = provider.sync(&request, &mut sink).await;
-    provider.close().await;
-    let mailboxes = outcome.map_err(|e| e.context(format!("sync of account {id}")))?;
+    let mailboxes = provider
+        .sync(&request, &mut sink)
+        .await
+        .map_err(|e| e.context(format!("sync of account {id}")))?;
     store.mark_synced(id).await?;
     Ok(AccountSyncReport {
         account: id.clone(),
@@ -78,9 +99,9 @@ pub async fn sync_account(
         removed: mailboxes.iter().map(|m| m.removed).sum(),
         text_filled: mailboxes.iter().map(|m| m.text_filled).sum(),
         mailboxes,
-        commands: provider.commands_sent(),
+        commands: provider.commands_sent() - commands_before,
         duration_ms: started.elapsed().as_millis() as u64,
-        connect_ms,
+        connect_ms: 0,
         headers_ms: headers_done.get().copied(),
     })
 }

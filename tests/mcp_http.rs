@@ -5,14 +5,11 @@ mod common;
 
 use std::path::Path;
 
-use common::mcp::{Client, client, err_call, ids, init_body, ok_call, setup, tool_names};
+use common::mcp::{err_call, http_session, ids, init_body, ok_call, setup, tool_names};
 use mailbroker::home::Home;
 use mailbroker::mcp::McpOptions;
 use mailbroker::mcp::http::{self, HttpOptions};
 use mailbroker::store::Store;
-use rmcp::model::*;
-use rmcp::service::RunningService;
-use rmcp::{RoleClient, ServiceExt};
 use serde_json::json;
 
 async fn http_server(home: &Path, writes: bool) -> (String, tokio::sync::oneshot::Sender<()>) {
@@ -38,18 +35,6 @@ async fn http_server(home: &Path, writes: bool) -> (String, tokio::sync::oneshot
         let _ = stopped.await;
     }));
     (url, stop)
-}
-
-async fn http_session(url: &str, token: &str) -> RunningService<RoleClient, Client> {
-    use rmcp::transport::StreamableHttpClientTransport;
-    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-    let mut config = StreamableHttpClientTransportConfig::with_uri(url.to_string());
-    config.auth_header = Some(token.to_string());
-    let transport = StreamableHttpClientTransport::from_config(config);
-    client(None, ProtocolVersion::V_2025_11_25)
-        .serve(transport)
-        .await
-        .expect("http client connects")
 }
 
 #[tokio::test]

@@ -11,14 +11,8 @@ use std::process::Command;
 use common::mcp::{error_types, http_server, http_server_with, troubled_accounts};
 use common::{add_account, ok, seed, server};
 
-/// The SDK version this contract test pins.
-const SDK: &str = "mcp==2.3.0";
-
-/// A venv with the SDK under target/, made once. `None` (test skipped) when Python is
-/// missing outside CI; in CI a missing Python fails the test.
 fn python() -> Option<PathBuf> {
-    let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("py-mcp");
-    mailbroker_testkit::python_venv(&venv, &[SDK])
+    common::mcp::python_sdk()
 }
 
 fn drive(py: &Path, config: serde_json::Value) -> serde_json::Value {

@@ -80,6 +80,9 @@ pub enum Command {
     DeleteStaged(delete::DeleteStagedArgs),
     /// Serve the MCP tools to an assistant (stdio, or Streamable HTTP with --http).
     Mcp(crate::mcp::command::McpArgs),
+    /// Run in the background: serve MCP over HTTP and keep every account fresh (IMAP IDLE,
+    /// polling elsewhere); `serve status` shows how fresh.
+    Serve(crate::serve::command::ServeArgs),
     /// Change messages on the server (patch semantics: only what you ask changes).
     Update(UpdateArgs),
     /// Undo a change (only messages still as that change left them).
@@ -207,6 +210,7 @@ async fn dispatch(home: &Home, store: &Store, command: Command, json: bool) -> R
         Command::StageDelete(args) => delete::stage(store, args, json).await,
         Command::DeleteStaged(args) => return delete::delete_staged(home, store, args, json).await,
         Command::Mcp(args) => crate::mcp::command::run(home, store, args, json).await,
+        Command::Serve(args) => crate::serve::command::serve(home, store, args, json).await,
     };
     done.map(|()| 0)
 }
@@ -347,9 +351,7 @@ fn print_change_record(c: &crate::store::ChangeRecord) {
     );
 }
 
-fn rfc3339(secs: i64) -> String {
-    mail_parser::DateTime::from_timestamp(secs).to_rfc3339()
-}
+use crate::output::rfc3339;
 
 fn one_line(r: &MessageRow) -> String {
     let mut marks = String::new();

@@ -60,6 +60,7 @@ pub async fn run(home: &Home, store: &Store, args: McpArgs, json: bool) -> Resul
                 allow_writes: args.http.is_none() || args.http_allow_writes,
                 confirm_above: args.confirm_above,
                 confirm_with_token: args.confirm_with_token,
+                ..McpOptions::default()
             };
             match args.http {
                 None => serve_stdio(home.clone(), store.clone(), mcp).await,
@@ -119,10 +120,15 @@ fn config(home: &Home, http: &str, json: bool) -> Result<()> {
             "headers": { "Authorization": format!("Bearer ${{{}}}", http::TOKEN_ENV) },
         }}
     });
+    // `serve` answers on the same HTTP endpoint, with every account kept fresh behind it.
+    let serve = serde_json::json!({
+        "start": [exe.display().to_string(), "serve", "--http", addr.to_string()],
+        "client": http_config,
+    });
     if json {
         return print_json(
             Some("config"),
-            &serde_json::json!({ "stdio": stdio, "http": http_config }),
+            &serde_json::json!({ "stdio": stdio, "http": http_config, "serve": serve }),
         );
     }
     let pretty = |v: &serde_json::Value| serde_json::to_string_pretty(v).unwrap_or_default();
@@ -134,5 +140,10 @@ fn config(home: &Home, http: &str, json: bool) -> Result<()> {
         http::TOKEN_ENV
     );
     println!("{}", pretty(&http_config));
+    println!();
+    println!(
+        "# Or keep every account fresh as well: run `{} serve --http {addr}` (docs/mailbroker-serve.service runs it as a systemd user unit); clients use the HTTP entry above.",
+        exe.display()
+    );
     Ok(())
 }

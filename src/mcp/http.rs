@@ -276,6 +276,19 @@ impl Bound {
         &self.record.url
     }
 
+    /// Where its token is and whether writes are allowed, for the line a person reads.
+    pub fn describe(&self) -> String {
+        format!(
+            "bearer token: {}; writes {}",
+            self.record.token_source,
+            if self.record.writes {
+                "allowed"
+            } else {
+                "disabled"
+            }
+        )
+    }
+
     /// Serves until `shutdown` completes; registered for `mcp status` meanwhile.
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<()> {
         if let Some(dir) = self.entry.parent() {
@@ -302,7 +315,7 @@ impl Bound {
 }
 
 /// Completes on SIGINT or SIGTERM.
-async fn signalled() {
+pub async fn signalled() {
     use tokio::signal::unix::{SignalKind, signal};
     match signal(SignalKind::terminate()) {
         Ok(mut term) => {
@@ -321,14 +334,9 @@ async fn signalled() {
 pub async fn serve(home: Home, store: Store, options: HttpOptions) -> Result<()> {
     let bound = bind(home, store, options).await?;
     eprintln!(
-        "mailbroker MCP listening on {} (bearer token: {}; writes {})",
+        "mailbroker MCP listening on {} ({})",
         bound.url(),
-        bound.record.token_source,
-        if bound.record.writes {
-            "allowed"
-        } else {
-            "disabled"
-        }
+        bound.describe()
     );
     bound.run(signalled()).await
 }

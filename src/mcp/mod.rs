@@ -49,6 +49,11 @@ pub struct McpOptions {
     /// A dry run's confirm token runs the write by itself, without the person's `mailbroker
     /// approve` (`--confirm-with-token`): the assistant can then approve its own writes.
     pub confirm_with_token: bool,
+    /// How fresh each account is kept, when a `serve` process keeps them (`list_accounts`).
+    pub freshness: Option<crate::serve::Freshness>,
+    /// Writes in flight: each runs to its end even when its request is dropped, and `serve`
+    /// waits for them before it exits.
+    pub work: tokio_util::task::TaskTracker,
 }
 
 impl Default for McpOptions {
@@ -57,6 +62,8 @@ impl Default for McpOptions {
             allow_writes: true,
             confirm_above: crate::write::DEFAULT_CONFIRM_ABOVE,
             confirm_with_token: false,
+            freshness: None,
+            work: tokio_util::task::TaskTracker::new(),
         }
     }
 }

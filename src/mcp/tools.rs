@@ -67,14 +67,35 @@ impl McpServer {
         let counts = self.store.message_counts().await?;
         for a in self.store.accounts().await? {
             let messages = counts.get(a.id.as_str()).copied().unwrap_or(0);
+            let watch = self
+                .options
+                .freshness
+                .as_ref()
+                .and_then(|f| f.of(a.id.as_str()));
+            let write_route = match &a.fallback {
+                Some(f) => format!(
+                    "{} (fallback: {})",
+                    a.provider.as_str(),
+                    f.provider.as_str()
+                ),
+                None => a.provider.as_str().to_string(),
+            };
             accounts.push(AccountView {
                 id: a.id.to_string(),
                 provider: a.provider.as_str().to_string(),
                 email: a.email.clone(),
                 capabilities: a.capabilities.extensions.clone(),
-                write_route: a.provider.as_str().to_string(),
+                write_route,
                 messages,
                 last_sync_at: a.last_sync_at.map(rfc3339),
+                watching: watch.as_ref().map(|w| w.watching.clone()),
+                watch_error: watch.and_then(|w| {
+                    Some(WatchError {
+                        error_type: w.error_type?,
+                        error: w.error.unwrap_or_default(),
+                        next_step: w.next_step,
+                    })
+                }),
             });
         }
         Ok(AccountsOut {
@@ -400,9 +421,25 @@ impl McpServer {
         if let Some(answer) = gate.await? {
             return Ok(answer);
         }
-        let sessions = Sessions::new(&self.home, &self.store);
-        let report = resolved.run(sessions, &self.store, &origin_of(ctx)).await?;
+        let report = self.finish(resolved, origin_of(ctx)).await?;
         Ok(success(&ChangeOut::of(&report)).into())
+    }
+
+    /// Runs a write to its end on a task of its own: dropping the request (its client went
+    /// away, or `serve` is stopping) does not stop a write half sent, so it is finished and
+    /// journaled.
+    async fn finish(
+        &self,
+        resolved: crate::write::ResolvedRequest,
+        origin: String,
+    ) -> Result<crate::write::ChangeReport> {
+        let (home, store) = (self.home.clone(), self.store.clone());
+        let run = self.options.work.spawn(async move {
+            let sessions = Sessions::new(&home, &store);
+            resolved.run(sessions, &store, &origin).await
+        });
+        run.await
+            .map_err(|e| Error::internal(format!("the write's task: {e}")))?
     }
 
     async fn undo(
@@ -422,8 +459,7 @@ impl McpServer {
         if let Some(answer) = gate.await? {
             return Ok(answer);
         }
-        let sessions = Sessions::new(&self.home, &self.store);
-        let report = resolved.run(sessions, &self.store, &origin_of(ctx)).await?;
+        let report = self.finish(resolved, origin_of(ctx)).await?;
         Ok(success(&ChangeOut::of(&report)).into())
     }
 }

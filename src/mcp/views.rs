@@ -10,9 +10,7 @@ use crate::write::ChangeReport;
 /// Longest snippet in a search row.
 const SNIPPET_CHARS: usize = 160;
 
-pub fn rfc3339(secs: i64) -> String {
-    mail_parser::DateTime::from_timestamp(secs).to_rfc3339()
-}
+pub use crate::output::rfc3339;
 
 // ----- inputs -----
 
@@ -165,6 +163,20 @@ pub struct AccountView {
     pub write_route: String,
     pub messages: i64,
     pub last_sync_at: Option<String>,
+    /// Under `mailbroker serve`: how the account is kept fresh (`idle`: the server announces
+    /// changes; `polling`; `error`: it cannot be now, see `watch_error`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub watching: Option<String>,
+    /// Why the account cannot be kept fresh, and what to do.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub watch_error: Option<WatchError>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct WatchError {
+    pub error_type: String,
+    pub error: String,
+    pub next_step: Option<String>,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]

@@ -108,6 +108,7 @@ disable_plaintext_auth = no
 auth_mechanisms = plain login
 auth_failure_delay = 0
 login_trusted_networks = 127.0.0.0/8
+shutdown_clients = yes
 first_valid_uid = 1
 default_internal_user = {internal_user}
 default_login_user = {login_user}
@@ -182,6 +183,45 @@ service imap-login {{
         };
         server.wait_ready()?;
         Ok(server)
+    }
+
+    /// Stops this server and starts it again on the same ports with the same mail, as an
+    /// administrator's restart does: every client connection is cut meanwhile.
+    pub fn restart(&mut self) -> Result<()> {
+        if let Some(mut child) = self.child.take() {
+            unsafe {
+                libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
+            }
+            child.wait()?;
+        }
+        // Session processes outlive their master for a while; a restart ends them now.
+        let mine = format!("dovecot-mailbroker-test-{}/", self.imap_port);
+        for entry in std::fs::read_dir("/proc")?.flatten() {
+            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+            let pid = entry.file_name().to_string_lossy().parse::<libc::pid_t>();
+            if let (true, Ok(pid)) = (cmdline.starts_with(mine.as_bytes()), pid) {
+                unsafe {
+                    libc::kill(pid, libc::SIGKILL);
+                }
+            }
+        }
+        let binary = find_binary("dovecot").ok_or_else(|| anyhow!("dovecot is not installed"))?;
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            self.child = Some(spawn_tied_to_process(&binary, &self.config_path())?);
+            match self.wait_ready() {
+                Ok(()) => return Ok(()),
+                // The old master may still hold the ports for a moment.
+                Err(_) if Instant::now() < deadline => {
+                    if let Some(mut child) = self.child.take() {
+                        let _ = child.kill();
+                        let _ = child.wait();
+                    }
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     fn wait_ready(&mut self) -> Result<()> {

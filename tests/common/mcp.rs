@@ -167,17 +167,49 @@ impl Drop for HttpServer {
     }
 }
 
+/// An rmcp client session over Streamable HTTP with this bearer token.
+pub async fn http_session(url: &str, token: &str) -> Session {
+    http_session_answering(url, token, client(None, ProtocolVersion::V_2025_11_25)).await
+}
+
+/// As `http_session`, for a client that answers confirmations as `client` does.
+pub async fn http_session_answering(url: &str, token: &str, client: Client) -> Session {
+    use rmcp::ServiceExt;
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    let mut config = StreamableHttpClientTransportConfig::with_uri(url.to_string());
+    config.auth_header = Some(token.to_string());
+    let transport = StreamableHttpClientTransport::from_config(config);
+    client.serve(transport).await.expect("http client connects")
+}
+
+/// The official Python MCP SDK this suite pins.
+pub const PYTHON_SDK: &str = "mcp==2.3.0";
+
+/// A venv with the Python SDK under target/, made once. `None` (test skipped) when Python is
+/// missing outside CI; in CI a missing Python fails the test.
+pub fn python_sdk() -> Option<std::path::PathBuf> {
+    let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("py-mcp");
+    mailbroker_testkit::python_venv(&venv, &[PYTHON_SDK])
+}
+
 pub fn http_server(home: &Path) -> HttpServer {
     http_server_with(home, true)
+}
+
+/// A private file in `home` holding `HTTP_TOKEN`, for `--http-token-file`.
+pub fn token_file(home: &Path) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let token = home.join("http-token");
+    std::fs::write(&token, format!("{HTTP_TOKEN}\n")).unwrap();
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+    token
 }
 
 /// As `http_server`, with write tools only if `writes`.
 pub fn http_server_with(home: &Path, writes: bool) -> HttpServer {
     use std::io::{BufRead, BufReader};
-    let token = home.join("http-token");
-    std::fs::write(&token, format!("{HTTP_TOKEN}\n")).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let token = token_file(home);
     let mut child = Command::new(env!("CARGO_BIN_EXE_mailbroker"))
         .arg("--home")
         .arg(home)

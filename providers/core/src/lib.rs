@@ -22,7 +22,7 @@ pub use model::{
     AccountId, Capabilities, MailboxCursor, MailboxInfo, MailboxName, MessageFlags, MessageMeta,
     MessageText, ProviderKind, RemoteId, Role, RoleSource, SyncMode, Version, plausible_date,
 };
-pub use provider::{Arrival, MailboxSyncReport, Provider, Settled, SyncRequest, SyncSink};
+pub use provider::{Arrival, MailboxSyncReport, Provider, Settled, SyncRequest, SyncSink, Watched};
 pub use write::{
     DeleteBatch, DeleteMode, FlagOp, ItemResult, Outcome, Patch, WriteBatch, WriteTarget,
 };

@@ -157,6 +157,17 @@ impl MailboxSyncReport {
     }
 }
 
+/// How a `Provider::watch` ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Watched {
+    /// The server announced a change (a new message, an expunge, changed flags).
+    Changed,
+    /// Nothing was announced before the timeout.
+    Quiet,
+    /// The caller asked to stop.
+    Stopped,
+}
+
 /// A connected session with one account's mail service.
 #[async_trait]
 pub trait Provider: Send {
@@ -197,6 +208,21 @@ pub trait Provider: Send {
     ) -> Result<Vec<(RemoteId, Vec<u8>)>> {
         Err(Error::unsupported(
             "this provider cannot read message bodies",
+        ))
+    }
+
+    /// Waits on this session until the server announces a change in `mailbox` (IMAP IDLE), for
+    /// at most `timeout`, or until `stop` completes; then leaves the session ready for other
+    /// commands (a sync on the same connection). `unsupported` where the server cannot
+    /// announce changes: the caller polls instead.
+    async fn watch(
+        &mut self,
+        _mailbox: &str,
+        _timeout: std::time::Duration,
+        _stop: std::pin::Pin<&mut (dyn std::future::Future<Output = ()> + Send)>,
+    ) -> Result<Watched> {
+        Err(Error::unsupported(
+            "this provider cannot announce changes; poll it",
         ))
     }
 

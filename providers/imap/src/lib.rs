@@ -16,6 +16,7 @@ mod read;
 mod session;
 mod sync;
 mod uidset;
+mod watch;
 mod write;
 
 pub use adapter::{Imap, setup};

@@ -14,7 +14,7 @@ use crate::convert;
 use crate::ids::Uid;
 
 /// Extensions mailbroker uses, in the order they are reported.
-const KNOWN_EXTENSIONS: [&str; 8] = [
+const KNOWN_EXTENSIONS: [&str; 9] = [
     "MOVE",
     "UIDPLUS",
     "CONDSTORE",
@@ -23,6 +23,7 @@ const KNOWN_EXTENSIONS: [&str; 8] = [
     "LIST-STATUS",
     "ENABLE",
     "X-GM-EXT-1",
+    "IDLE",
 ];
 
 pub struct ImapProvider {
@@ -148,6 +149,15 @@ impl Provider for ImapProvider {
         ids: &[RemoteId],
     ) -> Result<Vec<(RemoteId, Vec<u8>)>> {
         self.read_sources(mailbox, ids).await
+    }
+
+    async fn watch(
+        &mut self,
+        mailbox: &str,
+        timeout: std::time::Duration,
+        stop: std::pin::Pin<&mut (dyn std::future::Future<Output = ()> + Send)>,
+    ) -> Result<mailbroker_core::Watched> {
+        self.idle(mailbox, timeout, stop).await
     }
 
     fn commands_sent(&self) -> u64 {

@@ -1,0 +1,100 @@
+//! `mailbroker serve …`: the long-running process, and `serve status`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+use mailbroker_core::{Error, Result};
+
+use super::{ServeOptions, run, status};
+use crate::home::Home;
+use crate::mcp::McpOptions;
+use crate::mcp::http::HttpOptions;
+use crate::output::print_json;
+use crate::store::Store;
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    #[command(subcommand)]
+    pub command: Option<ServeCommand>,
+    /// Serve Streamable HTTP at /mcp on PORT or IP:PORT (a bare port binds 127.0.0.1).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8765")]
+    pub http: String,
+    /// Offer the write tools over HTTP.
+    #[arg(long)]
+    pub http_allow_writes: bool,
+    /// Allow binding an address other machines can reach.
+    #[arg(long)]
+    pub http_allow_remote: bool,
+    /// Read the bearer token from this file (else $MAILBROKER_MCP_TOKEN, else a generated
+    /// token in the home).
+    #[arg(long, value_name = "FILE")]
+    pub http_token_file: Option<PathBuf>,
+    /// Seconds between full syncs of every account (IDLE keeps INBOX fresh in between).
+    #[arg(long, value_name = "SECS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..))]
+    pub interval: u64,
+    /// Seconds between polls of accounts whose server cannot announce changes (Gmail's
+    /// history, Graph's delta links, IMAP without IDLE).
+    #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+    pub poll: u64,
+    /// Writes touching more messages than this need the user's confirmation.
+    #[arg(long, value_name = "N", default_value_t = crate::write::DEFAULT_CONFIRM_ABOVE)]
+    pub confirm_above: u64,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ServeCommand {
+    /// Whether a serve process runs for this home, and how fresh each account is.
+    Status,
+}
+
+pub async fn serve(home: &Home, store: &Store, args: ServeArgs, json: bool) -> Result<()> {
+    if let Some(ServeCommand::Status) = args.command {
+        return show_status(home, json);
+    }
+    let options = ServeOptions {
+        http: HttpOptions {
+            addr: args.http,
+            allow_remote: args.http_allow_remote,
+            token_file: args.http_token_file,
+            mcp: McpOptions {
+                allow_writes: args.http_allow_writes,
+                confirm_above: args.confirm_above,
+                ..McpOptions::default()
+            },
+        },
+        interval: Duration::from_secs(args.interval),
+        poll: Duration::from_secs(args.poll),
+    };
+    run(home.clone(), store.clone(), options).await
+}
+
+fn show_status(home: &Home, json: bool) -> Result<()> {
+    let Some(status) = status::read(home) else {
+        return Err(Error::not_found(format!(
+            "no serve process runs for {}",
+            home.root().display()
+        ))
+        .with_next_step("run: mailbroker serve"));
+    };
+    if json {
+        return print_json(Some("serve"), &status);
+    }
+    println!("serve pid {} at {}", status.pid, status.url);
+    for (account, w) in &status.accounts {
+        let when = w
+            .last_sync_at
+            .map_or_else(|| "never".to_string(), crate::output::rfc3339);
+        println!("  {account}: {}, last sync {when}", w.watching);
+        if let Some(error) = &w.error {
+            println!(
+                "    {}: {error}",
+                w.error_type.as_deref().unwrap_or("error")
+            );
+        }
+        if let Some(step) = &w.next_step {
+            println!("    next: {step}");
+        }
+    }
+    Ok(())
+}

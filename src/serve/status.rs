@@ -1,0 +1,137 @@
+//! Each account's freshness as `serve` keeps it: shared with `list_accounts` in the same
+//! process, and written to `serve.json` in the home for `serve status` in another.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use mailbroker_core::Error;
+use serde::{Deserialize, Serialize};
+
+use crate::home::Home;
+
+/// How an account is being kept fresh.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Watching {
+    /// `idle` (the server announces changes), `polling`, or `error`.
+    pub watching: String,
+    /// Seconds since the epoch of its last background sync.
+    pub last_sync_at: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error_type: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_step: Option<String>,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct ServeStatus {
+    pub pid: u32,
+    pub url: String,
+    pub accounts: BTreeMap<String, Watching>,
+}
+
+/// Where a running `serve` says how it is doing.
+pub fn status_file(home: &Home) -> PathBuf {
+    home.root().join("serve.json")
+}
+
+#[derive(Debug, Clone)]
+pub struct Freshness {
+    inner: Arc<Mutex<ServeStatus>>,
+    file: PathBuf,
+}
+
+impl Freshness {
+    pub fn new(home: &Home) -> Freshness {
+        Freshness {
+            inner: Arc::new(Mutex::new(ServeStatus {
+                pid: std::process::id(),
+                ..ServeStatus::default()
+            })),
+            file: status_file(home),
+        }
+    }
+
+    fn update(&self, change: impl FnOnce(&mut ServeStatus)) {
+        let mut status = self
+            .inner
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        change(&mut status);
+        // A status file that cannot be written only leaves `serve status` behind.
+        if let Ok(text) = serde_json::to_string_pretty(&*status) {
+            let _ = std::fs::write(&self.file, text);
+        }
+    }
+
+    pub fn listening(&self, url: &str) {
+        self.update(|s| s.url = url.to_string());
+    }
+
+    pub fn stopped(&self) {
+        let _ = std::fs::remove_file(&self.file);
+    }
+
+    /// The account is watched this way now (`idle`, `polling`).
+    pub fn watching(&self, account: &str, how: &str) {
+        self.update(|s| {
+            let entry = s.accounts.entry(account.to_string()).or_insert(Watching {
+                watching: how.to_string(),
+                last_sync_at: None,
+                error: None,
+                error_type: None,
+                next_step: None,
+            });
+            entry.watching = how.to_string();
+            entry.error = None;
+            entry.error_type = None;
+            entry.next_step = None;
+        });
+    }
+
+    pub fn synced(&self, account: &str, at: i64) {
+        self.update(|s| {
+            if let Some(entry) = s.accounts.get_mut(account) {
+                entry.last_sync_at = Some(at);
+            }
+        });
+    }
+
+    /// The account cannot be kept fresh now, and why (with what to do).
+    pub fn failed(&self, account: &str, e: &Error) {
+        self.update(|s| {
+            let entry = s.accounts.entry(account.to_string()).or_insert(Watching {
+                watching: "error".into(),
+                last_sync_at: None,
+                error: None,
+                error_type: None,
+                next_step: None,
+            });
+            entry.watching = "error".into();
+            entry.error = Some(e.message().to_string());
+            entry.error_type = Some(e.error_type().to_string());
+            entry.next_step = e.next_step().map(str::to_string);
+        });
+    }
+
+    /// How `account` is being kept fresh, if this process watches it.
+    pub fn of(&self, account: &str) -> Option<Watching> {
+        self.inner
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .accounts
+            .get(account)
+            .cloned()
+    }
+}
+
+/// What a running `serve` wrote of itself; `None` when none runs for this home.
+pub fn read(home: &Home) -> Option<ServeStatus> {
+    let text = std::fs::read_to_string(status_file(home)).ok()?;
+    let status: ServeStatus = serde_json::from_str(&text).ok()?;
+    std::path::Path::new(&format!("/proc/{}", status.pid))
+        .exists()
+        .then_some(status)
+}

@@ -1,0 +1,352 @@
+//! `mailbroker serve` against a real Dovecot: changes made by another client are searchable
+//! over MCP within seconds without `sync_accounts` (rmcp in this process, and the official
+//! Python SDK), a write through MCP leaves IDLE resumed (seen on the server's side of a
+//! proxy), a restarted Dovecot is reconnected to, and SIGTERM while an update is in flight
+//! finishes that write, journals it, and exits 0 within 5 s.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::mcp::{HTTP_TOKEN, http_session, ok_call};
+use common::{add_args, mb_args, ok, server};
+use mailbroker_testkit::{Dovecot, ImapClient, Proxy, message};
+use serde_json::{Value, json};
+
+/// A running `mailbroker serve`, its MCP URL and everything it logged.
+struct Serve {
+    child: Option<Child>,
+    url: String,
+    log: Arc<Mutex<String>>,
+}
+
+impl Serve {
+    fn start(home: &Path) -> Serve {
+        let token = common::mcp::token_file(home);
+        let mut child = Command::new(env!("CARGO_BIN_EXE_mailbroker"))
+            .arg("--home")
+            .arg(home)
+            .args(["serve", "--http", "127.0.0.1:0", "--http-allow-writes"])
+            .arg("--http-token-file")
+            .arg(&token)
+            .env("MAILBROKER_SECRET_STORE", "index")
+            .env("MB_TEST_PW", mailbroker_testkit::PASSWORD)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start mailbroker serve");
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let first = lines.next().unwrap().unwrap();
+        let url = first
+            .split_whitespace()
+            .find(|w| w.starts_with("http://"))
+            .unwrap_or_else(|| panic!("no url in {first:?}"))
+            .to_string();
+        let log = Arc::new(Mutex::new(first + "\n"));
+        let kept = log.clone();
+        // Drained all along: a full pipe would stall the server.
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                kept.lock().unwrap().push_str(&(line + "\n"));
+            }
+        });
+        Serve {
+            child: Some(child),
+            url,
+            log,
+        }
+    }
+
+    fn log(&self) -> String {
+        self.log.lock().unwrap().clone()
+    }
+
+    fn signal(&self) {
+        if let Some(child) = &self.child {
+            unsafe {
+                libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
+            }
+        }
+    }
+
+    /// SIGTERM; how it exited and how long it took.
+    fn terminate(&mut self) -> (Option<i32>, Duration) {
+        let sent = Instant::now();
+        self.signal();
+        (self.wait(), sent.elapsed())
+    }
+
+    /// Its exit code, once it has exited (`None` if it had to be killed after 30 s).
+    fn wait(&mut self) -> Option<i32> {
+        let mut child = self.child.take().unwrap();
+        let sent = Instant::now();
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                return status.code();
+            }
+            if sent.elapsed() > Duration::from_secs(30) {
+                let _ = child.kill();
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        if self.child.is_some() {
+            self.terminate();
+        }
+    }
+}
+
+/// Polls `check` every 50 ms until it holds; how long that took, or a panic after `limit`.
+async fn within<F, Fut>(limit: Duration, what: &str, mut check: F) -> Duration
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let start = Instant::now();
+    while !check().await {
+        assert!(start.elapsed() < limit, "{what}: not within {limit:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    start.elapsed()
+}
+
+/// Account "s" for a Dovecot user with three INBOX messages, through a proxy (to watch what
+/// it sends), synced once.
+async fn account(user: &str) -> Option<(tempfile::TempDir, ImapClient, Proxy)> {
+    let dovecot = server()?;
+    let mut other = ImapClient::connect(dovecot, user).await.unwrap();
+    for i in 0..3 {
+        other
+            .append(
+                "INBOX",
+                "",
+                &message(i, "a@example.test", &format!("Old {i}"), "b"),
+            )
+            .await
+            .unwrap();
+    }
+    let home = tempfile::tempdir().unwrap();
+    let proxy = Proxy::start(dovecot.imap_port, Duration::ZERO).unwrap();
+    common::add_proxied(home.path(), "s", proxy.port, user);
+    ok(home.path(), &["sync"]);
+    Some((home, other, proxy))
+}
+
+fn idles(sent: &str) -> usize {
+    sent.lines().filter(|l| l.ends_with(" IDLE")).count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changes_elsewhere_are_searchable_within_seconds_and_idle_resumes_after_a_write() {
+    let Some((home, mut other, proxy)) = account("serve-fresh").await else {
+        return;
+    };
+    let mut serve = Serve::start(home.path());
+    let session = http_session(&serve.url, HTTP_TOKEN).await;
+    let mut sent = String::new();
+    within(Duration::from_secs(10), "IDLE", || {
+        sent.push_str(&proxy.take_sent());
+        let idling = idles(&sent) > 0;
+        async move { idling }
+    })
+    .await;
+
+    // Another client: a new message, and \Seen on an old one.
+    other
+        .append(
+            "INBOX",
+            "",
+            &message(7, "new@example.test", "Fresh arrival", "b"),
+        )
+        .await
+        .unwrap();
+    other.select("INBOX").await.unwrap();
+    other.store_set("1", "+FLAGS (\\Seen)").await.unwrap();
+    let search = |query: &'static str| {
+        let session = &session;
+        async move {
+            let found = ok_call(session, "search_messages", json!({ "query": query })).await;
+            found["total"].as_u64() == Some(1)
+        }
+    };
+    let took = within(Duration::from_secs(3), "the arrival", || {
+        search("subject:\"Fresh arrival\"")
+    })
+    .await;
+    within(Duration::from_secs(3), "the flag change", || {
+        search("subject:\"Old 0\" is:read")
+    })
+    .await;
+    eprintln!("searchable after {took:?}");
+    let accounts = ok_call(&session, "list_accounts", json!({})).await;
+    assert_eq!(accounts["accounts"][0]["watching"], "idle", "{accounts}");
+    assert!(accounts["accounts"][0]["last_sync_at"].is_string());
+
+    // A write through MCP while IDLE is on: it succeeds, and IDLE is issued again after it.
+    sent.push_str(&proxy.take_sent());
+    let before = idles(&sent);
+    let ids = common::mcp::ids(&session, "subject:\"Fresh arrival\"").await;
+    let write = json!({ "ids": ids, "flagged": true });
+    let changed = ok_call(&session, "update_message", write).await;
+    assert_eq!(changed["applied"], 1, "{changed}");
+    within(Duration::from_secs(5), "IDLE again after the write", || {
+        sent.push_str(&proxy.take_sent());
+        let resumed = idles(&sent) > before && sent.lines().any(|l| l.contains("UID STORE"));
+        async move { resumed }
+    })
+    .await;
+    let flagged = other.flags("INBOX").await.unwrap();
+    assert!(flagged.values().any(|f| f.iter().any(|x| x == "\\Flagged")));
+
+    session.cancel().await.unwrap();
+    let (code, took) = serve.terminate();
+    assert_eq!(code, Some(0), "{}", serve.log());
+    assert!(took < Duration::from_secs(5), "stopped after {took:?}");
+    let last = proxy.take_sent();
+    assert!(last.contains("DONE") && last.contains("LOGOUT"), "{last}");
+    let log = serve.log();
+    assert!(
+        log.lines()
+            .any(|l| l.contains(" sync ") && l.contains("account")),
+        "{log}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdk_sees_an_arrival_without_syncing() {
+    let Some(py) = common::mcp::python_sdk() else {
+        return;
+    };
+    let Some((home, mut other, _proxy)) = account("serve-python").await else {
+        return;
+    };
+    let serve = Serve::start(home.path());
+    // Give the watcher its first sync and IDLE.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    other
+        .append(
+            "INBOX",
+            "",
+            &message(9, "py@example.test", "Seen by Python", "b"),
+        )
+        .await
+        .unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/serve_client.py");
+    let args = json!({ "url": serve.url, "token": HTTP_TOKEN, "query": "subject:\"Seen by Python\"",
+        "within": 3.0 });
+    let out = Command::new(py)
+        .arg(script)
+        .arg(args.to_string())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let seen: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(seen["total"], 1, "{seen}");
+    assert_eq!(seen["sync_called"], false);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_dovecot_is_reconnected_to() {
+    if server().is_none() {
+        return;
+    }
+    let mut dovecot = Dovecot::start().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let mut args = add_args("r", "127.0.0.1", dovecot.imap_port, "serve-restart");
+    args.extend(["--tls", "none"].map(String::from));
+    assert_eq!(mb_args(home.path(), &args).code, 0);
+    ok(home.path(), &["sync"]);
+    let serve = Serve::start(home.path());
+    let session = http_session(&serve.url, HTTP_TOKEN).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    dovecot.restart().unwrap();
+    let mut other = ImapClient::connect(&dovecot, "serve-restart")
+        .await
+        .unwrap();
+    other
+        .append(
+            "INBOX",
+            "",
+            &message(1, "r@example.test", "After restart", "b"),
+        )
+        .await
+        .unwrap();
+    within(
+        Duration::from_secs(20),
+        "the change after the restart",
+        || {
+            let session = &session;
+            async move {
+                let found = ok_call(
+                    session,
+                    "search_messages",
+                    json!({ "query": "subject:\"After restart\"" }),
+                )
+                .await;
+                found["total"] == 1
+            }
+        },
+    )
+    .await;
+    let log = serve.log();
+    assert!(
+        log.contains("provider_unavailable"),
+        "the lost connection was seen: {log}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_during_an_update_finishes_the_write_sent_and_journals_it() {
+    let Some((home, mut other, proxy)) = account("serve-sigterm").await else {
+        return;
+    };
+    let mut serve = Serve::start(home.path());
+    let session = Arc::new(http_session(&serve.url, HTTP_TOKEN).await);
+    let ids = common::mcp::ids(&session, "subject:Old").await;
+    assert_eq!(ids.len(), 3);
+    // The write's STORE reaches the server and its answer is held back: SIGTERM comes while
+    // the write is in flight.
+    proxy.hold_at("UID STORE");
+    let caller = session.clone();
+    let update = tokio::spawn(async move {
+        let args = json!({ "ids": ids, "read": true });
+        common::mcp::call(&caller, "update_message", args).await
+    });
+    common::until_held(&proxy, "the update's STORE").await;
+    let sent = Instant::now();
+    serve.signal();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    proxy.release();
+    let code = serve.wait();
+    let took = sent.elapsed();
+    assert_eq!(code, Some(0), "{}", serve.log());
+    assert!(took < Duration::from_secs(5), "stopped after {took:?}");
+    // The client's answer went with the server; what counts is what was recorded.
+    update.abort();
+
+    // The journal says the write happened, and the server agrees.
+    let changes = ok(home.path(), &["changes"]);
+    let change = &changes["changes"][0];
+    assert_eq!(change["status"], "done", "{changes}");
+    assert_eq!(change["applied"], 3, "{changes}");
+    let flags = other.flags("INBOX").await.unwrap();
+    assert!(
+        flags.values().all(|f| f.iter().any(|x| x == "\\Seen")),
+        "{flags:?}"
+    );
+}
