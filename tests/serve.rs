@@ -350,3 +350,59 @@ async fn sigterm_during_an_update_finishes_the_write_sent_and_journals_it() {
         "{flags:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_during_a_10000_message_update_leaves_a_consistent_journal() {
+    let Some(dovecot) = server() else {
+        return;
+    };
+    let user = "serve-sigterm-10k";
+    let n = 10_000;
+    let bodies = (0..n).map(|i| message(i, "bulk@example.test", &format!("Bulk {i}"), "b"));
+    dovecot.import_messages(user, bodies).unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let proxy = Proxy::start(dovecot.imap_port, Duration::ZERO).unwrap();
+    common::add_proxied(home.path(), "big", proxy.port, user);
+    ok(home.path(), &["sync"]);
+    let mut serve = Serve::start(home.path());
+    let accepting = common::mcp::client(
+        Some(rmcp::model::ElicitationAction::Accept),
+        rmcp::model::ProtocolVersion::V_2025_11_25,
+    );
+    let session =
+        Arc::new(common::mcp::http_session_answering(&serve.url, HTTP_TOKEN, accepting).await);
+    let caller = session.clone();
+    let update = tokio::spawn(async move {
+        let args = json!({ "query": "from:bulk", "read": true });
+        common::mcp::call(&caller, "update_message", args).await
+    });
+    let mut sent = String::new();
+    within(Duration::from_secs(120), "the update's STORE", || {
+        sent.push_str(&proxy.take_sent());
+        let storing = sent.lines().any(|l| l.contains("UID STORE"));
+        async move { storing }
+    })
+    .await;
+    let (code, took) = serve.terminate();
+    assert_eq!(code, Some(0), "{}", serve.log());
+    assert!(took < Duration::from_secs(5), "stopped after {took:?}");
+    update.abort();
+
+    // The journal says per message what happened, and the server agrees.
+    let changes = ok(home.path(), &["changes"]);
+    let change = &changes["changes"][0];
+    assert_eq!(change["status"], "done", "{changes}");
+    let count = |k: &str| change[k].as_u64().unwrap();
+    assert_eq!(
+        count("applied") + count("failed") + count("unchanged") + count("stale"),
+        n as u64,
+        "{changes}"
+    );
+    let mut imap = ImapClient::connect(dovecot, user).await.unwrap();
+    let seen = imap.uid_search("INBOX", "SEEN").await.unwrap().len() as u64;
+    assert_eq!(
+        seen,
+        count("applied"),
+        "the server shows what the journal says"
+    );
+}
