@@ -333,17 +333,9 @@ async fn sigterm_during_an_update_finishes_the_write_sent_and_journals_it() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     proxy.release();
     let code = serve.wait();
-    let took = sent.elapsed();
-    assert_eq!(code, Some(0), "{}", serve.log());
-    assert!(took < Duration::from_secs(5), "stopped after {took:?}");
-    // The client's answer went with the server; what counts is what was recorded.
-    update.abort();
-
-    // The journal says the write happened, and the server agrees.
-    let changes = ok(home.path(), &["changes"]);
-    let change = &changes["changes"][0];
-    assert_eq!(change["status"], "done", "{changes}");
-    assert_eq!(change["applied"], 3, "{changes}");
+    let change =
+        stopped_with_the_change_journaled(&serve, (code, sent.elapsed()), update, home.path());
+    assert_eq!(change["applied"], 3, "{change}");
     let flags = other.flags("INBOX").await.unwrap();
     assert!(
         flags.values().all(|f| f.iter().any(|x| x == "\\Seen")),
@@ -383,20 +375,13 @@ async fn sigterm_during_a_10000_message_update_leaves_a_consistent_journal() {
         async move { storing }
     })
     .await;
-    let (code, took) = serve.terminate();
-    assert_eq!(code, Some(0), "{}", serve.log());
-    assert!(took < Duration::from_secs(5), "stopped after {took:?}");
-    update.abort();
-
-    // The journal says per message what happened, and the server agrees.
-    let changes = ok(home.path(), &["changes"]);
-    let change = &changes["changes"][0];
-    assert_eq!(change["status"], "done", "{changes}");
+    let stopped = serve.terminate();
+    let change = stopped_with_the_change_journaled(&serve, stopped, update, home.path());
     let count = |k: &str| change[k].as_u64().unwrap();
     assert_eq!(
         count("applied") + count("failed") + count("unchanged") + count("stale"),
         n as u64,
-        "{changes}"
+        "{change}"
     );
     let mut imap = ImapClient::connect(dovecot, user).await.unwrap();
     let seen = imap.uid_search("INBOX", "SEEN").await.unwrap().len() as u64;
@@ -405,4 +390,21 @@ async fn sigterm_during_a_10000_message_update_leaves_a_consistent_journal() {
         count("applied"),
         "the server shows what the journal says"
     );
+}
+
+/// Asserts `serve` exited 0 within 5 s; drops the client's call (its answer went with the
+/// server: what counts is what was recorded) and returns the journaled change, done.
+fn stopped_with_the_change_journaled(
+    serve: &Serve,
+    (code, took): (Option<i32>, Duration),
+    call: tokio::task::JoinHandle<(bool, Value)>,
+    home: &Path,
+) -> Value {
+    assert_eq!(code, Some(0), "{}", serve.log());
+    assert!(took < Duration::from_secs(5), "stopped after {took:?}");
+    call.abort();
+    let changes = ok(home, &["changes"]);
+    let change = changes["changes"][0].clone();
+    assert_eq!(change["status"], "done", "{changes}");
+    change
 }
