@@ -31,6 +31,8 @@ pub struct ImapProvider {
     pub(crate) caps: Capabilities,
     pub(crate) commands: u64,
     pub(crate) qresync_enabled: bool,
+    /// The watched mailbox as the last IDLE found it: (name, EXISTS, UIDNEXT, HIGHESTMODSEQ).
+    pub(crate) watched: Option<(String, u32, Option<u32>, Option<u64>)>,
 }
 
 impl std::fmt::Debug for ImapProvider {
@@ -83,6 +85,7 @@ impl ImapProvider {
             },
             commands,
             qresync_enabled: false,
+            watched: None,
         })
     }
 

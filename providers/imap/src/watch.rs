@@ -48,10 +48,23 @@ impl ImapProvider {
         // EXAMINE: watching changes nothing, not even \Recent.
         self.commands += 2;
         let wire = crate::convert::name_to_wire(mailbox);
-        timed("examine", COMMAND_TIMEOUT, self.session.examine(&wire))
+        let examined = timed("examine", COMMAND_TIMEOUT, self.session.examine(&wire))
             .await?
             .map_err(|e| imap_error("examine", e))?;
         self.drain_unsolicited();
+        // A change that landed after the last announcement was synced and before this IDLE
+        // began is announced to no one: the mailbox's state then differs from last time's.
+        let now = (
+            mailbox.to_string(),
+            examined.exists,
+            examined.uid_next,
+            examined.highest_modseq,
+        );
+        let moved = self.watched.as_ref().is_some_and(|before| *before != now);
+        self.watched = Some(now);
+        if moved {
+            return Ok(Watched::Changed);
+        }
         let tag = self
             .session
             .run_command("IDLE")

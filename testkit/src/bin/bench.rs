@@ -20,6 +20,8 @@ mod graph;
 mod mcp;
 #[path = "bench/search.rs"]
 mod search;
+#[path = "bench/serve.rs"]
+mod serve;
 
 struct Measured {
     wall: Duration,
@@ -270,7 +272,8 @@ async fn main() -> Result<()> {
         Some("gmail") => gmail::bench_gmail(messages.unwrap_or(10_000)).await,
         Some("graph") => graph::bench_graph(messages.unwrap_or(10_000)).await,
         Some("search") => search::bench_search(messages.unwrap_or(100_000)).await,
-        _ => bail!("usage: bench sync|write|mcp|delete|gmail|graph|search [--messages N]"),
+        Some("serve") => serve::bench_serve(messages.unwrap_or(50)).await,
+        _ => bail!("usage: bench sync|write|mcp|delete|gmail|graph|search|serve [--messages N]"),
     }
 }
 

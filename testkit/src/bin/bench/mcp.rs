@@ -24,7 +24,7 @@ impl Drop for Server {
 }
 
 /// One JSON-RPC exchange; the answer may come as JSON or as one SSE event.
-async fn rpc(
+pub async fn rpc(
     http: &reqwest::Client,
     url: &str,
     session: Option<&str>,
@@ -110,16 +110,27 @@ pub async fn serve_and_time(bin: &Path, home: &Path, queries: &[&str]) -> Result
     session.time(queries, CALLS / 5).await
 }
 
-/// A running `mailbroker mcp --http` and one initialized session with it.
-struct Session {
-    _server: Server,
-    http: reqwest::Client,
-    url: String,
-    id: String,
+/// A running `mailbroker mcp --http` (or `serve`) and one initialized session with it.
+pub struct Session {
+    server: Server,
+    pub http: reqwest::Client,
+    pub url: String,
+    pub id: String,
 }
 
 impl Session {
     async fn start(bin: &Path, home: &Path) -> Result<Session> {
+        Session::start_with(bin, home, &["mcp", "--http", "0"]).await
+    }
+
+    /// The server process's pid.
+    pub fn pid(&self) -> u32 {
+        self.server.0.id()
+    }
+
+    /// Starts `mailbroker ARGS --http-token-file …` (an HTTP-serving command) and opens a
+    /// session with it.
+    pub async fn start_with(bin: &Path, home: &Path, args: &[&str]) -> Result<Session> {
         let token_file = home.join("token");
         std::fs::write(&token_file, TOKEN)?;
         use std::os::unix::fs::PermissionsExt;
@@ -127,14 +138,22 @@ impl Session {
         let mut child = Command::new(bin)
             .arg("--home")
             .arg(home)
-            .args(["mcp", "--http", "0", "--http-token-file"])
+            .args(args)
+            .arg("--http-token-file")
             .arg(&token_file)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()?;
         let mut line = String::new();
-        BufReader::new(child.stderr.take().context("stderr")?).read_line(&mut line)?;
+        let mut stderr = BufReader::new(child.stderr.take().context("stderr")?);
+        stderr.read_line(&mut line)?;
+        // Drained to the bench's own stderr: a server blocked on a full pipe measures nothing.
+        std::thread::spawn(move || {
+            for l in stderr.lines().map_while(Result::ok) {
+                eprintln!("  [server] {l}");
+            }
+        });
         let server = Server(child);
         let url = line
             .split_whitespace()
@@ -150,7 +169,7 @@ impl Session {
         let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
         rpc(&http, &url, Some(&id), initialized).await?;
         Ok(Session {
-            _server: server,
+            server,
             http,
             url,
             id,
