@@ -7,6 +7,7 @@ use clap::{Args, Parser, Subcommand};
 use mailbroker_core::{Error, Result};
 
 use crate::home::Home;
+use crate::output::rfc3339;
 use crate::output::{self, print_json};
 use crate::search;
 use crate::store::{MessageRow, Store};
@@ -350,8 +351,6 @@ fn print_change_record(c: &crate::store::ChangeRecord) {
         c.failed
     );
 }
-
-use crate::output::rfc3339;
 
 fn one_line(r: &MessageRow) -> String {
     let mut marks = String::new();

@@ -19,6 +19,21 @@ pub struct McpArgs {
     /// instead of stdio.
     #[arg(long, value_name = "ADDR")]
     pub http: Option<String>,
+    #[command(flatten)]
+    pub controls: HttpControls,
+    /// Writes touching more messages than this need the user's confirmation.
+    #[arg(long, value_name = "N", default_value_t = crate::write::DEFAULT_CONFIRM_ABOVE)]
+    pub confirm_above: u64,
+    /// Let a dry run's confirm_token run the write by itself, for clients that cannot ask
+    /// the user: the assistant can then approve its own writes. Without it the person
+    /// approves each token with `mailbroker approve TOKEN`.
+    #[arg(long)]
+    pub confirm_with_token: bool,
+}
+
+/// The controls of an MCP HTTP listener, the same for `mcp --http` and `serve`.
+#[derive(Debug, Args)]
+pub struct HttpControls {
     /// Offer the write tools over HTTP (stdio always offers them).
     #[arg(long)]
     pub http_allow_writes: bool,
@@ -29,14 +44,6 @@ pub struct McpArgs {
     /// token in the home).
     #[arg(long, value_name = "FILE")]
     pub http_token_file: Option<PathBuf>,
-    /// Writes touching more messages than this need the user's confirmation.
-    #[arg(long, value_name = "N", default_value_t = crate::write::DEFAULT_CONFIRM_ABOVE)]
-    pub confirm_above: u64,
-    /// Let a dry run's confirm_token run the write by itself, for clients that cannot ask
-    /// the user: the assistant can then approve its own writes. Without it the person
-    /// approves each token with `mailbroker approve TOKEN`.
-    #[arg(long)]
-    pub confirm_with_token: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -57,7 +64,7 @@ pub async fn run(home: &Home, store: &Store, args: McpArgs, json: bool) -> Resul
         Some(McpCommand::Config { http }) => config(home, &http, json),
         None => {
             let mcp = McpOptions {
-                allow_writes: args.http.is_none() || args.http_allow_writes,
+                allow_writes: args.http.is_none() || args.controls.http_allow_writes,
                 confirm_above: args.confirm_above,
                 confirm_with_token: args.confirm_with_token,
                 ..McpOptions::default()
@@ -67,8 +74,8 @@ pub async fn run(home: &Home, store: &Store, args: McpArgs, json: bool) -> Resul
                 Some(addr) => {
                     let options = HttpOptions {
                         addr,
-                        allow_remote: args.http_allow_remote,
-                        token_file: args.http_token_file,
+                        allow_remote: args.controls.http_allow_remote,
+                        token_file: args.controls.http_token_file,
                         mcp,
                     };
                     http::serve(home.clone(), store.clone(), options).await

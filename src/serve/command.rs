@@ -1,6 +1,5 @@
 //! `mailbroker serve …`: the long-running process, and `serve status`.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
@@ -9,6 +8,7 @@ use mailbroker_core::{Error, Result};
 use super::{ServeOptions, run, status};
 use crate::home::Home;
 use crate::mcp::McpOptions;
+use crate::mcp::command::HttpControls;
 use crate::mcp::http::HttpOptions;
 use crate::output::print_json;
 use crate::store::Store;
@@ -20,16 +20,8 @@ pub struct ServeArgs {
     /// Serve Streamable HTTP at /mcp on PORT or IP:PORT (a bare port binds 127.0.0.1).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8765")]
     pub http: String,
-    /// Offer the write tools over HTTP.
-    #[arg(long)]
-    pub http_allow_writes: bool,
-    /// Allow binding an address other machines can reach.
-    #[arg(long)]
-    pub http_allow_remote: bool,
-    /// Read the bearer token from this file (else $MAILBROKER_MCP_TOKEN, else a generated
-    /// token in the home).
-    #[arg(long, value_name = "FILE")]
-    pub http_token_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub controls: HttpControls,
     /// Seconds between full syncs of every account (IDLE keeps INBOX fresh in between).
     #[arg(long, value_name = "SECS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..))]
     pub interval: u64,
@@ -55,10 +47,10 @@ pub async fn serve(home: &Home, store: &Store, args: ServeArgs, json: bool) -> R
     let options = ServeOptions {
         http: HttpOptions {
             addr: args.http,
-            allow_remote: args.http_allow_remote,
-            token_file: args.http_token_file,
+            allow_remote: args.controls.http_allow_remote,
+            token_file: args.controls.http_token_file,
             mcp: McpOptions {
-                allow_writes: args.http_allow_writes,
+                allow_writes: args.controls.http_allow_writes,
                 confirm_above: args.confirm_above,
                 ..McpOptions::default()
             },

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::home::Home;
 
 /// How an account is being kept fresh.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Watching {
     /// `idle` (the server announces changes), `polling`, or `error`.
     pub watching: String,
@@ -77,17 +77,12 @@ impl Freshness {
     /// The account is watched this way now (`idle`, `polling`).
     pub fn watching(&self, account: &str, how: &str) {
         self.update(|s| {
-            let entry = s.accounts.entry(account.to_string()).or_insert(Watching {
+            let entry = s.accounts.entry(account.to_string()).or_default();
+            *entry = Watching {
                 watching: how.to_string(),
-                last_sync_at: None,
-                error: None,
-                error_type: None,
-                next_step: None,
-            });
-            entry.watching = how.to_string();
-            entry.error = None;
-            entry.error_type = None;
-            entry.next_step = None;
+                last_sync_at: entry.last_sync_at,
+                ..Watching::default()
+            };
         });
     }
 
@@ -102,13 +97,7 @@ impl Freshness {
     /// The account cannot be kept fresh now, and why (with what to do).
     pub fn failed(&self, account: &str, e: &Error) {
         self.update(|s| {
-            let entry = s.accounts.entry(account.to_string()).or_insert(Watching {
-                watching: "error".into(),
-                last_sync_at: None,
-                error: None,
-                error_type: None,
-                next_step: None,
-            });
+            let entry = s.accounts.entry(account.to_string()).or_default();
             entry.watching = "error".into();
             entry.error = Some(e.message().to_string());
             entry.error_type = Some(e.error_type().to_string());

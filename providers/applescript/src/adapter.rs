@@ -85,11 +85,8 @@ impl Adapter for AppleScript {
     }
 
     fn plan(&self, account: &AccountInfo<'_>, batch: &WriteBatch) -> Vec<String> {
-        let mail: MailSettings = account.settings().unwrap_or(MailSettings {
-            mail_account: String::new(),
-        });
         plan_lines(
-            &mail.mail_account,
+            &mail_account(account),
             &batch.mailbox,
             batch.targets.len(),
             &describe(batch),
@@ -97,11 +94,8 @@ impl Adapter for AppleScript {
     }
 
     fn plan_delete(&self, account: &AccountInfo<'_>, batch: &DeleteBatch) -> Vec<String> {
-        let mail: MailSettings = account.settings().unwrap_or(MailSettings {
-            mail_account: String::new(),
-        });
         plan_lines(
-            &mail.mail_account,
+            &mail_account(account),
             &batch.mailbox,
             batch.targets.len(),
             "delete (to the trash)",
@@ -145,6 +139,14 @@ impl Adapter for AppleScript {
             }),
         })
     }
+}
+
+/// The Mail.app account a plan names (empty in the plan of an account whose settings do not
+/// read: its connector says why).
+fn mail_account(account: &AccountInfo<'_>) -> String {
+    account
+        .settings::<MailSettings>()
+        .map_or_else(|_| String::new(), |m| m.mail_account)
 }
 
 fn describe(batch: &WriteBatch) -> String {

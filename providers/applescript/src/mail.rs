@@ -117,6 +117,29 @@ impl MailApp {
         out
     }
 
+    /// Each target's result from its answer (`judge`); one applied where `to` sent it has
+    /// moved there, under the id it has now.
+    fn results(
+        &self,
+        targets: &[WriteTarget],
+        answers: Vec<std::result::Result<Value, Error>>,
+        holds: impl Fn(bool, bool, &str) -> bool + Copy,
+        (gone, to): (Outcome, Option<&str>),
+    ) -> Vec<ItemResult> {
+        targets
+            .iter()
+            .zip(answers)
+            .map(|(t, answer)| {
+                let id_after = answer.as_ref().ok().map(|a| self.id_after(t, a));
+                let mut r = judge(t, answer, holds, gone);
+                if let (Some(to), Outcome::Applied, Some(id)) = (to, r.outcome, id_after) {
+                    r.moved_to = Some((to.to_string(), id));
+                }
+                r
+            })
+            .collect()
+    }
+
     /// The id a message has after it moved: Mail's new one, or the one the index holds.
     fn id_after(&self, t: &WriteTarget, answer: &Value) -> RemoteId {
         match (self.ids, answer["mail_id"].as_str()) {
@@ -267,21 +290,12 @@ impl Provider for MailApp {
                 && batch.op.flagged.is_none_or(|f| f == flagged)
                 && same_mailbox(in_box, expected)
         };
-        Ok(batch
-            .targets
-            .iter()
-            .zip(answers)
-            .map(|(t, answer)| {
-                let id_after = answer.as_ref().ok().map(|a| self.id_after(t, a));
-                let mut r = judge(t, answer, holds, Outcome::Stale);
-                if let (Some(to), Outcome::Applied, Some(id)) =
-                    (&batch.move_to, r.outcome, id_after)
-                {
-                    r.moved_to = Some((to.clone(), id));
-                }
-                r
-            })
-            .collect())
+        Ok(self.results(
+            &batch.targets,
+            answers,
+            holds,
+            (Outcome::Stale, batch.move_to.as_deref()),
+        ))
     }
 
     async fn delete(&mut self, batch: &DeleteBatch) -> Result<Vec<ItemResult>> {
@@ -304,19 +318,12 @@ impl Provider for MailApp {
             })
             .await;
         let holds = |_: bool, _: bool, in_box: &str| same_mailbox(in_box, &trash);
-        Ok(batch
-            .targets
-            .iter()
-            .zip(answers)
-            .map(|(t, answer)| {
-                let id_after = answer.as_ref().ok().map(|a| self.id_after(t, a));
-                let mut r = judge(t, answer, holds, Outcome::Unchanged);
-                if let (Outcome::Applied, Some(id)) = (r.outcome, id_after) {
-                    r.moved_to = Some((trash.clone(), id));
-                }
-                r
-            })
-            .collect())
+        Ok(self.results(
+            &batch.targets,
+            answers,
+            holds,
+            (Outcome::Unchanged, Some(&trash)),
+        ))
     }
 }
 

@@ -129,7 +129,8 @@ fn assemble(kind: &str, params: &str, timeout: u32, body: &str) -> String {
 
 /// Handlers every script shares: JSON text, epoch seconds, finding a mailbox by its slash
 /// path and a message by id, then by Message-ID (separate `whose` clauses: Mail answers a
-/// combined one slowly or not at all), the junk mailbox with its name fallbacks.
+/// combined one slowly or not at all), the junk mailbox with its name fallbacks, and the
+/// read-back of a message where a move or deletion sent it (`landed`).
 const HANDLERS: &str = r#"on jsonText(s)
 	if s is missing value then return "null"
 	set s to s as text
@@ -265,7 +266,12 @@ on failed(t, msg, num)
 end failed
 on lost(t, msg)
 	return "{\"mail_id\":" & my jsonText(mailId of t) & ",\"message_id\":" & my jsonText(messageId of t) & ",\"found\":false,\"lost\":true,\"error\":" & my jsonText(msg) & "}"
-end lost"#;
+end lost
+on landed(box, t, missing)
+	set m to my findMessage(box, {mailId:"", messageId:messageId of t})
+	if m is missing value then return my lost(t, missing)
+	return my stateOf(m, t)
+end landed"#;
 
 const MAILBOXES: &str = r#"tell application "Mail"
 	set acct to account (acctName of params)
@@ -330,12 +336,7 @@ const APPLY: &str = r#"tell application "Mail"
 			if wantFlagged of params is "false" then set flagged status of m to false
 			if dest is not missing value then
 				set mailbox of m to dest
-				set m to my findMessage(dest, {mailId:"", messageId:messageId of t})
-				if m is missing value then
-					set end of out to my lost(t, "not in " & (movePath of params) & " after the move")
-				else
-					set end of out to my stateOf(m, t)
-				end if
+				set end of out to my landed(dest, t, "not in " & (movePath of params) & " after the move")
 			else
 				set end of out to my stateOf(m, t)
 			end if
@@ -356,12 +357,7 @@ const DELETE: &str = r#"tell application "Mail"
 			set m to my findMessage(box, t)
 			if m is missing value then error "not found" number -1728
 			delete m
-			set m to my findMessage(bin, {mailId:"", messageId:messageId of t})
-			if m is missing value then
-				set end of out to my lost(t, "not in the trash after the deletion")
-			else
-				set end of out to my stateOf(m, t)
-			end if
+			set end of out to my landed(bin, t, "not in the trash after the deletion")
 		on error msg number num
 			set end of out to my failed(t, msg, num)
 		end try

@@ -22,16 +22,6 @@ fn scopes(permanent_delete: bool) -> Vec<&'static str> {
     }
 }
 
-async fn consent(
-    settings: &OAuthSettings,
-    secret: Option<&str>,
-    scopes: &[&str],
-    how: Consent,
-    account: &str,
-) -> Result<Tokens> {
-    oauth::authorize(settings, secret, scopes, how, account).await
-}
-
 fn capabilities(tokens: &Tokens) -> Capabilities {
     Capabilities {
         extensions: tokens.scopes.clone(),
@@ -50,7 +40,7 @@ pub async fn setup(
     how: Consent,
 ) -> Result<NewAccount> {
     let wanted = scopes(permanent_delete);
-    let tokens = consent(
+    let tokens = oauth::authorize(
         &settings,
         client_secret.as_deref(),
         &wanted,
@@ -142,7 +132,7 @@ impl Adapter for Gmail {
         let secret = old.and_then(|t| t.client_secret);
         let wanted = scopes(upgrade || had_full);
         let id = account.id.as_str();
-        let tokens = consent(&settings, secret.as_deref(), &wanted, how, id).await?;
+        let tokens = oauth::authorize(&settings, secret.as_deref(), &wanted, how, id).await?;
         secrets.set(SECRET_KIND, &encode(&tokens)?).await?;
         Ok(Capabilities {
             extensions: tokens.scopes.clone(),
