@@ -52,21 +52,81 @@ impl Home {
     }
 
     /// Takes the account's lock, waiting up to `wait`. Sync and writes on one account hold it,
-    /// so they never interleave, whether in one process or several (an OS file lock).
+    /// so they never interleave, whether in one process or several (OS file locks).
+    ///
+    /// Waiting is in line: a waiter first takes the account's queue lock, then waits for the
+    /// account lock itself, and gives the queue up once it has it. A sync that finds the
+    /// queue taken at one of its checkpoints steps aside (`AccountLock::step_aside`), so a
+    /// write waits only for the batch in flight, never for a whole sync.
     pub async fn lock_account(&self, id: &AccountId, wait: Duration) -> Result<AccountLock, Error> {
-        let path = self.dir.join("locks").join(format!("{id}.lock"));
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .mode(0o600)
-            .open(&path)
-            .map_err(|e| Error::internal(format!("cannot open lock {}: {e}", path.display())))?;
-        let start = Instant::now();
+        let locks = self.dir.join("locks");
+        let lock = AccountLock {
+            id: id.clone(),
+            held: open_lock(&locks.join(format!("{id}.lock")))?,
+            queue: open_lock(&locks.join(format!("{id}.queue")))?,
+        };
+        lock.wait_in_line(Instant::now() + wait).await?;
+        Ok(lock)
+    }
+}
+
+fn open_lock(path: &Path) -> Result<File, Error> {
+    OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| Error::internal(format!("cannot open lock {}: {e}", path.display())))
+}
+
+/// Held while an account is being synced or written; released on drop.
+#[derive(Debug)]
+pub struct AccountLock {
+    id: AccountId,
+    /// Locked while this holds the account.
+    held: File,
+    /// Locked by whoever waits for the account next.
+    queue: File,
+}
+
+impl AccountLock {
+    /// Whether someone is waiting for the account.
+    pub fn awaited(&self) -> bool {
+        match self.queue.try_lock() {
+            Ok(()) => {
+                let _ = self.queue.unlock();
+                false
+            }
+            Err(_) => true,
+        }
+    }
+
+    /// Lets whoever waits for the account have it, then takes it back in turn. The holder
+    /// must have nothing half done: what it wrote is committed, and what it read from the
+    /// server is applied, because someone else changes the account meanwhile.
+    pub async fn step_aside(&mut self) -> Result<(), Error> {
+        self.held
+            .unlock()
+            .map_err(|e| Error::internal(format!("cannot unlock account {}: {e}", self.id)))?;
+        self.wait_in_line(Instant::now() + crate::sessions::LOCK_WAIT)
+            .await
+    }
+
+    /// Takes the queue, then the account, then frees the queue for the next waiter.
+    async fn wait_in_line(&self, deadline: Instant) -> Result<(), Error> {
+        self.take(&self.queue, deadline).await?;
+        let held = self.take(&self.held, deadline).await;
+        let _ = self.queue.unlock();
+        held
+    }
+
+    async fn take(&self, file: &File, deadline: Instant) -> Result<(), Error> {
+        let id = &self.id;
         loop {
             match file.try_lock() {
-                Ok(()) => return Ok(AccountLock { _file: file }),
-                Err(fs::TryLockError::WouldBlock) if start.elapsed() < wait => {
+                Ok(()) => return Ok(()),
+                Err(fs::TryLockError::WouldBlock) if Instant::now() < deadline => {
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
                 Err(fs::TryLockError::WouldBlock) => {
@@ -81,12 +141,6 @@ impl Home {
             }
         }
     }
-}
-
-/// Held while an account is being synced or written; released on drop.
-#[derive(Debug)]
-pub struct AccountLock {
-    _file: File,
 }
 
 /// Makes a file readable and writable by its owner only.
@@ -114,5 +168,34 @@ mod tests {
         home.lock_account(&id, Duration::ZERO).await.unwrap();
         let mode = fs::metadata(tmp.path()).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o700);
+    }
+
+    #[tokio::test]
+    async fn a_holder_stepping_aside_lets_the_waiter_in_then_takes_the_account_back() {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = Home::resolve(Some(tmp.path())).unwrap();
+        let id: AccountId = "work".parse().unwrap();
+        let mut first = home.lock_account(&id, Duration::ZERO).await.unwrap();
+        assert!(!first.awaited(), "nobody waits yet");
+        let waiting = {
+            let (home, id) = (home.clone(), id.clone());
+            tokio::spawn(async move { home.lock_account(&id, Duration::from_secs(10)).await })
+        };
+        while !first.awaited() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let stepping = tokio::spawn(async move { first.step_aside().await.map(|()| first) });
+        let second = waiting.await.unwrap().unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(
+            !stepping.is_finished(),
+            "the account is back only after the waiter"
+        );
+        drop(second);
+        let first = stepping.await.unwrap().unwrap();
+        assert!(!first.awaited());
+        home.lock_account(&id, Duration::from_millis(120))
+            .await
+            .unwrap_err();
     }
 }

@@ -6,7 +6,7 @@ use std::time::Instant;
 use mailbroker_core::{AccountId, Error, MailboxSyncReport, Result, SyncRequest};
 use serde::Serialize;
 
-use crate::home::Home;
+use crate::home::{AccountLock, Home};
 use crate::registry;
 use crate::store::{Store, StoreSink, SyncProgress};
 
@@ -52,12 +52,12 @@ pub async fn sync_account(
     progress: impl FnMut(SyncProgress) + Send + Sync + 'static,
 ) -> Result<AccountSyncReport> {
     let started = Instant::now();
-    let _lock = home.lock_account(id, crate::sessions::LOCK_WAIT).await?;
+    let lock = home.lock_account(id, crate::sessions::LOCK_WAIT).await?;
     let account = store.account(id).await?;
     let connecting = Instant::now();
     let mut provider = registry::connect(store, &account).await?;
     let connect_ms = connecting.elapsed().as_millis() as u64;
-    let synced = sync_with(store, id, provider.as_mut(), full, progress).await;
+    let synced = sync_with(store, id, lock, provider.as_mut(), full, progress).await;
     provider.close().await;
     let mut report = synced?;
     report.commands = provider.commands_sent();
@@ -66,11 +66,13 @@ pub async fn sync_account(
     Ok(report)
 }
 
-/// Syncs one account on a session already open, under the account's lock (the caller's):
-/// what `serve` does on the connection it watches with.
+/// Syncs one account on a session already open (what `serve` does on the connection it
+/// watches with), under the account's `lock`, which it gives a waiting write at each of the
+/// adapter's checkpoints (`SyncSink::checkpoint`) and releases when done.
 pub async fn sync_with(
     store: &Store,
     id: &AccountId,
+    lock: AccountLock,
     provider: &mut dyn mailbroker_core::Provider,
     full: bool,
     mut progress: impl FnMut(SyncProgress) + Send + Sync + 'static,
@@ -81,12 +83,14 @@ pub async fn sync_with(
     let request = SyncRequest { full, known };
     let headers_done = std::sync::Arc::new(std::sync::OnceLock::new());
     let mark = headers_done.clone();
-    let mut sink = StoreSink::new(store.clone(), id.clone()).on_progress(move |p| {
-        if matches!(p, SyncProgress::Text { .. }) {
-            mark.get_or_init(|| started.elapsed().as_millis() as u64);
-        }
-        progress(p)
-    });
+    let mut sink = StoreSink::new(store.clone(), id.clone())
+        .with_lock(lock)
+        .on_progress(move |p| {
+            if matches!(p, SyncProgress::Text { .. }) {
+                mark.get_or_init(|| started.elapsed().as_millis() as u64);
+            }
+            progress(p)
+        });
     let mailboxes = provider
         .sync(&request, &mut sink)
         .await

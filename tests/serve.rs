@@ -2,7 +2,8 @@
 //! over MCP within seconds without `sync_accounts` (rmcp in this process, and the official
 //! Python SDK), a write through MCP leaves IDLE resumed (seen on the server's side of a
 //! proxy), a restarted Dovecot is reconnected to, and SIGTERM while an update is in flight
-//! finishes that write, journals it, and exits 0 within 5 s.
+//! finishes that write, journals it, and exits 0 within 5 s. A write waits only for the
+//! background sync's batch in flight, and the sync goes on after it without undoing it.
 
 mod common;
 
@@ -14,6 +15,8 @@ use std::time::{Duration, Instant};
 
 use common::mcp::{HTTP_TOKEN, http_session, ok_call};
 use common::{add_args, mb_args, ok, server};
+use mailbroker_mock_graph::GraphMock;
+use mailbroker_testkit::oauth::control;
 use mailbroker_testkit::{Dovecot, ImapClient, Proxy, message};
 use serde_json::{Value, json};
 
@@ -26,11 +29,16 @@ struct Serve {
 
 impl Serve {
     fn start(home: &Path) -> Serve {
+        Serve::start_with(home, &[])
+    }
+
+    fn start_with(home: &Path, args: &[&str]) -> Serve {
         let token = common::mcp::token_file(home);
         let mut child = Command::new(env!("CARGO_BIN_EXE_mailbroker"))
             .arg("--home")
             .arg(home)
             .args(["serve", "--http", "127.0.0.1:0", "--http-allow-writes"])
+            .args(args)
             .arg("--http-token-file")
             .arg(&token)
             .env("MAILBROKER_SECRET_STORE", "index")
@@ -146,6 +154,18 @@ fn idles(sent: &str) -> usize {
     sent.lines().filter(|l| l.ends_with(" IDLE")).count()
 }
 
+/// What clients sent through the proxy until an IDLE was among it.
+async fn until_idle(proxy: &Proxy, what: &str, limit: Duration) -> String {
+    let mut sent = String::new();
+    within(limit, what, || {
+        sent.push_str(&proxy.take_sent());
+        let idling = idles(&sent) > 0;
+        async move { idling }
+    })
+    .await;
+    sent
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn changes_elsewhere_are_searchable_within_seconds_and_idle_resumes_after_a_write() {
     let Some((home, mut other, proxy)) = account("serve-fresh").await else {
@@ -153,13 +173,7 @@ async fn changes_elsewhere_are_searchable_within_seconds_and_idle_resumes_after_
     };
     let mut serve = Serve::start(home.path());
     let session = http_session(&serve.url, HTTP_TOKEN).await;
-    let mut sent = String::new();
-    within(Duration::from_secs(10), "IDLE", || {
-        sent.push_str(&proxy.take_sent());
-        let idling = idles(&sent) > 0;
-        async move { idling }
-    })
-    .await;
+    let mut sent = until_idle(&proxy, "IDLE", Duration::from_secs(10)).await;
 
     // Another client: a new message, and \Seen on an old one.
     other
@@ -220,6 +234,26 @@ async fn changes_elsewhere_are_searchable_within_seconds_and_idle_resumes_after_
             .any(|l| l.contains(" sync ") && l.contains("account")),
         "{log}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_announcement_costs_one_sync_and_idle_follows_it_at_once() {
+    let Some((home, mut other, proxy)) = account("serve-one-sync").await else {
+        return;
+    };
+    let _serve = Serve::start(home.path());
+    until_idle(&proxy, "IDLE", Duration::from_secs(10)).await;
+    let body = message(50, "x@example.test", "Announced", "b");
+    other.append("INBOX", "", &body).await.unwrap();
+    let mut after = until_idle(&proxy, "IDLE after the sync", Duration::from_secs(5)).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    after.push_str(&proxy.take_sent());
+    let count = |command: &str| after.lines().filter(|l| l.contains(command)).count();
+    // The sync's LIST-STATUS and SELECT, the EXAMINE that finds INBOX as the sync left it,
+    // and IDLE: no second sync to make sure.
+    assert_eq!(count(" LIST "), 1, "{after}");
+    assert_eq!(count(" EXAMINE "), 1, "{after}");
+    assert_eq!(idles(&after), 1, "{after}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -307,6 +341,160 @@ async fn a_restarted_dovecot_is_reconnected_to() {
     assert!(
         log.contains("provider_unavailable"),
         "the lost connection was seen: {log}"
+    );
+}
+
+/// Whether something waits in line for the account (`Home::lock_account`'s queue lock).
+fn someone_waits(home: &Path, account: &str) -> bool {
+    let queue = std::fs::File::open(home.join(format!("locks/{account}.queue"))).unwrap();
+    match queue.try_lock() {
+        Ok(()) => false,
+        Err(std::fs::TryLockError::WouldBlock) => true,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_waits_for_the_sync_batch_in_flight_not_the_whole_sync() {
+    let Some((home, mut other, proxy)) = account("serve-step-aside").await else {
+        return;
+    };
+    for name in ["Alpha", "Beta"] {
+        other.create(name).await.unwrap();
+    }
+    ok(home.path(), &["sync"]);
+    let serve = Serve::start(home.path());
+    let session = Arc::new(http_session(&serve.url, HTTP_TOKEN).await);
+    until_idle(&proxy, "IDLE", Duration::from_secs(10)).await;
+    // Mail for two other mailboxes, then an arrival IDLE announces: the sync it starts has
+    // INBOX, Alpha and Beta to fetch, one after the other, and is held on its way to Alpha.
+    for (i, name) in ["Alpha", "Beta"].iter().enumerate() {
+        let body = message(20 + i, "x@example.test", &format!("{name} news"), "b");
+        other.append(name, "", &body).await.unwrap();
+    }
+    proxy.hold_at("SELECT \"Alpha\"");
+    let trigger = message(30, "x@example.test", "Trigger", "b");
+    other.append("INBOX", "", &trigger).await.unwrap();
+    common::until_held(&proxy, "the sync's SELECT of Alpha").await;
+
+    let ids = common::mcp::ids(&session, "subject:\"Old 0\"").await;
+    let caller = session.clone();
+    let mut update = tokio::spawn(async move {
+        let args = json!({ "ids": ids, "read": true });
+        common::mcp::call(&caller, "update_message", args).await
+    });
+    within(
+        Duration::from_secs(10),
+        "the write waiting for the account",
+        || {
+            let waits = someone_waits(home.path(), "s");
+            async move { waits }
+        },
+    )
+    .await;
+    // Alpha's batch goes on; the sync then lets the write in before it selects Beta.
+    proxy.hold_at("SELECT \"Beta\"");
+    proxy.release();
+    let answered = tokio::time::timeout(Duration::from_secs(20), &mut update).await;
+    let Ok(answered) = answered else {
+        update.abort();
+        panic!(
+            "the write waited behind the rest of the sync: {}",
+            serve.log()
+        );
+    };
+    let (failed, change) = answered.unwrap();
+    assert!(!failed, "{change}");
+    assert_eq!(change["applied"], 1, "{change}");
+    common::until_held(&proxy, "the sync's SELECT of Beta, after the write").await;
+    proxy.release();
+
+    let search = |query: &'static str| {
+        let session = session.clone();
+        async move {
+            let found = ok_call(&session, "search_messages", json!({ "query": query })).await;
+            found["total"].as_u64() == Some(1)
+        }
+    };
+    within(Duration::from_secs(5), "Beta's news", || {
+        search("subject:\"Beta news\"")
+    })
+    .await;
+    // The sync went on after the write without undoing it in the index.
+    assert!(search("subject:\"Old 0\" is:read").await);
+    assert!(search("subject:\"Alpha news\"").await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoked_account_is_reported_with_its_next_step_and_the_others_go_on() {
+    let Some((home, mut other, _proxy)) = account("serve-revoked").await else {
+        return;
+    };
+    let mock = GraphMock::start("me@mock.example").await.unwrap();
+    mock.seed(2, "inbox", "news@shop.example", true);
+    common::graph::add_account(&mock, home.path()).await;
+    let serve = Serve::start_with(home.path(), &["--poll", "1"]);
+    let session = http_session(&serve.url, HTTP_TOKEN).await;
+    let watching = |status: &Value, account: &str| status[account]["watching"].clone();
+    let serve_status = || ok(home.path(), &["serve", "status"])["serve"].clone();
+    within(Duration::from_secs(10), "both accounts watched", || {
+        let status = serve_status()["accounts"].clone();
+        let both = watching(&status, "s") == "idle" && watching(&status, "ms") == "polling";
+        async move { both }
+    })
+    .await;
+
+    // The person revokes the app's access: the next poll is refused.
+    control(&mock.url, "revoke-all", json!({})).await;
+    within(
+        Duration::from_secs(10),
+        "the revoked account reported",
+        || {
+            let status = serve_status()["accounts"].clone();
+            let reported = watching(&status, "ms") == "error";
+            async move { reported }
+        },
+    )
+    .await;
+    let status = serve_status()["accounts"].clone();
+    assert_eq!(status["ms"]["error_type"], "auth_required", "{status}");
+    assert_eq!(
+        status["ms"]["next_step"], "run: mailbroker account login ms",
+        "{status}"
+    );
+    assert_eq!(watching(&status, "s"), "idle", "{status}");
+    // `mcp status` shows the same under serve's listener; so does `list_accounts`.
+    let listeners = ok(home.path(), &["mcp", "status"]);
+    let ms = &listeners["listeners"][0]["accounts"]["ms"];
+    assert_eq!(ms["error_type"], "auth_required", "{listeners}");
+    assert_eq!(ms["next_step"], "run: mailbroker account login ms");
+    let accounts = ok_call(&session, "list_accounts", json!({})).await;
+    let listed = accounts["accounts"].as_array().unwrap();
+    let ms = listed.iter().find(|a| a["id"] == "ms").unwrap();
+    assert_eq!(ms["watching"], "error", "{accounts}");
+    assert!(
+        ms["watch_error"]
+            .to_string()
+            .contains("mailbroker account login ms"),
+        "{accounts}"
+    );
+
+    // The IMAP account goes on being kept fresh.
+    let body = message(40, "x@example.test", "Still fresh", "b");
+    other.append("INBOX", "", &body).await.unwrap();
+    within(Duration::from_secs(3), "the IMAP arrival", || {
+        let session = &session;
+        async move {
+            let query = json!({ "query": "subject:\"Still fresh\"" });
+            ok_call(session, "search_messages", query).await["total"] == 1
+        }
+    })
+    .await;
+    let log = serve.log();
+    assert!(log.contains("auth_required"), "{log}");
+    assert!(
+        !log.contains("mock-at-") && !log.contains("mock-rt-"),
+        "a token was logged"
     );
 }
 

@@ -1,5 +1,6 @@
 //! `mailbroker mcp …`: serving MCP, listing running listeners, printing client configuration.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
@@ -48,7 +49,8 @@ pub struct HttpControls {
 
 #[derive(Debug, Subcommand)]
 pub enum McpCommand {
-    /// List running HTTP listeners (url, pid, where the token is kept; never the token).
+    /// List running HTTP listeners (url, pid, where the token is kept; never the token) and,
+    /// for `serve`'s, each account's freshness.
     Status,
     /// Print configuration for Claude Desktop / Claude Code, for stdio and for HTTP.
     Config {
@@ -85,8 +87,27 @@ pub async fn run(home: &Home, store: &Store, args: McpArgs, json: bool) -> Resul
     }
 }
 
+/// A running listener, with each account's freshness when it is `serve`'s.
+#[derive(serde::Serialize)]
+struct ListenerStatus {
+    #[serde(flatten)]
+    listener: http::Listener,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    accounts: Option<BTreeMap<String, crate::serve::Watching>>,
+}
+
 fn status(home: &Home, json: bool) -> Result<()> {
-    let listeners = http::listeners(home)?;
+    let serve = crate::serve::running(home);
+    let listeners: Vec<ListenerStatus> = http::listeners(home)?
+        .into_iter()
+        .map(|listener| ListenerStatus {
+            accounts: serve
+                .as_ref()
+                .filter(|s| s.pid == listener.pid)
+                .map(|s| s.accounts.clone()),
+            listener,
+        })
+        .collect();
     if json {
         return print_json(Some("listeners"), &listeners);
     }
@@ -96,7 +117,11 @@ fn status(home: &Home, json: bool) -> Result<()> {
             home.root().display()
         );
     }
-    for l in &listeners {
+    for ListenerStatus {
+        listener: l,
+        accounts,
+    } in &listeners
+    {
         println!(
             "{}  pid {}  token: {}  writes: {}",
             l.url,
@@ -104,6 +129,9 @@ fn status(home: &Home, json: bool) -> Result<()> {
             l.token_source,
             if l.writes { "allowed" } else { "disabled" }
         );
+        if let Some(accounts) = accounts {
+            crate::serve::print_accounts(accounts);
+        }
     }
     Ok(())
 }

@@ -73,20 +73,6 @@ fn show_status(home: &Home, json: bool) -> Result<()> {
         return print_json(Some("serve"), &status);
     }
     println!("serve pid {} at {}", status.pid, status.url);
-    for (account, w) in &status.accounts {
-        let when = w
-            .last_sync_at
-            .map_or_else(|| "never".to_string(), crate::output::rfc3339);
-        println!("  {account}: {}, last sync {when}", w.watching);
-        if let Some(error) = &w.error {
-            println!(
-                "    {}: {error}",
-                w.error_type.as_deref().unwrap_or("error")
-            );
-        }
-        if let Some(step) = &w.next_step {
-            println!("    next: {step}");
-        }
-    }
+    status::print_accounts(&status.accounts);
     Ok(())
 }

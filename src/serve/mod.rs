@@ -11,9 +11,10 @@
 //!   server's `list_accounts` and written for `serve status`.
 //!
 //! Architecture Invariant: background syncs take the account's lock, as a write or a
-//! deletion does, and only for the sync itself, never while waiting on IDLE: a write waits at
-//! most for the sync in flight (an incremental one, usually one round trip), and a sync never
-//! sees half a write.
+//! deletion does, and only for the sync itself, never while waiting on IDLE. A write that
+//! waits for it gets it at the sync's next checkpoint (`SyncSink::checkpoint`, after each
+//! batch the sync applies), so it waits for the batch in flight, not for the whole sync; it
+//! then holds the lock to its end, so a sync never sees half a write.
 //!
 //! Stopping (SIGTERM or SIGINT): no new connection is accepted; watchers end their IDLE with
 //! DONE and LOGOUT; a write already sent runs to its end and is journaled; then the process
@@ -28,7 +29,7 @@ use std::time::Duration;
 
 use mailbroker_core::Result;
 
-pub use status::{Freshness, Watching, status_file};
+pub use status::{Freshness, Watching, print_accounts, read as running, status_file};
 
 use crate::home::Home;
 use crate::mcp::http::{self, HttpOptions};

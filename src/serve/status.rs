@@ -124,3 +124,23 @@ pub fn read(home: &Home) -> Option<ServeStatus> {
         .exists()
         .then_some(status)
 }
+
+/// Each account's freshness, a few lines each, for a person: how it is watched, its last
+/// sync, and what went wrong with what to do.
+pub fn print_accounts(accounts: &BTreeMap<String, Watching>) {
+    for (account, w) in accounts {
+        let when = w
+            .last_sync_at
+            .map_or_else(|| "never".to_string(), crate::output::rfc3339);
+        println!("  {account}: {}, last sync {when}", w.watching);
+        if let Some(error) = &w.error {
+            println!(
+                "    {}: {error}",
+                w.error_type.as_deref().unwrap_or("error")
+            );
+        }
+        if let Some(step) = &w.next_step {
+            println!("    next: {step}");
+        }
+    }
+}

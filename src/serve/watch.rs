@@ -116,14 +116,16 @@ impl Watcher {
     }
 
     /// An incremental sync of the whole account on the open session, under the account's
-    /// lock; one log line with its mode and counts.
+    /// lock (a write waiting for it runs at the sync's next checkpoint); one log line with
+    /// its mode and counts.
     async fn sync(&self, provider: &mut dyn Provider) -> Result<()> {
-        let _lock = self
+        let lock = self
             .home
             .lock_account(&self.account, crate::sessions::LOCK_WAIT)
             .await?;
         let report =
-            crate::sync::sync_with(&self.store, &self.account, provider, false, |_| {}).await?;
+            crate::sync::sync_with(&self.store, &self.account, lock, provider, false, |_| {})
+                .await?;
         let mode = report
             .mailboxes
             .iter()

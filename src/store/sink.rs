@@ -12,6 +12,7 @@ use sqlx::{QueryBuilder, Sqlite, SqliteConnection};
 use tokio::sync::mpsc;
 
 use super::{Store, db_error, now_secs, replace_tags};
+use crate::home::AccountLock;
 
 /// Rows per multi-row INSERT: 17 bound values each stays far below SQLite's variable limit.
 const INSERT_CHUNK: usize = 200;
@@ -68,6 +69,8 @@ pub struct StoreSink {
     /// Message batches are written by a separate task, so fetching the next batch from the
     /// server overlaps with writing the last one. Everything else waits for it (`flush`).
     writer: Option<Writer>,
+    /// The account's lock, when the sync may let a waiting write in at its checkpoints.
+    lock: Option<AccountLock>,
 }
 
 /// What the writer task writes: new messages (headers), or the text of indexed ones.
@@ -86,7 +89,15 @@ impl StoreSink {
             mailboxes: HashMap::new(),
             on_progress: None,
             writer: None,
+            lock: None,
         }
+    }
+
+    /// Holds the account's lock for the sync, stepping aside at each checkpoint where a
+    /// write waits for it.
+    pub fn with_lock(mut self, lock: AccountLock) -> StoreSink {
+        self.lock = Some(lock);
+        self
     }
 
     /// Waits until every batch handed to the writer is committed.
@@ -448,6 +459,17 @@ impl SyncSink for StoreSink {
             .await
             .map_err(db_error)?;
         Ok(())
+    }
+
+    async fn checkpoint(&mut self) -> Result<()> {
+        if !self.lock.as_ref().is_some_and(AccountLock::awaited) {
+            return Ok(());
+        }
+        self.flush().await?;
+        match self.lock.as_mut() {
+            Some(lock) => lock.step_aside().await,
+            None => Ok(()),
+        }
     }
 
     fn progress(&mut self, fetched: u64, total_hint: u64) {

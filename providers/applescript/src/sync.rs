@@ -70,6 +70,8 @@ pub async fn sync(
             report.removed += sink.remove_messages(&path, gone).await?;
         }
         sink.mailbox_done(&path, cursor).await?;
+        // Not between pages: the mailbox's list of present ids is read across them.
+        sink.checkpoint().await?;
         reports.push(report);
     }
     Ok(reports)

@@ -94,6 +94,15 @@ pub trait SyncSink: Send {
     async fn text_pending(&mut self, mailbox: &str) -> Result<Vec<RemoteId>>;
     /// The text of messages whose headers are indexed: full-text search finds them from now.
     async fn fill_text(&mut self, mailbox: &str, texts: Vec<MessageText>) -> Result<()>;
+    /// A point between two batches where everything read from the server so far has been
+    /// handed to the sink: a write waiting for the account may run here, and what the adapter
+    /// reads after it sees the write's result. Adapters call it after each batch they apply;
+    /// nothing read before it may be applied after it, or the sync would undo the write in
+    /// the index. Cursors stored later may be older than such a write: the next sync then
+    /// reads its changes again, which is harmless.
+    async fn checkpoint(&mut self) -> Result<()> {
+        Ok(())
+    }
     /// Called as messages are fetched, for progress display.
     fn progress(&mut self, _fetched: u64, _total_hint: u64) {}
     /// Called as message text is filled in after the headers, for progress display.

@@ -129,7 +129,7 @@ async fn full(
 /// index is then current with. `not_found` when history no longer reaches back that far.
 async fn resume(
     reads: &Reads,
-    cursor: &Cursor,
+    cursor: &mut Cursor,
     started: u64,
     sink: &mut dyn SyncSink,
     reports: &mut BTreeMap<String, MailboxSyncReport>,
@@ -200,7 +200,7 @@ async fn incremental(
 /// `place_messages` keeps the local id of a message whose labels moved it.
 async fn fetch_into(
     reads: &Reads,
-    cursor: &Cursor,
+    cursor: &mut Cursor,
     ids: &[String],
     sink: &mut dyn SyncSink,
     reports: &mut BTreeMap<String, MailboxSyncReport>,
@@ -209,7 +209,17 @@ async fn fetch_into(
     let total = ids.len() as u64;
     let mut fetched = 0u64;
     for chunk in ids.chunks(SINK_BATCH) {
-        let metas = fetch_metadata(reads, cursor, chunk).await?;
+        let messages = fetch_metadata(reads, chunk).await?;
+        if messages
+            .iter()
+            .flat_map(|m| &m.label_ids)
+            .any(|l| !cursor.knows(l))
+        {
+            // A label made since the sync read the map (by another client, or by a write
+            // at a checkpoint) would otherwise be no tag at all.
+            cursor.set_labels(&api::labels(&reads.client).await?);
+        }
+        let metas = messages.iter().filter_map(|m| cursor.meta_of(m));
         fetched += chunk.len() as u64;
         for (place, list) in by_place(metas) {
             if let Some(r) = reports.get_mut(place) {
@@ -218,12 +228,13 @@ async fn fetch_into(
             sink.place_messages(place, list).await?;
         }
         sink.progress(fetched, total);
+        sink.checkpoint().await?;
         tracing::debug!(fetched, window = reads.window.width(), "gmail: metadata");
     }
     Ok(())
 }
 
-fn by_place(metas: Vec<MessageMeta>) -> BTreeMap<&'static str, Vec<MessageMeta>> {
+fn by_place(metas: impl Iterator<Item = MessageMeta>) -> BTreeMap<&'static str, Vec<MessageMeta>> {
     let mut out: BTreeMap<&'static str, Vec<MessageMeta>> = BTreeMap::new();
     for m in metas {
         out.entry(convert::place_of(m.flags.raw.iter()))
@@ -236,11 +247,7 @@ fn by_place(metas: Vec<MessageMeta>) -> BTreeMap<&'static str, Vec<MessageMeta>>
 /// Metadata of these messages, fetched concurrently under the quota, as many at a time as
 /// the window allows. A message deleted since it was listed is skipped; any other failure
 /// fails the sync (what earlier chunks indexed stays, and the cursors say what is current).
-async fn fetch_metadata(
-    reads: &Reads,
-    cursor: &Cursor,
-    ids: &[String],
-) -> Result<Vec<MessageMeta>> {
+async fn fetch_metadata(reads: &Reads, ids: &[String]) -> Result<Vec<api::Message>> {
     let results: Vec<Result<Option<api::Message>>> = futures::stream::iter(ids.iter().cloned())
         .map(|id| {
             let (client, window) = (reads.client.clone(), reads.window.clone());
@@ -259,11 +266,9 @@ async fn fetch_metadata(
         .buffer_unordered(CONCURRENCY)
         .collect()
         .await;
-    let mut metas = Vec::with_capacity(ids.len());
+    let mut messages = Vec::with_capacity(ids.len());
     for r in results {
-        if let Some(m) = r? {
-            metas.extend(cursor.meta_of(&m));
-        }
+        messages.extend(r?);
     }
-    Ok(metas)
+    Ok(messages)
 }

@@ -1,17 +1,24 @@
 //! The Gmail session against the Gmail mock: many calls in flight when the token expires
-//! share one refresh.
+//! share one refresh; a label another client makes while a sync runs is a tag of the
+//! messages fetched after it.
 
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+use async_trait::async_trait;
+use mailbroker_core::{
+    Arrival, Capabilities, MailboxCursor, MailboxInfo, MessageFlags, MessageMeta, MessageText,
+    Provider, RemoteId, Result, Settled, SyncRequest, SyncSink, Version,
+};
+use mailbroker_gmail::GmailProvider;
 use mailbroker_gmail::api;
 use mailbroker_gmail::client::Client;
 use mailbroker_gmail::oauth::{OAuthSettings, SCOPE_MODIFY, Tokens};
 use mailbroker_mock_gmail::GmailMock;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn concurrent_calls_share_one_refresh() {
-    let mock = GmailMock::start("me@mock.example").await.unwrap();
-    let ids = mock.seed(32, &["INBOX"], None);
+/// Settings for the mock and tokens it granted, not expired by the clock (only Gmail's 401
+/// says they are).
+fn signed_in(mock: &GmailMock) -> (OAuthSettings, Tokens) {
     let (access, refresh) = mock.grant(&[SCOPE_MODIFY]);
     let settings = OAuthSettings {
         client_id: "mailbroker-test".into(),
@@ -23,11 +30,18 @@ async fn concurrent_calls_share_one_refresh() {
     let tokens = Tokens {
         access_token: access,
         refresh_token: refresh,
-        // Not expired by the clock: only Gmail's 401 says so.
         expires_at: i64::MAX,
         scopes: vec![SCOPE_MODIFY.into()],
         client_secret: None,
     };
+    (settings, tokens)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_calls_share_one_refresh() {
+    let mock = GmailMock::start("me@mock.example").await.unwrap();
+    let ids = mock.seed(32, &["INBOX"], None);
+    let (settings, tokens) = signed_in(&mock);
     let client: Arc<Client> = Client::new(settings, tokens, "g").unwrap();
     assert_eq!(api::labels(&client).await.unwrap().len(), 12);
 
@@ -45,4 +59,112 @@ async fn concurrent_calls_share_one_refresh() {
         "calls were in flight together: {refused} refusals"
     );
     assert_eq!(mock.refreshes(), 1, "one refresh for all of them");
+}
+
+/// Records what is placed; at its first checkpoint another client makes a label and puts
+/// it on a message the sync has not fetched yet.
+struct Sink {
+    client: Arc<Client>,
+    all: Vec<String>,
+    placed: HashMap<String, MessageMeta>,
+    labelled: Option<String>,
+    /// The account cursor the sync stored.
+    cursor: Option<String>,
+}
+
+#[async_trait]
+impl SyncSink for Sink {
+    async fn mailboxes(&mut self, _: &[MailboxInfo]) -> Result<()> {
+        Ok(())
+    }
+    async fn reset_mailbox(&mut self, _: &str) -> Result<()> {
+        Ok(())
+    }
+    async fn upsert_messages(&mut self, _: &str, _: Vec<MessageMeta>) -> Result<()> {
+        unreachable!("gmail places its messages")
+    }
+    async fn update_flags(
+        &mut self,
+        _: &str,
+        _: Vec<(RemoteId, Version, MessageFlags)>,
+    ) -> Result<u64> {
+        Ok(0)
+    }
+    async fn remove_messages(&mut self, _: &str, _: Vec<RemoteId>) -> Result<u64> {
+        Ok(0)
+    }
+    async fn indexed_except(&mut self, _: &str, _: Vec<RemoteId>) -> Result<Vec<RemoteId>> {
+        Ok(Vec::new())
+    }
+    async fn known_elsewhere(&mut self, _: &str, _: Vec<String>) -> Result<HashSet<String>> {
+        Ok(HashSet::new())
+    }
+    async fn settle_moves(
+        &mut self,
+        _: Vec<(String, Vec<RemoteId>)>,
+        _: Vec<(String, Vec<Arrival>)>,
+    ) -> Result<Vec<Settled>> {
+        Ok(Vec::new())
+    }
+    async fn place_messages(&mut self, _: &str, messages: Vec<MessageMeta>) -> Result<()> {
+        for m in messages {
+            self.placed.insert(m.id.as_str().to_string(), m);
+        }
+        Ok(())
+    }
+    async fn indexed_ids(&mut self) -> Result<Vec<RemoteId>> {
+        Ok(Vec::new())
+    }
+    async fn account_cursor(&mut self, cursor: &str) -> Result<()> {
+        self.cursor = Some(cursor.to_string());
+        Ok(())
+    }
+    async fn mailbox_done(&mut self, _: &str, _: MailboxCursor) -> Result<()> {
+        Ok(())
+    }
+    async fn text_pending(&mut self, _: &str) -> Result<Vec<RemoteId>> {
+        Ok(Vec::new())
+    }
+    async fn fill_text(&mut self, _: &str, _: Vec<MessageText>) -> Result<()> {
+        Ok(())
+    }
+    async fn checkpoint(&mut self) -> Result<()> {
+        if self.labelled.is_none() {
+            let unseen = self.all.iter().find(|id| !self.placed.contains_key(*id));
+            let id = unseen.expect("a message left to fetch").clone();
+            let label = api::create_label(&self.client, "Late").await?;
+            api::batch_modify(&self.client, std::slice::from_ref(&id), &[label.id], &[]).await?;
+            self.labelled = Some(id);
+        }
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_label_made_while_the_sync_runs_is_a_tag_of_the_messages_fetched_after() {
+    let mock = GmailMock::start("me@mock.example").await.unwrap();
+    // More than one batch of the sync (500), so it has a checkpoint with messages to come.
+    let all = mock.seed(600, &["INBOX"], None);
+    let (settings, tokens) = signed_in(&mock);
+    let other = Client::new(settings.clone(), tokens.clone(), "other").unwrap();
+    let mut gmail =
+        GmailProvider::new(settings, tokens, None, Capabilities::default(), "g").unwrap();
+    let mut sink = Sink {
+        client: other,
+        all,
+        placed: HashMap::new(),
+        labelled: None,
+        cursor: None,
+    };
+    gmail
+        .sync(&SyncRequest::default(), &mut sink)
+        .await
+        .unwrap();
+    let id = sink.labelled.clone().expect("the sync had a checkpoint");
+    assert_eq!(sink.placed[&id].flags.tags, vec!["Late".to_string()]);
+    let cursor = sink.cursor.unwrap_or_default();
+    assert!(
+        cursor.contains("Late"),
+        "the stored label map has it too: {cursor}"
+    );
 }

@@ -4,6 +4,10 @@
 //! placed in its new folder keeping its index row (`SyncSink::place_messages`); removals
 //! wait until every folder's arrivals are placed, so a move's two halves, in whichever
 //! order the folders come, end as one moved row.
+//!
+//! A write waiting for the account runs at a checkpoint (`SyncSink::checkpoint`) after a
+//! delta page, but only while no removal waits: ids are account-wide, so a write (an undo
+//! moving a message back) could put a row where a removal read before it would then take it.
 
 use std::collections::HashMap;
 
@@ -105,7 +109,8 @@ pub async fn sync(
         let cursor = known
             .get(folder.path.as_str())
             .map(|c| c.as_str().to_string());
-        let (report, gone, link) = sync_folder(client, folder, cursor, sink).await?;
+        let waiting = departures.iter().any(|(_, gone)| !gone.is_empty());
+        let (report, gone, link) = sync_folder(client, folder, cursor, waiting, sink).await?;
         departures.push((reports.len(), gone));
         reports.push(report);
         links.push(link);
@@ -123,11 +128,13 @@ pub async fn sync(
 }
 
 /// One folder's delta run from `cursor` (its stored link), or in full: its report, the ids
-/// that left it, and the delta link it ended with.
+/// that left it, and the delta link it ended with. Checkpoints follow its pages while no
+/// removal waits (`removals_waiting`: earlier folders').
 async fn sync_folder(
     client: &Client,
     folder: &Folder,
     cursor: Option<String>,
+    removals_waiting: bool,
     sink: &mut dyn SyncSink,
 ) -> Result<(MailboxSyncReport, Vec<RemoteId>, String)> {
     let name = folder.path.as_str();
@@ -172,6 +179,9 @@ async fn sync_folder(
             sink.place_messages(name, present).await?;
         }
         gone.extend(left);
+        if !removals_waiting && gone.is_empty() {
+            sink.checkpoint().await?;
+        }
         match (
             page["@odata.nextLink"].as_str(),
             page["@odata.deltaLink"].as_str(),

@@ -23,6 +23,9 @@ struct Index {
     mailboxes: BTreeMap<String, BTreeMap<RemoteId, (u64, MessageMeta)>>,
     cursors: HashMap<String, MailboxCursor>,
     next_local: u64,
+    /// At a checkpoint, a write (an undo) moves this message from Archive back to the
+    /// Inbox, on the mock and in the index: (mock URL, message id).
+    undo_at_checkpoint: Option<(String, String)>,
 }
 
 impl Index {
@@ -145,6 +148,25 @@ impl SyncSink for Index {
     async fn fill_text(&mut self, _: &str, _: Vec<MessageText>) -> Result<()> {
         Ok(())
     }
+    async fn checkpoint(&mut self) -> Result<()> {
+        let Some((url, id)) = self.undo_at_checkpoint.clone() else {
+            return Ok(());
+        };
+        let Some(("Archive", local)) = self.local(&id).as_ref().map(|(m, l)| (m.as_str(), *l))
+        else {
+            return Ok(());
+        };
+        control(&url, "modify", json!({"id": id, "moveTo": "inbox"})).await;
+        let row = self
+            .mailboxes
+            .get_mut("Archive")
+            .and_then(|m| m.remove(&RemoteId::new(&id)));
+        if let Some((_, meta)) = row {
+            self.insert("Inbox", Some(local), meta);
+        }
+        self.undo_at_checkpoint = None;
+        Ok(())
+    }
 }
 
 async fn sync(
@@ -165,6 +187,35 @@ fn report<'a>(
     mailbox: &str,
 ) -> &'a (String, SyncMode, u64, u64, u64) {
     reports.iter().find(|r| r.0 == mailbox).unwrap()
+}
+
+#[tokio::test]
+async fn a_write_at_a_checkpoint_is_not_undone_by_a_removal_read_before_it() {
+    let mock = GraphMock::start("me@mock.example").await.unwrap();
+    let inbox = mock.seed(5, "inbox", "news@shop.example", true);
+    let mut index = Index::default();
+    sync(&mock, &mut index, SyncRequest::default()).await;
+    // Another client moves a message to Archive; while the sync that sees it runs, an undo
+    // moves it back wherever the sync lets a write in.
+    control(
+        &mock.url,
+        "modify",
+        json!({"id": inbox[2], "moveTo": "archive"}),
+    )
+    .await;
+    index.undo_at_checkpoint = Some((mock.url.clone(), inbox[2].clone()));
+    let known = index.known();
+    sync(&mock, &mut index, known).await;
+    let place = if mock.ids_in("inbox").contains(&inbox[2]) {
+        "Inbox"
+    } else {
+        "Archive"
+    };
+    assert_eq!(
+        index.local(&inbox[2]).map(|(m, _)| m),
+        Some(place.to_string()),
+        "the index has the message where the server has it"
+    );
 }
 
 #[tokio::test]

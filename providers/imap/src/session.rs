@@ -31,8 +31,50 @@ pub struct ImapProvider {
     pub(crate) caps: Capabilities,
     pub(crate) commands: u64,
     pub(crate) qresync_enabled: bool,
-    /// The watched mailbox as the last IDLE found it: (name, EXISTS, UIDNEXT, HIGHESTMODSEQ).
-    pub(crate) watched: Option<(String, u32, Option<u32>, Option<u64>)>,
+    /// Each mailbox's counters as the last sync read them: IDLE compares its own mailbox's
+    /// with them to find a change that came after the sync and before the IDLE.
+    pub(crate) synced: std::collections::HashMap<String, Counters>,
+}
+
+/// A mailbox's counters, from STATUS (no message count) or from SELECT and EXAMINE.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Counters {
+    uidvalidity: Option<u32>,
+    uidnext: Option<u32>,
+    highestmodseq: Option<u64>,
+    exists: Option<u32>,
+}
+
+impl Counters {
+    pub(crate) fn of_status(status: &MailboxStatus) -> Counters {
+        Counters {
+            uidvalidity: Some(status.uidvalidity),
+            uidnext: Some(status.uidnext),
+            highestmodseq: status.highestmodseq,
+            exists: None,
+        }
+    }
+
+    pub(crate) fn of_selected(selected: &async_imap::types::Mailbox) -> Counters {
+        Counters {
+            uidvalidity: selected.uid_validity,
+            uidnext: selected.uid_next,
+            highestmodseq: selected.highest_modseq,
+            exists: Some(selected.exists),
+        }
+    }
+
+    /// Whether the mailbox is as it was, by every counter both readings have: a counter one
+    /// of them lacks is no reason to sync again (it would never stop).
+    pub(crate) fn unchanged_since(&self, before: &Counters) -> bool {
+        fn same<T: PartialEq>(a: Option<T>, b: Option<T>) -> bool {
+            a.zip(b).is_none_or(|(a, b)| a == b)
+        }
+        same(self.uidvalidity, before.uidvalidity)
+            && same(self.uidnext, before.uidnext)
+            && same(self.highestmodseq, before.highestmodseq)
+            && same(self.exists, before.exists)
+    }
 }
 
 impl std::fmt::Debug for ImapProvider {
@@ -85,7 +127,7 @@ impl ImapProvider {
             },
             commands,
             qresync_enabled: false,
-            watched: None,
+            synced: std::collections::HashMap::new(),
         })
     }
 

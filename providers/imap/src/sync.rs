@@ -18,6 +18,12 @@
 //!
 //! Memory does not grow with mailbox size beyond one UID list: fetched messages are handed to
 //! the sink in batches and each FETCH stream is consumed to its end before the next command.
+//!
+//! A write waiting for the account runs at a checkpoint (`SyncSink::checkpoint`): after
+//! each mailbox, each `UID FETCH` of new messages and each of text. What is carried past one
+//! (the UIDs that left a mailbox, and the arrivals glimpsed in another) names only UIDs the
+//! server no longer has or the index does not hold yet, which no write can reach; a moved
+//! message gets a new UID, so a write cannot bring one of those back.
 
 use std::collections::{HashMap, HashSet};
 
@@ -30,7 +36,7 @@ use mailbroker_core::{
 use crate::connect::{COMMAND_TIMEOUT, imap_error, timed};
 use crate::convert;
 use crate::ids::{self, Cursor, Uid, UidValidity};
-use crate::session::{Glimpse, ImapProvider, MailboxStatus};
+use crate::session::{Counters, Glimpse, ImapProvider, MailboxStatus};
 use crate::uidset;
 
 /// Messages handed to the sink per call: large enough to amortise a transaction, small enough
@@ -57,6 +63,7 @@ pub(crate) async fn sync_account(
     sink: &mut dyn SyncSink,
 ) -> Result<Vec<MailboxSyncReport>> {
     imap.enable_qresync().await?;
+    imap.synced.clear();
     let (mailboxes, statuses) = imap.list_with_status(true).await?;
     sink.mailboxes(&mailboxes).await?;
     let statuses: HashMap<String, MailboxStatus> = statuses.into_iter().collect();
@@ -86,6 +93,7 @@ pub(crate) async fn sync_account(
             Ok(Synced::Unsettled(u)) => unsettled.push(u),
             Err(e) => reports.push(skipped(&mailbox.name, e)?),
         }
+        sink.checkpoint().await?;
     }
     for outcome in settle(imap, unsettled, sink).await? {
         reports.push(outcome);
@@ -132,6 +140,7 @@ async fn fill_text(
             }
             drop(batches);
             fetch_complete(imap).await?;
+            sink.checkpoint().await?;
         }
         filled += here;
         if let Some(report) = reports.iter_mut().find(|r| r.mailbox == mailbox) {
@@ -195,11 +204,15 @@ async fn sync_mailbox(
         && c.uidnext == Uid::from(status.uidnext)
         && Some(c.highestmodseq) == status.highestmodseq
     {
+        imap.synced
+            .insert(name.to_string(), Counters::of_status(&status));
         report.mode = SyncMode::Unchanged;
         return Ok(Synced::Done(report));
     }
 
     let selected = imap.select(name, condstore).await?;
+    imap.synced
+        .insert(name.to_string(), Counters::of_selected(&selected));
     let now = Cursor {
         uidvalidity: selected.uid_validity.unwrap_or(0),
         uidnext: Uid::from(selected.uid_next.unwrap_or(0)),
@@ -394,6 +407,7 @@ async fn fetch_uids(
     for set in uidset::chunks(uids, NEW_MESSAGE_ITEMS.len() + 32) {
         let hint = uids.len() as u64;
         added += fetch_new(imap, mailbox, uidvalidity, &set, hint, sink).await?;
+        sink.checkpoint().await?;
     }
     Ok(added)
 }

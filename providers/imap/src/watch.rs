@@ -14,7 +14,7 @@ use async_imap::imap_proto::{MailboxDatum, Response};
 use mailbroker_core::{Error, Result, Watched};
 
 use crate::connect::{COMMAND_TIMEOUT, imap_error, timed};
-use crate::session::ImapProvider;
+use crate::session::{Counters, ImapProvider};
 
 /// What ends an IDLE: the server answered something worth a sync, or not.
 fn announces_change(response: &Response<'_>) -> bool {
@@ -52,17 +52,12 @@ impl ImapProvider {
             .await?
             .map_err(|e| imap_error("examine", e))?;
         self.drain_unsolicited();
-        // A change that landed after the last announcement was synced and before this IDLE
-        // began is announced to no one: the mailbox's state then differs from last time's.
-        let now = (
-            mailbox.to_string(),
-            examined.exists,
-            examined.uid_next,
-            examined.highest_modseq,
-        );
-        let moved = self.watched.as_ref().is_some_and(|before| *before != now);
-        self.watched = Some(now);
-        if moved {
+        // A change that landed after the last sync read the mailbox and before this IDLE
+        // began is announced to no one: the mailbox then differs from what the sync read.
+        let now = Counters::of_selected(&examined);
+        if let Some(synced) = self.synced.get(mailbox)
+            && !now.unchanged_since(synced)
+        {
             return Ok(Watched::Changed);
         }
         let tag = self
