@@ -3,7 +3,9 @@
 //! Python SDK), a write through MCP leaves IDLE resumed (seen on the server's side of a
 //! proxy), a restarted Dovecot is reconnected to, and SIGTERM while an update is in flight
 //! finishes that write, journals it, and exits 0 within 5 s. A write waits only for the
-//! background sync's batch in flight, and the sync goes on after it without undoing it.
+//! background sync's batch in flight, and the sync goes on after it without undoing it. An
+//! announcement costs one sync; a revoked account is reported with its next step while the
+//! others stay fresh; SIGKILL mid-sync loses nothing and the next start resumes by delta.
 
 mod common;
 
@@ -80,6 +82,13 @@ impl Serve {
                 libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
             }
         }
+    }
+
+    /// SIGKILL: nothing of it runs on.
+    fn kill(&mut self) {
+        let mut child = self.child.take().unwrap();
+        child.kill().unwrap();
+        child.wait().unwrap();
     }
 
     /// SIGTERM; how it exited and how long it took.
@@ -495,6 +504,47 @@ async fn a_revoked_account_is_reported_with_its_next_step_and_the_others_go_on()
     assert!(
         !log.contains("mock-at-") && !log.contains("mock-rt-"),
         "a token was logged"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_mid_sync_loses_nothing_and_the_next_start_resumes_from_the_cursors() {
+    let Some((home, mut other, proxy)) = account("serve-sigkill").await else {
+        return;
+    };
+    let mut serve = Serve::start(home.path());
+    until_idle(&proxy, "IDLE", Duration::from_secs(10)).await;
+    proxy.hold_at("UID FETCH");
+    let body = message(60, "x@example.test", "Killed mid-sync", "b");
+    other.append("INBOX", "", &body).await.unwrap();
+    common::until_held(&proxy, "the sync's FETCH").await;
+    serve.kill();
+    proxy.release();
+
+    let serve = Serve::start(home.path());
+    let session = http_session(&serve.url, HTTP_TOKEN).await;
+    let total = |query: &'static str| {
+        let session = &session;
+        async move {
+            let found = ok_call(session, "search_messages", json!({ "query": query })).await;
+            found["total"].as_u64()
+        }
+    };
+    within(
+        Duration::from_secs(5),
+        "the arrival, after a restart",
+        || async { total("subject:\"Killed mid-sync\"").await == Some(1) },
+    )
+    .await;
+    assert_eq!(total("subject:Old").await, Some(3), "nothing twice");
+    let log = serve.log();
+    let first = log
+        .lines()
+        .find(|l| l.contains(" sync ") && l.contains("mode="))
+        .unwrap_or_else(|| panic!("no sync logged: {log}"));
+    assert!(
+        !first.contains("mode=Full"),
+        "resumed from the stored cursors: {log}"
     );
 }
 
