@@ -4,8 +4,9 @@
 //! proxy), a restarted Dovecot is reconnected to, and SIGTERM while an update is in flight
 //! finishes that write, journals it, and exits 0 within 5 s. A write waits only for the
 //! background sync's batch in flight, and the sync goes on after it without undoing it. An
-//! announcement costs one sync; a revoked account is reported with its next step while the
-//! others stay fresh; SIGKILL mid-sync loses nothing and the next start resumes by delta.
+//! announcement costs one sync; a server without IDLE is polled; a revoked account is
+//! reported with its next step while the others stay fresh; SIGKILL mid-sync loses nothing
+//! and the next start resumes by delta.
 
 mod common;
 
@@ -140,6 +141,14 @@ where
 /// Account "s" for a Dovecot user with three INBOX messages, through a proxy (to watch what
 /// it sends), synced once.
 async fn account(user: &str) -> Option<(tempfile::TempDir, ImapClient, Proxy)> {
+    account_with(user, &[]).await
+}
+
+/// The same, added with these further `account add` options.
+async fn account_with(
+    user: &str,
+    options: &[&str],
+) -> Option<(tempfile::TempDir, ImapClient, Proxy)> {
     let dovecot = server()?;
     let mut other = ImapClient::connect(dovecot, user).await.unwrap();
     for i in 0..3 {
@@ -154,13 +163,34 @@ async fn account(user: &str) -> Option<(tempfile::TempDir, ImapClient, Proxy)> {
     }
     let home = tempfile::tempdir().unwrap();
     let proxy = Proxy::start(dovecot.imap_port, Duration::ZERO).unwrap();
-    common::add_proxied(home.path(), "s", proxy.port, user);
+    let mut args = add_args("s", "127.0.0.1", proxy.port, user);
+    args.extend(
+        ["--tls", "none"]
+            .iter()
+            .chain(options)
+            .map(|a| a.to_string()),
+    );
+    let added = mb_args(home.path(), &args);
+    assert_eq!(added.code, 0, "account add: {}", added.stdout);
     ok(home.path(), &["sync"]);
     Some((home, other, proxy))
 }
 
 fn idles(sent: &str) -> usize {
     sent.lines().filter(|l| l.ends_with(" IDLE")).count()
+}
+
+/// Another client APPENDs a message with this subject to INBOX: it is searchable over MCP
+/// within 3 s.
+async fn arrives(other: &mut ImapClient, session: &common::mcp::Session, subject: &str) {
+    let body = message(90, "x@example.test", subject, "b");
+    other.append("INBOX", "", &body).await.unwrap();
+    let query = json!({ "query": format!("subject:\"{subject}\"") });
+    within(Duration::from_secs(3), subject, || {
+        let query = query.clone();
+        async move { ok_call(session, "search_messages", query).await["total"] == 1 }
+    })
+    .await;
 }
 
 /// What clients sent through the proxy until an IDLE was among it.
@@ -263,6 +293,25 @@ async fn an_announcement_costs_one_sync_and_idle_follows_it_at_once() {
     assert_eq!(count(" LIST "), 1, "{after}");
     assert_eq!(count(" EXAMINE "), 1, "{after}");
     assert_eq!(idles(&after), 1, "{after}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_without_idle_is_polled() {
+    let options = ["--disable-extension", "IDLE"];
+    let Some((home, mut other, proxy)) = account_with("serve-no-idle", &options).await else {
+        return;
+    };
+    let serve = Serve::start_with(home.path(), &["--poll", "1"]);
+    let session = http_session(&serve.url, HTTP_TOKEN).await;
+    within(Duration::from_secs(10), "polling", || {
+        let status = ok(home.path(), &["serve", "status"]);
+        let polling = status["serve"]["accounts"]["s"]["watching"] == "polling";
+        async move { polling }
+    })
+    .await;
+    arrives(&mut other, &session, "Polled arrival").await;
+    let sent = proxy.take_sent();
+    assert_eq!(idles(&sent), 0, "{sent}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -489,16 +538,7 @@ async fn a_revoked_account_is_reported_with_its_next_step_and_the_others_go_on()
     );
 
     // The IMAP account goes on being kept fresh.
-    let body = message(40, "x@example.test", "Still fresh", "b");
-    other.append("INBOX", "", &body).await.unwrap();
-    within(Duration::from_secs(3), "the IMAP arrival", || {
-        let session = &session;
-        async move {
-            let query = json!({ "query": "subject:\"Still fresh\"" });
-            ok_call(session, "search_messages", query).await["total"] == 1
-        }
-    })
-    .await;
+    arrives(&mut other, &session, "Still fresh").await;
     let log = serve.log();
     assert!(log.contains("auth_required"), "{log}");
     assert!(
