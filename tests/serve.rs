@@ -4,7 +4,8 @@
 //! proxy), a restarted Dovecot is reconnected to, and SIGTERM while an update is in flight
 //! finishes that write, journals it, and exits 0 within 5 s. A write waits only for the
 //! background sync's batch in flight, and the sync goes on after it without undoing it. An
-//! announcement costs one sync; a server without IDLE is polled; a revoked account is
+//! announcement costs one sync; a server without IDLE is polled, as are Gmail (history) and
+//! Graph (delta) accounts on their mocks; a revoked account is
 //! reported with its next step while the others stay fresh; SIGKILL mid-sync loses nothing
 //! and the next start resumes by delta.
 
@@ -18,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use common::mcp::{HTTP_TOKEN, http_session, ok_call};
 use common::{add_args, mb_args, ok, server};
+use mailbroker_mock_gmail::GmailMock;
 use mailbroker_mock_graph::GraphMock;
 use mailbroker_testkit::oauth::control;
 use mailbroker_testkit::{Dovecot, ImapClient, Proxy, message};
@@ -312,6 +314,50 @@ async fn a_server_without_idle_is_polled() {
     arrives(&mut other, &session, "Polled arrival").await;
     let sent = proxy.take_sent();
     assert_eq!(idles(&sent), 0, "{sent}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gmail_and_graph_accounts_are_polled_by_history_and_delta() {
+    let gmail = GmailMock::start("me@gmail.example").await.unwrap();
+    let old = gmail.seed(3, &["INBOX"], Some("old@gmail.example"));
+    let graph = GraphMock::start("me@mock.example").await.unwrap();
+    let filed = graph.seed(2, "inbox", "old@graph.example", true);
+    let home = tempfile::tempdir().unwrap();
+    common::gmail::add_account(&gmail, home.path(), "g", &[]).await;
+    common::graph::add_account(&graph, home.path()).await;
+    let serve = Serve::start_with(home.path(), &["--poll", "1"]);
+    let session = http_session(&serve.url, HTTP_TOKEN).await;
+
+    // Other clients: a new message and a star in Gmail, a new message and a read in Graph.
+    gmail.seed(1, &["INBOX"], Some("new@gmail.example"));
+    let star = json!({ "ids": [old[0]], "add": ["STARRED"], "remove": [] });
+    common::gmail::control(&gmail, "modify", star).await;
+    graph.seed(1, "inbox", "new@graph.example", true);
+    control(
+        &graph.url,
+        "modify",
+        json!({"id": filed[0], "isRead": true}),
+    )
+    .await;
+    for query in [
+        "from:new@gmail.example",
+        "from:old@gmail.example is:flagged",
+        "from:new@graph.example",
+        "from:old@graph.example is:read",
+    ] {
+        within(Duration::from_secs(3), query, || {
+            let session = &session;
+            async move {
+                let args = json!({ "query": query });
+                ok_call(session, "search_messages", args).await["total"] == 1
+            }
+        })
+        .await;
+    }
+    let accounts = ok_call(&session, "list_accounts", json!({})).await;
+    for account in accounts["accounts"].as_array().unwrap() {
+        assert_eq!(account["watching"], "polling", "{accounts}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
