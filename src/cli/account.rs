@@ -299,69 +299,16 @@ fn print_account(view: &accounts::AccountView, json: bool) -> Result<()> {
 
 pub(super) async fn account(store: &Store, cmd: AccountCommand, json: bool) -> Result<()> {
     match cmd {
-        AccountCommand::Add(AddCommand::Imap(args)) => {
-            let id: AccountId = args.id.parse()?;
-            let config = imap_config(&args)?;
-            config.check_plaintext()?;
-            if config.tls == TlsMode::None && args.allow_plaintext {
-                eprintln!(
-                    "warning: --tls none with --allow-plaintext: the password goes to {} in \
-                     clear text, readable by anyone on the network path",
-                    config.host
-                );
-            }
-            accounts::check_new(store, &id).await?;
-            let new = mailbroker_imap::setup(&config, args.email.clone()).await?;
-            print_account(&accounts::add(store, id, new).await?, json)
-        }
+        AccountCommand::Add(AddCommand::Imap(args)) => add_imap(store, &args, json).await,
         AccountCommand::Add(AddCommand::Gmail(args)) => add_gmail(store, &args, json).await,
-        AccountCommand::Add(AddCommand::Graph(args)) => {
-            let id: AccountId = args.id.parse()?;
-            accounts::check_new(store, &id).await?;
-            let settings = mailbroker_graph::oauth::GraphSettings {
-                client_id: args.client_id.clone(),
-                tenant: args.tenant.clone(),
-                authority: args.authority.clone(),
-                graph_base: args.graph_base.clone(),
-            };
-            let how = args.consent.consent();
-            let new = mailbroker_graph::setup(&id, args.email.clone(), settings, how).await?;
-            print_account(&accounts::add(store, id, new).await?, json)
-        }
+        AccountCommand::Add(AddCommand::Graph(args)) => add_graph(store, &args, json).await,
         AccountCommand::Add(AddCommand::Applescript(args)) => {
             let id: AccountId = args.id.parse()?;
             accounts::check_new(store, &id).await?;
             let new = mailbroker_applescript::setup(&args.mail_account, args.email.clone()).await?;
             print_account(&accounts::add(store, id, new).await?, json)
         }
-        AccountCommand::Set(args) => {
-            let id: AccountId = args.id.parse()?;
-            let fallback = match (&args.fallback, &args.mail_account, args.no_fallback) {
-                (Some(_), Some(name), _) => Some(crate::store::Fallback {
-                    provider: mailbroker_core::ProviderKind::Applescript,
-                    settings: serde_json::json!({ "mail_account": name }),
-                }),
-                (None, None, true) => None,
-                _ => {
-                    return Err(Error::validation(
-                        "say what to set: --fallback applescript --mail-account NAME, or --no-fallback",
-                    ));
-                }
-            };
-            let view = accounts::set_fallback(store, &id, fallback).await?;
-            if json {
-                return print_json(Some("account"), &views::AccountShowJson::from(&view));
-            }
-            match &view.account.fallback {
-                Some(f) => println!(
-                    "account {id}: when its own route is unavailable, changes go through {} ({})",
-                    f.provider.as_str(),
-                    f.settings
-                ),
-                None => println!("account {id}: its own route only"),
-            }
-            Ok(())
-        }
+        AccountCommand::Set(args) => set(store, &args, json).await,
         AccountCommand::Login { id, consent } => {
             let id: AccountId = id.parse()?;
             let view = accounts::login(store, &id, false, consent.consent()).await?;
@@ -380,56 +327,8 @@ pub(super) async fn account(store: &Store, cmd: AccountCommand, json: bool) -> R
             println!("{}", report.summary);
             Ok(())
         }
-        AccountCommand::List => {
-            let list = accounts::list(store).await?;
-            if json {
-                let list: Vec<_> = list.iter().map(views::AccountJson::from).collect();
-                return print_json(Some("accounts"), &list);
-            }
-            for a in &list {
-                println!(
-                    "{}\t{}\t{}\tlast sync: {}",
-                    a.id,
-                    a.provider.as_str(),
-                    a.email.as_deref().unwrap_or("-"),
-                    a.last_sync_at.map_or("never".into(), rfc3339)
-                );
-            }
-            Ok(())
-        }
-        AccountCommand::Show { id } => {
-            let view = accounts::show(store, &id.parse()?).await?;
-            if json {
-                return print_json(Some("account"), &views::AccountShowJson::from(&view));
-            }
-            println!(
-                "{} ({}; secret in the {})",
-                view.account.id,
-                view.account.provider.as_str(),
-                match view.secret_store {
-                    Some("keyring") => "OS keyring",
-                    _ => "index",
-                }
-            );
-            println!(
-                "extensions: {}",
-                view.account.capabilities.extensions.join(" ")
-            );
-            for m in &view.mailboxes {
-                let source = match m.role_source {
-                    Some(mailbroker_core::RoleSource::Name) => ", guessed from its name",
-                    _ => "",
-                };
-                let role = m
-                    .role
-                    .map_or(String::new(), |r| format!(" [{}{source}]", r.as_str()));
-                println!(
-                    "  {}{}: {} messages, {} unread",
-                    m.name, role, m.messages, m.unread
-                );
-            }
-            Ok(())
-        }
+        AccountCommand::List => list(store, json).await,
+        AccountCommand::Show { id } => show(store, &id.parse()?, json).await,
         AccountCommand::Remove { id } => {
             let id: AccountId = id.parse()?;
             accounts::remove(store, &id).await?;
@@ -440,4 +339,116 @@ pub(super) async fn account(store: &Store, cmd: AccountCommand, json: bool) -> R
             Ok(())
         }
     }
+}
+
+async fn add_imap(store: &Store, args: &ImapArgs, json: bool) -> Result<()> {
+    let id: AccountId = args.id.parse()?;
+    let config = imap_config(args)?;
+    config.check_plaintext()?;
+    if config.tls == TlsMode::None && args.allow_plaintext {
+        eprintln!(
+            "warning: --tls none with --allow-plaintext: the password goes to {} in \
+             clear text, readable by anyone on the network path",
+            config.host
+        );
+    }
+    accounts::check_new(store, &id).await?;
+    let new = mailbroker_imap::setup(&config, args.email.clone()).await?;
+    print_account(&accounts::add(store, id, new).await?, json)
+}
+
+async fn add_graph(store: &Store, args: &GraphArgs, json: bool) -> Result<()> {
+    let id: AccountId = args.id.parse()?;
+    accounts::check_new(store, &id).await?;
+    let settings = mailbroker_graph::oauth::GraphSettings {
+        client_id: args.client_id.clone(),
+        tenant: args.tenant.clone(),
+        authority: args.authority.clone(),
+        graph_base: args.graph_base.clone(),
+    };
+    let how = args.consent.consent();
+    let new = mailbroker_graph::setup(&id, args.email.clone(), settings, how).await?;
+    print_account(&accounts::add(store, id, new).await?, json)
+}
+
+/// `account set`: the account's fallback route, or none.
+async fn set(store: &Store, args: &SetArgs, json: bool) -> Result<()> {
+    let id: AccountId = args.id.parse()?;
+    let fallback = match (&args.fallback, &args.mail_account, args.no_fallback) {
+        (Some(_), Some(name), _) => Some(crate::store::Fallback {
+            provider: mailbroker_core::ProviderKind::Applescript,
+            settings: serde_json::json!({ "mail_account": name }),
+        }),
+        (None, None, true) => None,
+        _ => {
+            return Err(Error::validation(
+                "say what to set: --fallback applescript --mail-account NAME, or --no-fallback",
+            ));
+        }
+    };
+    let view = accounts::set_fallback(store, &id, fallback).await?;
+    if json {
+        return print_json(Some("account"), &views::AccountShowJson::from(&view));
+    }
+    match &view.account.fallback {
+        Some(f) => println!(
+            "account {id}: when its own route is unavailable, changes go through {} ({})",
+            f.provider.as_str(),
+            f.settings
+        ),
+        None => println!("account {id}: its own route only"),
+    }
+    Ok(())
+}
+
+async fn list(store: &Store, json: bool) -> Result<()> {
+    let list = accounts::list(store).await?;
+    if json {
+        let list: Vec<_> = list.iter().map(views::AccountJson::from).collect();
+        return print_json(Some("accounts"), &list);
+    }
+    for a in &list {
+        println!(
+            "{}\t{}\t{}\tlast sync: {}",
+            a.id,
+            a.provider.as_str(),
+            a.email.as_deref().unwrap_or("-"),
+            a.last_sync_at.map_or("never".into(), rfc3339)
+        );
+    }
+    Ok(())
+}
+
+async fn show(store: &Store, id: &AccountId, json: bool) -> Result<()> {
+    let view = accounts::show(store, id).await?;
+    if json {
+        return print_json(Some("account"), &views::AccountShowJson::from(&view));
+    }
+    println!(
+        "{} ({}; secret in the {})",
+        view.account.id,
+        view.account.provider.as_str(),
+        match view.secret_store {
+            Some("keyring") => "OS keyring",
+            _ => "index",
+        }
+    );
+    println!(
+        "extensions: {}",
+        view.account.capabilities.extensions.join(" ")
+    );
+    for m in &view.mailboxes {
+        let source = match m.role_source {
+            Some(mailbroker_core::RoleSource::Name) => ", guessed from its name",
+            _ => "",
+        };
+        let role = m
+            .role
+            .map_or(String::new(), |r| format!(" [{}{source}]", r.as_str()));
+        println!(
+            "  {}{}: {} messages, {} unread",
+            m.name, role, m.messages, m.unread
+        );
+    }
+    Ok(())
 }

@@ -159,22 +159,7 @@ pub async fn delete_staged(
 ) -> Result<u8> {
     let batch = args.batch_size as usize;
     if let Some(id) = args.show {
-        let manifest = store.manifest(id, true).await?;
-        if json {
-            print_json(Some("manifest"), &ManifestJson::from(&manifest))?;
-        } else {
-            print_summary(&manifest);
-            for item in &manifest.items {
-                let error = item
-                    .error
-                    .as_deref()
-                    .map_or(String::new(), |e| format!(" ({e})"));
-                println!(
-                    "  {} {}/{} ({}): {}{error}",
-                    item.message_id, item.account, item.mailbox, item.remote_id, item.status
-                );
-            }
-        }
+        show(store, id, json).await?;
         return Ok(0);
     }
     if let Some(id) = args.cancel {
@@ -187,26 +172,7 @@ pub async fn delete_staged(
         return Ok(0);
     }
     let Some(id) = args.id else {
-        let pending = store
-            .manifests(
-                &[
-                    ManifestStatus::Pending,
-                    ManifestStatus::Executing,
-                    ManifestStatus::Failed,
-                ],
-                100,
-            )
-            .await?;
-        if json {
-            print_json(
-                Some("manifests"),
-                &pending.iter().map(ManifestJson::from).collect::<Vec<_>>(),
-            )?;
-        } else if pending.is_empty() {
-            println!("no staged deletions");
-        } else {
-            pending.iter().for_each(print_summary);
-        }
+        list_pending(store, json).await?;
         return Ok(0);
     };
     if args.dry_run {
@@ -218,13 +184,65 @@ pub async fn delete_staged(
         }
         return Ok(0);
     }
+    run(home, store, id, batch, args.yes, json).await
+}
+
+/// `delete-staged --show ID`: the manifest and each of its items.
+async fn show(store: &Store, id: i64, json: bool) -> Result<()> {
+    let manifest = store.manifest(id, true).await?;
+    if json {
+        return print_json(Some("manifest"), &ManifestJson::from(&manifest));
+    }
+    print_summary(&manifest);
+    for item in &manifest.items {
+        let error = item
+            .error
+            .as_deref()
+            .map_or(String::new(), |e| format!(" ({e})"));
+        println!(
+            "  {} {}/{} ({}): {}{error}",
+            item.message_id, item.account, item.mailbox, item.remote_id, item.status
+        );
+    }
+    Ok(())
+}
+
+/// `delete-staged`: the manifests still to run (pending, interrupted or failed).
+async fn list_pending(store: &Store, json: bool) -> Result<()> {
+    let statuses = [
+        ManifestStatus::Pending,
+        ManifestStatus::Executing,
+        ManifestStatus::Failed,
+    ];
+    let pending = store.manifests(&statuses, 100).await?;
+    if json {
+        let list: Vec<_> = pending.iter().map(ManifestJson::from).collect();
+        return print_json(Some("manifests"), &list);
+    }
+    if pending.is_empty() {
+        println!("no staged deletions");
+    }
+    pending.iter().for_each(print_summary);
+    Ok(())
+}
+
+/// `delete-staged ID`: asks (unless `--yes`), runs the manifest, reports; exit 5 when not
+/// every item was done.
+async fn run(
+    home: &Home,
+    store: &Store,
+    id: i64,
+    batch: usize,
+    yes: bool,
+    json: bool,
+) -> Result<u8> {
     let manifest = store.manifest(id, false).await?;
     if manifest.status == ManifestStatus::Cancelled {
         return Err(Error::validation(format!(
             "manifest {id} was cancelled; nothing runs"
         )));
     }
-    confirm(&manifest, args.yes)?;
+    confirm(&manifest, yes)?;
     let bar = progress_bar(json);
     let report = delete::execute(home, store, id, batch, |done, total| {
         bar.set_length(total);

@@ -5,6 +5,7 @@ use mailbroker_core::{AccountId, Error, Result};
 use crate::home::Home;
 use crate::output::{self, print_json, progress_bar};
 use crate::store::{Store, SyncProgress};
+use crate::sync::AccountSyncReport;
 
 /// A sync says that headers are searchable while text is still being filled in when the
 /// text will take a noticeable time: a thousand messages or more.
@@ -28,62 +29,84 @@ pub(super) async fn run(
     let mut reports = Vec::new();
     let mut failed: Vec<(AccountId, Error)> = Vec::new();
     for id in &ids {
-        let bar = progress_bar(json);
-        bar.set_message(format!("sync {id}"));
-        let progress_bar = bar.clone();
-        let name = id.clone();
-        let mut said = false;
-        let report = crate::sync::sync_account(home, store, id, full, move |p| {
-            let (done, total) = match p {
-                SyncProgress::Headers { fetched, total } => (fetched, total),
-                SyncProgress::Text { filled, total } => {
-                    if !said && !json && total >= TEXT_NOTICE_AT {
-                        said = true;
-                        progress_bar.suspend(|| {
-                            eprintln!(
-                                "{name}: headers indexed (searchable by from:, subject:, tag:, \
-                                 dates); filling in the text of {total} messages for full-text \
-                                 search"
-                            )
-                        });
-                        progress_bar.set_message(format!("sync {name}: text"));
-                    }
-                    (filled, total)
+        let synced = with_progress(home, store, id, full, json).await;
+        match crate::sync::set_aside(ids.len(), synced)? {
+            Ok(report) => {
+                if !json {
+                    print_report(&report);
                 }
-            };
-            progress_bar.set_length(total.max(done));
-            progress_bar.set_position(done);
-        })
-        .await;
-        bar.finish_and_clear();
-        let report = match crate::sync::set_aside(ids.len(), report)? {
-            Ok(report) => report,
+                reports.push(report);
+            }
             Err(e) => {
                 if !json {
                     eprintln!("{id}: not synced; the other accounts go on");
                     output::print_error(&e, false);
                 }
                 failed.push((id.clone(), e));
-                continue;
+            }
+        }
+    }
+    finish(&reports, &failed, json)
+}
+
+/// Syncs one account behind a progress bar (none with `--json`), saying once when headers
+/// are searchable while a long text pass goes on.
+async fn with_progress(
+    home: &Home,
+    store: &Store,
+    id: &AccountId,
+    full: bool,
+    json: bool,
+) -> Result<AccountSyncReport> {
+    let bar = progress_bar(json);
+    bar.set_message(format!("sync {id}"));
+    let progress_bar = bar.clone();
+    let name = id.clone();
+    let mut said = false;
+    let report = crate::sync::sync_account(home, store, id, full, move |p| {
+        let (done, total) = match p {
+            SyncProgress::Headers { fetched, total } => (fetched, total),
+            SyncProgress::Text { filled, total } => {
+                if !said && !json && total >= TEXT_NOTICE_AT {
+                    said = true;
+                    progress_bar.suspend(|| {
+                        eprintln!(
+                            "{name}: headers indexed (searchable by from:, subject:, tag:, \
+                             dates); filling in the text of {total} messages for full-text \
+                             search"
+                        )
+                    });
+                    progress_bar.set_message(format!("sync {name}: text"));
+                }
+                (filled, total)
             }
         };
-        if !json {
-            let text = match report.text_filled {
-                0 => String::new(),
-                n => format!(", text of {n} filled in"),
-            };
-            println!(
-                "{}: +{} new, {} changed, {} removed{text} in {} ms ({} commands)",
-                report.account,
-                report.added,
-                report.changed,
-                report.removed,
-                report.duration_ms,
-                report.commands
-            );
-        }
-        reports.push(report);
-    }
+        progress_bar.set_length(total.max(done));
+        progress_bar.set_position(done);
+    })
+    .await;
+    bar.finish_and_clear();
+    report
+}
+
+fn print_report(report: &AccountSyncReport) {
+    let text = match report.text_filled {
+        0 => String::new(),
+        n => format!(", text of {n} filled in"),
+    };
+    println!(
+        "{}: +{} new, {} changed, {} removed{text} in {} ms ({} commands)",
+        report.account,
+        report.added,
+        report.changed,
+        report.removed,
+        report.duration_ms,
+        report.commands
+    );
+}
+
+/// The reports (JSON), or the skipped mailboxes (text); the exit code.
+fn finish(reports: &[AccountSyncReport], failed: &[(AccountId, Error)], json: bool) -> Result<u8> {
     let skipped: Vec<_> = reports
         .iter()
         .flat_map(|r| r.mailboxes.iter().map(move |m| (&r.account, m)))

@@ -1,6 +1,8 @@
 //! Running a change's batches account by account, under each account's lock.
 
 use super::*;
+use crate::sessions::Session;
+use mailbroker_core::Provider;
 
 /// Runs every batch, account by account, each account under its lock. A batch that fails
 /// marks its messages (unknown outcome when the connection dropped mid-write) and ends that
@@ -11,20 +13,43 @@ use super::*;
 /// cannot be journaled, fails the change with nothing sent to any account. Returns the
 /// commands sent and the change's id.
 pub(super) async fn run_batches(
-    mut sessions: Sessions,
+    sessions: Sessions,
     store: &Store,
     groups: &[(BatchKey, Vec<usize>, WriteBatch)],
     intents: &[Intent],
     results: &mut [Option<ItemResult>],
     intent: tokio::task::JoinHandle<Result<i64>>,
 ) -> Result<(u64, i64)> {
-    let mut by_account: BTreeMap<&str, Vec<(&Vec<usize>, &WriteBatch)>> = BTreeMap::new();
+    let mut by_account: BTreeMap<&str, AccountBatches> = BTreeMap::new();
     for (key, members, batch) in groups {
         by_account
             .entry(key.0.as_str())
             .or_default()
             .push((members, batch));
     }
+    let (open, mut commands, change_id) =
+        connected_and_journaled(sessions, store, by_account, intent).await?;
+    for (mut session, batches) in open {
+        let provider = &mut session.provider;
+        run_account(provider.as_mut(), &batches, intents, results).await;
+        provider.close().await;
+        commands += provider.commands_sent();
+    }
+    Ok((commands, change_id))
+}
+
+/// One account's batches: each with the indexes of its messages among the intents.
+type AccountBatches<'a> = Vec<(&'a Vec<usize>, &'a WriteBatch)>;
+
+/// Every account's session, the commands the unused ones sent, and the change's id once
+/// its intent is journaled; or, when an account cannot be reached or the intent cannot be
+/// journaled, the error, with every session closed and nothing sent.
+async fn connected_and_journaled<'a>(
+    mut sessions: Sessions,
+    store: &Store,
+    by_account: BTreeMap<&str, AccountBatches<'a>>,
+    intent: tokio::task::JoinHandle<Result<i64>>,
+) -> Result<(Vec<(Session, AccountBatches<'a>)>, u64, i64)> {
     let mut open = Vec::with_capacity(by_account.len());
     let mut unreachable = None;
     for (account, batches) in by_account {
@@ -36,70 +61,72 @@ pub(super) async fn run_batches(
             }
         }
     }
-    let mut commands = sessions.close_unused().await;
+    let commands = sessions.close_unused().await;
     let recorded = match intent.await {
         Ok(recorded) => recorded,
         Err(e) => Err(Error::internal(format!("journaling the change: {e}"))),
     };
-    let change_id = match (unreachable, recorded) {
-        (None, Ok(id)) => id,
-        (unreachable, recorded) => {
-            for (mut session, _) in open {
-                session.provider.close().await;
-            }
-            return Err(match (unreachable, recorded) {
-                (Some(e), Ok(id)) => {
-                    // Nothing was sent: the intent says nothing true.
-                    store.discard_change(id).await?;
-                    e
-                }
-                (Some(e), Err(_)) => e,
-                (None, Err(e)) => not_sent(e),
-                (None, Ok(_)) => Error::internal("unreachable: the change was journaled"),
-            });
-        }
-    };
-    for (mut session, batches) in open {
-        let provider = &mut session.provider;
-        let mut broken: Option<Error> = None;
-        for (members, batch) in batches {
-            let outcome = match &broken {
-                Some(e) => Err(Error::provider_unavailable(format!(
-                    "not attempted after an earlier failure: {}",
-                    e.message()
-                ))),
-                None => provider.apply(batch).await,
-            };
-            match outcome {
-                Ok(items) => {
-                    let by_id: HashMap<&mailbroker_core::RemoteId, usize> = members
-                        .iter()
-                        .map(|i| (&intents[*i].row.remote_id, *i))
-                        .collect();
-                    for item in items {
-                        if let Some(i) = by_id.get(&item.id) {
-                            results[*i] = Some(item);
-                        }
-                    }
-                }
-                Err(e) => {
-                    let outcome = if e.is_unknown_outcome() {
-                        Outcome::Unknown
-                    } else {
-                        Outcome::Failed
-                    };
-                    for i in members {
-                        results[*i] = Some(
-                            ItemResult::new(intents[*i].row.remote_id.clone(), outcome)
-                                .with_error(e.clone()),
-                        );
-                    }
-                    broken.get_or_insert(e);
-                }
-            }
-        }
-        provider.close().await;
-        commands += provider.commands_sent();
+    if let (None, Ok(id)) = (&unreachable, &recorded) {
+        return Ok((open, commands, *id));
     }
-    Ok((commands, change_id))
+    for (mut session, _) in open {
+        session.provider.close().await;
+    }
+    Err(match (unreachable, recorded) {
+        (Some(e), Ok(id)) => {
+            // Nothing was sent: the intent says nothing true.
+            store.discard_change(id).await?;
+            e
+        }
+        (Some(e), Err(_)) => e,
+        (None, Err(e)) => not_sent(e),
+        (None, Ok(_)) => Error::internal("unreachable: the change was journaled"),
+    })
+}
+
+/// Runs one account's batches in order. A batch that fails marks its messages (unknown
+/// outcome when the connection dropped mid-write) and the rest are not attempted.
+async fn run_account(
+    provider: &mut dyn Provider,
+    batches: &AccountBatches<'_>,
+    intents: &[Intent],
+    results: &mut [Option<ItemResult>],
+) {
+    let mut broken: Option<Error> = None;
+    for (members, batch) in batches {
+        let outcome = match &broken {
+            Some(e) => Err(Error::provider_unavailable(format!(
+                "not attempted after an earlier failure: {}",
+                e.message()
+            ))),
+            None => provider.apply(batch).await,
+        };
+        match outcome {
+            Ok(items) => {
+                let by_id: HashMap<&mailbroker_core::RemoteId, usize> = members
+                    .iter()
+                    .map(|i| (&intents[*i].row.remote_id, *i))
+                    .collect();
+                for item in items {
+                    if let Some(i) = by_id.get(&item.id) {
+                        results[*i] = Some(item);
+                    }
+                }
+            }
+            Err(e) => {
+                let outcome = if e.is_unknown_outcome() {
+                    Outcome::Unknown
+                } else {
+                    Outcome::Failed
+                };
+                for i in members.iter() {
+                    results[*i] = Some(
+                        ItemResult::new(intents[*i].row.remote_id.clone(), outcome)
+                            .with_error(e.clone()),
+                    );
+                }
+                broken.get_or_insert(e);
+            }
+        }
+    }
 }

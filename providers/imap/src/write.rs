@@ -190,36 +190,50 @@ impl ImapProvider {
         if let Some(target) = batch.move_to
             && !(live.is_empty() && gone.is_empty())
         {
-            let (validity, not_moved) = self.move_and_verify(&live, target, &mut results).await?;
-            // With UIDPLUS a UID the move names no new place for was gone before it ran;
-            // without it the move names none at all, and moved them.
-            let ours = !self.caps.has("UIDPLUS");
-            let message_ids: HashMap<Uid, &str> = batch
-                .targets
-                .iter()
-                .filter_map(|t| Some((t.uid, t.message_id?)))
-                .collect();
-            let message_id = |uid: Uid| message_ids.get(&uid).copied();
-            let not_moved: Vec<NotMoved> = gone
-                .iter()
-                .map(|u| (*u, Outcome::Unchanged))
-                .chain(not_moved.iter().map(|u| match ours {
-                    true => (*u, Outcome::Applied),
-                    false => (*u, Outcome::Unchanged),
-                }))
-                .map(|(uid, if_found)| NotMoved {
-                    uid,
-                    message_id: message_id(uid),
-                    if_found,
-                })
-                .collect();
-            self.settle_not_moved(batch.mailbox, (target, validity), &not_moved, &mut results)
-                .await
-                .map_err(|e| unknown_if_lost(e, &live))?;
+            self.move_targets(batch, target, (&live, &gone), &mut results)
+                .await?;
         }
         // Stable, and nearly free on the runs of UIDs already in order.
         results.sort_by_key(|r| r.uid);
         Ok(results)
+    }
+
+    /// Moves the `live` targets to `target` and reads them back there; those not moved, and
+    /// those `gone` from the mailbox before the move, are looked for in the target by
+    /// Message-ID.
+    async fn move_targets(
+        &mut self,
+        batch: &Batch<'_>,
+        target: &str,
+        (live, gone): (&[Uid], &[Uid]),
+        results: &mut Vec<ItemResult>,
+    ) -> Result<()> {
+        let (validity, not_moved) = self.move_and_verify(live, target, results).await?;
+        // With UIDPLUS a UID the move names no new place for was gone before it ran;
+        // without it the move names none at all, and moved them.
+        let ours = !self.caps.has("UIDPLUS");
+        let message_ids: HashMap<Uid, &str> = batch
+            .targets
+            .iter()
+            .filter_map(|t| Some((t.uid, t.message_id?)))
+            .collect();
+        let message_id = |uid: Uid| message_ids.get(&uid).copied();
+        let not_moved: Vec<NotMoved> = gone
+            .iter()
+            .map(|u| (*u, Outcome::Unchanged))
+            .chain(not_moved.iter().map(|u| match ours {
+                true => (*u, Outcome::Applied),
+                false => (*u, Outcome::Unchanged),
+            }))
+            .map(|(uid, if_found)| NotMoved {
+                uid,
+                message_id: message_id(uid),
+                if_found,
+            })
+            .collect();
+        self.settle_not_moved(batch.mailbox, (target, validity), &not_moved, results)
+            .await
+            .map_err(|e| unknown_if_lost(e, live))
     }
 
     /// Targets that changed on the server since they were indexed (the precondition read).
