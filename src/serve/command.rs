@@ -22,7 +22,8 @@ pub struct ServeArgs {
     pub http: String,
     #[command(flatten)]
     pub controls: HttpControls,
-    /// Seconds between full syncs of every account (IDLE keeps INBOX fresh in between).
+    /// Seconds between syncs of every mailbox of every account (incremental; IDLE keeps
+    /// INBOX fresh in between).
     #[arg(long, value_name = "SECS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..))]
     pub interval: u64,
     /// Seconds between polls of accounts whose server cannot announce changes (Gmail's

@@ -4,8 +4,8 @@
 //!
 //! - `watch.rs`: one task per account. Where the server can announce changes (IMAP IDLE on
 //!   INBOX) it waits for an announcement and syncs on the same connection; otherwise it polls
-//!   (Gmail's history, Graph's delta links, IMAP without IDLE). Every account is also synced
-//!   in full every `--interval`. A lost connection backs off with jitter and reconnects; an
+//!   (Gmail's history, Graph's delta links, IMAP without IDLE). Every mailbox of every account
+//!   is also synced (incrementally) every `--interval`, for changes no IDLE announces. A lost connection backs off with jitter and reconnects; an
 //!   account whose credentials are refused is reported and the others go on.
 //! - `status.rs`: each account's freshness (`last_sync_at`, `watching`), shared with the MCP
 //!   server's `list_accounts` and written for `serve status`.
