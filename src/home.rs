@@ -143,6 +143,12 @@ impl AccountLock {
     }
 }
 
+/// Whether the process a file in the home names (a listener, `serve`) still runs: one that
+/// was killed leaves its file behind.
+pub fn running(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+}
+
 /// Makes a file readable and writable by its owner only.
 pub fn restrict_file(path: &Path) -> Result<(), Error> {
     fs::set_permissions(path, fs::Permissions::from_mode(0o600))

@@ -17,7 +17,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::mcp::{HTTP_TOKEN, http_session, ok_call};
+use common::mcp::{HTTP_TOKEN, Session, http_session, ok_call};
 use common::{add_args, mb_args, ok, server};
 use mailbroker_mock_gmail::GmailMock;
 use mailbroker_mock_graph::GraphMock;
@@ -182,17 +182,32 @@ fn idles(sent: &str) -> usize {
     sent.lines().filter(|l| l.ends_with(" IDLE")).count()
 }
 
+/// How many messages `query` finds over MCP.
+async fn total(session: &Session, query: &str) -> u64 {
+    let found = ok_call(session, "search_messages", json!({ "query": query })).await;
+    found["total"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no total: {found}"))
+}
+
+/// Waits until `query` finds exactly one message over MCP; how long that took, or a panic
+/// after `limit`.
+async fn found_once(session: &Session, query: &str, limit: Duration) -> Duration {
+    within(
+        limit,
+        query,
+        || async move { total(session, query).await == 1 },
+    )
+    .await
+}
+
 /// Another client APPENDs a message with this subject to INBOX: it is searchable over MCP
 /// within 3 s.
-async fn arrives(other: &mut ImapClient, session: &common::mcp::Session, subject: &str) {
+async fn arrives(other: &mut ImapClient, session: &Session, subject: &str) {
     let body = message(90, "x@example.test", subject, "b");
     other.append("INBOX", "", &body).await.unwrap();
-    let query = json!({ "query": format!("subject:\"{subject}\"") });
-    within(Duration::from_secs(3), subject, || {
-        let query = query.clone();
-        async move { ok_call(session, "search_messages", query).await["total"] == 1 }
-    })
-    .await;
+    let query = format!("subject:\"{subject}\"");
+    found_once(session, &query, Duration::from_secs(3)).await;
 }
 
 /// What clients sent through the proxy until an IDLE was among it.
@@ -227,20 +242,17 @@ async fn changes_elsewhere_are_searchable_within_seconds_and_idle_resumes_after_
         .unwrap();
     other.select("INBOX").await.unwrap();
     other.store_set("1", "+FLAGS (\\Seen)").await.unwrap();
-    let search = |query: &'static str| {
-        let session = &session;
-        async move {
-            let found = ok_call(session, "search_messages", json!({ "query": query })).await;
-            found["total"].as_u64() == Some(1)
-        }
-    };
-    let took = within(Duration::from_secs(3), "the arrival", || {
-        search("subject:\"Fresh arrival\"")
-    })
+    let took = found_once(
+        &session,
+        "subject:\"Fresh arrival\"",
+        Duration::from_secs(3),
+    )
     .await;
-    within(Duration::from_secs(3), "the flag change", || {
-        search("subject:\"Old 0\" is:read")
-    })
+    found_once(
+        &session,
+        "subject:\"Old 0\" is:read",
+        Duration::from_secs(3),
+    )
     .await;
     eprintln!("searchable after {took:?}");
     let accounts = ok_call(&session, "list_accounts", json!({})).await;
@@ -345,14 +357,7 @@ async fn gmail_and_graph_accounts_are_polled_by_history_and_delta() {
         "from:new@graph.example",
         "from:old@graph.example is:read",
     ] {
-        within(Duration::from_secs(3), query, || {
-            let session = &session;
-            async move {
-                let args = json!({ "query": query });
-                ok_call(session, "search_messages", args).await["total"] == 1
-            }
-        })
-        .await;
+        found_once(&session, query, Duration::from_secs(3)).await;
     }
     let accounts = ok_call(&session, "list_accounts", json!({})).await;
     for account in accounts["accounts"].as_array().unwrap() {
@@ -424,21 +429,10 @@ async fn a_restarted_dovecot_is_reconnected_to() {
         )
         .await
         .unwrap();
-    within(
+    found_once(
+        &session,
+        "subject:\"After restart\"",
         Duration::from_secs(20),
-        "the change after the restart",
-        || {
-            let session = &session;
-            async move {
-                let found = ok_call(
-                    session,
-                    "search_messages",
-                    json!({ "query": "subject:\"After restart\"" }),
-                )
-                .await;
-                found["total"] == 1
-            }
-        },
     )
     .await;
     let log = serve.log();
@@ -513,20 +507,10 @@ async fn a_write_waits_for_the_sync_batch_in_flight_not_the_whole_sync() {
     common::until_held(&proxy, "the sync's SELECT of Beta, after the write").await;
     proxy.release();
 
-    let search = |query: &'static str| {
-        let session = session.clone();
-        async move {
-            let found = ok_call(&session, "search_messages", json!({ "query": query })).await;
-            found["total"].as_u64() == Some(1)
-        }
-    };
-    within(Duration::from_secs(5), "Beta's news", || {
-        search("subject:\"Beta news\"")
-    })
-    .await;
+    found_once(&session, "subject:\"Beta news\"", Duration::from_secs(5)).await;
     // The sync went on after the write without undoing it in the index.
-    assert!(search("subject:\"Old 0\" is:read").await);
-    assert!(search("subject:\"Alpha news\"").await);
+    assert_eq!(total(&session, "subject:\"Old 0\" is:read").await, 1);
+    assert_eq!(total(&session, "subject:\"Alpha news\"").await, 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -609,20 +593,13 @@ async fn sigkill_mid_sync_loses_nothing_and_the_next_start_resumes_from_the_curs
 
     let serve = Serve::start(home.path());
     let session = http_session(&serve.url, HTTP_TOKEN).await;
-    let total = |query: &'static str| {
-        let session = &session;
-        async move {
-            let found = ok_call(session, "search_messages", json!({ "query": query })).await;
-            found["total"].as_u64()
-        }
-    };
-    within(
+    found_once(
+        &session,
+        "subject:\"Killed mid-sync\"",
         Duration::from_secs(5),
-        "the arrival, after a restart",
-        || async { total("subject:\"Killed mid-sync\"").await == Some(1) },
     )
     .await;
-    assert_eq!(total("subject:Old").await, Some(3), "nothing twice");
+    assert_eq!(total(&session, "subject:Old").await, 3, "nothing twice");
     let log = serve.log();
     let first = log
         .lines()

@@ -7,8 +7,7 @@ use clap::{Args, Parser, Subcommand};
 use mailbroker_core::{Error, Result};
 
 use crate::home::Home;
-use crate::output::rfc3339;
-use crate::output::{self, print_json};
+use crate::output::{self, print_json, rfc3339};
 use crate::search;
 use crate::store::{MessageRow, Store};
 

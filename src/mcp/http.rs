@@ -197,7 +197,7 @@ pub fn listeners(home: &Home) -> Result<Vec<Listener>> {
             .ok()
             .and_then(|t| serde_json::from_str(&t).ok());
         match parsed {
-            Some(l) if std::path::Path::new(&format!("/proc/{}", l.pid)).exists() => out.push(l),
+            Some(l) if crate::home::running(l.pid) => out.push(l),
             _ => {
                 let _ = std::fs::remove_file(&path);
             }

@@ -38,9 +38,10 @@ use crate::store::Store;
 /// What `serve` runs with.
 pub struct ServeOptions {
     pub http: HttpOptions,
-    /// The full sync of every account, and the poll of an IMAP server without IDLE.
+    /// Between syncs of every mailbox of every account, for what no IDLE announces.
     pub interval: Duration,
-    /// How often accounts that cannot announce changes (Gmail, Graph) are polled.
+    /// How often accounts that cannot announce changes (Gmail, Graph, IMAP without IDLE)
+    /// are polled.
     pub poll: Duration,
 }
 

@@ -120,9 +120,7 @@ impl Freshness {
 pub fn read(home: &Home) -> Option<ServeStatus> {
     let text = std::fs::read_to_string(status_file(home)).ok()?;
     let status: ServeStatus = serde_json::from_str(&text).ok()?;
-    std::path::Path::new(&format!("/proc/{}", status.pid))
-        .exists()
-        .then_some(status)
+    crate::home::running(status.pid).then_some(status)
 }
 
 /// Each account's freshness, a few lines each, for a person: how it is watched, its last

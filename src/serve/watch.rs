@@ -102,13 +102,12 @@ impl Watcher {
             match outcome {
                 Watched::Stopped => return Ok(()),
                 Watched::Changed => self.sync(provider).await?,
-                Watched::Quiet if Instant::now() >= full_at => {
-                    self.sync(provider).await?;
-                    full_at = Instant::now() + self.interval;
-                }
+                Watched::Quiet if Instant::now() >= full_at => self.sync(provider).await?,
                 // IDLE ended for its renewal: issued again at once.
                 Watched::Quiet => {}
             }
+            // Every sync covers the whole account, so one that came due counts as the
+            // interval's.
             if Instant::now() >= full_at {
                 full_at = Instant::now() + self.interval;
             }
