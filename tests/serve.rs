@@ -366,7 +366,7 @@ async fn gmail_and_graph_accounts_are_polled_by_history_and_delta() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_python_sdk_sees_an_arrival_without_syncing() {
+async fn the_python_sdk_sees_an_arrival_and_a_flag_change_without_syncing() {
     let Some(py) = common::mcp::python_sdk() else {
         return;
     };
@@ -384,8 +384,11 @@ async fn the_python_sdk_sees_an_arrival_without_syncing() {
         )
         .await
         .unwrap();
+    other.select("INBOX").await.unwrap();
+    other.store_set("2", "+FLAGS (\\Seen)").await.unwrap();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/serve_client.py");
-    let args = json!({ "url": serve.url, "token": HTTP_TOKEN, "query": "subject:\"Seen by Python\"",
+    let queries = ["subject:\"Seen by Python\"", "subject:\"Old 1\" is:read"];
+    let args = json!({ "url": serve.url, "token": HTTP_TOKEN, "queries": queries,
         "within": 3.0 });
     let out = Command::new(py)
         .arg(script)
@@ -399,8 +402,10 @@ async fn the_python_sdk_sees_an_arrival_without_syncing() {
         String::from_utf8_lossy(&out.stderr)
     );
     let seen: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
-    assert_eq!(seen["total"], 1, "{seen}");
-    assert_eq!(seen["sync_called"], false);
+    for query in queries {
+        assert!(seen["found"][query].is_number(), "{seen}");
+    }
+    assert_eq!(seen["tools_called"], json!(["search_messages"]), "{seen}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,9 +1,9 @@
-"""The official Python MCP SDK against `mailbroker serve`: searches until a message another
-client added is found, without ever calling sync_accounts.
+"""The official Python MCP SDK against `mailbroker serve`: searches until each query finds
+one message (changes another client made), and records every tool it called.
 
-Usage: python serve_client.py '{"url", "token", "query", "within": seconds}'
-Prints one JSON line: {"total", "after": seconds, "sync_called": false}; exits non-zero when
-the message is not found in time.
+Usage: python serve_client.py '{"url", "token", "queries": [...], "within": seconds}'
+Prints one JSON line: {"found": {query: seconds}, "tools_called": [names]}; exits non-zero
+when a query finds nothing in time.
 """
 
 import asyncio
@@ -18,18 +18,26 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 async def main(cfg):
     http = create_mcp_http_client(headers={"Authorization": f"Bearer {cfg['token']}"})
+    called = set()
+    found = {}
     async with Client(streamable_http_client(cfg["url"], http_client=http)) as c:
+
+        async def call(tool, args):
+            called.add(tool)
+            return await c.call_tool(tool, args)
+
         start = time.monotonic()
-        while True:
-            result = await c.call_tool("search_messages", {"query": cfg["query"]})
-            body = result.structured_content
-            if body.get("total") == 1:
-                after = time.monotonic() - start
-                print(json.dumps({"total": 1, "after": after, "sync_called": False}))
-                return
-            if time.monotonic() - start > cfg["within"]:
-                raise SystemExit(f"not found within {cfg['within']} s: {body}")
-            await asyncio.sleep(0.1)
+        for query in cfg["queries"]:
+            while True:
+                result = await call("search_messages", {"query": query})
+                body = result.structured_content
+                if body.get("total") == 1:
+                    found[query] = time.monotonic() - start
+                    break
+                if time.monotonic() - start > cfg["within"]:
+                    raise SystemExit(f"{query!r} not found within {cfg['within']} s: {body}")
+                await asyncio.sleep(0.1)
+    print(json.dumps({"found": found, "tools_called": sorted(called)}))
 
 
 asyncio.run(main(json.loads(sys.argv[1])))
