@@ -36,9 +36,8 @@ impl Home {
             },
         };
         fs::create_dir_all(dir.join("locks"))
-            .map_err(|e| Error::internal(format!("cannot create home {}: {e}", dir.display())))?;
-        fs::set_permissions(&dir, fs::Permissions::from_mode(0o700))
-            .map_err(|e| Error::internal(format!("cannot restrict home {}: {e}", dir.display())))?;
+            .map_err(|e| io_error(&format!("cannot create home {}", dir.display()), &e))?;
+        restrict_dir(&dir)?;
         Ok(Home { dir })
     }
 
@@ -77,7 +76,7 @@ fn open_lock(path: &Path) -> Result<File, Error> {
         .write(true)
         .mode(0o600)
         .open(path)
-        .map_err(|e| Error::internal(format!("cannot open lock {}: {e}", path.display())))
+        .map_err(|e| io_error(&format!("cannot open lock {}", path.display()), &e))
 }
 
 /// Held while an account is being synced or written; released on drop.
@@ -149,10 +148,60 @@ pub fn running(pid: u32) -> bool {
     Path::new(&format!("/proc/{pid}")).exists()
 }
 
+/// Makes the home 0700. A home already that private needs no change, so a read-only one
+/// (a mounted backup, read by `search`) still opens; the index then says what it cannot do.
+fn restrict_dir(dir: &Path) -> Result<(), Error> {
+    let private = fs::metadata(dir).is_ok_and(|m| m.permissions().mode() & 0o777 == 0o700);
+    if private {
+        return Ok(());
+    }
+    fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
+        .map_err(|e| io_error(&format!("cannot restrict home {}", dir.display()), &e))
+}
+
 /// Makes a file readable and writable by its owner only.
 pub fn restrict_file(path: &Path) -> Result<(), Error> {
     fs::set_permissions(path, fs::Permissions::from_mode(0o600))
-        .map_err(|e| Error::internal(format!("cannot restrict {}: {e}", path.display())))
+        .map_err(|e| io_error(&format!("cannot restrict {}", path.display()), &e))
+}
+
+/// Writes `path` whole and private: the bytes go to a new 0600 file beside it, which then
+/// replaces `path`, so no reader ever sees it partly written or readable by others, and a
+/// failure (a full disk) leaves what was there before.
+pub fn write_private(path: &Path, bytes: &[u8]) -> Result<(), Error> {
+    use std::io::Write;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
+    let temp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let what = format!("cannot write {}", path.display());
+    let written = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&temp)
+        .and_then(|mut f| f.write_all(bytes).and_then(|()| f.sync_all()))
+        .and_then(|()| fs::rename(&temp, path));
+    if let Err(e) = written {
+        let _ = fs::remove_file(&temp);
+        return Err(io_error(&what, &e));
+    }
+    Ok(())
+}
+
+/// A failure of the file system under the home in our vocabulary: one that keeps us from
+/// writing (read-only, no permission) is `writes_disabled`, a full disk `limit_exceeded`,
+/// each with what the person can do; anything else is ours.
+pub fn io_error(what: &str, e: &std::io::Error) -> Error {
+    match e.raw_os_error() {
+        Some(libc::EROFS | libc::EACCES | libc::EPERM) => {
+            Error::writes_disabled(format!("{what}: {e}")).with_next_step(
+                "make the home directory and its files writable by you (see --home), then retry",
+            )
+        }
+        Some(libc::ENOSPC | libc::EDQUOT) => Error::limit_exceeded(format!("{what}: {e}"))
+            .with_next_step("free space on that disk, then retry"),
+        _ => Error::internal(format!("{what}: {e}")),
+    }
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ use common::mcp::{err_call, http_session, ids, init_body, ok_call, setup, tool_n
 use mailbroker::home::Home;
 use mailbroker::mcp::McpOptions;
 use mailbroker::mcp::http::{self, HttpOptions};
+use mailbroker::mcp::sessions::SessionLimits;
 use mailbroker::store::Store;
 use serde_json::json;
 
@@ -17,8 +18,6 @@ async fn http_server(home: &Path, writes: bool) -> (String, tokio::sync::oneshot
     std::fs::write(&token_file, "0123456789abcdef0123\n").unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600)).unwrap();
-    let h = Home::resolve(Some(home)).unwrap();
-    let store = Store::open(&h.database()).await.unwrap();
     let options = HttpOptions {
         addr: "0".into(),
         allow_remote: false,
@@ -27,7 +26,14 @@ async fn http_server(home: &Path, writes: bool) -> (String, tokio::sync::oneshot
             allow_writes: writes,
             ..McpOptions::default()
         },
+        sessions: SessionLimits::default(),
     };
+    listen(home, options).await
+}
+
+async fn listen(home: &Path, options: HttpOptions) -> (String, tokio::sync::oneshot::Sender<()>) {
+    let h = Home::resolve(Some(home)).unwrap();
+    let store = Store::open(&h.database()).await.unwrap();
     let bound = http::bind(h, store, options).await.unwrap();
     let url = bound.url().to_string();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -169,4 +175,165 @@ async fn http_needs_the_token_a_local_origin_and_a_flag_for_writes() {
     let refused = common::mb(home.path(), &["mcp", "--http", "0.0.0.0:0"]);
     assert_eq!(refused.code, 2, "{}", refused.stdout);
     assert_eq!(refused.json["error_type"], "validation_error");
+}
+
+/// A listener with no token file and no `$MAILBROKER_MCP_TOKEN`: the home's own token.
+fn home_token_options(sessions: SessionLimits) -> HttpOptions {
+    HttpOptions {
+        addr: "0".into(),
+        allow_remote: false,
+        token_file: None,
+        mcp: McpOptions::default(),
+        sessions,
+    }
+}
+
+/// The status of an `initialize` carrying `authorization` (the whole header, if any).
+async fn initialize_with(url: &str, authorization: Option<&str>) -> u16 {
+    let mut request = reqwest::Client::new()
+        .post(url)
+        .header("Accept", "application/json, text/event-stream")
+        .json(&init_body());
+    if let Some(value) = authorization {
+        request = request.header("Authorization", value);
+    }
+    request.send().await.unwrap().status().as_u16()
+}
+
+/// An empty, blank or one-character `HOME/mcp-token` (a first start on a full disk leaves an
+/// empty 0644 one) used to let requests without a token in: an empty presented token equalled
+/// the empty stored one. The file is now replaced by a strong private token, and nothing
+/// without it gets in.
+#[tokio::test]
+async fn a_weak_home_token_file_is_replaced_and_never_lets_anyone_in() {
+    use std::os::unix::fs::PermissionsExt;
+    assert!(
+        std::env::var_os(http::TOKEN_ENV).is_none(),
+        "this test needs ${} unset",
+        http::TOKEN_ENV
+    );
+    for weak in ["", " \n\t", "x"] {
+        let home = tempfile::tempdir().unwrap();
+        let file = home.path().join("mcp-token");
+        std::fs::write(&file, weak).unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let (url, stop) = listen(home.path(), home_token_options(SessionLimits::default())).await;
+        for presented in [None, Some("Bearer "), Some("Bearer"), Some("Bearer x")] {
+            assert_eq!(
+                initialize_with(&url, presented).await,
+                401,
+                "{weak:?} file, {presented:?} presented"
+            );
+        }
+        let token = std::fs::read_to_string(&file).unwrap();
+        assert!(token.trim().len() >= 32, "{weak:?} was kept");
+        let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{weak:?}");
+        let bearer = format!("Bearer {}", token.trim());
+        assert_eq!(initialize_with(&url, Some(&bearer)).await, 200);
+        let _ = stop.send(());
+    }
+}
+
+/// A page on another local port (another program's server) names that port in its Host:
+/// the listener used to check the name only.
+#[tokio::test]
+async fn a_host_with_another_port_is_refused() {
+    let home = tempfile::tempdir().unwrap();
+    let (url, stop) = http_server(home.path(), false).await;
+    let port = url.split(':').nth(2).unwrap().trim_end_matches("/mcp");
+    let post = |host: String| {
+        reqwest::Client::new()
+            .post(&url)
+            .bearer_auth("0123456789abcdef0123")
+            .header("Host", host)
+            .header("Accept", "application/json, text/event-stream")
+            .json(&init_body())
+            .send()
+    };
+    let other = post("127.0.0.1:1".into()).await.unwrap();
+    assert!(other.status().is_client_error(), "{}", other.status());
+    let bare = post("localhost".into()).await.unwrap();
+    assert!(bare.status().is_client_error(), "{}", bare.status());
+    let same = post(format!("localhost:{port}")).await.unwrap();
+    assert_eq!(same.status(), 200);
+    let _ = stop.send(());
+}
+
+/// Opens a session as a raw client would; its id.
+async fn open_session(url: &str, token: &str) -> String {
+    let answer = reqwest::Client::new()
+        .post(url)
+        .bearer_auth(token)
+        .header("Accept", "application/json, text/event-stream")
+        .json(&init_body())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 200);
+    let id = answer.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let _ = answer.text().await;
+    let initialized = reqwest::Client::new()
+        .post(url)
+        .bearer_auth(token)
+        .header("Mcp-Session-Id", &id)
+        .header("Accept", "application/json, text/event-stream")
+        .json(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        initialized.status().is_success(),
+        "{}",
+        initialized.status()
+    );
+    id
+}
+
+/// The status of a ping in session `id`.
+async fn ping(url: &str, token: &str, id: &str) -> u16 {
+    let answer = reqwest::Client::new()
+        .post(url)
+        .bearer_auth(token)
+        .header("Mcp-Session-Id", id)
+        .header("Accept", "application/json, text/event-stream")
+        .json(&json!({"jsonrpc": "2.0", "id": 7, "method": "ping"}))
+        .send()
+        .await
+        .unwrap();
+    let status = answer.status().as_u16();
+    let _ = answer.text().await;
+    status
+}
+
+/// Sessions used to stay for good (about 50 KB each). An idle one is closed, and past the
+/// cap the least recently used gives way; a closed session answers 404, so the client starts
+/// a new one.
+#[tokio::test]
+async fn idle_sessions_are_reclaimed_and_their_number_is_capped() {
+    let home = tempfile::tempdir().unwrap();
+    let limits = SessionLimits {
+        idle: std::time::Duration::from_millis(1500),
+        max: 3,
+    };
+    let (url, stop) = listen(home.path(), home_token_options(limits)).await;
+    let token = std::fs::read_to_string(home.path().join("mcp-token")).unwrap();
+    let token = token.trim();
+    let idle = open_session(&url, token).await;
+    assert_eq!(ping(&url, token, &idle).await, 200);
+    tokio::time::sleep(std::time::Duration::from_millis(1800)).await;
+    assert_eq!(ping(&url, token, &idle).await, 404, "an idle session stays");
+
+    let mut open = Vec::new();
+    for _ in 0..4 {
+        open.push(open_session(&url, token).await);
+    }
+    assert_eq!(ping(&url, token, &open[0]).await, 404, "the cap was passed");
+    for id in &open[1..] {
+        assert_eq!(ping(&url, token, id).await, 200);
+    }
+    let _ = stop.send(());
 }

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 
 use super::http::{self, HttpOptions};
+use super::sessions::SessionLimits;
 use super::{McpOptions, serve_stdio};
 use crate::home::Home;
 use crate::output::print_json;
@@ -79,6 +80,7 @@ pub async fn run(home: &Home, store: &Store, args: McpArgs, json: bool) -> Resul
                         allow_remote: args.controls.http_allow_remote,
                         token_file: args.controls.http_token_file,
                         mcp,
+                        sessions: SessionLimits::default(),
                     };
                     http::serve(home.clone(), store.clone(), options).await
                 }

@@ -13,13 +13,13 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde::{Deserialize, Serialize};
 use subtle::ConstantTimeEq;
 
+use super::sessions::{SessionLimits, Sessions};
 use super::{McpOptions, McpServer};
-use crate::home::{Home, restrict_file};
+use crate::home::Home;
 use crate::store::Store;
 use mailbroker_core::{Error, Result};
 
@@ -33,6 +33,7 @@ pub struct HttpOptions {
     pub allow_remote: bool,
     pub token_file: Option<PathBuf>,
     pub mcp: McpOptions,
+    pub sessions: SessionLimits,
 }
 
 /// A running listener, as `mcp status` reports it (never the token).
@@ -71,7 +72,9 @@ const MIN_TOKEN_LEN: usize = 16;
 
 /// The bearer token and where it comes from: the given file, the environment, or a file
 /// generated (0600) in the home on first use. A token shorter than `MIN_TOKEN_LEN`, or a
-/// file others may read, is refused: either lets someone else in.
+/// file others may read, is refused: either lets someone else in. The home's own file is
+/// ours to replace: an empty or weak one (a first start on a full disk leaves it empty) is
+/// generated again rather than trusted.
 fn load_token(home: &Home, file: Option<&PathBuf>) -> Result<(String, String)> {
     if let Some(path) = file {
         private_file(path)?;
@@ -88,15 +91,17 @@ fn load_token(home: &Home, file: Option<&PathBuf>) -> Result<(String, String)> {
             .map(|t| (t, format!("${TOKEN_ENV}")));
     }
     let path = home.root().join("mcp-token");
+    let source = path.display().to_string();
     if let Ok(text) = std::fs::read_to_string(&path) {
-        private_file(&path)?;
-        return Ok((text.trim().to_string(), path.display().to_string()));
+        if let Ok(token) = strong(text.trim(), &source) {
+            private_file(&path)?;
+            return Ok((token, source));
+        }
+        tracing::warn!("{source} held no usable token; a new one is generated");
     }
     let token = super::random_hex(32)?;
-    std::fs::write(&path, format!("{token}\n"))
-        .map_err(|e| Error::internal(format!("cannot write {}: {e}", path.display())))?;
-    restrict_file(&path)?;
-    Ok((token, path.display().to_string()))
+    crate::home::write_private(&path, format!("{token}\n").as_bytes())?;
+    Ok((token, source))
 }
 
 /// `token` if it is long enough to guess at no better than chance.
@@ -150,8 +155,9 @@ async fn guard(State(gate): State<Gate>, request: Request, next: Next) -> Respon
         .and_then(|v| v.to_str().ok())
         .and_then(bearer_credentials)
         .unwrap_or("");
+    // An empty token is never one we hold, whatever went wrong in loading ours.
     let matches: bool = presented.as_bytes().ct_eq(gate.token.as_bytes()).into();
-    if !matches {
+    if !matches || presented.is_empty() {
         let mut response =
             (StatusCode::UNAUTHORIZED, "missing or wrong bearer token\n").into_response();
         response.headers_mut().insert(
@@ -227,15 +233,20 @@ pub async fn bind(home: Home, store: Store, options: HttpOptions) -> Result<Boun
         .local_addr()
         .map_err(|e| Error::internal(e.to_string()))?;
     let port = local.port();
-    let mut hosts = vec![
+    let mut names = vec![
         "localhost".to_string(),
         "127.0.0.1".to_string(),
         "[::1]".to_string(),
     ];
-    hosts.push(local.ip().to_string());
+    names.push(match local.ip() {
+        IpAddr::V6(ip) => format!("[{ip}]"),
+        ip => ip.to_string(),
+    });
+    // This listener's port too: a page served by another local port must not reach it.
+    let hosts: Vec<String> = names.iter().map(|h| format!("{h}:{port}")).collect();
     let origins: Vec<String> = hosts
         .iter()
-        .flat_map(|h| [format!("http://{h}:{port}"), format!("https://{h}:{port}")])
+        .flat_map(|h| [format!("http://{h}"), format!("https://{h}")])
         .collect();
     let cancel = tokio_util::sync::CancellationToken::new();
     let config = StreamableHttpServerConfig::default()
@@ -245,7 +256,7 @@ pub async fn bind(home: Home, store: Store, options: HttpOptions) -> Result<Boun
     let server = McpServer::new(home.clone(), store, options.mcp);
     let service = StreamableHttpService::new(
         move || Ok(server.clone()),
-        Arc::new(LocalSessionManager::default()),
+        Arc::new(Sessions::new(options.sessions)),
         config,
     );
     let gate = Gate {

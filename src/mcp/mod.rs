@@ -8,6 +8,7 @@
 pub mod command;
 mod confirm;
 pub mod http;
+pub mod sessions;
 mod shape;
 mod stdio;
 mod tools;

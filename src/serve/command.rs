@@ -10,6 +10,7 @@ use crate::home::Home;
 use crate::mcp::McpOptions;
 use crate::mcp::command::HttpControls;
 use crate::mcp::http::HttpOptions;
+use crate::mcp::sessions::SessionLimits;
 use crate::output::print_json;
 use crate::store::Store;
 
@@ -55,6 +56,7 @@ pub async fn serve(home: &Home, store: &Store, args: ServeArgs, json: bool) -> R
                 confirm_above: args.confirm_above,
                 ..McpOptions::default()
             },
+            sessions: SessionLimits::default(),
         },
         interval: Duration::from_secs(args.interval),
         poll: Duration::from_secs(args.poll),

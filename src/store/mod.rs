@@ -87,7 +87,8 @@ impl Store {
             .connect_with(options)
             .await
             .map_err(|e| Error::internal(format!("cannot open index {}: {e}", path.display())))?;
-        if !existed {
+        // Also an index restored from a backup with the usual 0644: it holds secrets.
+        if !existed || !private(path) {
             crate::home::restrict_file(path)?;
         }
         sqlx::migrate!("./migrations")
@@ -104,6 +105,12 @@ impl Store {
     pub async fn close(&self) {
         self.pool.close().await;
     }
+}
+
+/// Whether only the owner may read and write the file at `path`.
+fn private(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.permissions().mode() & 0o077 == 0)
 }
 
 /// Rows per multi-row statement; with at most 17 bound values a row, far below SQLite's limit.

@@ -11,6 +11,7 @@ mod model;
 mod provider;
 mod write;
 
+pub mod path;
 pub mod secrets;
 
 pub use adapter::{

@@ -1,4 +1,5 @@
-//! Graph's mail in our terms. A folder is a mailbox named by its path (`Inbox/Receipts`);
+//! Graph's mail in our terms. A folder is a mailbox named by its path (`Inbox/Receipts`, a
+//! separator inside a name escaped: `mailbroker_core::path`);
 //! well-known folders have roles; a message's categories are its tags (and its raw values);
 //! `flag.flagStatus == "flagged"` is flagged. A message's `RemoteId` is its immutable id, its
 //! `Version` its changeKey, and a folder's `MailboxCursor` the delta link its last sync
@@ -8,9 +9,6 @@ use mailbroker_core::{
     MailboxCursor, MailboxInfo, MessageFlags, MessageMeta, RemoteId, Role, RoleSource, Version,
 };
 use serde_json::Value;
-
-/// Folder paths join names with this.
-pub const DELIMITER: &str = "/";
 
 /// The roles of Graph's well-known folders.
 pub fn role_of(well_known: &str) -> Option<Role> {
@@ -49,7 +47,7 @@ impl Folder {
             name: self.path.clone(),
             role: self.role,
             role_source: self.role.map(|_| RoleSource::Server),
-            delimiter: Some(DELIMITER.to_string()),
+            delimiter: Some(mailbroker_core::path::SEPARATOR.to_string()),
             selectable: true,
         }
     }

@@ -13,6 +13,7 @@ use std::collections::HashMap;
 
 use mailbroker_core::{
     Error, MailboxCursor, MailboxSyncReport, RemoteId, Result, SyncMode, SyncRequest, SyncSink,
+    path,
 };
 use serde_json::Value;
 
@@ -61,10 +62,9 @@ pub async fn folders(client: &Client) -> Result<Vec<Folder>> {
                 let (Some(id), Some(name)) = (f["id"].as_str(), f["displayName"].as_str()) else {
                     continue;
                 };
-                let path = match &parent {
-                    Some(p) => format!("{p}{}{name}", convert::DELIMITER),
-                    None => name.to_string(),
-                };
+                // A name may hold the separator itself: escaped, it can never make one
+                // folder's path another's.
+                let path = path::child_path(parent.as_deref(), name);
                 if f["childFolderCount"].as_u64().unwrap_or(0) > 0 {
                     let children = format!("me/mailFolders/{id}/childFolders?$top=100");
                     queue.push((children, Some(path.clone())));
