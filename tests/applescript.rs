@@ -337,3 +337,51 @@ async fn an_account_that_did_not_opt_in_never_uses_mail_app() {
         fake.kinds()
     );
 }
+
+/// A Mail.app mailbox whose own name holds a slash (`Clients/Acme` at the top) and the child
+/// `Acme` of `Clients` used to share one path, so one of them was never indexed and a move
+/// to it could land in the other. Each is its own mailbox now: `Clients\/Acme` and
+/// `Clients/Acme`.
+#[test]
+fn a_slash_in_a_mailbox_name_never_merges_two_mailboxes() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let msgs = |subject: &str, n: i64, first: i64| -> Vec<Value> {
+        (first..first + n)
+            .map(|i| message(i, &format!("m{i}@mac.example"), subject, false))
+            .collect()
+    };
+    let fake = FakeMail::new(
+        dir.path(),
+        json!({ "Work": { "mailboxes": {
+            "INBOX": msgs("Arrival", 2, 1),
+            r"Clients\/Acme": msgs("Top", 3, 10),
+            "Clients": [],
+            "Clients/Acme": msgs("Child", 4, 20),
+            "Trash": [] },
+            "junk": null, "trash": "Trash" } }),
+    );
+    ok(&home, &fake, &ADD);
+    let synced = ok(&home, &fake, &["sync"]);
+    assert_eq!(synced["accounts"][0]["added"], 9, "{synced}");
+    let count = |q: &str| common::ok(&home, &["search", q])["total"].clone();
+    assert_eq!(count(r"in:Clients\/Acme"), 3);
+    assert_eq!(count("in:Clients/Acme"), 4);
+    let moved = ok(
+        &home,
+        &fake,
+        &[
+            "update",
+            "--query",
+            "subject:Arrival",
+            "--move-to",
+            r"Clients\/Acme",
+            "--yes",
+        ],
+    );
+    assert_eq!(moved["applied"], 2, "{moved}");
+    let state = fake.read();
+    assert_eq!(mailbox(&state, r"Clients\/Acme").len(), 5);
+    assert_eq!(mailbox(&state, "Clients/Acme").len(), 4);
+    assert_eq!(count(r"in:Clients\/Acme"), 5);
+}

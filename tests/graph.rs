@@ -431,3 +431,61 @@ async fn a_person_may_sign_in_in_a_browser_instead_of_typing_a_code() {
     assert!(again.output.status.success(), "{}", again.stderr);
     ok(home.path(), &["sync"]);
 }
+
+/// A top-level folder named `Inbox/Receipts` and the child `Receipts` of Inbox used to be one
+/// mailbox in the index: the top-level folder's mail was never indexed, a move to it landed
+/// in the child, and a staged deletion of it deleted the child's mail too. Each is its own
+/// mailbox now (the `/` inside a name written `\/`), and every write touches the folder named.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slash_in_a_folder_name_never_merges_two_folders() {
+    let mock = GraphMock::start("me@mock.example").await.unwrap();
+    let top = mock.add_folder("Inbox/Receipts", None).unwrap();
+    let child = mock.add_folder("Receipts", Some("inbox")).unwrap();
+    let in_top = mock.seed(3, &top, "top@shop.example", true);
+    let in_child = mock.seed(5, &child, "child@shop.example", true);
+    let inbox = mock.seed(2, "inbox", "news@shop.example", true);
+    let home = tempfile::tempdir().unwrap();
+    add_account(&mock, home.path()).await;
+    let synced = ok(home.path(), &["sync"]);
+    assert_eq!(synced["accounts"][0]["added"], 10, "{synced}");
+    let count =
+        |query: &str| ok(home.path(), &["search", "--limit", "100", query])["total"].clone();
+    assert_eq!(count(r#"in:"Inbox\/Receipts""#), 3);
+    assert_eq!(count("in:Inbox/Receipts"), 5);
+    assert_eq!(count("from:top@shop.example"), 3);
+
+    let moved = ok(
+        home.path(),
+        &[
+            "update",
+            "--query",
+            "from:news",
+            "--move-to",
+            r"Inbox\/Receipts",
+            "--yes",
+        ],
+    );
+    assert_eq!(moved["applied"], 2, "{moved}");
+    let mut expected: Vec<String> = in_top.iter().chain(&inbox).cloned().collect();
+    expected.sort();
+    let mut landed = mock.ids_in(&top);
+    landed.sort();
+    assert_eq!(landed, expected, "the move went to the folder named");
+    assert_eq!(mock.ids_in(&child).len(), 5);
+
+    let staged = ok(
+        home.path(),
+        &["stage-delete", r"in:Inbox\/Receipts", "--permanent"],
+    );
+    assert_eq!(staged["manifest"]["summary"]["count"], 5, "{staged}");
+    let manifest = staged["manifest"]["id"].to_string();
+    let run = ok(home.path(), &["delete-staged", &manifest, "--yes"]);
+    assert_eq!(run["counts"]["done"], 5, "{run}");
+    assert!(mock.ids_in(&top).is_empty());
+    let mut kept = mock.ids_in(&child);
+    kept.sort();
+    let mut want = in_child.clone();
+    want.sort();
+    assert_eq!(kept, want, "the other folder's mail is untouched");
+    assert_eq!(count("in:Inbox/Receipts"), 5);
+}

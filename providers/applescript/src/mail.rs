@@ -6,6 +6,7 @@
 //! know (`Ids::Foreign`), so messages are found by Message-ID only, and a moved message keeps
 //! the id the index has until the account's own route syncs again.
 
+use mailbroker_core::path::{SEPARATOR, child_path};
 use mailbroker_core::{
     Capabilities, DeleteBatch, DeleteMode, Error, ItemResult, MailboxInfo, MailboxSyncReport,
     MessageFlags, Outcome, Provider, RemoteId, Result, Role, RoleSource, SyncRequest, SyncSink,
@@ -67,14 +68,14 @@ impl MailApp {
             .into_iter()
             .flatten()
             .filter_map(|b| {
-                let path = b["path"].as_str()?.to_string();
+                let path = path_of(&b["path"])?;
                 Some((path, b["count"].as_u64().unwrap_or(0), b["newest"].as_i64()))
             })
             .collect();
         let listing = Listing {
             mailboxes,
-            junk: answer["junk"].as_str().map(str::to_string),
-            trash: answer["trash"].as_str().map(str::to_string),
+            junk: path_of(&answer["junk"]),
+            trash: path_of(&answer["trash"]),
         };
         self.listing = Some(listing.clone());
         Ok(listing)
@@ -212,7 +213,8 @@ fn judge(
     }
     let read = answer["read"].as_bool().unwrap_or(false);
     let flagged = answer["flagged"].as_bool().unwrap_or(false);
-    let mailbox = answer["mailbox"].as_str().unwrap_or_default();
+    let mailbox = path_of(&answer["mailbox"]).unwrap_or_default();
+    let mailbox = mailbox.as_str();
     if !holds(read, flagged, mailbox) {
         return ItemResult::new(t.id.clone(), Outcome::Failed).with_error(
             Error::verification_failed(format!(
@@ -230,6 +232,16 @@ fn judge(
         observed: Some((version_of(read, flagged), flags)),
         ..ItemResult::new(t.id.clone(), Outcome::Applied)
     }
+}
+
+/// Our path of a mailbox Mail names by the names along it (`["Clients", "Acme"]`): a name
+/// may hold a slash, so the path is made by `mailbroker_core::path`.
+fn path_of(names: &Value) -> Option<String> {
+    let mut path: Option<String> = None;
+    for name in names.as_array()? {
+        path = Some(child_path(path.as_deref(), name.as_str()?));
+    }
+    path
 }
 
 /// Mail's names and ours for the same mailbox (`INBOX`, `Inbox`).
@@ -254,7 +266,7 @@ impl Provider for MailApp {
                     name: path.clone(),
                     role: role.map(|r| r.0),
                     role_source: role.map(|r| r.1),
-                    delimiter: Some("/".into()),
+                    delimiter: Some(SEPARATOR.to_string()),
                     selectable: true,
                 }
             })

@@ -14,6 +14,8 @@
 //! document (built by `jsonText`, which escapes what JSON needs) as its result, which
 //! `osascript` prints.
 
+use mailbroker_core::path::split_path;
+
 /// An AppleScript string literal holding `s` exactly: backslash and quote escaped, and the
 /// characters a literal may not hold raw (line breaks, tab) as their escapes.
 pub fn literal(s: &str) -> String {
@@ -68,7 +70,7 @@ fn targets(list: &[Target]) -> String {
 pub struct Change {
     pub read: Option<bool>,
     pub flagged: Option<bool>,
-    /// A mailbox path (`Archive`, `Clients/Acme`), or `junk` for the account's junk mailbox.
+    /// A mailbox path (`Archive`, `Clients/Acme`).
     pub move_to: Option<String>,
 }
 
@@ -84,7 +86,7 @@ pub fn messages(account: &str, mailbox: &str, first: u64, last: u64, timeout: u3
     let params = format!(
         "{{acctName:{}, boxPath:{}, firstIndex:{first}, lastIndex:{last}}}",
         literal(account),
-        literal(mailbox)
+        path_literal(Some(mailbox))
     );
     assemble("messages", &params, timeout, MESSAGES)
 }
@@ -101,10 +103,10 @@ pub fn apply(
     let params = format!(
         "{{acctName:{}, boxPath:{}, wantRead:{}, wantFlagged:{}, movePath:{}, targets:{}}}",
         literal(account),
-        literal(mailbox),
+        path_literal(Some(mailbox)),
         flag(change.read),
         flag(change.flagged),
-        literal(change.move_to.as_deref().unwrap_or_default()),
+        path_literal(change.move_to.as_deref()),
         targets(list)
     );
     assemble("apply", &params, timeout, APPLY)
@@ -115,10 +117,19 @@ pub fn delete(account: &str, mailbox: &str, list: &[Target], timeout: u32) -> St
     let params = format!(
         "{{acctName:{}, boxPath:{}, targets:{}}}",
         literal(account),
-        literal(mailbox),
+        path_literal(Some(mailbox)),
         targets(list)
     );
     assemble("delete", &params, timeout, DELETE)
+}
+
+/// A mailbox path as the list of names along it (`{"Clients", "Acme"}`), each a literal: a
+/// name may hold a slash (`mailbroker_core::path`). No path is the empty list.
+fn path_literal(path: Option<&str>) -> String {
+    let names: Vec<String> = path
+        .map(|p| split_path(p).iter().map(|n| literal(n)).collect())
+        .unwrap_or_default();
+    format!("{{{}}}", names.join(", "))
 }
 
 fn assemble(kind: &str, params: &str, timeout: u32, body: &str) -> String {
@@ -127,8 +138,8 @@ fn assemble(kind: &str, params: &str, timeout: u32, body: &str) -> String {
     )
 }
 
-/// Handlers every script shares: JSON text, epoch seconds, finding a mailbox by its slash
-/// path and a message by id, then by Message-ID (separate `whose` clauses: Mail answers a
+/// Handlers every script shares: JSON text, epoch seconds, finding a mailbox by the names
+/// along its path (a list: a name may hold a slash) and a message by id, then by Message-ID (separate `whose` clauses: Mail answers a
 /// combined one slowly or not at all), the junk mailbox with its name fallbacks, and the
 /// read-back of a message where a move or deletion sent it (`landed`).
 const HANDLERS: &str = r#"on jsonText(s)
@@ -180,22 +191,15 @@ on joinList(xs, sep)
 	set AppleScript's text item delimiters to saved
 	return out
 end joinList
-on splitPath(p)
-	set saved to AppleScript's text item delimiters
-	set AppleScript's text item delimiters to "/"
-	set parts to text items of p
-	set AppleScript's text item delimiters to saved
-	return parts
-end splitPath
 on findMailbox(acct, p)
 	tell application "Mail"
-		if p is "INBOX" then
+		if p is {"INBOX"} then
 			repeat with b in (mailboxes of acct)
 				if name of b is "INBOX" then return b
 			end repeat
 		end if
 		set here to missing value
-		repeat with part in my splitPath(p)
+		repeat with part in p
 			set part to part as text
 			set found to missing value
 			if here is missing value then
@@ -209,7 +213,7 @@ on findMailbox(acct, p)
 					exit repeat
 				end if
 			end repeat
-			if found is missing value then error "no mailbox " & p number -1728
+			if found is missing value then error "no mailbox " & my joinList(p, "/") number -1728
 			set here to found
 		end repeat
 		return here
@@ -221,9 +225,9 @@ on junkOf(acct)
 			set j to junk mailbox of acct
 			if j is not missing value then return j
 		end try
-		repeat with n in {"Junk", "Spam", "Bulk Mail", "[Gmail]/Spam"}
+		repeat with n in {{"Junk"}, {"Spam"}, {"Bulk Mail"}, {"[Gmail]", "Spam"}}
 			try
-				return my findMailbox(acct, n as text)
+				return my findMailbox(acct, contents of n)
 			end try
 		end repeat
 	end tell
@@ -231,17 +235,24 @@ on junkOf(acct)
 end junkOf
 on pathOf(b)
 	tell application "Mail"
-		set p to name of b
+		set p to {name of b}
 		try
 			set c to container of b
 			repeat while class of c is mailbox
-				set p to (name of c) & "/" & p
+				set beginning of p to name of c
 				set c to container of c
 			end repeat
 		end try
 		return p
 	end tell
 end pathOf
+on jsonPath(b)
+	set out to {}
+	repeat with n in my pathOf(b)
+		set end of out to my jsonText(contents of n)
+	end repeat
+	return "[" & my joinList(out, ",") & "]"
+end jsonPath
 on findMessage(box, t)
 	tell application "Mail"
 		if mailId of t is not "" then
@@ -258,7 +269,7 @@ end findMessage
 on stateOf(m, t)
 	tell application "Mail"
 		set b to mailbox of m
-		return "{\"mail_id\":" & my jsonText((id of m) as text) & ",\"message_id\":" & my jsonText(messageId of t) & ",\"found\":true,\"read\":" & my jsonBool(read status of m) & ",\"flagged\":" & my jsonBool(flagged status of m) & ",\"mailbox\":" & my jsonText(my pathOf(b)) & "}"
+		return "{\"mail_id\":" & my jsonText((id of m) as text) & ",\"message_id\":" & my jsonText(messageId of t) & ",\"found\":true,\"read\":" & my jsonBool(read status of m) & ",\"flagged\":" & my jsonBool(flagged status of m) & ",\"mailbox\":" & my jsonPath(b) & "}"
 	end tell
 end stateOf
 on failed(t, msg, num)
@@ -286,15 +297,15 @@ const MAILBOXES: &str = r#"tell application "Mail"
 				if e > newest then set newest to e
 			end repeat
 		end if
-		set end of out to "{\"path\":" & my jsonText(my pathOf(b)) & ",\"count\":" & n & ",\"newest\":" & newest & "}"
+		set end of out to "{\"path\":" & my jsonPath(b) & ",\"count\":" & n & ",\"newest\":" & newest & "}"
 	end repeat
 	set junkPath to "null"
 	try
-		set junkPath to my jsonText(my pathOf(my junkOf(acct)))
+		set junkPath to my jsonPath(my junkOf(acct))
 	end try
 	set trashPath to "null"
 	try
-		set trashPath to my jsonText(my pathOf(trash mailbox of acct))
+		set trashPath to my jsonPath(trash mailbox of acct)
 	end try
 	return "{\"mailboxes\":[" & my joinList(out, ",") & "],\"junk\":" & junkPath & ",\"trash\":" & trashPath & "}"
 end tell"#;
@@ -320,9 +331,7 @@ const APPLY: &str = r#"tell application "Mail"
 	set acct to account (acctName of params)
 	set box to my findMailbox(acct, boxPath of params)
 	set dest to missing value
-	if movePath of params is "junk" then
-		set dest to my junkOf(acct)
-	else if movePath of params is not "" then
+	if (count of (movePath of params)) > 0 then
 		set dest to my findMailbox(acct, movePath of params)
 	end if
 	set out to {}
@@ -336,7 +345,7 @@ const APPLY: &str = r#"tell application "Mail"
 			if wantFlagged of params is "false" then set flagged status of m to false
 			if dest is not missing value then
 				set mailbox of m to dest
-				set end of out to my landed(dest, t, "not in " & (movePath of params) & " after the move")
+				set end of out to my landed(dest, t, "not in " & my joinList(movePath of params, "/") & " after the move")
 			else
 				set end of out to my stateOf(m, t)
 			end if

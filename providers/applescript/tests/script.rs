@@ -5,13 +5,16 @@
 //! a literal early and become code.
 
 use mailbroker_applescript::script::{self, Change, Target};
+use mailbroker_core::path::escape_segment;
 use mailbroker_testkit::applescript::{Token, params, tokenize};
 use proptest::prelude::*;
 
 const PLAIN: &str = "PLAIN";
 
-/// Every kind of script, with `name` in every place a name or id goes.
+/// Every kind of script, with `name` in every place a name or id goes (as a mailbox, the
+/// one name along its path: a slash inside it is escaped in our path, not a level).
 fn scripts(name: &str) -> Vec<String> {
+    let mailbox = escape_segment(name);
     let targets = [
         Target {
             mail_id: Some(name.to_string()),
@@ -25,13 +28,13 @@ fn scripts(name: &str) -> Vec<String> {
     let change = Change {
         read: Some(true),
         flagged: Some(false),
-        move_to: Some(name.to_string()),
+        move_to: Some(mailbox.clone()),
     };
     vec![
         script::mailboxes(name, 60),
-        script::messages(name, name, 1, 500, 60),
-        script::apply(name, name, &targets, &change, 60),
-        script::delete(name, name, &targets, 60),
+        script::messages(name, &mailbox, 1, 500, 60),
+        script::apply(name, &mailbox, &targets, &change, 60),
+        script::delete(name, &mailbox, &targets, 60),
     ]
 }
 
@@ -101,10 +104,10 @@ fn the_injection_from_the_docs_stays_a_string() {
     let evil = "x\" & (do shell script \"touch /tmp/p\") & \"";
     let s = script::apply(
         "Work",
-        evil,
+        &escape_segment(evil),
         &[],
         &Change {
-            move_to: Some(evil.into()),
+            move_to: Some(escape_segment(evil)),
             ..Change::default()
         },
         60,
@@ -112,4 +115,20 @@ fn the_injection_from_the_docs_stays_a_string() {
     let (code, strings) = split(tokenize(&s).unwrap());
     assert!(strings.iter().filter(|s| *s == evil).count() == 2);
     assert!(!code.iter().any(|c| c.contains("do shell script")));
+}
+
+/// A mailbox is named by the list of names along its path, so a slash inside one name stays
+/// in that name: `Clients/Acme` is two levels, `Clients\/Acme` one mailbox so named.
+#[test]
+fn a_path_becomes_the_list_of_its_names() {
+    let nested = script::messages("Work", "Clients/Acme", 1, 50, 60);
+    let named = script::messages("Work", r"Clients\/Acme", 1, 50, 60);
+    assert_eq!(
+        params(&nested).unwrap()["boxPath"],
+        serde_json::json!(["Clients", "Acme"])
+    );
+    assert_eq!(
+        params(&named).unwrap()["boxPath"],
+        serde_json::json!(["Clients/Acme"])
+    );
 }

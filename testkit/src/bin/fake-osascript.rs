@@ -6,6 +6,8 @@
 //!
 //! The state: `{"running": bool, "next_id": n, "accounts": {NAME: {"mailboxes": {PATH:
 //! [message…]}, "junk": PATH, "trash": PATH}}, "faults": {…}, "log": [{"kind", "params"}]}`,
+//! a PATH being mailbroker's path of the mailbox (`Clients/Acme`, `Clients\/Acme` for one
+//! whose own name holds the slash); scripts name mailboxes as lists of names, as Mail does,
 //! a message being `{"id", "message_id", "subject", "sender", "date", "read", "flagged"}`.
 //! Faults: `timeout` (Mail does not answer within the script's timeout: -1712), `hang_secs`
 //! (osascript itself never returns in time), `misfile_to` (a move lands there instead, as
@@ -14,6 +16,7 @@
 use std::io::Read;
 
 use anyhow::{Context, Result, anyhow};
+use mailbroker_core::path;
 use mailbroker_testkit::applescript::{kind, params};
 use serde_json::{Value, json};
 
@@ -74,9 +77,9 @@ fn answer(state: &mut Value, kind: &str, p: &Value) -> Result<Answer> {
     let out = match kind {
         "mailboxes" => mailboxes(&state["accounts"][&name]),
         "messages" => {
-            let Some(list) = state["accounts"][&name]["mailboxes"][str_of(p, "boxPath")].as_array()
-            else {
-                return Ok(no_mailbox(str_of(p, "boxPath")));
+            let source = path_param(p, "boxPath");
+            let Some(list) = state["accounts"][&name]["mailboxes"][&source].as_array() else {
+                return Ok(no_mailbox(&source));
             };
             let first = p["firstIndex"].as_u64().unwrap_or(1) as usize;
             let last = (p["lastIndex"].as_u64().unwrap_or(0) as usize).min(list.len());
@@ -90,9 +93,13 @@ fn answer(state: &mut Value, kind: &str, p: &Value) -> Result<Answer> {
         }
         "apply" | "delete" => {
             let boxes = ["boxPath", "movePath"];
-            for b in boxes.iter().map(|b| str_of(p, b)).filter(|b| !b.is_empty()) {
-                if state["accounts"][&name]["mailboxes"].get(b).is_none() {
-                    return Ok(no_mailbox(b));
+            for b in boxes
+                .iter()
+                .map(|b| path_param(p, b))
+                .filter(|b| !b.is_empty())
+            {
+                if state["accounts"][&name]["mailboxes"].get(&b).is_none() {
+                    return Ok(no_mailbox(&b));
                 }
             }
             let results: Vec<Value> = p["targets"]
@@ -110,6 +117,27 @@ fn answer(state: &mut Value, kind: &str, p: &Value) -> Result<Answer> {
 
 fn str_of<'a>(v: &'a Value, key: &str) -> &'a str {
     v[key].as_str().unwrap_or_default()
+}
+
+/// The path of the mailbox a script names by the list of names in `params[key]`; empty for
+/// the empty list.
+fn path_param(p: &Value, key: &str) -> String {
+    let mut path: Option<String> = None;
+    for name in p[key].as_array().into_iter().flatten() {
+        path = Some(path::child_path(
+            path.as_deref(),
+            name.as_str().unwrap_or_default(),
+        ));
+    }
+    path.unwrap_or_default()
+}
+
+/// A path as Mail names it: the list of names along it (`null` for no mailbox).
+fn names(path: &Value) -> Value {
+    match path.as_str() {
+        Some(p) => json!(path::split_path(p)),
+        None => Value::Null,
+    }
 }
 
 /// Whether `m` has Mail's id `id` (a number, which scripts pass as text).
@@ -136,10 +164,10 @@ fn mailboxes(account: &Value) -> Value {
         .map(|(path, messages)| {
             let messages = messages.as_array().cloned().unwrap_or_default();
             let newest = messages.iter().filter_map(|m| m["date"].as_i64()).max();
-            json!({ "path": path, "count": messages.len(), "newest": newest })
+            json!({ "path": path::split_path(path), "count": messages.len(), "newest": newest })
         })
         .collect();
-    json!({ "mailboxes": list, "junk": account["junk"], "trash": account["trash"] })
+    json!({ "mailboxes": list, "junk": names(&account["junk"]), "trash": names(&account["trash"]) })
 }
 
 /// One target of an apply or delete script, as the script's loop treats it.
@@ -147,7 +175,8 @@ fn change(state: &mut Value, account: &str, kind: &str, p: &Value, t: &Value) ->
     let (mail_id, message_id) = (str_of(t, "mailId"), str_of(t, "messageId"));
     let failed = |msg: &str, number: i64| json!({ "mail_id": mail_id, "message_id": message_id, "found": false, "error": msg, "number": number });
     let boxes = &mut state["accounts"][account]["mailboxes"];
-    let source = str_of(p, "boxPath");
+    let source = path_param(p, "boxPath");
+    let source = source.as_str();
     let Some(list) = boxes[source].as_array_mut() else {
         return failed("no mailbox", -1728);
     };
@@ -188,7 +217,7 @@ fn change(state: &mut Value, account: &str, kind: &str, p: &Value, t: &Value) ->
     }
     let wanted = match kind {
         "delete" => trash,
-        _ => str_of(p, "movePath").to_string(),
+        _ => path_param(p, "movePath"),
     };
     let mut here = source.to_string();
     if !wanted.is_empty() {
@@ -215,5 +244,5 @@ fn change(state: &mut Value, account: &str, kind: &str, p: &Value, t: &Value) ->
         .cloned()
         .unwrap_or(Value::Null);
     json!({ "mail_id": message["id"].to_string(), "message_id": message_id, "found": true,
-        "read": message["read"], "flagged": message["flagged"], "mailbox": here })
+        "read": message["read"], "flagged": message["flagged"], "mailbox": path::split_path(&here) })
 }
