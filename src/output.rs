@@ -9,6 +9,25 @@ use mailbroker_core::Error;
 use serde::Serialize;
 use serde_json::{Value, json};
 
+/// Prints one line for a person on stdout, made safe for a terminal by `one_line`: every
+/// human line that may carry text a server or a message chose (mailbox names, addresses,
+/// server errors, plan lines naming mailboxes) goes through this, so none can drive the
+/// terminal or forge a row.
+#[macro_export]
+macro_rules! say {
+    ($($arg:tt)*) => {
+        println!("{}", $crate::output::one_line(&format!($($arg)*)))
+    };
+}
+
+/// As `say!`, on stderr.
+#[macro_export]
+macro_rules! say_err {
+    ($($arg:tt)*) => {
+        eprintln!("{}", $crate::output::one_line(&format!($($arg)*)))
+    };
+}
+
 /// Prints `{ "success": true, <key>: <value> }` (or the fields of an object value) on stdout.
 pub fn print_json(key: Option<&str>, value: &impl Serialize) -> Result<(), Error> {
     let value = serde_json::to_value(value).map_err(|e| Error::internal(format!("json: {e}")))?;
@@ -41,9 +60,9 @@ pub fn print_error(e: &Error, json: bool) {
         body.insert("success".into(), false.into());
         println!("{}", Value::Object(body));
     } else {
-        eprintln!("error[{}]: {}", e.error_type(), e.message());
+        crate::say_err!("error[{}]: {}", e.error_type(), e.message());
         if let Some(step) = e.next_step() {
-            eprintln!("next: {step}");
+            crate::say_err!("next: {step}");
         }
     }
 }

@@ -489,3 +489,59 @@ async fn a_slash_in_a_folder_name_never_merges_two_folders() {
     assert_eq!(kept, want, "the other folder's mail is untouched");
     assert_eq!(count("in:Inbox/Receipts"), 5);
 }
+
+/// Folder names come from the server: one holding ESC, BEL and an OSC sequence reached the
+/// terminal raw in `account show`. Every human line now shows control characters as their
+/// pictures (`--json` keeps the exact name).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_text_never_reaches_the_terminal_raw() {
+    let mock = GraphMock::start("me@mock.example").await.unwrap();
+    let evil = "Evil\u{1b}]0;owned\u{7}\u{1b}[31mred\nforged row";
+    mock.add_folder(evil, None).unwrap();
+    mock.seed(2, "inbox", "news@shop.example", true);
+    let home = tempfile::tempdir().unwrap();
+    add_account(&mock, home.path()).await;
+    ok(home.path(), &["sync"]);
+    let shown = ok(home.path(), &["account", "show", "ms"]);
+    let names = shown["account"]["mailboxes"].to_string();
+    assert!(
+        names.contains("\\u001b]0;owned"),
+        "JSON keeps the name: {names}"
+    );
+    let escaped = evil.replace('\\', r"\\").replace('/', r"\/");
+    let runs = [
+        common::mb_text(home.path(), &["account", "show", "ms"]),
+        common::mb_text(home.path(), &["account", "list"]),
+        common::mb_text(home.path(), &["sync"]),
+        common::mb_text(
+            home.path(),
+            &[
+                "update",
+                "--query",
+                "in:inbox",
+                "--move-to",
+                &escaped,
+                "--dry-run",
+            ],
+        ),
+        common::mb_text(home.path(), &["search", &format!("in:\"{escaped}x\"")]),
+    ];
+    for run in &runs {
+        let all = format!("{}{}", run.stdout, run.stderr);
+        assert!(
+            !all.chars().any(|c| c.is_control() && c != '\n'),
+            "a control character reached the terminal: {all:?}"
+        );
+        assert!(!all.contains("\nforged row"), "a forged row: {all}");
+    }
+    assert!(
+        runs[0].stdout.contains("Evil\u{241b}]0;owned\u{2407}"),
+        "{}",
+        runs[0].stdout
+    );
+    assert!(
+        runs[3].stdout.contains("to \"Evil"),
+        "the plan names it: {}",
+        runs[3].stdout
+    );
+}

@@ -287,13 +287,13 @@ fn print_account(view: &accounts::AccountView, json: bool) -> Result<()> {
     if json {
         return print_json(Some("account"), &views::AccountShowJson::from(view));
     }
-    println!(
+    crate::say!(
         "account {} ready ({} mailboxes; capabilities: {})",
         view.account.id,
         view.mailboxes.len(),
         view.account.capabilities.extensions.join(" ")
     );
-    println!("next: mailbroker sync --account {}", view.account.id);
+    crate::say!("next: mailbroker sync --account {}", view.account.id);
     Ok(())
 }
 
@@ -324,7 +324,7 @@ pub(super) async fn account(store: &Store, cmd: AccountCommand, json: bool) -> R
             if json {
                 return print_json(Some("doctor"), &report.details);
             }
-            println!("{}", report.summary);
+            crate::say!("{}", report.summary);
             Ok(())
         }
         AccountCommand::List => list(store, json).await,
@@ -335,7 +335,7 @@ pub(super) async fn account(store: &Store, cmd: AccountCommand, json: bool) -> R
             if json {
                 return print_json(Some("removed"), &id);
             }
-            println!("removed {id}");
+            crate::say!("removed {id}");
             Ok(())
         }
     }
@@ -346,7 +346,7 @@ async fn add_imap(store: &Store, args: &ImapArgs, json: bool) -> Result<()> {
     let config = imap_config(args)?;
     config.check_plaintext()?;
     if config.tls == TlsMode::None && args.allow_plaintext {
-        eprintln!(
+        crate::say_err!(
             "warning: --tls none with --allow-plaintext: the password goes to {} in \
              clear text, readable by anyone on the network path",
             config.host
@@ -391,12 +391,12 @@ async fn set(store: &Store, args: &SetArgs, json: bool) -> Result<()> {
         return print_json(Some("account"), &views::AccountShowJson::from(&view));
     }
     match &view.account.fallback {
-        Some(f) => println!(
+        Some(f) => crate::say!(
             "account {id}: when its own route is unavailable, changes go through {} ({})",
             f.provider.as_str(),
             f.settings
         ),
-        None => println!("account {id}: its own route only"),
+        None => crate::say!("account {id}: its own route only"),
     }
     Ok(())
 }
@@ -408,7 +408,7 @@ async fn list(store: &Store, json: bool) -> Result<()> {
         return print_json(Some("accounts"), &list);
     }
     for a in &list {
-        println!(
+        crate::say!(
             "{}\t{}\t{}\tlast sync: {}",
             a.id,
             a.provider.as_str(),
@@ -424,7 +424,7 @@ async fn show(store: &Store, id: &AccountId, json: bool) -> Result<()> {
     if json {
         return print_json(Some("account"), &views::AccountShowJson::from(&view));
     }
-    println!(
+    crate::say!(
         "{} ({}; secret in the {})",
         view.account.id,
         view.account.provider.as_str(),
@@ -433,7 +433,7 @@ async fn show(store: &Store, id: &AccountId, json: bool) -> Result<()> {
             _ => "index",
         }
     );
-    println!(
+    crate::say!(
         "extensions: {}",
         view.account.capabilities.extensions.join(" ")
     );
@@ -445,9 +445,12 @@ async fn show(store: &Store, id: &AccountId, json: bool) -> Result<()> {
         let role = m
             .role
             .map_or(String::new(), |r| format!(" [{}{source}]", r.as_str()));
-        println!(
+        crate::say!(
             "  {}{}: {} messages, {} unread",
-            m.name, role, m.messages, m.unread
+            m.name,
+            role,
+            m.messages,
+            m.unread
         );
     }
     Ok(())

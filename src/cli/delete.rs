@@ -65,7 +65,7 @@ pub async fn stage(store: &Store, args: StageArgs, json: bool) -> Result<()> {
                 &serde_json::json!({ "count": rows.len(), "mode": mode, "summary": summary }),
             );
         }
-        println!(
+        crate::say!(
             "would stage {} message(s), {} bytes, for {} deletion",
             rows.len(),
             summary["bytes"],
@@ -79,13 +79,13 @@ pub async fn stage(store: &Store, args: StageArgs, json: bool) -> Result<()> {
         return print_json(Some("manifest"), &ManifestJson::from(&manifest));
     }
     print_summary(&manifest);
-    println!("run: mailbroker delete-staged {}", manifest.id);
+    crate::say!("run: mailbroker delete-staged {}", manifest.id);
     Ok(())
 }
 
 fn print_summary(m: &Manifest) {
     let s = &m.summary;
-    println!(
+    crate::say!(
         "manifest {} [{}] {}: {} message(s), {} bytes, from {} ({})",
         m.id,
         m.status,
@@ -102,7 +102,7 @@ fn print_summary(m: &Manifest) {
 fn print_selection(s: &serde_json::Value) {
     if let Some(senders) = s["top_senders"].as_array() {
         for sender in senders.iter().take(10) {
-            println!(
+            crate::say!(
                 "  {:>6}  {}",
                 sender["messages"],
                 crate::output::one_line(sender["from"].as_str().unwrap_or(""))
@@ -111,7 +111,7 @@ fn print_selection(s: &serde_json::Value) {
     }
     if let Some(boxes) = s["mailboxes"].as_object() {
         for (name, n) in boxes {
-            println!("  {n:>6}  in {name}");
+            crate::say!("  {n:>6}  in {name}");
         }
     }
 }
@@ -167,7 +167,7 @@ pub async fn delete_staged(
         if json {
             print_json(Some("manifest"), &ManifestJson::from(&manifest))?;
         } else {
-            println!("manifest {id} cancelled");
+            crate::say!("manifest {id} cancelled");
         }
         return Ok(0);
     }
@@ -180,7 +180,7 @@ pub async fn delete_staged(
         if json {
             print_json(Some("plan"), &plan)?;
         } else {
-            plan.iter().for_each(|line| println!("{line}"));
+            plan.iter().for_each(|line| crate::say!("{line}"));
         }
         return Ok(0);
     }
@@ -199,9 +199,13 @@ async fn show(store: &Store, id: i64, json: bool) -> Result<()> {
             .error
             .as_deref()
             .map_or(String::new(), |e| format!(" ({e})"));
-        println!(
+        crate::say!(
             "  {} {}/{} ({}): {}{error}",
-            item.message_id, item.account, item.mailbox, item.remote_id, item.status
+            item.message_id,
+            item.account,
+            item.mailbox,
+            item.remote_id,
+            item.status
         );
     }
     Ok(())
@@ -220,7 +224,7 @@ async fn list_pending(store: &Store, json: bool) -> Result<()> {
         return print_json(Some("manifests"), &list);
     }
     if pending.is_empty() {
-        println!("no staged deletions");
+        crate::say!("no staged deletions");
     }
     pending.iter().for_each(print_summary);
     Ok(())
@@ -253,15 +257,15 @@ async fn run(
     if json {
         print_json(None, &report)?;
     } else {
-        println!("manifest {id}: {} {}", report.status, report.counts);
+        crate::say!("manifest {id}: {} {}", report.status, report.counts);
         for (route, ids) in &report.routes {
-            println!(
+            crate::say!(
                 "carried by the {route} fallback (the account's own route was unavailable): {} message(s)",
                 ids.len()
             );
         }
         for f in &report.failures {
-            println!("  failed: {f}");
+            crate::say!("  failed: {f}");
         }
     }
     Ok(if report.status == ManifestStatus::Done {

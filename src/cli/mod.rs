@@ -269,7 +269,7 @@ async fn changes(store: &Store, id: Option<i64>, limit: u32, json: bool) -> Resu
             .error
             .as_deref()
             .map_or(String::new(), |e| format!(" ({e})"));
-        println!(
+        crate::say!(
             "  message {}: {}{error}",
             item.message_id,
             item.outcome.as_str()

@@ -39,7 +39,7 @@ pub(super) async fn run(
             }
             Err(e) => {
                 if !json {
-                    eprintln!("{id}: not synced; the other accounts go on");
+                    crate::say_err!("{id}: not synced; the other accounts go on");
                     output::print_error(&e, false);
                 }
                 failed.push((id.clone(), e));
@@ -70,7 +70,7 @@ async fn with_progress(
                 if !said && !json && total >= TEXT_NOTICE_AT {
                     said = true;
                     progress_bar.suspend(|| {
-                        eprintln!(
+                        crate::say_err!(
                             "{name}: headers indexed (searchable by from:, subject:, tag:, \
                              dates); filling in the text of {total} messages for full-text \
                              search"
@@ -94,7 +94,7 @@ fn print_report(report: &AccountSyncReport) {
         0 => String::new(),
         n => format!(", text of {n} filled in"),
     };
-    println!(
+    crate::say!(
         "{}: +{} new, {} changed, {} removed{text} in {} ms ({} commands)",
         report.account,
         report.added,
@@ -127,7 +127,9 @@ fn finish(reports: &[AccountSyncReport], failed: &[(AccountId, Error)], json: bo
         )?;
     } else {
         for (account, mailbox, error) in &skipped {
-            println!("{account}: mailbox {mailbox:?} skipped ({error}); the next sync retries it");
+            crate::say!(
+                "{account}: mailbox {mailbox:?} skipped ({error}); the next sync retries it"
+            );
         }
     }
     // The others were synced; the exit code tells scripts that not everything was, and

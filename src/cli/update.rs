@@ -36,9 +36,11 @@ pub(super) async fn update(
                 &super::views::ManifestJson::from(&manifest),
             )?;
         } else {
-            println!(
+            crate::say!(
                 "staged manifest {} ({} message(s)); run: mailbroker delete-staged {}",
-                manifest.id, manifest.summary["count"], manifest.id
+                manifest.id,
+                manifest.summary["count"],
+                manifest.id
             );
         }
         return Ok(0);
@@ -125,31 +127,35 @@ pub(super) fn print_change(report: &write::ChangeReport, json: bool) -> Result<u
         print_json(None, report)?;
     } else {
         if report.dry_run {
-            println!(
+            crate::say!(
                 "dry run: nothing was changed; {} messages would change, {} already as asked",
-                report.planned, report.unchanged
+                report.planned,
+                report.unchanged
             );
         }
         for line in &report.plan {
-            println!("  {line}");
+            crate::say!("  {line}");
         }
         if let Some(id) = report.change_id {
-            println!("change {id}");
+            crate::say!("change {id}");
         }
         if !report.dry_run {
-            println!(
+            crate::say!(
                 "applied: {}, unchanged: {}, stale: {}, failed: {}",
-                report.applied, report.unchanged, report.stale, report.failed
+                report.applied,
+                report.unchanged,
+                report.stale,
+                report.failed
             );
         }
         for (route, ids) in &report.routes {
-            println!(
+            crate::say!(
                 "carried by the {route} fallback (the account's own route was unavailable): {} message(s)",
                 ids.len()
             );
         }
         for f in &report.failures {
-            println!("  message {}: {} {}", f.id, f.error_type, f.error);
+            crate::say!("  message {}: {} {}", f.id, f.error_type, f.error);
         }
     }
     // The report is the output; the exit code only tells scripts that not everything happened.

@@ -114,7 +114,7 @@ fn status(home: &Home, json: bool) -> Result<()> {
         return print_json(Some("listeners"), &listeners);
     }
     if listeners.is_empty() {
-        println!(
+        crate::say!(
             "no MCP HTTP listener is running for {}",
             home.root().display()
         );
@@ -124,7 +124,7 @@ fn status(home: &Home, json: bool) -> Result<()> {
         accounts,
     } in &listeners
     {
-        println!(
+        crate::say!(
             "{}  pid {}  token: {}  writes: {}",
             l.url,
             l.pid,

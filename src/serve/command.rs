@@ -75,7 +75,7 @@ fn show_status(home: &Home, json: bool) -> Result<()> {
     if json {
         return print_json(Some("serve"), &status);
     }
-    println!("serve pid {} at {}", status.pid, status.url);
+    crate::say!("serve pid {} at {}", status.pid, status.url);
     status::print_accounts(&status.accounts);
     Ok(())
 }

@@ -130,15 +130,15 @@ pub fn print_accounts(accounts: &BTreeMap<String, Watching>) {
         let when = w
             .last_sync_at
             .map_or_else(|| "never".to_string(), crate::output::rfc3339);
-        println!("  {account}: {}, last sync {when}", w.watching);
+        crate::say!("  {account}: {}, last sync {when}", w.watching);
         if let Some(error) = &w.error {
-            println!(
+            crate::say!(
                 "    {}: {error}",
                 w.error_type.as_deref().unwrap_or("error")
             );
         }
         if let Some(step) = &w.next_step {
-            println!("    next: {step}");
+            crate::say!("    next: {step}");
         }
     }
 }
