@@ -111,6 +111,8 @@ pub async fn list(store: &Store) -> Result<Vec<AccountRecord>> {
     store.accounts().await
 }
 
-pub async fn remove(store: &Store, id: &AccountId) -> Result<()> {
+/// Removes the account; the names of keyring entries (service `mailbroker`) that an
+/// unreachable keyring kept are returned.
+pub async fn remove(store: &Store, id: &AccountId) -> Result<Vec<String>> {
     store.remove_account(id).await
 }

@@ -50,22 +50,67 @@ fn chosen() -> Result<Option<SecretStore>> {
     }
 }
 
-/// Runs a keyring call off the async threads (the crate blocks), within `WAIT`.
+/// Why a keyring call failed: there is no keyring here at all (no Secret Service on the
+/// session bus, or no bus), or there is one and it failed (locked, refused, no answer).
+enum Failure {
+    Absent(Error),
+    Failed(Error),
+}
+
+impl Failure {
+    fn error(self) -> Error {
+        match self {
+            Failure::Absent(e) | Failure::Failed(e) => e,
+        }
+    }
+}
+
+/// The secret-service crate's words for "no provider and no bus", and the bus's own for "no
+/// such service": the only failures that mean there is no keyring here, not a broken one.
+const ABSENT: [&str; 2] = [
+    "no secret service provider or dbus session found",
+    "org.freedesktop.DBus.Error.ServiceUnknown",
+];
+
+/// Runs a keyring call off the async threads (the crate blocks), within `WAIT`. The call
+/// runs on a thread of its own rather than the runtime's blocking pool: a keyring that never
+/// answers would otherwise hold the process at exit, which waits for that pool.
 async fn call<T: Send + 'static>(
     what: &'static str,
     f: impl FnOnce() -> keyring::Result<T> + Send + 'static,
-) -> Result<T> {
+) -> std::result::Result<T, Failure> {
     let unavailable = |detail: String| {
         Error::provider_unavailable(format!("the OS keyring cannot {what}: {detail}"))
             .with_next_step(format!(
                 "unlock your keyring, or set {STORE_ENV}=index to keep secrets in the index"
             ))
     };
-    match tokio::time::timeout(WAIT, tokio::task::spawn_blocking(f)).await {
+    let (answer, answered) = tokio::sync::oneshot::channel();
+    let spawned = std::thread::Builder::new()
+        .name("keyring".into())
+        .spawn(move || {
+            let _ = answer.send(f());
+        });
+    if let Err(e) = spawned {
+        return Err(Failure::Failed(Error::internal(format!(
+            "keyring call: {e}"
+        ))));
+    }
+    match tokio::time::timeout(WAIT, answered).await {
         Ok(Ok(Ok(value))) => Ok(value),
-        Ok(Ok(Err(e))) => Err(unavailable(e.to_string())),
-        Ok(Err(e)) => Err(Error::internal(format!("keyring call: {e}"))),
-        Err(_) => Err(unavailable("no answer".to_string())),
+        Ok(Ok(Err(e))) => {
+            let detail = e.to_string();
+            let absent = ABSENT.iter().any(|words| detail.contains(words));
+            let error = unavailable(detail);
+            Err(match absent {
+                true => Failure::Absent(error),
+                false => Failure::Failed(error),
+            })
+        }
+        Ok(Err(e)) => Err(Failure::Failed(Error::internal(format!(
+            "keyring call: {e}"
+        )))),
+        Err(_) => Err(Failure::Failed(unavailable("no answer".to_string()))),
     }
 }
 
@@ -75,6 +120,10 @@ fn entry(name: &str) -> keyring::Result<keyring::Entry> {
 
 /// Puts a new secret where it should rest. Returns the store and what the index keeps:
 /// the secret itself, or the name of its keyring entry.
+///
+/// Left to choose (`auto`), the index holds it only where there is no keyring at all; a
+/// keyring that is there but fails (locked, hung) is refused, so a secret never lands in
+/// the index behind the person's back while they believe it is in their keyring.
 pub async fn put(secret: &str) -> Result<(SecretStore, String)> {
     let choice = chosen()?;
     if choice == Some(SecretStore::Index) {
@@ -84,11 +133,11 @@ pub async fn put(secret: &str) -> Result<(SecretStore, String)> {
     let (key, value) = (name.clone(), secret.to_string());
     match call("store a secret", move || entry(&key)?.set_password(&value)).await {
         Ok(()) => Ok((SecretStore::Keyring, name)),
-        Err(e) if choice.is_none() => {
+        Err(Failure::Absent(e)) if choice.is_none() => {
             tracing::debug!(error = %e, "no OS keyring; the secret stays in the index");
             Ok((SecretStore::Index, secret.to_string()))
         }
-        Err(e) => Err(e),
+        Err(e) => Err(e.error()),
     }
 }
 
@@ -97,20 +146,25 @@ pub async fn get(name: &str) -> Result<String> {
     let key = name.to_string();
     call("read a secret", move || entry(&key)?.get_password())
         .await
-        .map_err(|e| e.context("reading the account's secret"))
+        .map_err(|e| e.error().context("reading the account's secret"))
 }
 
 /// Replaces the secret behind keyring entry `name`.
 pub async fn replace(name: &str, secret: &str) -> Result<()> {
     let (key, value) = (name.to_string(), secret.to_string());
-    call("store a secret", move || entry(&key)?.set_password(&value)).await
+    call("store a secret", move || entry(&key)?.set_password(&value))
+        .await
+        .map_err(Failure::error)
 }
 
 /// Removes keyring entry `name`; one already gone is fine.
 pub async fn delete(name: &str) -> Result<()> {
     let key = name.to_string();
     match call("remove a secret", move || entry(&key)?.delete_credential()).await {
-        Err(e) if e.message().contains("No matching entry") => Ok(()),
-        other => other,
+        Ok(()) => Ok(()),
+        Err(e) => match e.error() {
+            e if e.message().contains("No matching entry") => Ok(()),
+            e => Err(e),
+        },
     }
 }

@@ -115,3 +115,86 @@ async fn without_a_keyring_the_index_holds_the_secret_and_says_so() {
     assert_eq!(insisted.code, 4, "{}", insisted.stdout);
     assert_eq!(insisted.json["error_type"], "provider_unavailable");
 }
+
+/// With a keyring that is there but does not answer, `account add` used to store the password
+/// in the index without a word (exit 0). Left to choose, mailbroker now refuses, saying what
+/// to do; the index holds secrets only where there is no keyring at all, or when asked to.
+/// An account whose keyring cannot be reached can still be removed, with a warning that its
+/// entry remains.
+#[tokio::test]
+async fn a_keyring_that_fails_is_never_silently_replaced_by_the_index() {
+    let Some(server) = server() else { return };
+    if !SecretService::available() {
+        return;
+    }
+    let keyring = SecretService::start().unwrap();
+    let env_of = |store: &str| -> Vec<(&'static str, String)> {
+        keyring
+            .env()
+            .into_iter()
+            .chain([("MAILBROKER_SECRET_STORE", store.to_string())])
+            .collect()
+    };
+    let auto = env_of("auto");
+    let auto: Vec<(&str, &str)> = auto.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let home = tempfile::tempdir().unwrap();
+    let args = |id: &str| {
+        let mut args = add_args(id, "127.0.0.1", server.imap_port, "kr-down");
+        args.extend(["--tls", "none"].map(String::from));
+        args
+    };
+    let kept = args("kept");
+    let kept: Vec<&str> = kept.iter().map(String::as_str).collect();
+    assert_eq!(mb_with(home.path(), &kept, &auto).code, 0);
+
+    keyring.freeze(true);
+    let down = args("down");
+    let down: Vec<&str> = down.iter().map(String::as_str).collect();
+    let refused = mb_with(home.path(), &down, &auto);
+    assert_eq!(refused.code, 4, "{}", refused.stdout);
+    assert_eq!(refused.json["error_type"], "provider_unavailable");
+    let step = refused.json["next_step"].as_str().unwrap();
+    assert!(step.contains("MAILBROKER_SECRET_STORE=index"), "{step}");
+    assert!(
+        !holds(&index_bytes(home.path()), PASSWORD),
+        "the password went to the index"
+    );
+    let listed = mb_with(home.path(), &["account", "list"], &auto);
+    assert_eq!(
+        listed.json["accounts"].as_array().unwrap().len(),
+        1,
+        "{}",
+        listed.stdout
+    );
+
+    // Asked for, the index holds it, and `account show` says where it rests.
+    let index = env_of("index");
+    let index: Vec<(&str, &str)> = index.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    assert_eq!(mb_with(home.path(), &down, &index).code, 0);
+    let shown = common::mb_text(home.path(), &["account", "show", "down"]);
+    assert!(
+        shown.stdout.contains("secret in the index"),
+        "{}",
+        shown.stdout
+    );
+
+    // The keyring still hangs: the account it holds the secret of is removed all the same.
+    let removed = mb_with(home.path(), &["account", "remove", "kept"], &auto);
+    assert_eq!(removed.code, 0, "{}\n{}", removed.stdout, removed.stderr);
+    assert_eq!(
+        removed.json["keyring_entries_left"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    let listed = mb_with(home.path(), &["account", "list"], &auto);
+    let ids: Vec<&str> = listed.json["accounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["down"]);
+    keyring.freeze(false);
+}

@@ -331,11 +331,19 @@ pub(super) async fn account(store: &Store, cmd: AccountCommand, json: bool) -> R
         AccountCommand::Show { id } => show(store, &id.parse()?, json).await,
         AccountCommand::Remove { id } => {
             let id: AccountId = id.parse()?;
-            accounts::remove(store, &id).await?;
+            let left = accounts::remove(store, &id).await?;
             if json {
-                return print_json(Some("removed"), &id);
+                let removed = serde_json::json!({ "removed": id, "keyring_entries_left": left });
+                return print_json(None, &removed);
             }
             crate::say!("removed {id}");
+            for name in &left {
+                crate::say_err!(
+                    "warning: the OS keyring could not be reached; its entry for this \
+                     account's secret remains (service \"mailbroker\", name {name}): remove it \
+                     with your keyring's own tool"
+                );
+            }
             Ok(())
         }
     }
@@ -425,12 +433,13 @@ async fn show(store: &Store, id: &AccountId, json: bool) -> Result<()> {
         return print_json(Some("account"), &views::AccountShowJson::from(&view));
     }
     crate::say!(
-        "{} ({}; secret in the {})",
+        "{} ({}; {})",
         view.account.id,
         view.account.provider.as_str(),
         match view.secret_store {
-            Some("keyring") => "OS keyring",
-            _ => "index",
+            Some("keyring") => "secret in the OS keyring",
+            Some(_) => "secret in the index",
+            None => "no secret kept by mailbroker",
         }
     );
     crate::say!(

@@ -287,8 +287,10 @@ impl Store {
     }
 
     /// Removes an account with its secrets (from the keyring too), mailboxes and messages
-    /// (by cascade).
-    pub async fn remove_account(&self, id: &AccountId) -> Result<(), Error> {
+    /// (by cascade). A keyring that cannot be reached does not keep the account: its rows go,
+    /// and the names of the keyring entries left behind are returned for the person to
+    /// remove.
+    pub async fn remove_account(&self, id: &AccountId) -> Result<Vec<String>, Error> {
         let in_keyring: Vec<String> = sqlx::query_scalar(
             "SELECT secret FROM credentials WHERE account_id = ? AND store = 'keyring'",
         )
@@ -296,9 +298,6 @@ impl Store {
         .fetch_all(&self.pool)
         .await
         .map_err(db_error)?;
-        for name in in_keyring {
-            crate::keyring::delete(&name).await?;
-        }
         let done = sqlx::query("DELETE FROM accounts WHERE id = ?")
             .bind(id.as_str())
             .execute(&self.pool)
@@ -308,7 +307,14 @@ impl Store {
             return Err(Error::not_found(format!("no account {id}"))
                 .with_next_step("run: mailbroker account list"));
         }
-        Ok(())
+        let mut left = Vec::new();
+        for name in in_keyring {
+            if let Err(e) = crate::keyring::delete(&name).await {
+                tracing::debug!(error = %e, "keyring entry left");
+                left.push(name);
+            }
+        }
+        Ok(left)
     }
 
     pub async fn mark_synced(&self, id: &AccountId) -> Result<(), Error> {
