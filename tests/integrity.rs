@@ -341,3 +341,44 @@ async fn another_writer_goes_on_while_a_batch_waits_on_its_server() {
     assert_eq!(ok(home.path(), &["search", "tag:Held"])["total"], 3);
     other.logout().await.unwrap();
 }
+
+/// An index restored from a backup with mode 0644 stayed readable by everyone on the
+/// machine, secrets and all: only a new index was made 0600. Any open now makes it private.
+#[test]
+fn an_index_readable_by_others_is_made_private_again() {
+    use std::os::unix::fs::PermissionsExt;
+    let home = tempfile::tempdir().unwrap();
+    common::ok(home.path(), &["account", "list"]);
+    let index = home.path().join("index.sqlite3");
+    std::fs::set_permissions(&index, std::fs::Permissions::from_mode(0o644)).unwrap();
+    common::ok(home.path(), &["account", "list"]);
+    let mode = std::fs::metadata(&index).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+}
+
+/// A home on a read-only filesystem answered `internal`; it says `writes_disabled` and what
+/// to do, for a read as for a write.
+#[tokio::test]
+async fn a_read_only_home_is_writes_disabled() {
+    let home = tempfile::tempdir().unwrap();
+    let Some(_) = setup("i-rohome", home.path(), 3).await else {
+        return;
+    };
+    if !mounts::can_mount() {
+        return;
+    }
+    let _ro = Mount::read_only_file(home.path()).unwrap();
+    for args in [
+        vec!["search", "in:inbox"],
+        vec!["update", "--query", "in:inbox", "--read", "--yes"],
+    ] {
+        let run = mb(home.path(), &args);
+        assert_ne!(run.code, 0, "{args:?}: {}", run.stdout);
+        assert_eq!(
+            run.json["error_type"], "writes_disabled",
+            "{args:?}: {}",
+            run.stdout
+        );
+        assert!(run.json["next_step"].as_str().is_some(), "{}", run.stdout);
+    }
+}

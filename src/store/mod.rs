@@ -86,7 +86,7 @@ impl Store {
             .max_connections(4)
             .connect_with(options)
             .await
-            .map_err(|e| Error::internal(format!("cannot open index {}: {e}", path.display())))?;
+            .map_err(|e| open_error(path, e))?;
         // Also an index restored from a backup with the usual 0644: it holds secrets.
         if !existed || !private(path) {
             crate::home::restrict_file(path)?;
@@ -105,6 +105,32 @@ impl Store {
     pub async fn close(&self) {
         self.pool.close().await;
     }
+}
+
+/// Why the index would not open. WAL mode writes beside the index even to read it, so a
+/// directory that cannot be written (a read-only mount) keeps it shut: that is the person's
+/// to fix, not a fault of ours.
+fn open_error(path: &Path, e: sqlx::Error) -> Error {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let what = format!("cannot open index {}", path.display());
+    match std::fs::File::options().append(true).open(path) {
+        Err(io) if io.raw_os_error() != Some(libc::ENOENT) => crate::home::io_error(&what, &io),
+        _ if !writable(dir) => {
+            Error::writes_disabled(format!("{what}: its directory cannot be written"))
+                .with_next_step("make the home directory writable by you (see --home), then retry")
+        }
+        _ => Error::internal(format!("{what}: {e}")),
+    }
+}
+
+/// Whether this process may create files in `dir`.
+fn writable(dir: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: `c` is a valid NUL-terminated path; access only reads it.
+    unsafe { libc::access(c.as_ptr(), libc::W_OK) == 0 }
 }
 
 /// Whether only the owner may read and write the file at `path`.
