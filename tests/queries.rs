@@ -285,6 +285,51 @@ async fn a_query_means_the_same_messages_on_every_surface() {
     session.cancel().await.ok();
 }
 
+/// A signed age or size was read as a number: `older_than:-5d` meant "older than five days
+/// from now", every message, for `stage-delete` and MCP `update_message` too. Refused on
+/// every surface, with nothing staged or written.
+#[tokio::test]
+async fn a_negative_age_or_size_is_refused_everywhere() {
+    let Some((home, _imap)) = setup("qry-negative").await else {
+        return;
+    };
+    let session = common::mcp::connect(
+        home.path(),
+        common::mcp::client(None, rmcp::model::ProtocolVersion::V_2025_11_25),
+    )
+    .await;
+    let unread = || ok(home.path(), &["search", "is:unread"])["total"].clone();
+    let before = unread();
+    for query in ["older_than:-5d", "larger:-1", "newer_than:+2w"] {
+        for args in [
+            vec!["search", query],
+            vec!["stage-delete", query],
+            vec!["update", "--query", query, "--read", "--yes"],
+        ] {
+            let run = mb(home.path(), &args);
+            assert_eq!(run.code, 2, "{args:?}: {}", run.stdout);
+            assert_eq!(run.json["error_type"], "validation_error", "{args:?}");
+        }
+        for (tool, args) in [
+            ("search_messages", serde_json::json!({ "query": query })),
+            (
+                "update_message",
+                serde_json::json!({ "query": query, "read": true }),
+            ),
+            (
+                "update_message",
+                serde_json::json!({ "query": query, "delete": "trash" }),
+            ),
+        ] {
+            let e = common::mcp::err_call(&session, tool, args).await;
+            assert_eq!(e["error_type"], "validation_error", "{tool} {query}: {e}");
+        }
+    }
+    assert_eq!(manifests(home.path()), 0, "nothing was staged");
+    assert_eq!(unread(), before, "nothing was written");
+    session.cancel().await.ok();
+}
+
 /// Query text an assistant or a person might send, well-formed or not: fragments of the
 /// language in any order, and arbitrary text.
 fn query_text() -> impl proptest::strategy::Strategy<Value = String> {

@@ -58,9 +58,22 @@ fn too_large(token: &str) -> Error {
     Error::validation(format!("{token}: the number is too large"))
 }
 
+/// Whether `num` is a count: digits only. Rust's parsers take a sign too, and a negative age
+/// (`older_than:-5d`) would mean "older than five days from now": every message.
+fn unsigned(token: &str, num: &str) -> Result<(), Error> {
+    if num.is_empty() || num.chars().all(|c| c.is_ascii_digit()) {
+        return Ok(());
+    }
+    Err(Error::validation(format!(
+        "{token}: ages and sizes are counts, without a sign"
+    ))
+    .with_next_step("write the number alone, like older_than:5d or larger:200K"))
+}
+
 /// An age in seconds; checked, so a huge number is an error rather than a wrapped one.
 fn parse_age(token: &str, value: &str) -> Result<i64, Error> {
     let (num, unit) = split_unit(value);
+    unsigned(token, num)?;
     let n: i64 = num.parse().map_err(|_| {
         Error::validation(format!(
             "{token}: expected a number and a unit, like 7d, 2w, 3m, 1y"
@@ -96,6 +109,7 @@ fn parse_size(token: &str, value: &str) -> Result<u64, Error> {
             )));
         }
     };
+    unsigned(token, num)?;
     let n: u64 = num
         .parse()
         .map_err(|_| Error::validation(format!("{token}: expected a size like 200K or 5M")))?;

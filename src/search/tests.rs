@@ -156,6 +156,10 @@ fn numbers_too_large_and_odd_units_are_refused() {
         "newer_than:106751991167300y",
         "newer_than:1é",
         "larger:5é",
+        "older_than:-5d",
+        "newer_than:+1w",
+        "larger:-1",
+        "smaller:+2K",
     ] {
         let e = parse(q, 1_000_000).unwrap_err();
         assert_eq!(e.error_type(), "validation_error", "{q}");
