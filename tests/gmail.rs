@@ -72,3 +72,21 @@ async fn oauth_setup_refresh_and_revocation() {
     assert_eq!(login.code, 0, "{}\n{}", login.stdout, login.stderr);
     common::ok(home.path(), &["account", "doctor", "g"]);
 }
+
+/// Any page on this machine can reach the sign-in's loopback listener. A forged redirect (a
+/// code, or a refusal, with a state it made up) used to abort the sign-in; it is answered
+/// 400 and ignored, and the person's own redirect completes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_redirect_neither_ends_nor_aborts_the_sign_in() {
+    let mock = GmailMock::start("me@mock.example").await.unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_mailbroker"));
+    let args = oauth_args(&mock, &["account", "add", "gmail", "--id", "g"]);
+    let run = mailbroker_testkit::oauth::with_browser_after_forgeries(bin, home.path(), &args)
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.output.stdout);
+    assert!(run.output.status.success(), "{stdout}\n{}", run.stderr);
+    let added: Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(added["account"]["email"], "me@mock.example", "{added}");
+}

@@ -30,6 +30,27 @@ pub async fn with_browser_env(
     args: &[String],
     env: &[(&str, &str)],
 ) -> Result<OAuthRun> {
+    browse(bin, home, args, env, false).await
+}
+
+/// As `with_browser`, but before the person's browser comes back, another page on this
+/// machine sends the loopback listener a redirect of its own (a code, and a refusal, with
+/// a state it made up); each must be answered 400 and leave the sign-in waiting.
+pub async fn with_browser_after_forgeries(
+    bin: &Path,
+    home: &Path,
+    args: &[String],
+) -> Result<OAuthRun> {
+    browse(bin, home, args, &[], true).await
+}
+
+async fn browse(
+    bin: &Path,
+    home: &Path,
+    args: &[String],
+    env: &[(&str, &str)],
+    forge: bool,
+) -> Result<OAuthRun> {
     let mut child = spawn(bin, home, args.iter().map(String::as_str), env)?;
     let (url, seen, rest) = read_until(&mut child, "authorization URL", |line| {
         (line.starts_with("http") && line.contains("code_challenge="))
@@ -39,6 +60,26 @@ pub async fn with_browser_env(
     let browser = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()?;
+    if forge {
+        let parsed = reqwest::Url::parse(&url)?;
+        let redirect = parsed
+            .query_pairs()
+            .find(|(k, _)| k == "redirect_uri")
+            .map(|(_, v)| v.into_owned())
+            .context("no redirect_uri in the authorization URL")?;
+        for query in [
+            "code=forged&state=made-up",
+            "error=access_denied&state=made-up",
+        ] {
+            let answer = browser.get(format!("{redirect}?{query}")).send().await?;
+            if answer.status() != 400 {
+                bail!(
+                    "a forged redirect ({query}) was answered {}",
+                    answer.status()
+                );
+            }
+        }
+    }
     let consent = browser.get(&url).send().await?;
     if consent.status() != 302 {
         bail!("the mock did not approve: {}", consent.status());

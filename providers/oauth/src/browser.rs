@@ -71,7 +71,18 @@ pub async fn authorize(
     if how.paste {
         eprintln!("(or paste the address the browser ended on, then Enter)");
     }
-    let landed = wait_for_redirect(&listener, how.paste).await?;
+    let landed = tokio::time::timeout(
+        SIGN_IN_WAIT,
+        wait_for_redirect(&listener, how.paste, state.secret()),
+    )
+    .await
+    .map_err(|_| {
+        Error::auth_required(format!(
+            "no authorization came back within {} minutes",
+            SIGN_IN_WAIT.as_secs() / 60
+        ))
+        .with_next_step(format!("run: mailbroker account login {account}"))
+    })??;
     let code = code_of(&landed, state.secret(), account)?;
     let response = oauth
         .exchange_code(AuthorizationCode::new(code))
@@ -80,6 +91,19 @@ pub async fn authorize(
         .await
         .map_err(Refused::Grant)?;
     Ok(tokens_of(&response, None, None)?)
+}
+
+/// How long the person has to sign in at the browser.
+const SIGN_IN_WAIT: std::time::Duration = std::time::Duration::from_secs(10 * 60);
+
+/// Whether the redirect at `landed` answers this sign-in: it carries the state this request
+/// drew. Anything else that reaches the listener (another page on this machine, a stale
+/// tab) is not ours and must neither end nor abort the sign-in.
+fn answers(landed: &str, state: &str) -> bool {
+    url::Url::parse(landed).is_ok_and(|u| {
+        u.query_pairs()
+            .any(|(k, v)| k == "state" && v.as_ref() == state)
+    })
 }
 
 /// The code the redirect carried, once its state is checked; a refusal is `auth_required`.
@@ -106,8 +130,13 @@ fn code_of(landed: &str, state: &str, account: &str) -> Result<String> {
     get("code").ok_or_else(|| Error::auth_required("the redirect carried no code"))
 }
 
-/// The URL the browser was sent to: from the listener, or pasted on stdin.
-async fn wait_for_redirect(listener: &tokio::net::TcpListener, pasted: bool) -> Result<String> {
+/// The URL the browser was sent to with this request's `state`: from the listener, or
+/// pasted on stdin. A request with another state is answered and ignored.
+async fn wait_for_redirect(
+    listener: &tokio::net::TcpListener,
+    pasted: bool,
+    state: &str,
+) -> Result<String> {
     let from_listener = async {
         loop {
             let (mut socket, _) = listener
@@ -120,14 +149,25 @@ async fn wait_for_redirect(listener: &tokio::net::TcpListener, pasted: bool) -> 
             let Some(path) = head.split_whitespace().nth(1).map(str::to_string) else {
                 continue;
             };
-            let body = "mailbroker: authorization received; you can close this window.\n";
+            let landed = format!("http://127.0.0.1{path}");
+            let ours = answers(&landed, state);
+            let (status, body) = match ours {
+                true => (
+                    "200 OK",
+                    "mailbroker: authorization received; you can close this window.\n",
+                ),
+                false => (
+                    "400 Bad Request",
+                    "mailbroker: this is not the sign-in mailbroker is waiting for.\n",
+                ),
+            };
             let reply = format!(
-                "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                "HTTP/1.1 {status}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
                 body.len()
             );
             let _ = socket.write_all(reply.as_bytes()).await;
-            if path.contains("code=") || path.contains("error=") {
-                return Ok::<String, Error>(format!("http://127.0.0.1{path}"));
+            if ours {
+                return Ok::<String, Error>(landed);
             }
         }
     };
@@ -147,11 +187,14 @@ async fn wait_for_redirect(listener: &tokio::net::TcpListener, pasted: bool) -> 
         }
     });
     let from_stdin = async {
-        match rx.recv().await {
-            Some(url) => Ok::<String, Error>(url),
-            // stdin closed without a URL: keep waiting for the browser.
-            None => std::future::pending().await,
+        while let Some(url) = rx.recv().await {
+            if answers(&url, state) {
+                return Ok::<String, Error>(url);
+            }
+            eprintln!("that address is not from this sign-in; paste the one the browser ended on");
         }
+        // stdin closed without our URL: keep waiting for the browser.
+        std::future::pending().await
     };
     tokio::select! {
         r = from_listener => r,
