@@ -215,3 +215,39 @@ async fn with_confirm_with_token_the_dry_runs_token_is_enough() {
     assert_eq!(trash_count(&mut imap).await, 2);
     session.cancel().await.ok();
 }
+
+/// The request state's signature was decoded leniently: an odd trailing digit or a pair that
+/// is not hex was dropped, so texts other than the one issued verified. Only the exact state
+/// is honoured; the malformed ones leave it unanswered, and it still works afterwards.
+#[tokio::test]
+async fn a_malformed_request_state_is_refused() {
+    let Some((home, mut imap)) = setup("cf-malformed").await else {
+        return;
+    };
+    let id = inbox_ids(home.path()).await[0];
+    let args = to_trash(id);
+    let asking = client(
+        Some(ElicitationAction::Accept),
+        ProtocolVersion::V_2026_07_28,
+    );
+    let session = connect_modern(home.path(), asking).await;
+    let state = asked_state(&session, &args).await;
+    let (head, signature) = state.rsplit_once('.').unwrap();
+    let (first, rest) = signature.split_at(2);
+    for malformed in [
+        format!("{state}0"),
+        format!("{head}.{first}zz{rest}"),
+        format!("{head}.{first}{}{rest}", "\u{e9}"),
+        format!("{head}.{}", signature.to_uppercase()),
+    ] {
+        let answer = call_once(&session, &args, Some(malformed.clone())).await;
+        assert_eq!(refused(answer), "confirmation_required", "{malformed}");
+    }
+    assert_eq!(trash_count(&mut imap).await, 0);
+    let CallToolResponse::Complete(done) = call_once(&session, &args, Some(state)).await else {
+        panic!("the exact state should complete");
+    };
+    assert_ne!(done.is_error, Some(true), "{done:?}");
+    assert_eq!(trash_count(&mut imap).await, 1);
+    session.cancel().await.ok();
+}

@@ -108,6 +108,19 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// The bytes `hex` spelled, or `None` for anything else: only the exact text this server
+/// issued may verify (a lenient decoder dropped a stray digit or pair, so several texts
+/// answered one request).
+fn unhex(text: &str) -> Option<Vec<u8>> {
+    let lower_hex = |c: u8| c.is_ascii_digit() || (b'a'..=b'f').contains(&c);
+    if text.len() % 2 != 0 || !text.bytes().all(lower_hex) {
+        return None;
+    }
+    (0..text.len() / 2)
+        .map(|i| u8::from_str_radix(&text[2 * i..2 * i + 2], 16).ok())
+        .collect()
+}
+
 impl InputStates {
     fn issued(&self) -> Result<std::sync::MutexGuard<'_, Issued>> {
         self.0
@@ -141,9 +154,7 @@ impl InputStates {
             return Err(refuse_state());
         };
         let expires: u64 = expires.parse().map_err(|_| refuse_state())?;
-        let signature: Vec<u8> = (0..signature.len() / 2)
-            .filter_map(|i| u8::from_str_radix(signature.get(2 * i..2 * i + 2)?, 16).ok())
-            .collect();
+        let signature = unhex(signature).ok_or_else(refuse_state)?;
         let mut issued = self.issued()?;
         let key = issued.key()?;
         signer(&key, binding, nonce, expires)?
