@@ -113,7 +113,7 @@ fn hex(bytes: &[u8]) -> String {
 /// answered one request).
 fn unhex(text: &str) -> Option<Vec<u8>> {
     let lower_hex = |c: u8| c.is_ascii_digit() || (b'a'..=b'f').contains(&c);
-    if text.len() % 2 != 0 || !text.bytes().all(lower_hex) {
+    if !text.len().is_multiple_of(2) || !text.bytes().all(lower_hex) {
         return None;
     }
     (0..text.len() / 2)
