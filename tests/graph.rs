@@ -545,3 +545,63 @@ async fn server_text_never_reaches_the_terminal_raw() {
         runs[3].stdout
     );
 }
+
+/// `" Work "` was taken as a new category beside `Work`, and bidi controls reordered how a
+/// name shows. A new category is refused with either (nothing sent); one the account already
+/// carries, set by another client, can still be named to remove it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_category_with_edge_spaces_or_bidi_controls_is_refused() {
+    let mock = GraphMock::start("me@mock.example").await.unwrap();
+    let ids = mock.seed(2, "inbox", "news@shop.example", true);
+    control(
+        &mock.url,
+        "modify",
+        json!({"id": ids[0], "categories": [" Old "]}),
+    )
+    .await;
+    let home = tempfile::tempdir().unwrap();
+    add_account(&mock, home.path()).await;
+    ok(home.path(), &["sync"]);
+    let from = mock.requests().len();
+    for bad in [" Work ", "Work ", "Wo\u{202e}rk", "\u{2066}Work"] {
+        let run = mb(
+            home.path(),
+            &["update", "--query", "in:inbox", "--add-tag", bad, "--yes"],
+        );
+        assert_eq!(run.code, 2, "{bad:?}: {}", run.stdout);
+        assert_eq!(run.json["error_type"], "validation_error", "{bad:?}");
+    }
+    assert_eq!(mock.requests().len(), from, "nothing was sent");
+    let removed = ok(
+        home.path(),
+        &[
+            "update",
+            "--query",
+            "in:inbox",
+            "--remove-tag",
+            " Old ",
+            "--yes",
+        ],
+    );
+    assert_eq!(removed["applied"], 1, "{removed}");
+    assert!(categories(&mock, &ids[0]).is_empty());
+}
+
+/// A write after the person withdrew consent ended with exit 5 and no top-level error: it
+/// says `auth_required` and the next step, as sync does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_after_a_revoked_grant_asks_for_login() {
+    let mock = GraphMock::start("me@mock.example").await.unwrap();
+    mock.seed(3, "inbox", "news@shop.example", true);
+    let home = tempfile::tempdir().unwrap();
+    add_account(&mock, home.path()).await;
+    ok(home.path(), &["sync"]);
+    control(&mock.url, "revoke-all", json!({})).await;
+    let run = mb(
+        home.path(),
+        &["update", "--query", "in:inbox", "--read", "--yes"],
+    );
+    assert_eq!(run.code, 3, "{}", run.stdout);
+    assert_eq!(run.json["error_type"], "auth_required", "{}", run.stdout);
+    assert_eq!(run.json["next_step"], "run: mailbroker account login ms");
+}

@@ -157,6 +157,16 @@ pub(super) fn print_change(report: &write::ChangeReport, json: bool) -> Result<u
         for f in &report.failures {
             crate::say!("  message {}: {} {}", f.id, f.error_type, f.error);
         }
+        if let Some(b) = &report.blocked {
+            crate::say_err!("error[{}]: {}", b.error_type, b.error);
+            if let Some(step) = &b.next_step {
+                crate::say_err!("next: {step}");
+            }
+        }
+    }
+    // An account the person must fix first says so as a command's own error would.
+    if let Some(b) = &report.blocked {
+        return Ok(b.exit_code as u8);
     }
     // The report is the output; the exit code only tells scripts that not everything happened.
     Ok(if report.failed + report.stale > 0 {

@@ -95,7 +95,7 @@ fn with_text(mut result: CallToolResult, text: String) -> CallToolResult {
 /// A next step written for the CLI, for an assistant instead: what it can do itself names
 /// the tool that does it; what only the person can do (log in, run a deletion) is asked of
 /// them, with the command.
-fn for_mcp(step: &str) -> String {
+pub(crate) fn for_mcp(step: &str) -> String {
     const TOOLS: [(&str, &str); 14] = [
         ("run: mailbroker sync", "call sync_accounts"),
         (

@@ -363,6 +363,11 @@ impl ChangeOut {
                 })
                 .collect(),
             routes: report.routes.clone(),
+            next_step: report
+                .blocked
+                .as_ref()
+                .and_then(|b| b.next_step.as_deref())
+                .map(super::shape::for_mcp),
             ..ChangeOut::default()
         }
     }

@@ -141,6 +141,9 @@ pub(super) fn tally(
                 .push(intent.row.id);
         }
         if let Some(e) = &result.error {
+            if e.needs_account_fix() && report.blocked.is_none() {
+                report.blocked = Some(blocked(e, &intent.row.account));
+            }
             report.failures.push(Failure {
                 id: intent.row.id,
                 outcome: result.outcome,
@@ -151,6 +154,20 @@ pub(super) fn tally(
         items.push(journal_item(intent, result));
     }
     items
+}
+
+/// The report's top-level error for `e`, which needs the person to fix `account`.
+fn blocked(e: &Error, account: &str) -> Blocked {
+    let step = e.next_step().map_or_else(
+        || format!("run: mailbroker account login {account}"),
+        str::to_string,
+    );
+    Blocked {
+        error: format!("account {account}: {}", e.message()),
+        error_type: e.error_type(),
+        next_step: Some(step),
+        exit_code: e.exit_code(),
+    }
 }
 
 pub(super) fn journal_item(intent: &Intent, result: ItemResult) -> JournalItem {

@@ -66,6 +66,22 @@ pub struct ChangeReport {
     /// Messages a route other than their account's own carried (a fallback), by route.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub routes: BTreeMap<String, Vec<i64>>,
+    /// Why an account's messages could not be written when the person must act first (a
+    /// login, a wider grant): the first such error, with its next step, at the top of the
+    /// report as a command's own error would be.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub blocked: Option<Blocked>,
+}
+
+/// The SPEC §10 fields of the error that stopped an account's part of a change.
+#[derive(Debug, Clone, Serialize)]
+pub struct Blocked {
+    pub error: String,
+    pub error_type: &'static str,
+    pub next_step: Option<String>,
+    /// The CLI's exit code for it.
+    #[serde(skip)]
+    pub exit_code: i32,
 }
 
 /// Messages one write may touch before a person must confirm it (SPEC §6).

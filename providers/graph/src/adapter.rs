@@ -65,18 +65,27 @@ impl Adapter for Graph {
 
     /// Outlook category names: not empty, at most 255 characters, no control characters and
     /// no comma (Outlook keeps a message's categories as one comma-separated list).
-    fn validate_tag(&self, _account: &AccountInfo<'_>, tag: &str, _new: bool) -> Result<()> {
+    /// A new category must read as what it is: `" Work "` beside `Work` would be a second
+    /// category a person cannot tell apart, and bidi controls reorder how a name shows. One
+    /// the account already carries (set by another client) can still be named exactly.
+    fn validate_tag(&self, _account: &AccountInfo<'_>, tag: &str, new: bool) -> Result<()> {
+        let bidi = |c: char| matches!(c, '\u{200e}' | '\u{200f}' | '\u{061c}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
         let problem = if tag.trim().is_empty() {
             Some("is empty")
         } else if tag.chars().count() > MAX_CATEGORY_LEN as usize {
             Some("is longer than Outlook's 255 characters")
         } else if tag.chars().any(|c| c.is_control() || c == ',') {
             Some("contains a comma or a control character")
+        } else if new && tag.trim() != tag {
+            Some("begins or ends with a space")
+        } else if new && tag.chars().any(bidi) {
+            Some("contains a bidirectional control character")
         } else {
             None
         };
         match problem {
-            Some(p) => Err(Error::validation(format!("category {tag:?} {p}"))),
+            Some(p) => Err(Error::validation(format!("category {tag:?} {p}"))
+                .with_next_step("name the category without them")),
             None => Ok(()),
         }
     }
