@@ -143,9 +143,18 @@ impl AccountLock {
 }
 
 /// Whether the process a file in the home names (a listener, `serve`) still runs: one that
-/// was killed leaves its file behind.
+/// was killed leaves its file behind. Signal 0 asks the kernel without sending anything, on
+/// Linux and macOS alike (macOS has no `/proc`); EPERM means it runs as someone else.
 pub fn running(pid: u32) -> bool {
-    Path::new(&format!("/proc/{pid}")).exists()
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    if pid <= 0 {
+        return false;
+    }
+    // SAFETY: kill with signal 0 sends nothing and has no memory preconditions.
+    let answer = unsafe { libc::kill(pid, 0) };
+    answer == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
 /// Makes the home 0700. A home already that private needs no change, so a read-only one
@@ -207,6 +216,16 @@ pub fn io_error(what: &str, e: &std::io::Error) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_process_runs_until_it_is_gone() {
+        assert!(running(std::process::id()));
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        assert!(!running(pid), "a reaped child");
+        assert!(!running(0) && !running(u32::MAX));
+    }
 
     #[tokio::test]
     async fn lock_excludes_a_second_holder_until_dropped() {

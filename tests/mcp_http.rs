@@ -337,3 +337,52 @@ async fn idle_sessions_are_reclaimed_and_their_number_is_capped() {
     }
     let _ = stop.send(());
 }
+
+/// `mcp status` decided whether a listener runs by looking for `/proc/PID`, which macOS (the
+/// Mail.app platform) does not have: there no listener was ever seen, and its entry was
+/// removed as stale. Run where `/proc` is empty (a mount namespace with a blank tmpfs on
+/// it, as on a system without procfs), it still sees this process's listener.
+#[tokio::test]
+async fn a_running_listener_is_seen_without_proc() {
+    if !mailbroker_testkit::mounts::can_mount() {
+        return;
+    }
+    let home = tempfile::tempdir().unwrap();
+    let (_url, stop) = http_server(home.path(), false).await;
+    let entry = home
+        .path()
+        .join(format!("mcp-listeners/{}.json", std::process::id()));
+    while !entry.exists() {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let script = r#"mount -t tmpfs none /proc && exec "$0" --home "$1" --json mcp status"#;
+    let out = std::process::Command::new("unshare")
+        .args([
+            "--mount",
+            "--propagation",
+            "private",
+            "--",
+            "sh",
+            "-c",
+            script,
+        ])
+        .arg(env!("CARGO_BIN_EXE_mailbroker"))
+        .arg(home.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let status: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    let pids: Vec<u64> = status["listeners"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["pid"].as_u64().unwrap())
+        .collect();
+    assert_eq!(pids, [u64::from(std::process::id())], "{stdout}");
+    let _ = stop.send(());
+}
