@@ -499,3 +499,56 @@ async fn one_failing_account_does_not_stop_the_others() {
     assert_eq!(alone["error_type"], "provider_unavailable");
     session.cancel().await.ok();
 }
+
+/// Settling another client's moves reads the index, then writes it. In a deferred
+/// transaction that upgrade fails at once (SQLITE_BUSY, no waiting) when another connection
+/// commits between the two, as happens when syncs of two accounts of one home overlap (two
+/// commands, or `serve`'s watchers). Both syncs, round after round, complete.
+#[tokio::test]
+async fn two_syncs_settling_moves_at_once_both_complete() {
+    let Some(server) = server() else { return };
+    let home = tempfile::tempdir().unwrap();
+    let mut clients = Vec::new();
+    for (id, user) in [("a", "busy-a"), ("b", "busy-b")] {
+        let mut client = common::seed(server, user, "INBOX", 200).await;
+        client.create("Moved").await.ok();
+        common::add_account(server, home.path(), id, user, &[]);
+        clients.push(client);
+    }
+    ok(home.path(), &["sync"]);
+    let bin = env!("CARGO_BIN_EXE_mailbroker");
+    for round in 0..8u32 {
+        for client in clients.iter_mut() {
+            client.select("INBOX").await.unwrap();
+            let first = 1 + round * 20;
+            let uids: Vec<u32> = (first..first + 20).collect();
+            client.move_each(&uids, "Moved").await.unwrap();
+        }
+        let runs: Vec<_> = ["a", "b"]
+            .iter()
+            .map(|id| {
+                std::process::Command::new(bin)
+                    .arg("--home")
+                    .arg(home.path())
+                    .args(["--json", "sync", "--account", id])
+                    .env("MAILBROKER_SECRET_STORE", "index")
+                    .env("MB_TEST_PW", mailbroker_testkit::PASSWORD)
+                    .stdout(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        for run in runs {
+            let out = run.wait_with_output().unwrap();
+            assert!(
+                out.status.success(),
+                "round {round}: {}",
+                String::from_utf8_lossy(&out.stdout)
+            );
+        }
+    }
+    for id in ["a", "b"] {
+        let moved = ok(home.path(), &["search", &format!("account:{id} in:Moved")]);
+        assert_eq!(moved["total"], 160, "{id}");
+    }
+}

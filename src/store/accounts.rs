@@ -104,7 +104,7 @@ impl Store {
         secret: Option<(&str, &str)>,
         mailboxes: &[mailbroker_core::MailboxInfo],
     ) -> Result<(), Error> {
-        let mut tx = self.pool.begin().await.map_err(db_error)?;
+        let mut tx = self.write_tx().await?;
         let exists: Option<String> = sqlx::query_scalar("SELECT id FROM accounts WHERE id = ?")
             .bind(account.id.as_str())
             .fetch_optional(&mut *tx)

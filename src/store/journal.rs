@@ -186,7 +186,7 @@ impl Store {
         change: &ChangeRecord,
         as_intended: bool,
     ) -> Result<(), Error> {
-        let mut tx = self.pool().begin().await.map_err(db_error)?;
+        let mut tx = self.write_tx().await?;
         sqlx::query(
             "UPDATE changes SET applied = ?, unchanged = ?, stale = ?, failed = ?, status = ?
              WHERE id = ?",
@@ -248,7 +248,7 @@ impl Store {
 
     /// A change without items yet; a staged deletion's run adds them batch by batch.
     pub async fn open_change(&self, change: &ChangeRecord) -> Result<i64, Error> {
-        let mut tx = self.pool().begin().await.map_err(db_error)?;
+        let mut tx = self.write_tx().await?;
         let id = insert_change(&mut tx, change).await?;
         tx.commit().await.map_err(db_error)?;
         Ok(id)

@@ -158,7 +158,7 @@ impl Store {
         mode: DeleteMode,
         refs: &[MessageRef],
     ) -> Result<Manifest, Error> {
-        let mut tx = self.pool().begin().await.map_err(db_error)?;
+        let mut tx = self.write_tx().await?;
         let now = now_secs();
         let id: i64 = sqlx::query_scalar(
             "INSERT INTO manifests (created_at, origin, selection, mode, summary, status, updated_at)
@@ -359,7 +359,7 @@ impl Store {
         outcomes: &[ItemOutcome],
         journal: &[JournalItem],
     ) -> Result<(), Error> {
-        let mut tx = self.pool().begin().await.map_err(db_error)?;
+        let mut tx = self.write_tx().await?;
         insert_items(&mut tx, change_id, journal).await?;
         update_index(&mut tx, journal).await?;
         let now = now_secs();

@@ -102,6 +102,17 @@ impl Store {
         &self.pool
     }
 
+    /// A transaction that may write. It takes the write lock at BEGIN (IMMEDIATE), waiting
+    /// under the busy timeout like any writer: a deferred one that reads first fails at
+    /// once with SQLITE_BUSY when it upgrades after another connection committed, which
+    /// the busy handler does not cover (two syncs of one home, `serve`'s watchers).
+    pub(crate) async fn write_tx(&self) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>, Error> {
+        self.pool
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .map_err(db_error)
+    }
+
     pub async fn close(&self) {
         self.pool.close().await;
     }

@@ -159,7 +159,7 @@ impl StoreSink {
 
     async fn delete_ids(&self, mailbox_id: i64, ids: &[RemoteId]) -> Result<u64> {
         let mut removed = 0;
-        let mut tx = self.store.pool().begin().await.map_err(db_error)?;
+        let mut tx = self.store.write_tx().await?;
         for chunk in ids.chunks(DELETE_CHUNK) {
             let mut q = QueryBuilder::<Sqlite>::new("DELETE FROM messages WHERE mailbox_id = ");
             q.push_bind(mailbox_id).push(" AND remote_id IN (");
@@ -184,7 +184,7 @@ impl StoreSink {
 impl SyncSink for StoreSink {
     async fn mailboxes(&mut self, list: &[MailboxInfo]) -> Result<()> {
         self.flush().await?;
-        let mut tx = self.store.pool().begin().await.map_err(db_error)?;
+        let mut tx = self.store.write_tx().await?;
         for mb in list {
             upsert_mailbox(&mut tx, self.account.as_str(), mb).await?;
         }
@@ -214,7 +214,7 @@ impl SyncSink for StoreSink {
     async fn reset_mailbox(&mut self, mailbox: &str) -> Result<()> {
         self.flush().await?;
         let id = self.mailbox(mailbox)?;
-        let mut tx = self.store.pool().begin().await.map_err(db_error)?;
+        let mut tx = self.store.write_tx().await?;
         sqlx::query("DELETE FROM messages WHERE mailbox_id = ?")
             .bind(id)
             .execute(&mut *tx)
@@ -259,7 +259,7 @@ impl SyncSink for StoreSink {
         self.flush().await?;
         let mailbox_id = self.mailbox(mailbox)?;
         let mut retagged = Vec::new();
-        let mut tx = self.store.pool().begin().await.map_err(db_error)?;
+        let mut tx = self.store.write_tx().await?;
         for (id, version, flags) in changes {
             // Only rows whose flags really differ count as changed; the version is kept fresh
             // either way so later preconditions compare against the server's latest value.
@@ -357,7 +357,7 @@ impl SyncSink for StoreSink {
     ) -> Result<Vec<Settled>> {
         self.flush().await?;
         let mut settled: BTreeMap<String, Settled> = BTreeMap::new();
-        let mut tx = self.store.pool().begin().await.map_err(db_error)?;
+        let mut tx = self.store.write_tx().await?;
         // Rows leaving, by Message-ID; those without one can only be removed.
         let mut leaving: HashMap<String, Vec<(i64, String)>> = HashMap::new();
         let mut removing: Vec<(i64, String)> = Vec::new();
@@ -486,7 +486,7 @@ impl SyncSink for StoreSink {
 
 /// Inserts (or refreshes) one batch of messages and their full-text rows in one transaction.
 async fn insert_batch(store: &Store, mailbox_id: i64, messages: &[MessageMeta]) -> Result<()> {
-    let mut tx = store.pool().begin().await.map_err(db_error)?;
+    let mut tx = store.write_tx().await?;
     for chunk in messages.chunks(INSERT_CHUNK) {
         let mut q = QueryBuilder::<Sqlite>::new(
             "INSERT INTO messages (mailbox_id, remote_id, message_id, from_addr,
@@ -597,7 +597,7 @@ async fn write_text(store: &Store, mailbox_id: i64, texts: &[MessageText]) -> Re
             true,
         ),
     ];
-    let mut tx = store.pool().begin().await.map_err(db_error)?;
+    let mut tx = store.write_tx().await?;
     for chunk in texts.chunks(INSERT_CHUNK) {
         for (statement, reads_body) in STATEMENTS {
             let mut q = QueryBuilder::<Sqlite>::new(
