@@ -28,6 +28,7 @@ pub async fn add(store: &Store, id: AccountId, new: NewAccount) -> Result<Accoun
         last_sync_at: None,
         sync_cursor: new.cursor,
         fallback: None,
+        unattended_deletions_since: None,
     };
     let secret = new.secret.as_ref().map(|(k, v)| (k.as_str(), v.as_str()));
     store.add_account(&record, secret, &new.mailboxes).await?;

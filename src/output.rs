@@ -135,6 +135,50 @@ pub fn ask(question: &str) -> Result<String, Error> {
     Ok(answer.trim().to_string())
 }
 
+/// The person at this process's controlling terminal (`/dev/tty`), for what only a person
+/// may decide: approving an assistant's write, deleting mail for good. Its questions and
+/// answers go through the terminal itself, never stdin or a flag, so a program that runs
+/// mailbroker without a terminal (an assistant with a shell) cannot answer them. A process of
+/// the same user can still edit the index: this keeps honest programs honest, it is no
+/// boundary against the user's own code.
+pub struct Terminal {
+    tty: std::fs::File,
+}
+
+impl Terminal {
+    /// The controlling terminal, or `confirmation_required` saying `what` needs a person.
+    pub fn open(what: &str) -> Result<Terminal, Error> {
+        let tty = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/tty")
+            .map_err(|_| {
+                Error::confirmation_required(format!(
+                    "{what} needs a person at a terminal, and this process has none"
+                ))
+                .with_next_step("run the command yourself, in a terminal")
+            })?;
+        Ok(Terminal { tty })
+    }
+
+    /// Shows `line` (made safe by `one_line`) on the terminal.
+    pub fn say(&mut self, line: &str) {
+        let _ = writeln!(self.tty, "{}", one_line(line));
+    }
+
+    /// Asks `question` on the terminal; the trimmed answer typed there.
+    pub fn ask(&mut self, question: &str) -> Result<String, Error> {
+        use std::io::BufRead;
+        let _ = write!(self.tty, "{question}");
+        let _ = self.tty.flush();
+        let mut answer = String::new();
+        std::io::BufReader::new(&self.tty)
+            .read_line(&mut answer)
+            .map_err(|e| Error::internal(format!("cannot read the answer: {e}")))?;
+        Ok(answer.trim().to_string())
+    }
+}
+
 /// Seconds since the epoch as RFC 3339 (UTC), as every listing shows times.
 pub fn rfc3339(secs: i64) -> String {
     mail_parser::DateTime::from_timestamp(secs).to_rfc3339()

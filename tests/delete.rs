@@ -124,8 +124,40 @@ async fn permanent_deletion_expunges_only_the_staged_messages() {
         &["delete-staged", &id.to_string(), "--dry-run"],
     );
     assert!(plan["plan"].to_string().contains("UID EXPUNGE"), "{plan}");
-    let run = ok(home.path(), &["delete-staged", &id.to_string(), "--yes"]);
-    assert_eq!(run["counts"]["done"], 3, "{run}");
+    // `--yes` does not stand for a person: without a terminal, nothing is deleted.
+    let unattended = mb(home.path(), &["delete-staged", &id.to_string(), "--yes"]);
+    assert_eq!(
+        unattended.json["error_type"], "confirmation_required",
+        "{}",
+        unattended.stdout
+    );
+    let step = unattended.json["next_step"].as_str().unwrap();
+    assert!(
+        step.contains("account set d --unattended-deletions"),
+        "{step}"
+    );
+    assert_eq!(imap.flags("INBOX").await.unwrap().len(), 6);
+    // The person at the terminal must type the word; anything else deletes nothing.
+    let declined = common::at_terminal(home.path(), &["delete-staged", &id.to_string()], "yes\n");
+    assert_eq!(
+        declined.json()["error_type"],
+        "confirmation_declined",
+        "{}",
+        declined.shown
+    );
+    assert_eq!(imap.flags("INBOX").await.unwrap().len(), 6);
+    let done = common::at_terminal(
+        home.path(),
+        &["delete-staged", &id.to_string(), "--yes"],
+        "delete\n",
+    );
+    assert!(
+        done.shown.contains("Type delete to go on"),
+        "{}",
+        done.shown
+    );
+    let run = done.json();
+    assert_eq!(run["counts"]["done"], 3, "{}", done.shown);
     let left = imap.flags("INBOX").await.unwrap();
     assert_eq!(left.len(), 3, "{left:?}");
     assert!(left[&keep].contains(&"\\Deleted".to_string()));
@@ -221,6 +253,7 @@ async fn killed_midway_a_run_resumes_without_loss_or_repeat() {
     add_account(server, home.path(), "d", "del-kill", &[]);
     ok(home.path(), &["sync"]);
     let id = stage(home.path(), &["--permanent", "from:bulk@list.example"]);
+    common::allow_unattended(home.path(), "d");
 
     let mut child = Command::new(env!("CARGO_BIN_EXE_mailbroker"))
         .arg("--home")
@@ -276,4 +309,71 @@ async fn killed_midway_a_run_resumes_without_loss_or_repeat() {
         total, N as i64,
         "each item is journaled exactly once: {changes}"
     );
+}
+
+/// An assistant with a shell could run `approve TOKEN --yes` or `delete-staged ID --yes`
+/// itself. Approving needs the controlling terminal even with `--yes`, and says so before it
+/// looks the token up, so a program without one learns nothing about any token. Unattended
+/// permanent deletions (cron) run only for an account a person allowed at a terminal, which
+/// is journaled and shown, and can be taken back.
+#[tokio::test]
+async fn only_a_person_at_a_terminal_approves_or_deletes_for_good() {
+    let Some((home, mut imap)) = setup("del-person", 2).await else {
+        return;
+    };
+    for args in [
+        &["approve", "no-such-token", "--yes"][..],
+        &["approve", "no-such-token"],
+    ] {
+        let run = mb(home.path(), args);
+        assert_eq!(run.code, 6, "{args:?}: {}", run.stdout);
+        assert_eq!(run.json["error_type"], "confirmation_required");
+        assert!(
+            run.json["error"].as_str().unwrap().contains("terminal"),
+            "{}",
+            run.stdout
+        );
+        assert!(!run.stdout.contains("no-such-token"), "{}", run.stdout);
+    }
+    let at_terminal = common::at_terminal(home.path(), &["approve", "no-such-token"], "y\n");
+    assert_eq!(
+        at_terminal.json()["error_type"],
+        "not_found",
+        "{}",
+        at_terminal.shown
+    );
+
+    let refused = mb(
+        home.path(),
+        &["account", "set", "d", "--unattended-deletions"],
+    );
+    assert_eq!(
+        refused.json["error_type"], "confirmation_required",
+        "{}",
+        refused.stdout
+    );
+    let id = stage(home.path(), &["--permanent", "from:news@shop.example"]);
+    common::allow_unattended(home.path(), "d");
+    let shown = ok(home.path(), &["account", "show", "d"]);
+    assert!(
+        shown["account"]["unattended_deletions_since"].is_i64(),
+        "{shown}"
+    );
+    let run = ok(home.path(), &["delete-staged", &id.to_string(), "--yes"]);
+    assert_eq!(run["counts"]["done"], 2, "{run}");
+    assert_eq!(imap.flags("INBOX").await.unwrap().len(), 3);
+
+    // Taken back: the next permanent run needs a person again.
+    ok(
+        home.path(),
+        &["account", "set", "d", "--no-unattended-deletions"],
+    );
+    let id = stage(home.path(), &["--permanent", "from:friend@example.test"]);
+    let again = mb(home.path(), &["delete-staged", &id.to_string(), "--yes"]);
+    assert_eq!(
+        again.json["error_type"], "confirmation_required",
+        "{}",
+        again.stdout
+    );
+    assert_eq!(imap.flags("INBOX").await.unwrap().len(), 3);
 }

@@ -314,6 +314,7 @@ async fn staged_deletion_trash_undo_and_permanent() {
     assert_eq!(mock.ids_with(Some("UNREAD")).len(), 6, "unread as before");
 
     // Permanent deletion needs the full scope: refused with the step that grants it.
+    common::allow_unattended(home.path(), "g");
     let staged = ok(
         home.path(),
         &["stage-delete", "--permanent", "from:news@shop.example"],

@@ -74,6 +74,7 @@ async fn a_microsoft_account_signs_in_syncs_and_runs_staged_deletions() {
     let undone = ok(home.path(), &["undo", &change, "--yes"]);
     assert_eq!(undone["applied"], 10, "{undone}");
     assert_eq!(mock.ids_in(&receipts).len(), 10);
+    common::allow_unattended(home.path(), "ms");
     let staged = ok(
         home.path(),
         &["stage-delete", "from:billing", "--permanent"],
@@ -473,6 +474,7 @@ async fn a_slash_in_a_folder_name_never_merges_two_folders() {
     assert_eq!(landed, expected, "the move went to the folder named");
     assert_eq!(mock.ids_in(&child).len(), 5);
 
+    common::allow_unattended(home.path(), "ms");
     let staged = ok(
         home.path(),
         &["stage-delete", r"in:Inbox\/Receipts", "--permanent"],

@@ -476,8 +476,15 @@ async fn risky_writes_need_confirmation_by_every_route() {
             .contains("run: mailbroker approve"),
         "{early}"
     );
-    let approved = common::mb(home.path(), &["approve", &token, "--yes"]);
-    assert_eq!(approved.code, 0, "{}", approved.stdout);
+    // Nor can a shell it runs: `--yes` does not stand for the person at the terminal.
+    let shell = common::mb(home.path(), &["approve", &token, "--yes"]);
+    assert_eq!(
+        shell.json["error_type"], "confirmation_required",
+        "{}",
+        shell.stdout
+    );
+    let approved = common::at_terminal(home.path(), &["approve", &token], "y\n");
+    assert_eq!(approved.code, 0, "{}", approved.shown);
     let done = ok_call(&session, "update_message", real.clone()).await;
     assert_eq!(done["applied"], 29, "{done}");
     let server_flags = imap.flags("INBOX").await.unwrap();

@@ -116,7 +116,13 @@ seen.refused = await call(client, "update_message", request);
 const dry = await call(client, "update_message", { ...request, dry_run: true });
 const token = dry.body?.confirm_token;
 seen.unapproved = await call(client, "update_message", { ...request, confirm_token: token });
-const approve = spawnSync(cfg.bin, ["--home", cfg.home, "approve", token, "--yes"], { encoding: "utf8" });
+// A shell the assistant runs has no terminal: --yes does not approve. The person, at a
+// terminal (util-linux script makes one), does.
+const shell = spawnSync("setsid", ["--wait", cfg.bin, "--home", cfg.home, "approve", token, "--yes"], { encoding: "utf8" });
+seen.shell_approve_status = shell.status;
+const quote = (a) => `'${String(a).replaceAll("'", "'\\''")}'`;
+const command = [cfg.bin, "--home", cfg.home, "approve", token].map(quote).join(" ");
+const approve = spawnSync("script", ["--quiet", "--return", "--command", command, "/dev/null"], { input: "y\n", encoding: "utf8" });
 seen.approve_status = approve.status;
 seen.approved = await call(client, "update_message", { ...request, confirm_token: token });
 await client.close();

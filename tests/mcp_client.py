@@ -10,6 +10,7 @@ breaks the protocol contract. The caller checks the IMAP server itself.
 
 import asyncio
 import json
+import shlex
 import subprocess
 import sys
 
@@ -170,8 +171,13 @@ async def main(cfg):
         err, early = await call(c, "update_message", {**request, "confirm_token": token})
         check(err and early["error_type"] == "confirmation_required", f"unapproved: {early}")
         check(f"mailbroker approve {token}" in early.get("next_step", ""), f"step: {early}")
-        approved = subprocess.run([cfg["bin"], "--home", cfg["home"], "approve", token, "--yes"],
-                                  capture_output=True, text=True)
+        # Nor can a shell it runs (no terminal), --yes or not; the person at the terminal can.
+        shell = subprocess.run([cfg["bin"], "--home", cfg["home"], "approve", token, "--yes"],
+                               capture_output=True, text=True, start_new_session=True)
+        check(shell.returncode == 6, f"approved without a person: {shell.stdout} {shell.stderr}")
+        command = shlex.join([cfg["bin"], "--home", cfg["home"], "approve", token])
+        approved = subprocess.run(["script", "--quiet", "--return", "--command", command, "/dev/null"],
+                                  input="y\n", capture_output=True, text=True)
         check(approved.returncode == 0, f"approve: {approved.stdout} {approved.stderr}")
         err, done = await call(c, "update_message", {**request, "confirm_token": token})
         check(not err and done["applied"] == 1, f"token update: {done}")

@@ -179,6 +179,7 @@ fn check_run(seen: &Value, transport: &str) {
     // approved, the token runs the write.
     let step = seen["unapproved"]["body"]["next_step"].as_str().unwrap();
     assert!(step.contains("mailbroker approve"), "{step}");
+    assert_eq!(seen["shell_approve_status"], 6, "{seen}");
     assert_eq!(seen["approve_status"], 0, "{seen}");
     assert_eq!(answered(seen, "approved")["applied"], 1, "{seen}");
     if transport == "http" {

@@ -10,7 +10,7 @@ use mailbroker_imap::{ImapConfig, TlsMode};
 
 use super::{rfc3339, views};
 use crate::accounts;
-use crate::output::print_json;
+use crate::output::{Terminal, print_json};
 use crate::store::Store;
 
 #[derive(Debug, Subcommand)]
@@ -136,6 +136,13 @@ pub struct SetArgs {
     /// Remove the fallback route: the account's own route only.
     #[arg(long)]
     pub no_fallback: bool,
+    /// Let `delete-staged ID --yes` delete this account's mail for good with nobody at a
+    /// terminal (for a cron job you set up). Asked at your terminal, and journaled.
+    #[arg(long, conflicts_with_all = ["no_unattended_deletions", "fallback", "no_fallback"])]
+    pub unattended_deletions: bool,
+    /// Take that back: permanent deletions ask at a terminal again.
+    #[arg(long, conflicts_with_all = ["fallback", "no_fallback"])]
+    pub no_unattended_deletions: bool,
 }
 
 #[derive(Debug, Args)]
@@ -379,9 +386,13 @@ async fn add_graph(store: &Store, args: &GraphArgs, json: bool) -> Result<()> {
     print_account(&accounts::add(store, id, new).await?, json)
 }
 
-/// `account set`: the account's fallback route, or none.
+/// `account set`: the account's fallback route, or none; or whether permanent deletions of
+/// its mail may run unattended.
 async fn set(store: &Store, args: &SetArgs, json: bool) -> Result<()> {
     let id: AccountId = args.id.parse()?;
+    if args.unattended_deletions || args.no_unattended_deletions {
+        return set_unattended(store, &id, args.unattended_deletions, json).await;
+    }
     let fallback = match (&args.fallback, &args.mail_account, args.no_fallback) {
         (Some(_), Some(name), _) => Some(crate::store::Fallback {
             provider: mailbroker_core::ProviderKind::Applescript,
@@ -405,6 +416,34 @@ async fn set(store: &Store, args: &SetArgs, json: bool) -> Result<()> {
             f.settings
         ),
         None => crate::say!("account {id}: its own route only"),
+    }
+    Ok(())
+}
+
+/// Allows (asked at the terminal, since it lets deletions run without one) or stops
+/// unattended permanent deletions of the account's mail.
+async fn set_unattended(store: &Store, id: &AccountId, allowed: bool, json: bool) -> Result<()> {
+    store.account(id).await?;
+    if allowed {
+        let mut person = Terminal::open("allowing unattended permanent deletions")?;
+        person.say(&format!(
+            "With this, `mailbroker delete-staged ID --yes` deletes staged mail of account \
+             {id} for good with nobody at a terminal, for example from cron."
+        ));
+        if person.ask("Type allow to go on: ")? != "allow" {
+            return Err(Error::confirmation_declined(
+                "not confirmed; nothing was changed",
+            ));
+        }
+    }
+    store.set_unattended_deletions(id, allowed, "cli").await?;
+    let view = accounts::show(store, id).await?;
+    if json {
+        return print_json(Some("account"), &views::AccountShowJson::from(&view));
+    }
+    match allowed {
+        true => crate::say!("account {id}: permanent deletions may run unattended (--yes)"),
+        false => crate::say!("account {id}: permanent deletions ask at a terminal"),
     }
     Ok(())
 }
@@ -442,6 +481,12 @@ async fn show(store: &Store, id: &AccountId, json: bool) -> Result<()> {
             None => "no secret kept by mailbroker",
         }
     );
+    if let Some(since) = view.account.unattended_deletions_since {
+        crate::say!(
+            "permanent deletions may run unattended (delete-staged --yes), since {}",
+            rfc3339(since)
+        );
+    }
     crate::say!(
         "extensions: {}",
         view.account.capabilities.extensions.join(" ")

@@ -3,10 +3,14 @@
 
 use mailbroker_core::{Error, Result};
 
-use crate::output::{ask, one_line, print_json};
+use crate::output::{Terminal, print_json};
 use crate::store::{Store, now_secs};
 
-pub(super) async fn approve(store: &Store, token: &str, yes: bool, json: bool) -> Result<()> {
+/// Approves the write behind `token`, asking the person at the controlling terminal. Nothing
+/// else answers: not `--yes`, not stdin. Without a terminal it refuses before the token is
+/// even looked up, so a program without one learns nothing about it.
+pub(super) async fn approve(store: &Store, token: &str, json: bool) -> Result<()> {
+    let mut person = Terminal::open("approving an assistant's write")?;
     let approval = store.approval(token).await?;
     if approval.used_at.is_some() {
         return Err(Error::confirmation_required(format!(
@@ -20,11 +24,14 @@ pub(super) async fn approve(store: &Store, token: &str, yes: bool, json: bool) -
         );
     }
     let d = &approval.description;
-    if !json || !yes {
-        describe(d);
-    }
-    if !yes {
-        confirm_here()?;
+    describe(&mut person, d);
+    match person.ask("Approve this write? [y/N] ")?.as_str() {
+        "y" | "Y" | "yes" => {}
+        _ => {
+            return Err(Error::confirmation_declined(
+                "not approved; nothing will run",
+            ));
+        }
     }
     store.approve(token).await?;
     if json {
@@ -33,38 +40,22 @@ pub(super) async fn approve(store: &Store, token: &str, yes: bool, json: bool) -
             &serde_json::json!({ "approved": token, "description": d }),
         );
     }
-    println!("approved: the assistant may now run this write once");
+    crate::say!("approved: the assistant may now run this write once");
     Ok(())
 }
 
-/// What the write will do, on stderr (stdout may carry JSON).
-fn describe(d: &serde_json::Value) {
+/// What the write will do, shown on the terminal the person answers at.
+fn describe(person: &mut Terminal, d: &serde_json::Value) {
     let text = |k: &str| d[k].as_str().unwrap_or("").to_string();
-    eprintln!(
+    person.say(&format!(
         "An assistant asks to run {}: it {}.",
         text("tool"),
-        one_line(&text("reason"))
-    );
+        text("reason")
+    ));
     if let Some(summary) = d["summary"]["text"].as_str() {
-        eprintln!("{}", one_line(summary));
+        person.say(summary);
     }
     for line in d["plan"].as_array().into_iter().flatten() {
-        eprintln!("  {}", one_line(line.as_str().unwrap_or("")));
-    }
-}
-
-fn confirm_here() -> Result<()> {
-    use std::io::IsTerminal;
-    if !std::io::stdin().is_terminal() {
-        return Err(
-            Error::confirmation_required("approving needs a terminal, or --yes")
-                .with_next_step("run it in a terminal, or add --yes"),
-        );
-    }
-    match ask("Approve this write? [y/N] ")?.as_str() {
-        "y" | "Y" | "yes" => Ok(()),
-        _ => Err(Error::confirmation_declined(
-            "not approved; nothing will run",
-        )),
+        person.say(&format!("  {}", line.as_str().unwrap_or("")));
     }
 }

@@ -6,7 +6,7 @@ use mailbroker_core::{DeleteMode, Error, Result};
 use super::views::ManifestJson;
 use crate::delete;
 use crate::home::Home;
-use crate::output::{print_json, progress_bar};
+use crate::output::{Terminal, print_json, progress_bar};
 use crate::store::{Manifest, ManifestStatus, Store};
 
 #[derive(Debug, Args)]
@@ -71,7 +71,9 @@ pub async fn stage(store: &Store, args: StageArgs, json: bool) -> Result<()> {
             summary["bytes"],
             mode.as_str()
         );
-        print_selection(&summary);
+        selection_lines(&summary)
+            .iter()
+            .for_each(|l| crate::say!("{l}"));
         return Ok(());
     }
     let manifest = delete::stage(store, "cli", &selection, &rows, mode, args.max_messages).await?;
@@ -84,8 +86,15 @@ pub async fn stage(store: &Store, args: StageArgs, json: bool) -> Result<()> {
 }
 
 fn print_summary(m: &Manifest) {
+    for line in summary_lines(m) {
+        crate::say!("{line}");
+    }
+}
+
+/// A manifest as a person reads it: its counts, then its senders and mailboxes.
+fn summary_lines(m: &Manifest) -> Vec<String> {
     let s = &m.summary;
-    crate::say!(
+    let mut lines = vec![format!(
         "manifest {} [{}] {}: {} message(s), {} bytes, from {} ({})",
         m.id,
         m.status,
@@ -94,30 +103,85 @@ fn print_summary(m: &Manifest) {
         s["bytes"],
         m.origin,
         m.selection
-    );
-    print_selection(s);
+    )];
+    lines.extend(selection_lines(s));
+    lines
 }
 
 /// A selection summary's senders and mailboxes, a line each.
-fn print_selection(s: &serde_json::Value) {
-    if let Some(senders) = s["top_senders"].as_array() {
-        for sender in senders.iter().take(10) {
-            crate::say!(
-                "  {:>6}  {}",
-                sender["messages"],
-                crate::output::one_line(sender["from"].as_str().unwrap_or(""))
-            );
-        }
+fn selection_lines(s: &serde_json::Value) -> Vec<String> {
+    let mut lines = Vec::new();
+    for sender in s["top_senders"].as_array().into_iter().flatten().take(10) {
+        lines.push(format!(
+            "  {:>6}  {}",
+            sender["messages"],
+            sender["from"].as_str().unwrap_or("")
+        ));
     }
-    if let Some(boxes) = s["mailboxes"].as_object() {
-        for (name, n) in boxes {
-            crate::say!("  {n:>6}  in {name}");
+    for (name, n) in s["mailboxes"].as_object().into_iter().flatten() {
+        lines.push(format!("  {n:>6}  in {name}"));
+    }
+    lines
+}
+
+/// Asks the person at the terminal; permanent deletion needs the word `delete` typed.
+///
+/// Trash mode (undoable) asks on stdin when it is a terminal, or takes `--yes`. Permanent
+/// mode asks at the controlling terminal only, `--yes` or not, unless a person allowed every
+/// account of the manifest to be deleted from unattended (`account set ID
+/// --unattended-deletions`, itself made at a terminal): a program without a terminal cannot
+/// delete mail for good on its own.
+async fn confirm(store: &Store, m: &Manifest, yes: bool) -> Result<()> {
+    match m.mode {
+        DeleteMode::Trash => confirm_trash(m, yes),
+        DeleteMode::Permanent => {
+            let waiting = not_unattended(store, m).await?;
+            if yes && waiting.is_empty() {
+                return Ok(());
+            }
+            let mut person = Terminal::open(&format!(
+                "deleting the {} message(s) of manifest {} for good",
+                m.summary["count"], m.id
+            ))
+            .map_err(|e| match waiting.first() {
+                Some(account) => e.with_next_step(format!(
+                    "run it yourself in a terminal; for unattended runs (cron), allow them \
+                     once at a terminal: mailbroker account set {account} --unattended-deletions"
+                )),
+                None => e,
+            })?;
+            for line in summary_lines(m) {
+                person.say(&line);
+            }
+            let answer = person.ask("They will be deleted for good. Type delete to go on: ")?;
+            match answer == "delete" {
+                true => Ok(()),
+                false => Err(Error::confirmation_declined(
+                    "not confirmed; nothing was deleted",
+                )),
+            }
         }
     }
 }
 
-/// Asks the person at the terminal; permanent deletion needs the word `delete` typed.
-fn confirm(m: &Manifest, yes: bool) -> Result<()> {
+/// The manifest's accounts no person allowed unattended permanent deletions for.
+async fn not_unattended(store: &Store, m: &Manifest) -> Result<Vec<String>> {
+    let mut waiting = Vec::new();
+    for account in m.summary["accounts"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(a, _)| a)
+    {
+        let record = store.account(&account.parse()?).await;
+        if !record.is_ok_and(|r| r.unattended_deletions_since.is_some()) {
+            waiting.push(account.clone());
+        }
+    }
+    Ok(waiting)
+}
+
+fn confirm_trash(m: &Manifest, yes: bool) -> Result<()> {
     use std::io::IsTerminal;
     if yes {
         return Ok(());
@@ -133,16 +197,8 @@ fn confirm(m: &Manifest, yes: bool) -> Result<()> {
         )));
     }
     print_summary(m);
-    let (question, word) = match m.mode {
-        DeleteMode::Trash => ("Move these messages to the trash? [y/N] ", "y"),
-        DeleteMode::Permanent => (
-            "They will be deleted for good. Type delete to go on: ",
-            "delete",
-        ),
-    };
-    let answer = crate::output::ask(question)?;
-    let answer = answer.as_str();
-    if answer == word || (word == "y" && answer.eq_ignore_ascii_case("yes")) {
+    let answer = crate::output::ask("Move these messages to the trash? [y/N] ")?;
+    if answer.eq_ignore_ascii_case("y") || answer.eq_ignore_ascii_case("yes") {
         Ok(())
     } else {
         Err(Error::confirmation_declined(
@@ -246,7 +302,7 @@ async fn run(
             "manifest {id} was cancelled; nothing runs"
         )));
     }
-    confirm(&manifest, yes)?;
+    confirm(store, &manifest, yes).await?;
     let bar = progress_bar(json);
     let report = delete::execute(home, store, id, batch, |done, total| {
         bar.set_length(total);

@@ -99,8 +99,9 @@ pub enum Command {
     /// Approve a write an assistant asked to make (the confirm_token its dry run showed).
     Approve {
         token: String,
-        /// Approve without being asked (needed when not on a terminal).
-        #[arg(long)]
+        /// Has no effect: the person answers at the terminal. Kept so that a script that
+        /// passes it is told why it cannot approve.
+        #[arg(long, hide = true)]
         yes: bool,
     },
     /// List the change journal, or show one change with its messages.
@@ -197,7 +198,7 @@ async fn dispatch(home: &Home, store: &Store, command: Command, json: bool) -> R
         }
         Command::Search { query, limit } => search_messages(store, &query, limit, json).await,
         Command::Changes { id, limit } => changes(store, id, limit, json).await,
-        Command::Approve { token, yes } => approve::approve(store, &token, yes, json).await,
+        Command::Approve { token, yes: _ } => approve::approve(store, &token, json).await,
         Command::Show {
             id,
             body,

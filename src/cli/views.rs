@@ -229,6 +229,8 @@ pub struct AccountJson<'a> {
     /// The route used when the account's own is unavailable, if the person chose one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fallback: Option<&'a crate::store::Fallback>,
+    /// Since when `delete-staged --yes` may delete its mail for good unattended.
+    pub unattended_deletions_since: Option<i64>,
 }
 
 impl<'a> From<&'a AccountRecord> for AccountJson<'a> {
@@ -242,6 +244,7 @@ impl<'a> From<&'a AccountRecord> for AccountJson<'a> {
             created_at: a.created_at,
             last_sync_at: a.last_sync_at,
             fallback: a.fallback.as_ref(),
+            unattended_deletions_since: a.unattended_deletions_since,
         }
     }
 }

@@ -23,6 +23,9 @@ pub struct AccountRecord {
     pub sync_cursor: Option<String>,
     /// The route the person chose for when this account's own is unavailable.
     pub fallback: Option<Fallback>,
+    /// Since when a person allowed `delete-staged --yes` to delete this account's mail for
+    /// good with nobody at a terminal (`account set --unattended-deletions`).
+    pub unattended_deletions_since: Option<i64>,
 }
 
 /// A fallback route: which provider's adapter carries it, and its settings (no secret).
@@ -54,6 +57,7 @@ type AccountRow = (
     Option<i64>,
     Option<String>,
     Option<String>,
+    Option<i64>,
 );
 
 fn account_of(row: AccountRow) -> Result<AccountRecord, Error> {
@@ -67,6 +71,7 @@ fn account_of(row: AccountRow) -> Result<AccountRecord, Error> {
         last_sync_at,
         sync_cursor,
         fallback,
+        unattended_deletions_since,
     ) = row;
     let fallback = match fallback {
         Some(text) => Some(
@@ -87,12 +92,13 @@ fn account_of(row: AccountRow) -> Result<AccountRecord, Error> {
         last_sync_at,
         sync_cursor,
         fallback,
+        unattended_deletions_since,
     })
 }
 
 const ACCOUNT_COLUMNS: &str =
     "SELECT id, provider, email, settings, capabilities, created_at, last_sync_at, sync_cursor,
-       fallback
+       fallback, unattended_deletions_since
      FROM accounts";
 
 impl Store {
@@ -164,6 +170,40 @@ impl Store {
             let _ = crate::keyring::delete(kept).await;
         }
         written
+    }
+
+    /// Allows (or stops) permanent deletions of the account's mail with nobody at a
+    /// terminal, and journals who changed it and when, in one transaction.
+    pub async fn set_unattended_deletions(
+        &self,
+        id: &AccountId,
+        allowed: bool,
+        origin: &str,
+    ) -> Result<(), Error> {
+        let now = now_secs();
+        let mut tx = self.write_tx().await?;
+        let done = sqlx::query("UPDATE accounts SET unattended_deletions_since = ? WHERE id = ?")
+            .bind(allowed.then_some(now))
+            .bind(id.as_str())
+            .execute(&mut *tx)
+            .await
+            .map_err(db_error)?;
+        if done.rows_affected() == 0 {
+            return Err(Error::not_found(format!("no account {id}"))
+                .with_next_step("run: mailbroker account list"));
+        }
+        sqlx::query(
+            "INSERT INTO account_settings_log (account_id, at, setting, value, origin)
+             VALUES (?, ?, 'unattended_deletions', ?, ?)",
+        )
+        .bind(id.as_str())
+        .bind(now)
+        .bind(if allowed { "allowed" } else { "refused" })
+        .bind(origin)
+        .execute(&mut *tx)
+        .await
+        .map_err(db_error)?;
+        tx.commit().await.map_err(db_error)
     }
 
     /// Sets (or, with `None`, removes) the account's fallback route.

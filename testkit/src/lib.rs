@@ -13,6 +13,7 @@ mod proxy;
 
 pub mod mounts;
 pub mod secret_service;
+pub mod terminal;
 
 pub mod oauth;
 

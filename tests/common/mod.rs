@@ -77,6 +77,8 @@ fn run_binary(home: &Path, args: &[&str], env: &[(&str, &str)]) -> Run {
         // Never the keyring of the desktop the tests run on (tests/keyring.rs has its own).
         .env("MAILBROKER_SECRET_STORE", "index")
         .stdin(Stdio::null());
+    // As an assistant's shell or cron runs it: no terminal to ask, whatever the tests run in.
+    mailbroker_testkit::terminal::detached(&mut cmd);
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -94,6 +96,40 @@ fn run_binary(home: &Path, args: &[&str], env: &[(&str, &str)]) -> Run {
         stdout,
         stderr,
     }
+}
+
+/// Runs `mailbroker --home HOME --json ARGS…` as the person at a terminal of its own, who
+/// types `typed` there (`"y\n"`, `"delete\n"`).
+pub fn at_terminal(
+    home: &Path,
+    args: &[&str],
+    typed: &str,
+) -> mailbroker_testkit::terminal::AtTerminal {
+    let home = home.display().to_string();
+    let mut all = vec!["--home", home.as_str(), "--json"];
+    all.extend(args);
+    let bin = Path::new(env!("CARGO_BIN_EXE_mailbroker"));
+    let env = [
+        ("MB_TEST_PW", PASSWORD),
+        ("MAILBROKER_SECRET_STORE", "index"),
+    ];
+    let run = mailbroker_testkit::terminal::run(bin, &all, &env, typed).expect("a terminal");
+    assert!(
+        !run.shown.contains(PASSWORD),
+        "a secret was printed by {args:?}"
+    );
+    run
+}
+
+/// The person allows permanent deletions of `account`'s mail to run unattended (as for a
+/// cron job), at their terminal.
+pub fn allow_unattended(home: &Path, account: &str) {
+    let run = at_terminal(
+        home,
+        &["account", "set", account, "--unattended-deletions"],
+        "allow\n",
+    );
+    assert_eq!(run.code, 0, "{}", run.shown);
 }
 
 /// Runs and insists on success, returning the JSON.

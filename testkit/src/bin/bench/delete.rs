@@ -25,6 +25,24 @@ pub async fn bench_delete(n: usize) -> Result<()> {
     let proxy = Proxy::start(server.imap_port, super::ONE_WAY)?;
     let home = tempfile::tempdir()?;
     super::add_and_sync(&bin, home.path(), "bd", proxy.port)?;
+    // Permanent runs with --yes go unattended only where a person allowed it, at a terminal.
+    let home_arg = home.path().display().to_string();
+    let allowed = mailbroker_testkit::terminal::run(
+        &bin,
+        &[
+            "--home",
+            &home_arg,
+            "account",
+            "set",
+            "bd",
+            "--unattended-deletions",
+        ],
+        &[],
+        "allow\n",
+    )?;
+    if allowed.code != 0 {
+        bail!("account set --unattended-deletions: {}", allowed.shown);
+    }
 
     let mut rows = Vec::new();
     for (mode, sender) in [("trash", senders[0]), ("permanent", senders[1])] {
