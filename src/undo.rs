@@ -69,7 +69,39 @@ pub async fn resolve(store: &Store, change_id: i64) -> Result<ResolvedRequest> {
         })
         .collect();
     let request = (selection, patch, Some(change_id));
-    crate::write::plan(store, request, None, intents, stale).await
+    let role = move_role(store, &intents).await?;
+    let mut resolved = crate::write::plan(store, request, None, intents, stale).await?;
+    resolved.set_move_role(role);
+    Ok(resolved)
+}
+
+/// The role of where the undo moves messages, as an update's target has one: junk or trash
+/// first (a change that took mail out of them puts it back there, which a person confirms
+/// as they would the same update), else any other.
+async fn move_role(store: &Store, intents: &[Intent]) -> Result<Option<String>> {
+    let mut targets: Vec<(&str, &str)> = intents
+        .iter()
+        .filter_map(|i| Some((i.row.account.as_str(), i.move_to.as_deref()?)))
+        .collect();
+    targets.sort_unstable();
+    targets.dedup();
+    let mut found = None;
+    for (account, mailbox) in targets {
+        let role = match store.resolve_mailbox(account, mailbox).await {
+            Ok((_, role)) => role,
+            // A mailbox gone since: the write itself will say so.
+            Err(e) if e.is_not_found() => None,
+            Err(e) => return Err(e),
+        };
+        if role
+            .as_deref()
+            .is_some_and(|r| matches!(r, "junk" | "trash"))
+        {
+            return Ok(role);
+        }
+        found = found.or(role);
+    }
+    Ok(found)
 }
 
 /// What takes a message from `after` back to `before`: the flags that differ, the tags one

@@ -199,3 +199,54 @@ async fn a_move_whose_answer_names_no_new_uids_is_found_and_reported_moved() {
     assert!(client.flags("Archive").await.unwrap().is_empty());
     client.logout().await.unwrap();
 }
+
+/// Undoing a change that took mail out of the trash puts it back there. An update doing
+/// that asks first; the undo carried no move role and ran unasked. It asks now, on the CLI
+/// and over MCP alike, and runs once confirmed.
+#[tokio::test]
+async fn undo_into_the_trash_asks_as_the_update_would() {
+    let Some(server) = server() else { return };
+    let home = tempfile::tempdir().unwrap();
+    let mut client = ImapClient::connect(server, "mv-undo-trash").await.unwrap();
+    for i in 0..3 {
+        let body = message(i, "old@example.test", &format!("Binned {i}"), "x");
+        client.append("Trash", "", &body).await.unwrap();
+    }
+    common::add_account(server, home.path(), "m", "mv-undo-trash", &[]);
+    ok(home.path(), &["sync"]);
+    let rescued = ok(
+        home.path(),
+        &["update", "--query", "in:trash", "--move-to", "inbox"],
+    );
+    assert_eq!(rescued["applied"], 3, "{rescued}");
+    let change = rescued["change_id"].to_string();
+
+    let asked = mb(home.path(), &["undo", &change]);
+    assert_eq!(
+        asked.json["error_type"], "confirmation_required",
+        "{}",
+        asked.stdout
+    );
+    let session = common::mcp::connect(
+        home.path(),
+        common::mcp::client(None, rmcp::model::ProtocolVersion::V_2025_11_25),
+    )
+    .await;
+    let refused = common::mcp::err_call(
+        &session,
+        "undo_change",
+        serde_json::json!({ "change_id": rescued["change_id"] }),
+    )
+    .await;
+    assert_eq!(refused["error_type"], "confirmation_required", "{refused}");
+    session.cancel().await.ok();
+    assert_eq!(
+        client.flags("INBOX").await.unwrap().len(),
+        3,
+        "nothing moved yet"
+    );
+
+    let undone = ok(home.path(), &["undo", &change, "--yes"]);
+    assert_eq!(undone["applied"], 3, "{undone}");
+    assert_eq!(client.flags("Trash").await.unwrap().len(), 3);
+}

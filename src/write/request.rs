@@ -102,7 +102,7 @@ impl CheckedRequest {
         };
         let request = (selection, patch, None);
         let mut resolved = plan(store, request, Some(&requested), intents, Vec::new()).await?;
-        resolved.preview.move_role = self.move_role;
+        resolved.set_move_role(self.move_role);
         resolved.resolve_ms = started.elapsed().as_millis() as u64;
         resolved.preview.local_ms = resolved.resolve_ms;
         Ok(resolved)
@@ -187,6 +187,12 @@ impl ResolvedRequest {
     /// What a dry run reports: the plan, and how many messages would change.
     pub fn preview(&self) -> &ChangeReport {
         &self.preview
+    }
+
+    /// Records the role of where it moves messages (`junk`, `trash`), which decides whether a
+    /// person must confirm it.
+    pub(crate) fn set_move_role(&mut self, role: Option<String>) {
+        self.preview.move_role = role;
     }
 
     /// The local ids of every message the request selected.
