@@ -96,6 +96,8 @@ pub async fn sync_with(
         .await
         .map_err(|e| e.context(format!("sync of account {id}")))?;
     store.mark_synced(id).await?;
+    // The index is the server's again: an earlier write whose answer was lost shows here.
+    store.settle_unknown().await?;
     Ok(AccountSyncReport {
         account: id.clone(),
         added: mailboxes.iter().map(|m| m.added).sum(),

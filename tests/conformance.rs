@@ -355,6 +355,18 @@ async fn lost_answer_is_not_resent(mut f: Fixture) {
     assert_eq!(rerun["unchanged"], MESSAGES, "{rerun}");
     assert_eq!(f.writes_since(), 0, "resent after a lost answer");
     assert_eq!(f.indexed("tag:Kept"), MESSAGES as u64);
+    // The rerun read the lost write back: the first change now says applied for all, and
+    // can be undone (its unknown items were never undoable).
+    let first_id = change_id(&first.json);
+    let journal = ok(f.path(), &["changes", &first_id]);
+    assert_eq!(journal["change"]["applied"], MESSAGES, "{journal}");
+    let undone = ok(f.path(), &["undo", &first_id]);
+    assert_eq!(undone["applied"], MESSAGES, "{undone}");
+    assert_eq!(
+        f.counts("Kept").await.tagged,
+        0,
+        "the undo reached the server"
+    );
 }
 
 /// A move to the archive, and its undo back to the inbox.

@@ -382,3 +382,55 @@ async fn a_read_only_home_is_writes_disabled() {
         assert!(run.json["next_step"].as_str().is_some(), "{}", run.stdout);
     }
 }
+
+/// A move whose answer was lost stayed `unknown` for good, and could never be undone, even
+/// once a sync showed it had landed. The sync settles it: `applied`, and undoable.
+#[tokio::test]
+async fn a_lost_move_that_a_sync_shows_landed_can_be_undone() {
+    let Some(server) = server() else { return };
+    let home = tempfile::tempdir().unwrap();
+    let mut client = common::seed(server, "i-settle", "INBOX", 3).await;
+    let proxy =
+        mailbroker_testkit::Proxy::start(server.imap_port, std::time::Duration::ZERO).unwrap();
+    common::add_proxied(home.path(), "s", proxy.port, "i-settle");
+    ok(home.path(), &["sync"]);
+    proxy.cut_after("UID MOVE");
+    let lost = mb(
+        home.path(),
+        &[
+            "update",
+            "--query",
+            "in:inbox",
+            "--move-to",
+            "Archive",
+            "--yes",
+        ],
+    );
+    assert_eq!(lost.json["applied"], 0, "{}", lost.stdout);
+    assert_eq!(
+        client.flags("Archive").await.unwrap().len(),
+        3,
+        "the move landed"
+    );
+    let change = lost.json["change_id"].to_string();
+    let journal = ok(home.path(), &["changes", &change]);
+    assert_eq!(
+        journal["change"]["items"][0]["outcome"], "unknown",
+        "{journal}"
+    );
+    assert_eq!(
+        journal["change"]["items"][0]["asked"]["mailbox"], "Archive",
+        "{journal}"
+    );
+
+    ok(home.path(), &["sync"]);
+    let journal = ok(home.path(), &["changes", &change]);
+    assert_eq!(journal["change"]["applied"], 3, "{journal}");
+    assert_eq!(
+        journal["change"]["items"][0]["outcome"], "applied",
+        "{journal}"
+    );
+    let undone = ok(home.path(), &["undo", &change, "--yes"]);
+    assert_eq!(undone["applied"], 3, "{undone}");
+    assert_eq!(client.flags("INBOX").await.unwrap().len(), 3);
+}

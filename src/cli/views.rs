@@ -94,7 +94,12 @@ pub struct ChangeItemJson<'a> {
     pub error_type: Option<&'a str>,
     pub error: Option<&'a str>,
     pub before: StateJson<'a>,
+    /// The state the server read back; null while the outcome is unknown.
     pub after: Option<StateJson<'a>>,
+    /// For an unknown outcome: what the change asked for (a later read-back that shows it
+    /// turns the item `applied`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub asked: Option<StateJson<'a>>,
     /// The fallback route that carried it, when not the account's own.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub route: Option<&'a str>,
@@ -124,6 +129,7 @@ impl<'a> From<&'a MessageState> for StateJson<'a> {
 
 impl<'a> From<&'a JournalItem> for ChangeItemJson<'a> {
     fn from(i: &'a JournalItem) -> Self {
+        let unknown = i.outcome == mailbroker_core::Outcome::Unknown;
         ChangeItemJson {
             message_id: i.message_id,
             account: &i.account,
@@ -131,7 +137,8 @@ impl<'a> From<&'a JournalItem> for ChangeItemJson<'a> {
             error_type: i.error_type.as_deref(),
             error: i.error.as_deref(),
             before: (&i.before).into(),
-            after: i.after.as_ref().map(StateJson::from),
+            after: i.after.as_ref().filter(|_| !unknown).map(StateJson::from),
+            asked: i.after.as_ref().filter(|_| unknown).map(StateJson::from),
             route: i.route.as_deref(),
         }
     }

@@ -229,6 +229,16 @@ impl Store {
         tracing::debug!("journal: index rows updated");
         update_tags(&mut tx, &change.items).await?;
         tracing::debug!("journal: tag rows updated");
+        // What this change read back may show an earlier one's lost write landed.
+        let read_back: Vec<i64> = change
+            .items
+            .iter()
+            .filter(|i| i.observed.is_some())
+            .map(|i| i.message_id)
+            .collect();
+        if !read_back.is_empty() {
+            super::settle::settle(&mut tx, Some(&read_back)).await?;
+        }
         tx.commit().await.map_err(db_error)?;
         tracing::debug!("journal: results recorded");
         Ok(())
@@ -436,7 +446,7 @@ pub(crate) async fn insert_items(
     for item in items {
         for state in std::iter::once(&item.before).chain(&item.after) {
             if let std::collections::hash_map::Entry::Vacant(slot) = state_ids.entry(key(state)) {
-                slot.insert(insert_state(tx, id, state).await?);
+                slot.insert(insert_message_state(tx, id, state).await?);
             }
         }
     }
@@ -493,11 +503,11 @@ type ItemValues<'a> = (
 /// of a change that ends the same way). Rows from before ids were opaque also carry a
 /// `uidvalidity`, which is read into their ids and otherwise ignored.
 #[derive(Serialize, Deserialize)]
-struct StoredState {
-    mailbox: String,
-    read: bool,
-    flagged: bool,
-    tags: Vec<String>,
+pub(super) struct StoredState {
+    pub(super) mailbox: String,
+    pub(super) read: bool,
+    pub(super) flagged: bool,
+    pub(super) tags: Vec<String>,
 }
 
 impl StoredState {
@@ -520,7 +530,7 @@ fn key(state: &MessageState) -> StateKey<'_> {
 
 /// The id of `state` in change `id`'s states, added if new. A staged deletion journals its
 /// batches in separate transactions, so a state may already be there from an earlier batch.
-async fn insert_state(
+async fn insert_message_state(
     tx: &mut Transaction<'_, Sqlite>,
     id: i64,
     state: &MessageState,
@@ -531,12 +541,21 @@ async fn insert_state(
         flagged: state.flagged,
         tags: state.tags.clone(),
     };
+    insert_state(tx, id, &stored).await
+}
+
+/// The id of `stored` in change `id`'s states, added if new.
+pub(super) async fn insert_state(
+    tx: &mut Transaction<'_, Sqlite>,
+    id: i64,
+    stored: &StoredState,
+) -> Result<i64, Error> {
     sqlx::query_scalar(
         "INSERT INTO change_states (change_id, state) VALUES (?, ?)
          ON CONFLICT (change_id, state) DO UPDATE SET state = excluded.state RETURNING id",
     )
     .bind(id)
-    .bind(json(&stored))
+    .bind(json(stored))
     .fetch_one(&mut **tx)
     .await
     .map_err(db_error)

@@ -9,6 +9,7 @@ mod approvals;
 mod journal;
 mod manifests;
 mod messages;
+mod settle;
 mod sink;
 
 use std::path::Path;

@@ -18,10 +18,7 @@ pub(super) fn intent_record(request: Request, plan: &[String], intents: &[Intent
         .map(|i| {
             let unknown = ItemResult::new(i.row.remote_id.clone(), Outcome::Unknown)
                 .with_error(Error::outcome_unknown(UNRECORDED));
-            JournalItem {
-                after: intended_state(i),
-                ..journal_item(i, unknown)
-            }
+            journal_item(i, unknown)
         })
         .collect();
     let counts = ChangeReport {
@@ -35,6 +32,24 @@ pub(super) fn intent_record(request: Request, plan: &[String], intents: &[Intent
         items,
         ChangeStatus::Executing,
     )
+}
+
+/// The state a change asks for, for its `unknown` items (which a later read-back settles,
+/// `store::settle`): as `intended_state`, and for a move the target mailbox, whose new id
+/// only the server gives (left empty).
+fn asked_state(intent: &Intent) -> MessageState {
+    let row = &intent.row;
+    let mut state = MessageState {
+        read: intent.op.read.unwrap_or(row.read),
+        flagged: intent.op.flagged.unwrap_or(row.flagged),
+        tags: intent.op.tags_after(&row.tags),
+        ..state_of(row)
+    };
+    if let Some(target) = &intent.move_to {
+        state.mailbox = target.clone();
+        state.remote_id = mailbroker_core::RemoteId::new("");
+    }
+    state
 }
 
 /// The state a flag change asks for (tags in the order the read-back reports them when the
@@ -173,6 +188,9 @@ fn blocked(e: &Error, account: &str) -> Blocked {
 pub(super) fn journal_item(intent: &Intent, result: ItemResult) -> JournalItem {
     let outcome = result.outcome;
     let before = state_of(&intent.row);
+    // An unknown item keeps what was asked, for a later read-back to settle it.
+    let asked =
+        (outcome == Outcome::Unknown && result.observed.is_none()).then(|| asked_state(intent));
     let after = result.observed.as_ref().map(|(_, flags)| {
         let (mailbox, remote_id) = result
             .moved_to
@@ -193,7 +211,7 @@ pub(super) fn journal_item(intent: &Intent, result: ItemResult) -> JournalItem {
         error_type: result.error.as_ref().map(|e| e.error_type().to_string()),
         error: result.error.as_ref().map(|e| e.message().to_string()),
         before,
-        after,
+        after: after.or(asked),
         observed: result.observed,
         route: result.route,
     }

@@ -12,3 +12,7 @@ CREATE TABLE account_settings_log (
     value TEXT NOT NULL,
     origin TEXT NOT NULL
 );
+
+-- The journal's `unknown` items, found by message when a later write or a sync shows how
+-- they ended (`store/settle.rs`). Few rows: most changes have none.
+CREATE INDEX change_items_unknown ON change_items (message_id) WHERE outcome = 'unknown';
