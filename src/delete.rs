@@ -117,6 +117,7 @@ fn batch_of(
                 id: i.remote_id.clone(),
                 version: Version::default(),
                 message_id: None,
+                size: None,
                 flags: MessageFlags::default(),
             },
         })

@@ -250,3 +250,103 @@ async fn undo_into_the_trash_asks_as_the_update_would() {
     assert_eq!(undone["applied"], 3, "{undone}");
     assert_eq!(client.flags("Trash").await.unwrap().len(), 3);
 }
+
+/// Senders choose Message-IDs, so two different messages can share one. A move of a
+/// message another client had already expunged looked for it in the target by Message-ID
+/// alone, and took whatever it found there: a stranger with the same Message-ID, or an
+/// older copy the index already holds. Neither is claimed now: the message is reported
+/// stale and no index row is moved onto another message.
+#[tokio::test]
+async fn a_shared_message_id_in_the_target_is_never_taken_for_the_moved_message() {
+    let Some(server) = server() else { return };
+    let home = tempfile::tempdir().unwrap();
+    let mut client = ImapClient::connect(server, "mv-dup-target").await.unwrap();
+    let ours = message(7, "x@example.test", "Ours", "short");
+    let stranger = message(
+        7,
+        "x@example.test",
+        "Stranger",
+        "a much longer body than ours",
+    );
+    client.append("INBOX", "", &ours).await.unwrap();
+    client.append("Archive", "", &stranger).await.unwrap();
+    client.append("Archive", "", &ours).await.unwrap();
+    common::add_account(server, home.path(), "m", "mv-dup-target", &[]);
+    ok(home.path(), &["sync"]);
+    client.expunge("INBOX", &[1]).await.unwrap();
+
+    let run = mb(
+        home.path(),
+        &[
+            "update",
+            "--query",
+            "in:inbox subject:Ours",
+            "--move-to",
+            "Archive",
+            "--yes",
+        ],
+    );
+    assert_eq!(run.json["stale"], 1, "{}", run.stdout);
+    assert_eq!(run.json["applied"], 0, "{}", run.stdout);
+    assert_eq!(run.json["unchanged"], 0, "{}", run.stdout);
+    let archive = ok(home.path(), &["search", "in:Archive"]);
+    let mut remote: Vec<&str> = archive["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["remote_id"].as_str().unwrap())
+        .collect();
+    remote.sort_unstable();
+    remote.dedup();
+    assert_eq!(
+        remote.len(),
+        2,
+        "each Archive message indexed once: {archive}"
+    );
+    assert_eq!(archive["total"], 2, "{archive}");
+    // The next sync finds it gone.
+    ok(home.path(), &["sync"]);
+    assert_eq!(ok(home.path(), &["search", "in:inbox"])["total"], 0);
+}
+
+/// Two messages sharing a Message-ID moved by another client: the sync paired departures
+/// and arrivals by Message-ID alone and could give each index row the other's place. It
+/// pairs them by size too, and what it cannot tell apart it fetches again; either way every
+/// indexed row shows the message the server has at its UID.
+#[tokio::test]
+async fn a_sync_never_swaps_two_moved_messages_that_share_a_message_id() {
+    let Some(server) = server() else { return };
+    let home = tempfile::tempdir().unwrap();
+    let mut client = ImapClient::connect(server, "mv-dup-sync").await.unwrap();
+    client
+        .append("INBOX", "", &message(9, "x@example.test", "Small", "s"))
+        .await
+        .unwrap();
+    let long = "l".repeat(400);
+    client
+        .append("INBOX", "", &message(9, "x@example.test", "Large", &long))
+        .await
+        .unwrap();
+    common::add_account(server, home.path(), "m", "mv-dup-sync", &[]);
+    ok(home.path(), &["sync"]);
+    client.select("INBOX").await.unwrap();
+    client.move_each(&[1, 2], "Archive").await.unwrap();
+    ok(home.path(), &["sync"]);
+    // One MOVE each, in this order: Archive's UIDs hold Small, then Large.
+    let server_side = ["Small", "Large"];
+    let indexed = ok(home.path(), &["search", "in:Archive"]);
+    let mut rows: Vec<(u32, String)> = indexed["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                common::uid_of(m),
+                m["subject"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    rows.sort();
+    let subjects: Vec<String> = rows.into_iter().map(|(_, s)| s).collect();
+    assert_eq!(subjects, server_side);
+}

@@ -87,6 +87,8 @@ pub struct MessageRef {
     pub version: Version,
     /// The Message-ID header, to find the message again after it moved.
     pub message_id: Option<String>,
+    /// Its size in bytes, which a move keeps.
+    pub size: u64,
     pub read: bool,
     pub flagged: bool,
     pub tags: Vec<String>,
@@ -107,6 +109,7 @@ struct PlaceRow {
     tags: String,
     flags: String,
     message_id: Option<String>,
+    size: i64,
 }
 
 impl From<PlaceRow> for MessageRef {
@@ -122,6 +125,7 @@ impl From<PlaceRow> for MessageRef {
             serde_json::from_str(&r.tags).unwrap_or_default(),
             serde_json::from_str(&r.flags).unwrap_or_default(),
             r.message_id,
+            r.size,
         ))
     }
 }
@@ -131,7 +135,7 @@ impl From<PlaceRow> for MessageRef {
 /// `tags` and `flags` are JSON arrays already.
 const SELECT_REFS: &str = "SELECT json_group_array(json_array(m.id, b.account_id, b.name,
     m.remote_id, s.version, s.is_read, s.is_flagged, json(s.tags),
-    json(s.flags), m.message_id) ORDER BY m.id)
+    json(s.flags), m.message_id, m.size) ORDER BY m.id)
     FROM messages m JOIN mailboxes b ON b.id = m.mailbox_id JOIN message_state s ON s.id = m.id
     WHERE 1 = 1";
 
@@ -157,6 +161,7 @@ struct RefRow(
     Vec<String>,
     Vec<String>,
     Option<String>,
+    i64,
 );
 
 fn ref_of(r: RefRow) -> MessageRef {
@@ -171,6 +176,7 @@ fn ref_of(r: RefRow) -> MessageRef {
         tags: r.7,
         raw: r.8,
         message_id: r.9,
+        size: u64::try_from(r.10).unwrap_or(0),
     }
 }
 

@@ -358,13 +358,14 @@ impl SyncSink for StoreSink {
         self.flush().await?;
         let mut settled: BTreeMap<String, Settled> = BTreeMap::new();
         let mut tx = self.store.write_tx().await?;
-        // Rows leaving, by Message-ID; those without one can only be removed.
-        let mut leaving: HashMap<String, Vec<(i64, String)>> = HashMap::new();
+        // Rows leaving, by Message-ID, with their size; those without one can only be
+        // removed.
+        let mut leaving: HashMap<String, Vec<(i64, String, u64)>> = HashMap::new();
         let mut removing: Vec<(i64, String)> = Vec::new();
         for (mailbox, ids) in departures {
             let mailbox_id = self.mailbox(&mailbox)?;
-            let rows: Vec<(i64, Option<String>)> = sqlx::query_as(
-                "SELECT id, message_id FROM messages
+            let rows: Vec<(i64, Option<String>, i64)> = sqlx::query_as(
+                "SELECT id, message_id, size FROM messages
                  WHERE mailbox_id = ? AND remote_id IN (SELECT value FROM json_each(?))",
             )
             .bind(mailbox_id)
@@ -372,19 +373,30 @@ impl SyncSink for StoreSink {
             .fetch_all(&mut *tx)
             .await
             .map_err(db_error)?;
-            for (id, message_id) in rows {
+            for (id, message_id, size) in rows {
+                let size = u64::try_from(size).unwrap_or(0);
                 match message_id {
-                    Some(m) => leaving.entry(m).or_default().push((id, mailbox.clone())),
+                    Some(m) => leaving
+                        .entry(m)
+                        .or_default()
+                        .push((id, mailbox.clone(), size)),
                     None => removing.push((id, mailbox.clone())),
                 }
             }
+        }
+        let mut arriving: HashMap<(String, Option<u64>), usize> = HashMap::new();
+        for arrival in arrivals.iter().flat_map(|(_, list)| list) {
+            *arriving
+                .entry((arrival.message_id.clone(), arrival.size))
+                .or_default() += 1;
         }
         let mut retagged = Vec::new();
         for (mailbox, list) in arrivals {
             let mailbox_id = self.mailbox(&mailbox)?;
             let entry = settled.entry(mailbox.clone()).or_default();
             for arrival in list {
-                let Some((id, _)) = leaving.get_mut(&arrival.message_id).and_then(Vec::pop) else {
+                let twins = arriving[&(arrival.message_id.clone(), arrival.size)];
+                let Some(id) = departed(&mut leaving, &arrival, twins) else {
                     entry.unmatched.push(arrival.id);
                     continue;
                 };
@@ -393,7 +405,12 @@ impl SyncSink for StoreSink {
                 entry.moved_in += 1;
             }
         }
-        removing.extend(leaving.into_values().flatten());
+        removing.extend(
+            leaving
+                .into_values()
+                .flatten()
+                .map(|(id, mailbox, _)| (id, mailbox)),
+        );
         for (id, mailbox) in removing {
             sqlx::query("DELETE FROM messages WHERE id = ?")
                 .bind(id)
@@ -614,6 +631,24 @@ async fn write_text(store: &Store, mailbox_id: i64, texts: &[MessageText]) -> Re
         }
     }
     tx.commit().await.map_err(db_error)
+}
+
+/// The row that left for `arrival`: the one leaving row with its Message-ID and size, taken
+/// out of `leaving`. Senders choose Message-IDs, so two messages may share one: when more
+/// than one leaving row fits, or `twins` arrivals do, none is taken (the arrival is fetched
+/// as new and the rows are removed) rather than a row moved onto the wrong message.
+fn departed(
+    leaving: &mut HashMap<String, Vec<(i64, String, u64)>>,
+    arrival: &Arrival,
+    twins: usize,
+) -> Option<i64> {
+    let rows = leaving.get_mut(&arrival.message_id)?;
+    let fits = |size: u64| arrival.size.is_none_or(|s| s == size);
+    let fitting: Vec<usize> = (0..rows.len()).filter(|i| fits(rows[*i].2)).collect();
+    match (fitting.as_slice(), twins) {
+        ([one], 1) => Some(rows.remove(*one).0),
+        _ => None,
+    }
 }
 
 /// Moves row `id` to its new mailbox under the arrival's id, with the arrival's state: the

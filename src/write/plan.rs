@@ -71,6 +71,7 @@ pub(crate) fn target_of(row: &MessageRef) -> WriteTarget {
         id: row.remote_id.clone(),
         version: row.version.clone(),
         message_id: row.message_id.clone(),
+        size: Some(row.size),
         flags: MessageFlags {
             read: row.read,
             flagged: row.flagged,
@@ -80,18 +81,20 @@ pub(crate) fn target_of(row: &MessageRef) -> WriteTarget {
     }
 }
 
-/// The batch of `members`; `synced` is their mailbox's cursor as the last sync left it.
+/// The batch of `members`; `synced` is their mailbox's cursor as the last sync left it, and
+/// `move_synced` their move target's.
 pub(super) fn batch_of(
     key: &BatchKey,
     intents: &[Intent],
     members: &[usize],
-    synced: MailboxCursor,
+    (synced, move_synced): (MailboxCursor, MailboxCursor),
 ) -> WriteBatch {
     WriteBatch {
         mailbox: key.1.clone(),
         synced,
         op: key.2.clone(),
         move_to: key.3.clone(),
+        move_synced,
         targets: members
             .iter()
             .map(|i| target_of(&intents[*i].row))

@@ -151,7 +151,11 @@ pub(crate) async fn plan(
     let mut plan = Vec::new();
     for (key, members) in batches(&intents, &whole) {
         let synced = store.mailbox_cursor(&key.0, &key.1).await?;
-        let batch = batch_of(&key, &intents, &members, synced);
+        let move_synced = match &key.3 {
+            Some(target) => store.mailbox_cursor(&key.0, target).await?,
+            None => MailboxCursor::default(),
+        };
+        let batch = batch_of(&key, &intents, &members, (synced, move_synced));
         if let Some(record) = records.get(&key.0) {
             plan.extend(record.adapter()?.plan(&record.info(), &batch));
         }

@@ -42,6 +42,7 @@ fn targets(range: std::ops::RangeInclusive<i64>) -> Vec<WriteTarget> {
             id: RemoteId::new(i.to_string()),
             version: Version::new("r0f0"),
             message_id: Some(format!("<m{i}@shop.example>")),
+            size: None,
             flags: MessageFlags::default(),
         })
         .collect()
@@ -53,6 +54,7 @@ fn batch(targets: Vec<WriteTarget>, op: FlagOp, move_to: Option<&str>) -> WriteB
         synced: MailboxCursor::default(),
         op,
         move_to: move_to.map(str::to_string),
+        move_synced: MailboxCursor::default(),
         targets,
     }
 }

@@ -116,6 +116,9 @@ pub struct Arrival {
     pub version: Version,
     pub flags: MessageFlags,
     pub message_id: String,
+    /// Its size in bytes, where the provider reads it: a moved message keeps it, so it tells
+    /// apart two messages that share a Message-ID.
+    pub size: Option<u64>,
 }
 
 /// What `SyncSink::settle_moves` did to one mailbox.

@@ -131,6 +131,10 @@ pub struct WriteTarget {
     /// it went (a move whose answer was lost).
     #[serde(default)]
     pub message_id: Option<String>,
+    /// Its size in bytes as indexed, which a move keeps: with the Message-ID, what tells it
+    /// from another message that carries the same Message-ID (senders choose them).
+    #[serde(default)]
+    pub size: Option<u64>,
     /// The indexed state, raw values included: a provider whose read-back reports only what
     /// changed (Gmail's history) builds the state after from it.
     pub flags: MessageFlags,
@@ -146,6 +150,11 @@ pub struct WriteBatch {
     pub op: FlagOp,
     /// Target mailbox name (already resolved from a role), applied after the flags.
     pub move_to: Option<String>,
+    /// The move target's cursor when a sync last caught the index up with it (empty when
+    /// unknown): what was there then is indexed already, so it cannot be a message this
+    /// batch moves (a move whose answer was lost is looked for there).
+    #[serde(default)]
+    pub move_synced: MailboxCursor,
     pub targets: Vec<WriteTarget>,
 }
 

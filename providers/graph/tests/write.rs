@@ -19,10 +19,12 @@ fn add_tag(mock: &GraphMock, id: &str, tag: &str) -> WriteBatch {
             ..FlagOp::default()
         },
         move_to: None,
+        move_synced: MailboxCursor::default(),
         targets: vec![WriteTarget {
             id: RemoteId::new(id),
             version: Version::new(message["changeKey"].as_str().unwrap()),
             message_id: None,
+            size: None,
             flags: MessageFlags::default(),
         }],
     }

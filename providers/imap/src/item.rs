@@ -12,6 +12,8 @@ pub(crate) struct Target<'a> {
     pub uid: Uid,
     pub modseq: u64,
     pub message_id: Option<&'a str>,
+    /// RFC822.SIZE as indexed, which a move keeps.
+    pub size: Option<u64>,
 }
 
 /// A `WriteBatch` (or the mailbox half of a `DeleteBatch`) read as IMAP sees it.
@@ -20,6 +22,9 @@ pub(crate) struct Batch<'a> {
     pub uidvalidity: UidValidity,
     /// HIGHESTMODSEQ when a sync last caught the index up with the mailbox (0: unknown).
     pub synced_modseq: u64,
+    /// The move target's UIDVALIDITY and UIDNEXT when a sync last caught the index up with
+    /// it (zeros: unknown): the messages below that UID were there, indexed, before.
+    pub move_synced: (UidValidity, Uid),
     pub op: &'a FlagOp,
     pub move_to: Option<&'a str>,
     pub targets: Vec<Target<'a>>,
@@ -45,6 +50,8 @@ impl<'a> Batch<'a> {
         };
         out.op = &batch.op;
         out.move_to = batch.move_to.as_deref();
+        let target = Cursor::read(&batch.move_synced);
+        out.move_synced = (target.uidvalidity, target.uidnext);
         out
     }
 
@@ -63,6 +70,7 @@ impl<'a> Batch<'a> {
             mailbox,
             uidvalidity,
             synced_modseq: 0,
+            move_synced: (0, 0),
             op: &NO_OP,
             move_to: None,
             targets: Vec::with_capacity(targets.len()),
@@ -74,6 +82,7 @@ impl<'a> Batch<'a> {
                     uid,
                     modseq: ids::modseq(&t.version),
                     message_id: t.message_id.as_deref(),
+                    size: t.size,
                 }),
                 None => out.foreign.push(
                     CoreResult::new(t.id.clone(), Outcome::Stale).with_error(

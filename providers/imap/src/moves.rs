@@ -8,6 +8,11 @@
 //! `NO [EXPUNGEISSUED]` when the session had still seen it; the rest is then moved again.
 //! Such a message is looked for in the target by its Message-ID: found there, it is where
 //! the request wanted it (unchanged); found nowhere, another client took it (stale).
+//!
+//! Senders choose Message-IDs, so two different messages can share one. A message found by
+//! its Message-ID must also have its indexed size (a move keeps it), and be the only such
+//! candidate: two that fit it (or two targets that share one) cannot be told apart, and the
+//! outcome is `outcome_unknown`, with nothing written and no index row moved.
 
 use std::collections::{HashMap, HashSet};
 
@@ -33,11 +38,48 @@ const IDS_PER_SEARCH: usize = 80;
 
 type CopyUid = (u32, Vec<UidSetMember>, Vec<UidSetMember>);
 
+/// Where a message that did not move was found by its identity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Found {
+    /// The one message that is it.
+    One(Uid),
+    /// This many messages fit it, or it shares its identity with another target: none can
+    /// be taken for it.
+    Several(usize),
+}
+
+/// The candidate that is `item`: same Message-ID and, where both are known, same size; and
+/// no other target shares that identity.
+fn matching(
+    item: &NotMoved<'_>,
+    items: &[NotMoved<'_>],
+    candidates: &[(Uid, String, Option<u64>)],
+) -> Option<Found> {
+    let id = item.message_id?;
+    let fits = |size: Option<u64>| item.size.is_none() || size.is_none() || size == item.size;
+    let twins = items
+        .iter()
+        .filter(|o| o.message_id == Some(id) && (o.size == item.size || o.size.is_none()))
+        .count();
+    let fitting: Vec<Uid> = candidates
+        .iter()
+        .filter(|(_, found, size)| found == id && fits(*size))
+        .map(|(uid, ..)| *uid)
+        .collect();
+    match (fitting.as_slice(), twins) {
+        ([], _) => None,
+        ([one], 1) => Some(Found::One(*one)),
+        (all, _) => Some(Found::Several(all.len().max(twins))),
+    }
+}
+
 /// A target of a move that did not move with the others, and what it counts as if it is
 /// found in the move's target.
 pub(crate) struct NotMoved<'a> {
     pub uid: Uid,
     pub message_id: Option<&'a str>,
+    /// Its size as indexed, where known.
+    pub size: Option<u64>,
     /// `Unchanged` when it left its mailbox before our move (it is where it was asked to
     /// be); `Applied` when our move took it but the server named no new UID (no UIDPLUS).
     pub if_found: Outcome,
@@ -109,11 +151,12 @@ impl ImapProvider {
     }
 
     /// Accounts for messages that did not move with the others (see `NotMoved`), looking
-    /// for each in `target` (selected, UIDVALIDITY `validity`) by its Message-ID.
+    /// for each in `target` (selected, UIDVALIDITY `validity`) by its Message-ID, among the
+    /// UIDs from `ours_from` on (those below were indexed there before this write).
     pub(crate) async fn settle_not_moved(
         &mut self,
         source: &str,
-        (target, validity): (&str, UidValidity),
+        (target, validity, ours_from): (&str, UidValidity, Uid),
         not_moved: &[NotMoved<'_>],
         results: &mut Vec<ItemResult>,
     ) -> Result<()> {
@@ -124,8 +167,16 @@ impl ImapProvider {
             .iter()
             .filter_map(|r| r.moved_to.as_ref().map(|(_, _, u)| *u))
             .collect();
-        let found = self.find_by_message_id(not_moved, &taken).await?;
-        let found_uids: Vec<Uid> = found.values().copied().collect();
+        let found = self
+            .find_by_message_id(not_moved, &taken, ours_from)
+            .await?;
+        let found_uids: Vec<Uid> = found
+            .values()
+            .filter_map(|f| match f {
+                Found::One(uid) => Some(*uid),
+                Found::Several(_) => None,
+            })
+            .collect();
         let landed: HashMap<Uid, (u64, MessageFlags)> = self
             .read_flags(&found_uids)
             .await?
@@ -133,9 +184,24 @@ impl ImapProvider {
             .map(|(u, m, f)| (u, (m, f)))
             .collect();
         for item in not_moved {
-            let there = found
-                .get(&item.uid)
-                .and_then(|new| Some((*new, landed.get(new)?.clone())));
+            let there =
+                match found.get(&item.uid) {
+                    Some(Found::One(new)) => landed.get(new).map(|seen| (*new, seen.clone())),
+                    Some(Found::Several(n)) => {
+                        results.retain(|r| r.uid != item.uid);
+                        results.push(ItemResult::new(item.uid, Outcome::Unknown).with_error(
+                        Error::outcome_unknown(format!(
+                            "uid {} is not in {source:?}, and {n} messages in {target:?} share \
+                             its Message-ID and size: which one it is cannot be told; nothing \
+                             was changed",
+                            item.uid
+                        ))
+                        .with_next_step("run: mailbroker sync, then look at them"),
+                    ));
+                        continue;
+                    }
+                    None => None,
+                };
             results.retain(|r| r.uid != item.uid);
             results.push(match (there, item.if_found) {
                 (Some((new_uid, observed)), outcome) => ItemResult {
@@ -161,17 +227,18 @@ impl ImapProvider {
         Ok(())
     }
 
-    /// The UID in the selected mailbox of each message, found by its Message-ID; a UID in
-    /// `taken` (a message this batch moved there) is never claimed twice. The searches are
-    /// sent one after the other: a SEARCH answer names no command, so pipelined searches
-    /// would be ambiguous (RFC 3501 §5.5), and Dovecot does answer them out of step. Each
-    /// asks for many ids at once (`OR`); a FETCH of the matches' Message-ID then tells
-    /// which is which.
+    /// What became of each message in the selected mailbox, found by its Message-ID and
+    /// size (see the module's note on shared Message-IDs); a UID in `taken` (a message this
+    /// batch moved there) is never claimed. The searches are sent one after the other: a
+    /// SEARCH answer names no command, so pipelined searches would be ambiguous (RFC 3501
+    /// §5.5), and Dovecot does answer them out of step. Each asks for many ids at once
+    /// (`OR`); a FETCH of the matches' Message-ID and size then tells which is which.
     async fn find_by_message_id(
         &mut self,
         items: &[NotMoved<'_>],
         taken: &HashSet<Uid>,
-    ) -> Result<HashMap<Uid, Uid>> {
+        ours_from: Uid,
+    ) -> Result<HashMap<Uid, Found>> {
         let searchable: Vec<(&NotMoved, String)> = items
             .iter()
             .filter_map(|i| Some((i, search_string(i.message_id?)?)))
@@ -191,29 +258,23 @@ impl ImapProvider {
             })
             .await?;
         }
-        hits.retain(|u| !taken.contains(u));
-        let mut by_id: HashMap<String, Vec<Uid>> = HashMap::new();
-        for (uid, id) in self.message_ids(&hits).await? {
-            by_id.entry(id).or_default().push(uid);
-        }
-        let mut found = HashMap::new();
-        for (item, _) in searchable {
-            let here = item.message_id.and_then(|id| by_id.get_mut(id));
-            if let Some(new) = here.and_then(|uids| uids.pop()) {
-                found.insert(item.uid, new);
-            }
-        }
-        Ok(found)
+        hits.retain(|u| !taken.contains(u) && *u >= ours_from);
+        let candidates = self.identities(&hits).await?;
+        Ok(searchable
+            .iter()
+            .filter_map(|(item, _)| Some((item.uid, matching(item, items, &candidates)?)))
+            .collect())
     }
 
-    /// The Message-ID of each of `uids` in the selected mailbox, read as the sync reads it.
-    async fn message_ids(&mut self, uids: &[Uid]) -> Result<Vec<(Uid, String)>> {
+    /// The Message-ID and size of each of `uids` in the selected mailbox, read as the sync
+    /// reads them.
+    async fn identities(&mut self, uids: &[Uid]) -> Result<Vec<(Uid, String, Option<u64>)>> {
         let mut out = Vec::new();
         for set in uidset::chunks(uids, 64) {
             let seen = self.glimpse(&set).await?;
             out.extend(
                 seen.into_iter()
-                    .filter_map(|(uid, _, _, id)| Some((uid, id?))),
+                    .filter_map(|(uid, _, _, id, size)| Some((uid, id?, size))),
             );
         }
         Ok(out)

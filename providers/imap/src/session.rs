@@ -409,7 +409,7 @@ impl ImapProvider {
 
 /// A message as `glimpse` sees it: UID, modseq, flags and Message-ID, without its headers
 /// and text.
-pub(crate) type Glimpse = (Uid, u64, MessageFlags, Option<String>);
+pub(crate) type Glimpse = (Uid, u64, MessageFlags, Option<String>, Option<u64>);
 
 impl ImapProvider {
     /// A glimpse of each message of `set` (a UID set or range) in the selected mailbox.
@@ -419,8 +419,9 @@ impl ImapProvider {
         } else {
             ""
         };
-        let command =
-            format!("UID FETCH {set} (UID FLAGS{modseq} BODY.PEEK[HEADER.FIELDS (MESSAGE-ID)])");
+        let command = format!(
+            "UID FETCH {set} (UID FLAGS{modseq} RFC822.SIZE BODY.PEEK[HEADER.FIELDS (MESSAGE-ID)])"
+        );
         let mut out = Vec::new();
         self.command(&command, |resp| {
             let mut flags = Vec::new();
@@ -432,7 +433,11 @@ impl ImapProvider {
                     } => convert::message_id_of(data),
                     _ => None,
                 });
-                out.push((uid, modseq, flags, id));
+                let size = attrs.iter().find_map(|a| match a {
+                    AttributeValue::Rfc822Size(n) => Some(u64::from(*n)),
+                    _ => None,
+                });
+                out.push((uid, modseq, flags, id, size));
             }
         })
         .await?;

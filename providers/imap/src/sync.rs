@@ -273,20 +273,21 @@ async fn maybe_moved(
     new: Vec<Glimpse>,
     sink: &mut dyn SyncSink,
 ) -> Result<(Vec<Arrival>, Vec<Uid>)> {
-    let ids: Vec<String> = new.iter().filter_map(|(.., id)| id.clone()).collect();
+    let ids: Vec<String> = new.iter().filter_map(|(.., id, _)| id.clone()).collect();
     let elsewhere = match ids.is_empty() {
         true => HashSet::new(),
         false => sink.known_elsewhere(mailbox, ids).await?,
     };
     let mut arrivals = Vec::new();
     let mut fresh = Vec::new();
-    for (uid, modseq, flags, id) in new {
+    for (uid, modseq, flags, id, size) in new {
         match id.filter(|id| elsewhere.contains(id)) {
             Some(message_id) => arrivals.push(Arrival {
                 id: ids::remote(uidvalidity, uid),
                 version: ids::version(modseq),
                 flags,
                 message_id,
+                size,
             }),
             None => fresh.push(uid),
         }

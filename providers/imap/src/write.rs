@@ -212,12 +212,12 @@ impl ImapProvider {
         // With UIDPLUS a UID the move names no new place for was gone before it ran;
         // without it the move names none at all, and moved them.
         let ours = !self.caps.has("UIDPLUS");
-        let message_ids: HashMap<Uid, &str> = batch
+        let identities: HashMap<Uid, (Option<&str>, Option<u64>)> = batch
             .targets
             .iter()
-            .filter_map(|t| Some((t.uid, t.message_id?)))
+            .map(|t| (t.uid, (t.message_id, t.size)))
             .collect();
-        let message_id = |uid: Uid| message_ids.get(&uid).copied();
+        let identity = |uid: Uid| identities.get(&uid).copied().unwrap_or((None, None));
         let not_moved: Vec<NotMoved> = gone
             .iter()
             .map(|u| (*u, Outcome::Unchanged))
@@ -227,13 +227,24 @@ impl ImapProvider {
             }))
             .map(|(uid, if_found)| NotMoved {
                 uid,
-                message_id: message_id(uid),
+                message_id: identity(uid).0,
+                size: identity(uid).1,
                 if_found,
             })
             .collect();
-        self.settle_not_moved(batch.mailbox, (target, validity), &not_moved, results)
-            .await
-            .map_err(|e| unknown_if_lost(e, live))
+        // What the target held when it was last synced is indexed: none of it is ours.
+        let ours_from = match batch.move_synced {
+            (known, uidnext) if known == validity => uidnext,
+            _ => 0,
+        };
+        self.settle_not_moved(
+            batch.mailbox,
+            (target, validity, ours_from),
+            &not_moved,
+            results,
+        )
+        .await
+        .map_err(|e| unknown_if_lost(e, live))
     }
 
     /// Targets that changed on the server since they were indexed (the precondition read).
