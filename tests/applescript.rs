@@ -385,3 +385,81 @@ fn a_slash_in_a_mailbox_name_never_merges_two_mailboxes() {
     assert_eq!(mailbox(&state, "Clients/Acme").len(), 4);
     assert_eq!(count(r"in:Clients\/Acme"), 5);
 }
+
+/// Through the fallback, Mail.app finds a message by its Message-ID alone, which senders
+/// choose: with two in the mailbox sharing it, the first was taken, maybe the wrong one; and
+/// a move's read-back could find another message with it in the target. Neither is taken
+/// now: two in the source leave it alone (`stale_state`), two in the target make the move's
+/// outcome unknown (it was sent), and no index row is moved onto another message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fallback_never_takes_one_of_two_messages_that_share_a_message_id() {
+    let Some((_dir, home, fake, proxy)) = synced_account("fallback-dup").await else {
+        return;
+    };
+    fake.update(|s| {
+        let boxes = &mut s["accounts"]["Work"]["mailboxes"];
+        let inbox = boxes["INBOX"].as_array_mut().unwrap();
+        inbox.push(message(200, "m0@example.test", "Not Deal 0", false));
+        boxes["Archive"].as_array_mut().unwrap().push(message(
+            201,
+            "m1@example.test",
+            "Old copy",
+            false,
+        ));
+    });
+    let set = [
+        "account",
+        "set",
+        "i",
+        "--fallback",
+        "applescript",
+        "--mail-account",
+        "Work",
+    ];
+    ok(&home, &fake, &set);
+    down(proxy);
+    let run = mb_with(
+        &home,
+        &[
+            "update",
+            "--query",
+            "in:inbox",
+            "--move-to",
+            "Archive",
+            "--yes",
+        ],
+        &env(&fake),
+    );
+    let report = &run.json;
+    assert_eq!(report["applied"], 2, "{}", run.stdout);
+    assert_eq!(report["stale"], 1, "{}", run.stdout);
+    assert_eq!(report["failed"], 1, "{}", run.stdout);
+    let outcome_of = |subject: &str| {
+        let id =
+            common::ok(&home, &["search", &format!("subject:\"{subject}\"")])["messages"][0]["id"]
+                .as_i64()
+                .unwrap();
+        report["failures"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["id"] == id)
+            .map(|f| f["outcome"].as_str().unwrap().to_string())
+    };
+    assert_eq!(outcome_of("Deal 0").as_deref(), Some("stale"), "{report}");
+    assert_eq!(outcome_of("Deal 1").as_deref(), Some("unknown"), "{report}");
+    let state = fake.read();
+    let inbox_ids: Vec<&str> = mailbox(&state, "INBOX")
+        .iter()
+        .map(|m| m["message_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        inbox_ids,
+        ["m0@example.test", "m0@example.test"],
+        "both left alone"
+    );
+    assert_eq!(mailbox(&state, "Archive").len(), 4);
+    // Neither message's index row moved.
+    let still = common::ok(&home, &["search", "in:inbox"]);
+    assert_eq!(still["total"], 2, "{still}");
+}

@@ -23,6 +23,8 @@ pub const PER_SCRIPT: usize = 50;
 pub(crate) const PAGE: u64 = 500;
 /// A script's per-message answer when the message found by id carries another Message-ID.
 const IDENTITY_CHANGED: i64 = 4001;
+/// The script's error number for a Message-ID that several messages there carry.
+const SHARED_MESSAGE_ID: i64 = 4002;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ids {
@@ -199,8 +201,22 @@ fn judge(
             .with_next_step("look for the message in Mail.app, then run: mailbroker sync"),
         );
     }
+    if answer["unknown"].as_bool() == Some(true) {
+        return ItemResult::new(t.id.clone(), Outcome::Unknown).with_error(
+            Error::outcome_unknown(format!(
+                "Mail.app did it, but cannot show which message it is: {error}"
+            ))
+            .with_next_step("run: mailbroker sync, then look at the messages in Mail.app"),
+        );
+    }
     if answer["found"].as_bool() != Some(true) {
         return match answer["number"].as_i64() {
+            Some(SHARED_MESSAGE_ID) => ItemResult::new(t.id.clone(), Outcome::Stale).with_error(
+                Error::stale_state(format!(
+                    "which message this is cannot be told ({error}); left alone"
+                ))
+                .with_next_step("run: mailbroker sync, then look at the messages in Mail.app"),
+            ),
             Some(-1728) if gone == Outcome::Unchanged => ItemResult::new(t.id.clone(), gone),
             Some(-1728) | Some(IDENTITY_CHANGED) => ItemResult::new(t.id.clone(), Outcome::Stale)
                 .with_error(

@@ -139,7 +139,9 @@ fn assemble(kind: &str, params: &str, timeout: u32, body: &str) -> String {
 }
 
 /// Handlers every script shares: JSON text, epoch seconds, finding a mailbox by the names
-/// along its path (a list: a name may hold a slash) and a message by id, then by Message-ID (separate `whose` clauses: Mail answers a
+/// along its path (a list: a name may hold a slash) and a message by id (one whose
+/// Message-ID is not the target's is not it: 4001) or by Message-ID (which senders choose:
+/// several that share it are none, 4002), then by Message-ID (separate `whose` clauses: Mail answers a
 /// combined one slowly or not at all), the junk mailbox with its name fallbacks, and the
 /// read-back of a message where a move or deletion sent it (`landed`).
 const HANDLERS: &str = r#"on jsonText(s)
@@ -257,10 +259,15 @@ on findMessage(box, t)
 	tell application "Mail"
 		if mailId of t is not "" then
 			set hits to (messages of box whose id is ((mailId of t) as integer))
-			if (count of hits) > 0 then return item 1 of hits
+			if (count of hits) > 0 then
+				set m to item 1 of hits
+				if messageId of t is not "" and (message id of m) is not (messageId of t) then error "another message has this id now" number 4001
+				return m
+			end if
 		end if
 		if messageId of t is not "" then
 			set hits to (messages of box whose message id is (messageId of t))
+			if (count of hits) > 1 then error ((count of hits) as text) & " messages there share its Message-ID" number 4002
 			if (count of hits) > 0 then return item 1 of hits
 		end if
 	end tell
@@ -278,8 +285,15 @@ end failed
 on lost(t, msg)
 	return "{\"mail_id\":" & my jsonText(mailId of t) & ",\"message_id\":" & my jsonText(messageId of t) & ",\"found\":false,\"lost\":true,\"error\":" & my jsonText(msg) & "}"
 end lost
+on unsure(t, msg)
+	return "{\"mail_id\":" & my jsonText(mailId of t) & ",\"message_id\":" & my jsonText(messageId of t) & ",\"found\":false,\"unknown\":true,\"error\":" & my jsonText(msg) & "}"
+end unsure
 on landed(box, t, missing)
-	set m to my findMessage(box, {mailId:"", messageId:messageId of t})
+	try
+		set m to my findMessage(box, {mailId:"", messageId:messageId of t})
+	on error msg number 4002
+		return my unsure(t, msg)
+	end try
 	if m is missing value then return my lost(t, missing)
 	return my stateOf(m, t)
 end landed"#;

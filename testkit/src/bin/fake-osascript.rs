@@ -186,9 +186,14 @@ fn change(state: &mut Value, account: &str, kind: &str, p: &Value, t: &Value) ->
             return failed("another message has this id now", 4001);
         }
         Some(i) => Some(i),
-        None => list
-            .iter()
-            .position(|m| !message_id.is_empty() && m["message_id"] == message_id),
+        None => {
+            let sharing = |m: &&Value| !message_id.is_empty() && m["message_id"] == message_id;
+            let n = list.iter().filter(sharing).count();
+            if n > 1 {
+                return failed(&format!("{n} messages there share its Message-ID"), 4002);
+            }
+            list.iter().position(|m| sharing(&m))
+        }
     };
     let Some(at) = at else {
         return failed("not found", -1728);
@@ -228,7 +233,16 @@ fn change(state: &mut Value, account: &str, kind: &str, p: &Value, t: &Value) ->
             list.push(message.clone());
         }
         state["next_id"] = json!(next_id + 1);
-        // The script looks for the message where it asked it to go.
+        // The script looks for the message where it asked it to go, by Message-ID.
+        let there = state["accounts"][account]["mailboxes"][&landed]
+            .as_array()
+            .map_or(0, |l| {
+                l.iter().filter(|m| m["message_id"] == message_id).count()
+            });
+        if landed == wanted && there > 1 {
+            let error = format!("{there} messages there share its Message-ID");
+            return json!({ "mail_id": mail_id, "message_id": message_id, "found": false, "unknown": true, "error": error });
+        }
         if landed != wanted {
             let error = format!("not in {wanted} after the move");
             return json!({ "mail_id": mail_id, "message_id": message_id, "found": false, "lost": true, "error": error });
