@@ -38,7 +38,7 @@ fn the_fake_reads_the_script_on_stdin_and_answers_json() {
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success());
     let answer: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(answer["mailboxes"][0]["path"], "INBOX");
+    assert_eq!(answer["mailboxes"][0]["path"], json!(["INBOX"]));
     assert_eq!(answer["mailboxes"][0]["count"], 1);
     assert_eq!(fake.kinds(), ["mailboxes"]);
 }
