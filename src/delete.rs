@@ -6,8 +6,8 @@
 use std::collections::{BTreeMap, HashMap};
 
 use mailbroker_core::{
-    AccountId, DeleteBatch, DeleteMode, Error, ItemResult, MessageFlags, Operation, Outcome,
-    RemoteId, Result, Version, WriteTarget,
+    AccountId, DeleteBatch, DeleteMode, Error, ItemResult, MOVED_SINCE_STAGED, MessageFlags,
+    Operation, Outcome, RemoteId, Result, Version, WriteTarget,
 };
 use serde::Serialize;
 
@@ -109,10 +109,14 @@ fn batch_of(
     mode: DeleteMode,
     trash: Option<String>,
 ) -> DeleteBatch {
+    // What is deleted is the message as staged (its id then), with the index's state.
     let targets = items
         .iter()
         .map(|i| match indexed.get(&i.message_id) {
-            Some(row) => crate::write::target_of(row),
+            Some(row) => WriteTarget {
+                id: i.remote_id.clone(),
+                ..crate::write::target_of(row)
+            },
             None => WriteTarget {
                 id: i.remote_id.clone(),
                 version: Version::default(),
@@ -273,6 +277,15 @@ impl Run<'_> {
         mut advanced: impl FnMut(u64),
     ) -> Result<()> {
         let account_id: AccountId = account.parse()?;
+        // A staged message is deleted only if it is still what and where it was staged:
+        // the index is brought up to date first (another client's moves and changes), and
+        // each batch is checked against it (`recheck`); the provider checks again on the
+        // server. A sync that cannot run leaves that to the provider.
+        if let Err(e) =
+            crate::sync::sync_account(home, self.store, &account_id, false, |_| {}).await
+        {
+            tracing::debug!(error = %e, "delete: not synced first; the provider checks alone");
+        }
         let mut session = crate::sessions::open(home, self.store, &account_id).await?;
         let provider = &mut session.provider;
         let trash = trash_of(self.store, account).await;
@@ -280,6 +293,16 @@ impl Run<'_> {
             // The rows as indexed before the batch: its targets' state, and its journal's
             // "before" once the batch is done.
             let indexed = indexed_rows(self.store, &items).await?;
+            let (items, settled) = recheck(items, &indexed, self.mode, trash.as_deref());
+            if !settled.is_empty() {
+                let (left, results): (Vec<ManifestItem>, Vec<ItemResult>) =
+                    settled.into_iter().unzip();
+                self.checkpoint(&left, &indexed, results).await?;
+                advanced(left.len() as u64);
+            }
+            if items.is_empty() {
+                continue;
+            }
             let batch = batch_of(&place, &items, &indexed, self.mode, trash.clone());
             let started = std::time::Instant::now();
             let outcome = provider.delete(&batch).await;
@@ -320,6 +343,46 @@ impl Run<'_> {
         self.commands += provider.commands_sent();
         Ok(())
     }
+}
+
+/// Splits a batch's items by what the index (just synced) says of them: those still where
+/// and what they were when staged, to send; and those settled without sending anything,
+/// with their results. A message gone from the account is done (already deleted), as is one
+/// already in the trash for a trash run (an earlier run's move); one elsewhere was moved
+/// since it was staged: it is left alone (`stale_state`), never deleted from where it went.
+fn recheck(
+    items: Vec<ManifestItem>,
+    indexed: &HashMap<i64, MessageRef>,
+    mode: DeleteMode,
+    trash: Option<&str>,
+) -> (Vec<ManifestItem>, Vec<(ManifestItem, ItemResult)>) {
+    let mut send = Vec::with_capacity(items.len());
+    let mut settled = Vec::new();
+    for item in items {
+        let result = |outcome| ItemResult::new(item.remote_id.clone(), outcome);
+        let verdict = match indexed.get(&item.message_id) {
+            None => Some(result(Outcome::Unchanged)),
+            Some(row) if row.mailbox != item.mailbox => Some(
+                match mode == DeleteMode::Trash && trash == Some(row.mailbox.as_str()) {
+                    true => result(Outcome::Unchanged),
+                    false => result(Outcome::Stale).with_error(
+                        Error::stale_state(format!(
+                            "{MOVED_SINCE_STAGED} (now in {:?}); left alone",
+                            row.mailbox
+                        ))
+                        .with_next_step("stage it again where it is now, if it is still to go"),
+                    ),
+                },
+            ),
+            // Still where it was staged: the provider checks again on the server.
+            Some(_) => None,
+        };
+        match verdict {
+            Some(r) => settled.push((item, r)),
+            None => send.push(item),
+        }
+    }
+    (send, settled)
 }
 
 /// Settles the manifest's status from its items and reports.
@@ -374,11 +437,24 @@ fn record_of(
         crate::write::state_of,
     );
     let outcome = result.outcome;
+    // What may have happened, or failed for the account's sake (a token, a rate limit),
+    // stays pending: the next run checks it again on the server.
+    let again = result
+        .error
+        .as_ref()
+        .is_some_and(|e| e.needs_account_fix() || e.is_retryable());
     let status = match outcome {
         Outcome::Applied | Outcome::Unchanged => ItemStatus::Done,
         Outcome::Stale => ItemStatus::Skipped,
-        Outcome::Failed | Outcome::Unknown => ItemStatus::Failed,
+        Outcome::Unknown => ItemStatus::Pending,
+        Outcome::Failed if again => ItemStatus::Pending,
+        Outcome::Failed => ItemStatus::Failed,
     };
+    let reason = result
+        .error
+        .as_ref()
+        .filter(|e| e.message().starts_with(MOVED_SINCE_STAGED))
+        .map(|_| "moved");
     let after = result.moved_to.as_ref().map(|(mailbox, remote_id)| {
         let flags = result.observed.as_ref().map(|(_, f)| f);
         MessageState {
@@ -395,6 +471,7 @@ fn record_of(
         message_id: item.message_id,
         status,
         error: error.clone(),
+        reason,
         // Deleted for good: its index row keeps only its metadata, in `deleted_messages`.
         purged: status == ItemStatus::Done && mode == DeleteMode::Permanent && indexed.is_some(),
     };

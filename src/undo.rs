@@ -40,6 +40,9 @@ pub async fn resolve(store: &Store, change_id: i64) -> Result<ResolvedRequest> {
         .into_iter()
         .map(|r| (r.id, r))
         .collect();
+    // A deletion changed only where each message is: its undo moves them back and leaves
+    // their flags and tags as they are now.
+    let deletion = change.patch.get("delete").is_some();
     let mut intents = Vec::new();
     let mut stale = Vec::new();
     for item in applied {
@@ -50,7 +53,10 @@ pub async fn resolve(store: &Store, change_id: i64) -> Result<ResolvedRequest> {
             stale.push(row.id);
             continue;
         }
-        let (op, move_to) = inverse(&item.before, after);
+        let (op, move_to) = match deletion {
+            true => (FlagOp::default(), Some(item.before.mailbox.clone())),
+            false => inverse(&item.before, after),
+        };
         intents.push(Intent {
             row: row.clone(),
             op,

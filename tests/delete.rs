@@ -377,3 +377,32 @@ async fn only_a_person_at_a_terminal_approves_or_deletes_for_good() {
     );
     assert_eq!(imap.flags("INBOX").await.unwrap().len(), 3);
 }
+
+/// A staged message another client moved to Archive before the run was counted "already
+/// done" (its UID was gone from INBOX), as if it had been deleted. It is left alone and
+/// reported moved, in both modes, and the others are deleted.
+#[tokio::test]
+async fn a_staged_message_moved_since_is_left_alone_in_both_modes() {
+    for (mode, user) in [("trash", "del-moved-t"), ("permanent", "del-moved-p")] {
+        let Some((home, mut imap)) = setup(user, 3).await else {
+            return;
+        };
+        common::allow_unattended(home.path(), "d");
+        let mut args = vec!["from:news@shop.example"];
+        if mode == "permanent" {
+            args.insert(0, "--permanent");
+        }
+        let id = stage(home.path(), &args);
+        imap.select("INBOX").await.unwrap();
+        imap.move_each(&[1], "Archive").await.unwrap();
+        let run = mb(home.path(), &["delete-staged", &id.to_string(), "--yes"]);
+        let counts = &run.json["counts"];
+        assert_eq!(counts["done"], 2, "{mode}: {}", run.stdout);
+        assert_eq!(counts["moved"], 1, "{mode}: {}", run.stdout);
+        assert_eq!(
+            subjects(&mut imap, "Archive").await,
+            ["Offer 0"],
+            "{mode}: it stays where it went"
+        );
+    }
+}

@@ -422,3 +422,40 @@ async fn one_label_change_for_a_mailbox_takes_the_fewest_batch_modify_calls() {
     assert_eq!(again["unchanged"], 3000, "{again}");
     assert!(calls(&since(&mock, before), "/messages/batchModify").is_empty());
 }
+
+/// A staged message another client archived (out of INBOX) before the run was still
+/// trashed or deleted for good. It is left alone and reported moved, in both modes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_staged_message_moved_since_is_left_alone_in_both_modes() {
+    for mode in ["trash", "permanent"] {
+        let mock = GmailMock::start("me@mock.example").await.unwrap();
+        mock.seed(3, &["INBOX", "UNREAD"], None);
+        let home = tempfile::tempdir().unwrap();
+        add_account(&mock, home.path(), "g", &["--allow-permanent-delete"]).await;
+        ok(home.path(), &["sync"]);
+        common::allow_unattended(home.path(), "g");
+        let mut args = vec!["stage-delete", "in:inbox"];
+        if mode == "permanent" {
+            args.push("--permanent");
+        }
+        let staged = ok(home.path(), &args);
+        let manifest = staged["manifest"]["id"].to_string();
+        let archived = mock.ids_with(Some("INBOX"))[0].clone();
+        control(
+            &mock,
+            "modify",
+            json!({ "ids": [archived], "add": [], "remove": ["INBOX"] }),
+        )
+        .await;
+        let run = mb(home.path(), &["delete-staged", &manifest, "--yes"]);
+        assert_eq!(run.json["counts"]["moved"], 1, "{mode}: {}", run.stdout);
+        let labels = mock.label_names(&archived);
+        assert!(
+            !labels.contains(&"TRASH".to_string()) && !labels.is_empty(),
+            "{mode}: {labels:?}"
+        );
+        assert_eq!(run.json["counts"]["done"], 2, "{mode}: {}", run.stdout);
+        let trashed = mock.ids_with(Some("TRASH")).len();
+        assert_eq!(trashed, if mode == "trash" { 2 } else { 0 }, "{mode}");
+    }
+}

@@ -114,6 +114,8 @@ pub struct ItemOutcome {
     pub message_id: i64,
     pub status: ItemStatus,
     pub error: Option<String>,
+    /// Why it was left alone (`moved` since it was staged), for the counts.
+    pub reason: Option<&'static str>,
     /// Deleted for good: the index row moves to `deleted_messages`.
     pub purged: bool,
 }
@@ -269,10 +271,15 @@ impl Store {
             return Err(Error::not_found(format!("no deletion manifest {id}"))
                 .with_next_step("run: mailbroker delete-staged"));
         };
+        // By status, and the skipped ones by why: `moved` since staging.
         let counts: String = sqlx::query_scalar(
-            "SELECT coalesce(json_group_object(status, n), '{}') FROM
-               (SELECT status, count(*) AS n FROM manifest_items WHERE manifest_id = ?
-                GROUP BY status)",
+            "SELECT json_patch(
+               (SELECT coalesce(json_group_object(status, n), '{}') FROM
+                 (SELECT status, count(*) AS n FROM manifest_items WHERE manifest_id = ?1
+                  GROUP BY status)),
+               (SELECT coalesce(json_group_object(reason, n), '{}') FROM
+                 (SELECT reason, count(*) AS n FROM manifest_items
+                  WHERE manifest_id = ?1 AND reason IS NOT NULL GROUP BY reason)))",
         )
         .bind(id)
         .fetch_one(self.pool())
@@ -384,18 +391,20 @@ impl Store {
             push_list(&mut delete, chunk);
             delete.build().execute(&mut *tx).await.map_err(db_error)?;
         }
-        let mut groups: std::collections::BTreeMap<(ItemStatus, Option<&str>), Vec<i64>> =
+        type Group<'a> = (ItemStatus, Option<&'a str>, Option<&'static str>);
+        let mut groups: std::collections::BTreeMap<Group, Vec<i64>> =
             std::collections::BTreeMap::new();
         for o in outcomes {
             groups
-                .entry((o.status, o.error.as_deref()))
+                .entry((o.status, o.error.as_deref(), o.reason))
                 .or_default()
                 .push(o.message_id);
         }
-        for ((status, error), ids) in groups {
+        for ((status, error, reason), ids) in groups {
             for chunk in ids.chunks(ROWS_PER_STATEMENT) {
                 let mut q = QueryBuilder::<Sqlite>::new("UPDATE manifest_items SET status = ");
                 q.push_bind(status).push(", error = ").push_bind(error);
+                q.push(", reason = ").push_bind(reason);
                 q.push(" WHERE manifest_id = ").push_bind(manifest_id);
                 q.push(" AND message_id IN (");
                 push_list(&mut q, chunk);

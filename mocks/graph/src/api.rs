@@ -8,20 +8,24 @@ use serde_json::{Map, Value, json};
 use crate::state::{Category, State};
 
 /// One request, alone or from a `$batch`: the path after `/v1.0/`, its query, its headers
-/// (names in lower case) and its JSON body.
+/// (names in lower case), its JSON body, and the access token it carries (a `$batch`'s
+/// requests carry the envelope's).
 pub struct Inner {
     pub method: String,
     pub path: String,
     pub query: HashMap<String, String>,
     pub headers: HashMap<String, String>,
     pub body: Value,
+    pub token: String,
 }
 
-/// An answer: status, JSON body (`Value::Null` for none), and `Retry-After` for a 429.
+/// An answer: status, JSON body (`Value::Null` for none), and `Retry-After` for a 429; or,
+/// for a message's MIME source (`$value`), the raw bytes.
 pub struct Answer {
     pub status: u16,
     pub body: Value,
     pub retry_after: Option<u64>,
+    pub raw: Option<String>,
 }
 
 fn error(status: u16, code: &str, message: &str) -> Answer {
@@ -29,6 +33,7 @@ fn error(status: u16, code: &str, message: &str) -> Answer {
         status,
         body: json!({ "error": { "code": code, "message": message } }),
         retry_after: None,
+        raw: None,
     }
 }
 
@@ -41,7 +46,57 @@ fn answer(status: u16, body: Value) -> Answer {
         status,
         body,
         retry_after: None,
+        raw: None,
     }
+}
+
+/// The scopes any one of which lets a request through, after Microsoft's permission tables
+/// for each endpoint (least privileged first); none for `$batch`, whose requests are each
+/// checked. A mock that let more through would hide a client that asks for too little.
+fn required(method: &str, parts: &[&str]) -> &'static [&'static str] {
+    const MAIL_READ: &[&str] = &["Mail.ReadBasic", "Mail.Read", "Mail.ReadWrite"];
+    match (method, parts) {
+        (_, ["$batch"]) => &[],
+        ("GET", ["me"]) => &[
+            "User.Read",
+            "User.ReadWrite",
+            "User.ReadBasic.All",
+            "User.Read.All",
+        ],
+        ("GET", ["me", "outlook", "masterCategories", ..]) => {
+            &["MailboxSettings.Read", "MailboxSettings.ReadWrite"]
+        }
+        (_, ["me", "outlook", ..]) => &["MailboxSettings.ReadWrite"],
+        ("GET", ["me", "messages", _, "$value"]) => &["Mail.Read", "Mail.ReadWrite"],
+        ("GET", _) => MAIL_READ,
+        _ => &["Mail.ReadWrite"],
+    }
+}
+
+/// Whether the request's token is live and grants what the endpoint needs: `None` if so,
+/// else the answer (401, 403).
+fn refused(state: &State, method: &str, parts: &[&str], token: &str) -> Option<Answer> {
+    let Some(granted) = state.identity.scopes(token) else {
+        return Some(error(
+            401,
+            "InvalidAuthenticationToken",
+            "Access token has expired or is not yet valid.",
+        ));
+    };
+    let needs = required(method, parts);
+    let short = crate::oauth::short;
+    if needs.is_empty()
+        || needs
+            .iter()
+            .any(|n| granted.iter().any(|g| short(g) == short(n)))
+    {
+        return None;
+    }
+    Some(error(
+        403,
+        "ErrorAccessDenied",
+        "Access is denied. Check credentials and try again.",
+    ))
 }
 
 /// Most requests a `$batch` may carry.
@@ -57,7 +112,12 @@ pub fn dispatch(state: &mut State, base: &str, req: &Inner) -> Answer {
         .map_or_else(|| path.to_string(), |rest| format!("me/{rest}"));
     let parts: Vec<&str> = path.split('/').collect();
     let method = req.method.as_str();
-    if path != "$batch" && state.faults.limited() {
+    if let Some(refusal) = refused(state, method, &parts, &req.token) {
+        return refusal;
+    }
+    // Any request may be throttled, a `$batch` envelope too (Microsoft's throttling and
+    // batching guidance exempts none): then none of its requests ran.
+    if state.faults.limited() {
         return Answer {
             retry_after: Some(1),
             ..error(
@@ -67,7 +127,22 @@ pub fn dispatch(state: &mut State, base: &str, req: &Inner) -> Answer {
             )
         };
     }
-    match (method, parts.as_slice()) {
+    let answer = route(state, base, req, method, &parts, &path);
+    if answer.status < 300 && method != "GET" && parts.get(1) == Some(&"messages") {
+        state.faults.wrote(&mut state.identity);
+    }
+    answer
+}
+
+fn route(
+    state: &mut State,
+    base: &str,
+    req: &Inner,
+    method: &str,
+    parts: &[&str],
+    path: &str,
+) -> Answer {
+    match (method, parts) {
         ("POST", ["$batch"]) => batch(state, base, req),
         ("GET", ["me"]) => ok(json!({
             "id": "mock-user",
@@ -88,6 +163,13 @@ pub fn dispatch(state: &mut State, base: &str, req: &Inner) -> Answer {
         }
         ("GET", ["me", "messages", id]) => match state.messages.get(*id) {
             Some(m) => ok(select(m.json(), req.query.get("$select"))),
+            None => not_found("message"),
+        },
+        ("GET", ["me", "messages", id, "$value"]) => match state.messages.get(*id) {
+            Some(m) => Answer {
+                raw: Some(m.mime()),
+                ..answer(200, Value::Null)
+            },
             None => not_found("message"),
         },
         ("PATCH", ["me", "messages", id]) => patch(state, id, req),
@@ -243,9 +325,15 @@ fn patch(state: &mut State, id: &str, req: &Inner) -> Answer {
     let Some(current) = state.messages.get(id) else {
         return not_found("message");
     };
+    // An entity tag, as the message's `@odata.etag` gives it (weak, `W/"…"`), or `*`.
+    let tag = |t: &str| {
+        let t = t.strip_prefix("W/").unwrap_or(t);
+        (t.len() >= 2 && t.starts_with('"') && t.ends_with('"'))
+            .then(|| t[1..t.len() - 1].to_string())
+    };
     if let Some(expected) = req.headers.get("if-match")
-        && expected.trim_matches('"') != current.change_key()
         && expected != "*"
+        && tag(expected).as_deref() != Some(current.change_key().as_str())
     {
         return error(
             412,
@@ -332,10 +420,11 @@ fn create_category(state: &mut State, req: &Inner) -> Answer {
     let Some(name) = req.body.get("displayName").and_then(Value::as_str) else {
         return error(400, "ErrorInvalidRequest", "displayName is required");
     };
+    // Names compare as Exchange compares them: case-blind, beyond ASCII too.
     if state
         .categories
         .iter()
-        .any(|c| c.name.eq_ignore_ascii_case(name))
+        .any(|c| c.name.to_lowercase() == name.to_lowercase())
     {
         return error(
             409,
@@ -394,17 +483,27 @@ fn batch(state: &mut State, base: &str, req: &Inner) -> Answer {
                 })
                 .unwrap_or_default(),
             body: r.get("body").cloned().unwrap_or(Value::Null),
+            token: req.token.clone(),
         };
         let answer = dispatch(state, base, &inner);
         let mut headers = json!({ "Content-Type": "application/json" });
         if let Some(after) = answer.retry_after {
             headers["Retry-After"] = after.to_string().into();
         }
+        // A body that is not JSON travels base64-encoded, as Graph sends it.
+        let body = match &answer.raw {
+            Some(raw) => {
+                use base64::Engine;
+                headers["Content-Type"] = "text/plain".into();
+                base64::engine::general_purpose::STANDARD.encode(raw).into()
+            }
+            None => answer.body,
+        };
         responses.push(json!({
             "id": id,
             "status": answer.status,
             "headers": headers,
-            "body": answer.body,
+            "body": body,
         }));
     }
     ok(json!({ "responses": responses }))

@@ -93,34 +93,24 @@ async fn graph(
             }
         },
     };
+    let headers: HashMap<String, String> = headers
+        .iter()
+        .filter_map(|(k, v)| Some((k.as_str().to_lowercase(), v.to_str().ok()?.to_string())))
+        .collect();
+    let token = headers
+        .get("authorization")
+        .and_then(|a| a.strip_prefix("Bearer "))
+        .unwrap_or_default()
+        .to_string();
     let inner = api::Inner {
         method: method.as_str().to_string(),
         path: path.clone(),
         query,
-        headers: headers
-            .iter()
-            .filter_map(|(k, v)| Some((k.as_str().to_lowercase(), v.to_str().ok()?.to_string())))
-            .collect(),
+        headers,
         body,
+        token,
     };
     let mut state = lock(&app.state);
-    let bearer = inner
-        .headers
-        .get("authorization")
-        .and_then(|a| a.strip_prefix("Bearer "));
-    if !bearer.is_some_and(|t| state.identity.live(t)) {
-        let error = json!({ "error": { "code": "InvalidAuthenticationToken",
-            "message": "Access token has expired or is not yet valid." } });
-        state.log.push(Logged {
-            method: inner.method.clone(),
-            path: format!("/v1.0/{path}"),
-            status: 401,
-            inner: None,
-            writes: 0,
-            oauth: None,
-        });
-        return (StatusCode::UNAUTHORIZED, Json(error)).into_response();
-    }
     // Links name the host the client called, as Graph's do: a client behind a proxy keeps
     // paging through it.
     let base = match inner.headers.get("host") {
@@ -159,9 +149,10 @@ async fn graph(
         state.faults.drop_after_write -= 1;
         return dropped();
     }
-    let mut response = match answer.body {
-        Value::Null => status.into_response(),
-        body => (status, Json(body)).into_response(),
+    let mut response = match (answer.raw, answer.body) {
+        (Some(raw), _) => (status, [(header::CONTENT_TYPE, "text/plain")], raw).into_response(),
+        (None, Value::Null) => status.into_response(),
+        (None, body) => (status, Json(body)).into_response(),
     };
     if let Some(after) = answer.retry_after {
         response
@@ -232,6 +223,9 @@ struct IdentityKnobs {
     /// Every access token expires now.
     #[serde(default)]
     expire_tokens: bool,
+    /// The scopes consent covers from now on (a grant gets the requested ones among them);
+    /// an empty list: whatever is asked.
+    grantable: Option<Vec<String>>,
 }
 
 async fn control_identity(
@@ -258,6 +252,9 @@ async fn control_identity(
     if k.expire_tokens {
         id.tokens.clear();
     }
+    if let Some(scopes) = k.grantable {
+        id.grantable = (!scopes.is_empty()).then_some(scopes);
+    }
     Json(json!({ "ok": true }))
 }
 
@@ -273,6 +270,7 @@ async fn control_revoke_all(AxState(app): AxState<App>) -> impl IntoResponse {
 struct FaultKnobs {
     rate_limit: Option<f64>,
     drop_after_write: Option<u64>,
+    revoke_after_writes: Option<u64>,
 }
 
 async fn control_faults(
@@ -286,6 +284,9 @@ async fn control_faults(
     }
     if let Some(n) = f.drop_after_write {
         s.faults.drop_after_write = n;
+    }
+    if let Some(n) = f.revoke_after_writes {
+        s.faults.revoke_after_writes = Some(n);
     }
     Json(json!({ "ok": true }))
 }
@@ -421,12 +422,15 @@ impl GraphMock {
         lock(&self.state).log.clone()
     }
 
-    /// A live access token, as if the device code flow had run.
+    /// A live access token, as if the device code flow had run and every permission the
+    /// mock knows were granted.
     pub fn token(&self) -> String {
-        lock(&self.state)
-            .identity
-            .grant("Mail.ReadWrite offline_access User.Read")
-            .0
+        self.token_for("Mail.ReadWrite MailboxSettings.ReadWrite offline_access User.Read")
+    }
+
+    /// A live access token granting `scope` (space-separated).
+    pub fn token_for(&self, scope: &str) -> String {
+        lock(&self.state).identity.grant(scope).0
     }
 
     /// Adds `count` messages to `folder` (an id or a well-known name); returns their ids.
@@ -450,6 +454,15 @@ impl GraphMock {
             .messages
             .values()
             .map(|m| m.json())
+            .collect()
+    }
+
+    /// The names in the mailbox's master category list.
+    pub fn category_names(&self) -> Vec<String> {
+        lock(&self.state)
+            .categories
+            .iter()
+            .map(|c| c.name.clone())
             .collect()
     }
 

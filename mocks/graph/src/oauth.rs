@@ -42,8 +42,11 @@ pub struct Code {
 #[derive(Debug, Default)]
 pub struct Identity {
     pub devices: HashMap<String, Device>,
-    /// Live access tokens, with when each expires.
-    pub tokens: HashMap<String, Instant>,
+    /// Live access tokens: when each expires and the scopes it grants.
+    pub tokens: HashMap<String, (Instant, Vec<String>)>,
+    /// What the person (or their administrator) consents to: a grant gets the requested
+    /// scopes among these only. `None`: whatever is asked.
+    pub grantable: Option<Vec<String>>,
     /// Refresh tokens, with their scope.
     pub refresh: HashMap<String, String>,
     pub token_ttl: Option<Duration>,
@@ -75,19 +78,43 @@ impl Identity {
         format!("mock-{kind}-{:08}", self.next)
     }
 
-    /// A live access token and a refresh token for `scope`.
-    pub fn grant(&mut self, scope: &str) -> (String, String) {
+    /// A live access token and a refresh token for `scope`, as far as it is grantable;
+    /// the scope granted is the third.
+    pub fn grant(&mut self, scope: &str) -> (String, String, String) {
+        let granted: Vec<String> = scope
+            .split_whitespace()
+            .filter(|s| {
+                self.grantable
+                    .as_ref()
+                    .is_none_or(|ok| ok.iter().any(|g| short(g) == short(s)))
+            })
+            .map(str::to_string)
+            .collect();
         let access = self.next("at");
         let ttl = self.token_ttl.unwrap_or(Duration::from_secs(3600));
-        self.tokens.insert(access.clone(), Instant::now() + ttl);
+        self.tokens
+            .insert(access.clone(), (Instant::now() + ttl, granted.clone()));
         let refresh = self.next("rt");
-        self.refresh.insert(refresh.clone(), scope.to_string());
-        (access, refresh)
+        let granted = granted.join(" ");
+        self.refresh.insert(refresh.clone(), granted.clone());
+        (access, refresh, granted)
     }
 
-    pub fn live(&self, token: &str) -> bool {
-        self.tokens.get(token).is_some_and(|t| *t > Instant::now())
+    /// The scopes a live `token` grants; `None` for a token that is not live.
+    pub fn scopes(&self, token: &str) -> Option<Vec<String>> {
+        let (expires, scopes) = self.tokens.get(token)?;
+        (*expires > Instant::now()).then(|| scopes.clone())
     }
+}
+
+/// A scope's name without the resource it is for (`https://graph.microsoft.com/Mail.Read`
+/// is `Mail.Read`), compared case-blind as the platform does.
+pub fn short(scope: &str) -> String {
+    scope
+        .rsplit('/')
+        .next()
+        .unwrap_or(scope)
+        .to_ascii_lowercase()
 }
 
 /// A refusal in the identity platform's shape: the OAuth error, and the AADSTS code first in
@@ -222,7 +249,7 @@ fn grant(
             ));
         }
     };
-    let (access, refresh) = id.grant(&scope);
+    let (access, refresh, scope) = id.grant(&scope);
     let ttl = id.token_ttl.unwrap_or(Duration::from_secs(3600));
     let client = form.get("client_id").map_or("", String::as_str);
     Ok(json!({

@@ -49,10 +49,23 @@ impl Message {
         format!("CQAAABYAAAD{:08}", self.changed)
     }
 
+    /// Its MIME source, as `GET /me/messages/{id}/$value` returns it.
+    pub fn mime(&self) -> String {
+        format!(
+            "From: {from}\r\nTo: me@mock.example\r\nSubject: {subject}\r\n\
+             Message-ID: {mid}\r\nMIME-Version: 1.0\r\n\
+             Content-Type: text/plain; charset=utf-8\r\n\r\nBody of {subject}.\r\n",
+            from = self.from,
+            subject = self.subject,
+            mid = self.internet_message_id,
+        )
+    }
+
     /// The message as Graph returns it, every property the mock keeps.
     pub fn json(&self) -> Value {
         json!({
             "@odata.type": "#microsoft.graph.message",
+            "@odata.etag": format!("W/\"{}\"", self.change_key()),
             "id": self.id,
             "changeKey": self.change_key(),
             "parentFolderId": self.folder,
@@ -113,9 +126,24 @@ pub struct Faults {
     /// The next this many message writes (alone, or a `$batch` holding any) are applied,
     /// then their connection is dropped unanswered.
     pub drop_after_write: u64,
+    /// After this many more message writes, the person revokes the app's access: every
+    /// token dies, even in the middle of a `$batch`.
+    pub revoke_after_writes: Option<u64>,
 }
 
 impl Faults {
+    /// A message write was applied: counts it towards a revocation.
+    pub fn wrote(&mut self, identity: &mut crate::oauth::Identity) {
+        if let Some(left) = self.revoke_after_writes.as_mut() {
+            *left = left.saturating_sub(1);
+            if *left == 0 {
+                self.revoke_after_writes = None;
+                identity.tokens.clear();
+                identity.refresh.clear();
+            }
+        }
+    }
+
     /// Whether this request is one to refuse with 429.
     pub fn limited(&mut self) -> bool {
         if self.rate_limit <= 0.0 {

@@ -193,7 +193,12 @@ async fn patch_honours_if_match_and_replaces_categories() {
     let api = Api::new(&mock);
     let id = mock.seed(1, "inbox", "a@example.test", true).remove(0);
     let before = mock.message(&id).unwrap();
-    let key = before["changeKey"].as_str().unwrap().to_string();
+    let bare = before["changeKey"].as_str().unwrap().to_string();
+    // If-Match takes the entity tag the message's @odata.etag gives: W/"<changeKey>".
+    let key = before["@odata.etag"].as_str().unwrap().to_string();
+    assert_eq!(key, format!("W/\"{bare}\""));
+    let (status, _) = api.patch(&id, json!({"isRead": true}), Some(&bare)).await;
+    assert_eq!(status, 412, "a bare changeKey is no entity tag");
     let (status, after) = api
         .patch(
             &id,
@@ -497,4 +502,106 @@ async fn faults_limit_inner_requests_and_drop_answers_after_writing() {
         mock.message(&ids[0]).unwrap()["flag"]["flagStatus"],
         "flagged"
     );
+}
+
+/// Each endpoint wants its documented permission: the category list needs
+/// MailboxSettings.Read (to list) or MailboxSettings.ReadWrite (to add), which
+/// Mail.ReadWrite does not give; a message's categories need Mail.ReadWrite alone. Inside a
+/// `$batch` each request is checked on its own.
+#[tokio::test]
+async fn every_endpoint_wants_its_documented_scope() {
+    let mock = GraphMock::start("me@mock.example").await.unwrap();
+    let id = mock.seed(1, "inbox", "a@example.test", true).remove(0);
+    let api = Api {
+        token: mock.token_for("Mail.ReadWrite offline_access User.Read"),
+        ..Api::new(&mock)
+    };
+    let (status, refused) = api.get("/me/outlook/masterCategories").await;
+    assert_eq!(status, 403, "{refused}");
+    assert_eq!(refused["error"]["code"], "ErrorAccessDenied");
+    let (status, _) = api
+        .post("/me/outlook/masterCategories", json!({"displayName": "X"}))
+        .await;
+    assert_eq!(status, 403);
+    let (status, _) = api.patch(&id, json!({"categories": ["X"]}), None).await;
+    assert_eq!(
+        status, 200,
+        "a message's categories need Mail.ReadWrite alone"
+    );
+    let (status, batch) = api
+        .post(
+            "/$batch",
+            json!({"requests": [
+                {"id": "1", "method": "GET", "url": "/me/outlook/masterCategories"},
+                {"id": "2", "method": "GET", "url": format!("/me/messages/{id}")},
+            ]}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let statuses: Vec<u64> = batch["responses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["status"].as_u64().unwrap())
+        .collect();
+    assert_eq!(statuses, [403, 200]);
+    let reader = Api {
+        token: mock.token_for("Mail.Read MailboxSettings.Read"),
+        ..Api::new(&mock)
+    };
+    assert_eq!(reader.get("/me/outlook/masterCategories").await.0, 200);
+    assert_eq!(
+        reader.patch(&id, json!({"isRead": true}), None).await.0,
+        403
+    );
+    assert_eq!(reader.get("/me").await.0, 403, "/me needs User.Read");
+}
+
+/// A throttled `$batch` envelope is answered 429 with Retry-After, and none of its requests
+/// ran.
+#[tokio::test]
+async fn a_batch_envelope_can_be_throttled_whole() {
+    let mock = GraphMock::start("me@mock.example").await.unwrap();
+    let api = Api::new(&mock);
+    let id = mock.seed(1, "inbox", "a@example.test", true).remove(0);
+    mailbroker_testkit::oauth::control(&mock.url, "faults", json!({"rate_limit": 1.0})).await;
+    let resp = api
+        .http
+        .post(format!("{}/$batch", api.base))
+        .bearer_auth(&api.token)
+        .json(&json!({"requests": [
+            {"id": "1", "method": "PATCH", "url": format!("/me/messages/{id}"),
+             "body": {"isRead": true}, "headers": {"Content-Type": "application/json"}},
+        ]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 429);
+    assert!(resp.headers().get("retry-after").is_some());
+    assert_eq!(mock.message(&id).unwrap()["isRead"], false, "nothing ran");
+}
+
+/// A message's MIME source, as `$value` gives it; Mail.ReadBasic does not reach it.
+#[tokio::test]
+async fn a_message_source_is_its_value() {
+    let mock = GraphMock::start("me@mock.example").await.unwrap();
+    let api = Api::new(&mock);
+    let id = mock.seed(1, "inbox", "a@example.test", true).remove(0);
+    let resp = api
+        .http
+        .get(format!("{}/me/messages/{id}/$value", api.base))
+        .bearer_auth(&api.token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let source = resp.text().await.unwrap();
+    assert!(source.contains("From: a@example.test\r\n"), "{source}");
+    assert!(source.contains("\r\n\r\nBody of "), "{source}");
+    let basic = Api {
+        token: mock.token_for("Mail.ReadBasic"),
+        ..Api::new(&mock)
+    };
+    let (status, _) = basic.get(&format!("/me/messages/{id}/$value")).await;
+    assert_eq!(status, 403);
 }

@@ -126,18 +126,21 @@ async def main():
     check(removed == {ids[1]}, f"removed {removed}")
     summary["delta_pages"] = pages
 
-    # PATCH: only the properties sent change; a stale If-Match is 412.
+    # PATCH: only the properties sent change; If-Match takes the message's @odata.etag
+    # (W/"<changeKey>"); a stale one is 412.
     message = client.me.messages.by_message_id(ids[2])
     before = await message.get()
+    etag = (before.additional_data or {}).get("@odata.etag")
+    check(etag == f'W/"{before.change_key}"', f"etag {etag!r}")
     patched = await message.patch(
         Message(is_read=True, flag=FollowupFlag(flag_status=FollowupFlagStatus.Flagged)),
-        config({"If-Match": before.change_key}),
+        config({"If-Match": etag}),
     )
     check(patched.is_read and patched.flag.flag_status == FollowupFlagStatus.Flagged, "patched")
     check(patched.change_key != before.change_key, "changeKey bumped")
     check(patched.subject == before.subject, "other properties kept")
     await expect_error(
-        message.patch(Message(categories=["Red"]), config({"If-Match": before.change_key})),
+        message.patch(Message(categories=["Red"]), config({"If-Match": etag})),
         412,
         "ErrorIrresolvableConflict",
     )

@@ -25,5 +25,6 @@ pub use model::{
 };
 pub use provider::{Arrival, MailboxSyncReport, Provider, Settled, SyncRequest, SyncSink, Watched};
 pub use write::{
-    DeleteBatch, DeleteMode, FlagOp, ItemResult, Outcome, Patch, WriteBatch, WriteTarget,
+    DeleteBatch, DeleteMode, FlagOp, ItemResult, MOVED_SINCE_STAGED, Outcome, Patch, WriteBatch,
+    WriteTarget,
 };

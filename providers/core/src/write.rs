@@ -158,6 +158,10 @@ pub struct WriteBatch {
     pub targets: Vec<WriteTarget>,
 }
 
+/// How a provider (or the core) says a staged message was left alone because it is no
+/// longer where it was staged: a `stale_state` error's message starts with this.
+pub const MOVED_SINCE_STAGED: &str = "moved since it was staged";
+
 /// Messages of one mailbox to delete in one provider round (a staged manifest's batch).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeleteBatch {

@@ -134,9 +134,23 @@ impl Adapter for Graph {
         )?;
         let me = client.get("me").await?;
         let address = me["mail"].as_str().unwrap_or_default().to_string();
+        let missing: Vec<&str> = crate::oauth::SCOPES
+            .into_iter()
+            .filter(|s| !crate::oauth::granted(&scopes, s))
+            .collect();
+        let lacking = match missing.is_empty() {
+            true => String::new(),
+            false => format!(
+                "; not granted: {} (categories mailbroker adds show without a colour in \
+                 Outlook, as they are not added to the category list); to grant it, run: \
+                 mailbroker account login {}",
+                missing.join(" "),
+                account.id
+            ),
+        };
         Ok(DoctorReport {
             summary: format!(
-                "{}: token ok, Graph reachable at {}, {address}, scopes: {}",
+                "{}: token ok, Graph reachable at {}, {address}, scopes: {}{lacking}",
                 account.id,
                 settings.graph_base,
                 scopes.join(" ")
@@ -145,6 +159,8 @@ impl Adapter for Graph {
                 "account": account.id,
                 "email": address,
                 "scopes": scopes,
+                "missing_scopes": missing,
+                "category_list": missing.is_empty(),
                 "graph_base": settings.graph_base,
             }),
         })
@@ -173,7 +189,11 @@ impl GraphProvider {
         secrets: &dyn Secrets,
     ) -> Result<GraphProvider> {
         let (settings, tokens) = signed_in(account, secrets).await?;
+        let master_list = crate::oauth::granted(&tokens.scopes, crate::oauth::MASTER_LIST);
         let renewal = renewal(&settings, tokens, secrets);
-        GraphProvider::signed_in(&settings.graph_base, renewal, account.id.as_str())
+        Ok(
+            GraphProvider::signed_in(&settings.graph_base, renewal, account.id.as_str())?
+                .with_category_list(master_list),
+        )
     }
 }

@@ -11,6 +11,11 @@ use crate::oauth::GraphSettings;
 
 /// Asked on every request: a message keeps its id when it moves (and so its index row).
 const IMMUTABLE_IDS: &str = "IdType=\"ImmutableId\"";
+/// How long, in all, one session waits on Graph's Retry-Afters (a throttled request, alone,
+/// a `$batch` envelope or one inside it) before it reports what is still refused.
+const MAX_WAIT: std::time::Duration = std::time::Duration::from_secs(300);
+/// The longest single wait a Retry-After is taken at.
+const LONGEST_WAIT: u64 = 60;
 
 pub struct Client {
     http: reqwest::Client,
@@ -23,6 +28,8 @@ pub struct Client {
     account: String,
     /// HTTP requests sent (a `$batch` is one), for reports and benchmarks.
     sent: std::sync::atomic::AtomicU64,
+    /// Time spent waiting on Retry-Afters so far, against `MAX_WAIT`.
+    waited: std::sync::Mutex<std::time::Duration>,
 }
 
 /// What renews a refused access token: the account's settings, its tokens and where they
@@ -42,12 +49,49 @@ pub struct Inner {
     pub if_match: Option<String>,
 }
 
-/// Its answer: status (0 when the batch's answer left it out), body, `Retry-After`.
+/// Its answer: status (0 when there is none), body, `Retry-After`; or, when the call that
+/// carried it failed as a whole (its answer lost, the token refused), that error.
 #[derive(Debug, Clone)]
 pub struct InnerAnswer {
     pub status: u16,
     pub body: Value,
     pub retry_after: Option<u64>,
+    pub error: Option<Error>,
+}
+
+impl InnerAnswer {
+    pub fn new(status: u16, body: Value) -> InnerAnswer {
+        InnerAnswer {
+            status,
+            body,
+            retry_after: None,
+            error: None,
+        }
+    }
+
+    /// The answer of a request whose call failed with `e`.
+    pub fn failed(e: Error) -> InnerAnswer {
+        InnerAnswer {
+            error: Some(e),
+            ..InnerAnswer::new(0, Value::Null)
+        }
+    }
+
+    /// Whether the request may have been carried out although no answer says so.
+    pub fn lost(&self) -> bool {
+        self.error.as_ref().is_some_and(Error::is_unknown_outcome)
+    }
+
+    /// Why it brought no state, in our vocabulary: the call's error, else Graph's.
+    pub fn error_of(&self) -> Error {
+        match &self.error {
+            Some(e) => e.clone(),
+            None if self.status == 0 => {
+                Error::outcome_unknown("graph: the $batch answer left this request out")
+            }
+            None => error_of(self.status, &self.body, self.retry_after, ""),
+        }
+    }
 }
 
 /// What a GET of a delta link may bring instead of a page: the link is void.
@@ -69,7 +113,24 @@ impl Client {
             renewal: None,
             account: account.to_string(),
             sent: std::sync::atomic::AtomicU64::new(0),
+            waited: std::sync::Mutex::new(std::time::Duration::ZERO),
         })
+    }
+
+    /// Whether the session may still wait the `asked` Retry-After (seconds; 1 when Graph
+    /// names none) before sending a refused request again, and how long; the wait is
+    /// counted against `MAX_WAIT`.
+    pub fn may_wait(&self, asked: Option<u64>) -> Option<std::time::Duration> {
+        let wait = std::time::Duration::from_secs(asked.unwrap_or(1).clamp(1, LONGEST_WAIT));
+        let mut waited = self
+            .waited
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if *waited + wait > MAX_WAIT {
+            return None;
+        }
+        *waited += wait;
+        Some(wait)
     }
 
     /// A client for a signed-in account: its token is renewed when Graph refuses it.
@@ -123,8 +184,10 @@ impl Client {
     }
 
     /// Sends `method path` with the token and `Prefer: prefer` (and `body`), counted. A 401
-    /// renews the token and sends once more: Graph applied nothing it refused that way.
-    /// `failed` says what a transport failure means for this request.
+    /// renews the token and sends once more, and a 429 or 503 (throttled, or busy) waits its
+    /// Retry-After and sends again while the session's budget lasts: Graph applied nothing
+    /// it refused either way. `failed` says what a transport failure means for this
+    /// request.
     async fn send(
         &self,
         method: reqwest::Method,
@@ -146,7 +209,18 @@ impl Client {
                 request = request.json(body);
             }
             let answer = request.send().await.map_err(&failed)?;
-            if answer.status().as_u16() != 401 || renewed || !self.renew(&token).await? {
+            let status = answer.status().as_u16();
+            if matches!(status, 429 | 503) {
+                match self.may_wait(retry_after(&answer)) {
+                    Some(wait) => {
+                        tracing::debug!(status, ?wait, "graph: throttled; waiting");
+                        tokio::time::sleep(wait).await;
+                        continue;
+                    }
+                    None => return Ok(answer),
+                }
+            }
+            if status != 401 || renewed || !self.renew(&token).await? {
                 return Ok(answer);
             }
             renewed = true;
@@ -175,6 +249,24 @@ impl Client {
             return Ok(Page::Gone);
         }
         self.json(sent).await.map(Page::Items)
+    }
+
+    /// The bytes a GET answers (a message's MIME source, `…/$value`); `None` for 404.
+    pub async fn get_bytes(&self, path: &str) -> Result<Option<Vec<u8>>> {
+        let sent = self
+            .send(reqwest::Method::GET, path, IMMUTABLE_IDS, None, |e| {
+                self.unreachable(e)
+            })
+            .await?;
+        let status = sent.status().as_u16();
+        if status == 404 {
+            return Ok(None);
+        }
+        if !(200..300).contains(&status) {
+            return self.json(sent).await.map(|_| None);
+        }
+        let bytes = sent.bytes().await.map_err(|e| self.unreachable(e))?;
+        Ok(Some(bytes.to_vec()))
     }
 
     pub async fn post(&self, path: &str, body: &Value) -> Result<Value> {
@@ -239,11 +331,7 @@ impl Client {
             return Err(error_of(status, &body, None, &self.account));
         }
         let mut answers: Vec<InnerAnswer> = (0..requests.len())
-            .map(|_| InnerAnswer {
-                status: 0,
-                body: Value::Null,
-                retry_after: None,
-            })
+            .map(|_| InnerAnswer::new(0, Value::Null))
             .collect();
         for r in body["responses"].as_array().into_iter().flatten() {
             let Some(n) = r["id"].as_str().and_then(|i| i.parse::<usize>().ok()) else {
@@ -262,11 +350,7 @@ impl Client {
 
     async fn json(&self, resp: reqwest::Response) -> Result<Value> {
         let status = resp.status().as_u16();
-        let retry_after = resp
-            .headers()
-            .get("retry-after")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u64>().ok());
+        let retry_after = retry_after(&resp);
         let body: Value = resp.json().await.unwrap_or(Value::Null);
         if (200..300).contains(&status) {
             return Ok(body);
@@ -280,6 +364,14 @@ impl Client {
             self.account
         ))
     }
+}
+
+/// The seconds an answer's `Retry-After` asks for.
+fn retry_after(resp: &reqwest::Response) -> Option<u64> {
+    resp.headers()
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
 }
 
 /// A `$batch` with writes whose answer was lost.

@@ -3,8 +3,9 @@
 //!
 //! Ids are Graph's immutable ids (every request asks for them), so a message keeps its id,
 //! and its index row, when it moves. Accounts are set up by the device code flow
-//! (`oauth`, `adapter`). Not built yet: writes in `$batch` calls and staged deletion, which
-//! the adapter refuses up front.
+//! (`oauth`, `adapter`). Writes go in `$batch` calls with the changeKey's entity tag as
+//! precondition and a read-back (`write`, `verify`); staged deletions run there too; a
+//! message is read by its MIME source (`$value`).
 
 mod adapter;
 pub mod client;
@@ -20,7 +21,7 @@ pub use oauth::show_code;
 use async_trait::async_trait;
 use mailbroker_core::{
     Capabilities, DeleteBatch, DeleteMode, Error, ItemResult, MailboxInfo, MailboxSyncReport,
-    Provider, Result, SyncRequest, SyncSink, WriteBatch,
+    Provider, RemoteId, Result, SyncRequest, SyncSink, WriteBatch,
 };
 use serde_json::json;
 
@@ -32,6 +33,10 @@ pub struct GraphProvider {
     folders: Option<Vec<convert::Folder>>,
     /// Master category names known to exist, read once per session.
     categories: Option<Vec<String>>,
+    /// Whether the account granted `MailboxSettings.ReadWrite`, which reads and adds the
+    /// mailbox's category list. Without it a tag is written all the same: Outlook shows a
+    /// category missing from the list, only without a colour.
+    master_list: bool,
 }
 
 impl GraphProvider {
@@ -49,12 +54,20 @@ impl GraphProvider {
         )?))
     }
 
+    /// Whether the session may read and add to the mailbox's category list (the account
+    /// granted `MailboxSettings.ReadWrite`).
+    pub fn with_category_list(mut self, granted: bool) -> GraphProvider {
+        self.master_list = granted;
+        self
+    }
+
     fn with(client: client::Client) -> GraphProvider {
         GraphProvider {
             client,
             capabilities: Capabilities::default(),
             folders: None,
             categories: None,
+            master_list: false,
         }
     }
 
@@ -73,24 +86,34 @@ impl GraphProvider {
             })
     }
 
-    /// Creates the master categories among `tags` that the mailbox lacks, once each, so a
-    /// new tag shows in Outlook's category list.
-    async fn ensure_categories(&mut self, tags: &[String]) -> Result<()> {
-        if tags.is_empty() {
-            return Ok(());
+    /// Adds the categories among `tags` that the mailbox's category list lacks, once each,
+    /// so a new tag shows in Outlook with a colour. Only where the account granted the list
+    /// (`master_list`), and never in the write's way: the tag is the message's, and a list
+    /// that cannot be read or added to leaves it without a colour, nothing more.
+    async fn ensure_categories(&mut self, tags: &[String]) {
+        if tags.is_empty() || !self.master_list {
+            return;
         }
+        if let Err(e) = self.add_to_list(tags).await {
+            tracing::debug!(error = %e, "graph: the category list was not updated");
+        }
+    }
+
+    async fn add_to_list(&mut self, tags: &[String]) -> Result<()> {
         if self.categories.is_none() {
             self.categories = Some(self.master_categories().await?);
         }
         for tag in tags {
-            let known = |names: &[String]| names.iter().any(|c| c.eq_ignore_ascii_case(tag));
+            // Exchange compares category names case-blind, beyond ASCII too.
+            let folded = tag.to_lowercase();
+            let known = |names: &[String]| names.iter().any(|c| c.to_lowercase() == folded);
             if self.categories.as_deref().is_some_and(known) {
                 continue;
             }
             let body = json!({ "displayName": tag, "color": "preset0" });
             if let Err(e) = self.client.post("me/outlook/masterCategories", &body).await {
                 // Made by an earlier run whose answer was lost, or by another client since
-                // the list was read (409): it exists, which is all the write needs.
+                // the list was read (409): it exists, which is all that was wanted.
                 let names = self.master_categories().await?;
                 if !known(&names) {
                     return Err(e);
@@ -138,7 +161,7 @@ impl Provider for GraphProvider {
             Some(path) => Some((self.folder_id(path).await?, path.clone())),
             None => None,
         };
-        self.ensure_categories(&batch.op.add_tags).await?;
+        self.ensure_categories(&batch.op.add_tags).await;
         let goal = write::Goal {
             op: &batch.op,
             to: to.as_ref().map(|(id, path)| (id.as_str(), path.as_str())),
@@ -148,6 +171,23 @@ impl Provider for GraphProvider {
 
     fn commands_sent(&self) -> u64 {
         self.client.requests_sent()
+    }
+
+    /// Each message's MIME source (`GET /me/messages/{id}/$value`), parsed by the caller as
+    /// any other provider's; one that is gone is left out.
+    async fn fetch_sources(
+        &mut self,
+        _mailbox: &str,
+        ids: &[RemoteId],
+    ) -> Result<Vec<(RemoteId, Vec<u8>)>> {
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            let path = format!("me/messages/{}/$value", write::segment(id));
+            if let Some(bytes) = self.client.get_bytes(&path).await? {
+                out.push((id.clone(), bytes));
+            }
+        }
+        Ok(out)
     }
 
     async fn delete(&mut self, batch: &DeleteBatch) -> Result<Vec<ItemResult>> {
@@ -161,9 +201,13 @@ impl Provider for GraphProvider {
             }
             (DeleteMode::Permanent, _) => None,
         };
-        let trash = trash
-            .as_ref()
-            .map(|(id, path)| (id.as_str(), path.as_str()));
-        write::delete(&self.client, batch, trash).await
+        let source = self.folder_id(&batch.mailbox).await?;
+        let place = write::Deletion {
+            source: &source,
+            trash: trash
+                .as_ref()
+                .map(|(id, path)| (id.as_str(), path.as_str())),
+        };
+        write::delete(&self.client, batch, &place).await
     }
 }

@@ -17,8 +17,23 @@ use serde::{Deserialize, Serialize};
 
 pub const MICROSOFT_AUTHORITY: &str = "https://login.microsoftonline.com";
 pub const GRAPH_BASE: &str = "https://graph.microsoft.com";
-/// What mailbroker asks for: mail read and write, a refresh token, and who the user is.
-pub const SCOPES: [&str; 3] = ["Mail.ReadWrite", "offline_access", "User.Read"];
+/// What mailbroker asks for: mail read and write, a refresh token, who the user is, and the
+/// mailbox's category list (so a new category shows in Outlook with a colour). Tags work
+/// without the last (`MASTER_LIST`): a message's categories need `Mail.ReadWrite` alone.
+pub const SCOPES: [&str; 4] = ["Mail.ReadWrite", "offline_access", "User.Read", MASTER_LIST];
+
+/// The scope that reads and adds the mailbox's master category list.
+pub const MASTER_LIST: &str = "MailboxSettings.ReadWrite";
+
+/// Whether `scopes` (as the token endpoint granted them) include `wanted`: by name, without
+/// the resource prefix, case-blind.
+pub fn granted(scopes: &[String], wanted: &str) -> bool {
+    scopes.iter().any(|s| {
+        s.rsplit('/')
+            .next()
+            .is_some_and(|name| name.eq_ignore_ascii_case(wanted))
+    })
+}
 
 /// Where to authorize and which client to present; stored with the account (no secret).
 #[derive(Debug, Clone, Serialize, Deserialize)]

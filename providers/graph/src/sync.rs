@@ -17,7 +17,7 @@ use mailbroker_core::{
 };
 use serde_json::Value;
 
-use crate::client::{Client, Inner, Page, error_of};
+use crate::client::{Client, Inner, Page};
 use crate::convert::{self, Folder};
 
 /// What the index keeps of a message: the delta's `$select`.
@@ -42,14 +42,14 @@ pub async fn folders(client: &Client) -> Result<Vec<Folder>> {
     let mut roles = HashMap::new();
     for (name, a) in convert::WELL_KNOWN
         .iter()
-        .zip(client.batch(&lookups).await?)
+        .zip(crate::write::send_all(client, &lookups).await)
     {
         match (a.status, a.body["id"].as_str(), convert::role_of(name)) {
             (200, Some(id), Some(role)) => {
                 roles.insert(id.to_string(), role);
             }
             (200 | 404, ..) => {}
-            (status, ..) => return Err(error_of(status, &a.body, a.retry_after, "")),
+            _ => return Err(a.error_of()),
         }
     }
     let mut out = Vec::new();

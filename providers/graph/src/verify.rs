@@ -25,8 +25,9 @@ pub const STATE: &str = "isRead,flag,categories,parentFolderId,changeKey";
 /// The fewest read-back calls (of 20 GETs) for which the delta is tried.
 const DELTA_FROM_CALLS: usize = 4;
 
-/// The state of `targets` as the server has it now (`$batch` GETs, in their order).
-pub async fn read_all(client: &Client, targets: &[&WriteTarget]) -> Result<Vec<InnerAnswer>> {
+/// The state of `targets` as the server has it now (`$batch` GETs, in their order); a read
+/// that failed carries its error.
+pub async fn read_all(client: &Client, targets: &[&WriteTarget]) -> Vec<InnerAnswer> {
     let reads: Vec<Inner> = targets
         .iter()
         .map(|t| Inner {
@@ -59,7 +60,7 @@ pub async fn read_back(
     client: &Client,
     link: Option<&str>,
     written: &[&WriteTarget],
-) -> Result<Vec<InnerAnswer>> {
+) -> Vec<InnerAnswer> {
     let mut found: HashMap<String, InnerAnswer> = HashMap::new();
     if let Some(link) = link {
         let wanted: HashSet<&str> = written.iter().map(|t| t.id.as_str()).collect();
@@ -72,11 +73,7 @@ pub async fn read_back(
                 return;
             };
             if item.get("@removed").is_none() && wanted.contains(id) {
-                let answer = InnerAnswer {
-                    status: 200,
-                    body: item.clone(),
-                    retry_after: None,
-                };
+                let answer = InnerAnswer::new(200, item.clone());
                 found.insert(id.to_string(), answer);
             }
         })
@@ -87,18 +84,16 @@ pub async fn read_back(
         .filter(|t| !found.contains_key(t.id.as_str()))
         .copied()
         .collect();
-    let mut read = read_all(client, &missing).await?.into_iter();
-    Ok(written
+    let mut read = read_all(client, &missing).await.into_iter();
+    written
         .iter()
         .map(|t| match found.remove(t.id.as_str()) {
             Some(answer) => answer,
-            None => read.next().unwrap_or(InnerAnswer {
-                status: 0,
-                body: Value::Null,
-                retry_after: None,
-            }),
+            None => read
+                .next()
+                .unwrap_or_else(|| InnerAnswer::new(0, Value::Null)),
         })
-        .collect())
+        .collect()
 }
 
 /// Walks a delta from `link` for at most `budget` pages, handing each item to `seen`: the

@@ -34,8 +34,12 @@ fn add_tag(mock: &GraphMock, id: &str, tag: &str) -> WriteBatch {
 async fn a_category_created_since_the_list_was_read_is_used_not_refused() {
     let mock = GraphMock::start("me@mock.example").await.unwrap();
     let ids = mock.seed(3, "inbox", "news@shop.example", true);
-    let mut first = GraphProvider::new(&mock.url, mock.token(), "m").unwrap();
-    let mut second = GraphProvider::new(&mock.url, mock.token(), "m").unwrap();
+    let session = || {
+        GraphProvider::new(&mock.url, mock.token(), "m")
+            .unwrap()
+            .with_category_list(true)
+    };
+    let (mut first, mut second) = (session(), session());
     // Both sessions read the category list (neither has "Shared" yet).
     let a = second.apply(&add_tag(&mock, &ids[0], "Own")).await.unwrap();
     assert_eq!(a[0].outcome, Outcome::Applied);
