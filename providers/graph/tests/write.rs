@@ -66,3 +66,32 @@ async fn a_category_created_since_the_list_was_read_is_used_not_refused() {
         .collect::<Vec<_>>();
     assert_eq!(creates, [201, 201, 409]);
 }
+
+/// Exchange compares category names case-blind beyond ASCII: `ÉTÉ` and `été` are one. After
+/// a 409 the name was looked for ASCII-case-blind, not found, and the write failed.
+#[tokio::test]
+async fn a_category_that_differs_only_in_accented_case_is_the_same_category() {
+    let mock = GraphMock::start("me@mock.example").await.unwrap();
+    let ids = mock.seed(2, "inbox", "news@shop.example", true);
+    let session = || {
+        GraphProvider::new(&mock.url, mock.token(), "m")
+            .unwrap()
+            .with_category_list(true)
+    };
+    let (mut first, mut second) = (session(), session());
+    // The second session reads the list before the first adds to it.
+    let warm = second
+        .apply(&add_tag(&mock, &ids[0], "Warm"))
+        .await
+        .unwrap();
+    assert_eq!(warm[0].outcome, Outcome::Applied);
+    first.apply(&add_tag(&mock, &ids[0], "été")).await.unwrap();
+    let upper = second.apply(&add_tag(&mock, &ids[1], "ÉTÉ")).await.unwrap();
+    assert_eq!(upper[0].outcome, Outcome::Applied, "{upper:?}");
+    let names = mock.category_names();
+    assert_eq!(
+        names.iter().filter(|n| n.to_lowercase() == "été").count(),
+        1,
+        "{names:?}"
+    );
+}
