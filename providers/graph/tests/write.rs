@@ -88,6 +88,15 @@ async fn a_category_that_differs_only_in_accented_case_is_the_same_category() {
     first.apply(&add_tag(&mock, &ids[0], "été")).await.unwrap();
     let upper = second.apply(&add_tag(&mock, &ids[1], "ÉTÉ")).await.unwrap();
     assert_eq!(upper[0].outcome, Outcome::Applied, "{upper:?}");
+    // The 409 told the session the category exists: it does not try to add it again.
+    second.apply(&add_tag(&mock, &ids[0], "ÉTÉ")).await.unwrap();
+    let creates = mock
+        .requests()
+        .iter()
+        .filter(|r| r.method == "POST" && r.path.ends_with("masterCategories"))
+        .map(|r| r.status)
+        .collect::<Vec<_>>();
+    assert_eq!(creates, [201, 201, 409], "Warm, été, then ÉTÉ once");
     let names = mock.category_names();
     assert_eq!(
         names.iter().filter(|n| n.to_lowercase() == "été").count(),
