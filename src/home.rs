@@ -11,6 +11,11 @@ use std::time::{Duration, Instant};
 
 use mailbroker_core::{AccountId, Error};
 
+use crate::util::io_error;
+
+/// How long a command waits for an account another sync or write holds.
+pub const LOCK_WAIT: Duration = Duration::from_secs(300);
+
 #[derive(Debug, Clone)]
 pub struct Home {
     dir: PathBuf,
@@ -108,8 +113,7 @@ impl AccountLock {
         self.held
             .unlock()
             .map_err(|e| Error::internal(format!("cannot unlock account {}: {e}", self.id)))?;
-        self.wait_in_line(Instant::now() + crate::sessions::LOCK_WAIT)
-            .await
+        self.wait_in_line(Instant::now() + LOCK_WAIT).await
     }
 
     /// Takes the queue, then the account, then frees the queue for the next waiter.
@@ -142,21 +146,6 @@ impl AccountLock {
     }
 }
 
-/// Whether the process a file in the home names (a listener, `serve`) still runs: one that
-/// was killed leaves its file behind. Signal 0 asks the kernel without sending anything, on
-/// Linux and macOS alike (macOS has no `/proc`); EPERM means it runs as someone else.
-pub fn running(pid: u32) -> bool {
-    let Ok(pid) = libc::pid_t::try_from(pid) else {
-        return false;
-    };
-    if pid <= 0 {
-        return false;
-    }
-    // SAFETY: kill with signal 0 sends nothing and has no memory preconditions.
-    let answer = unsafe { libc::kill(pid, 0) };
-    answer == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
-}
-
 /// Makes the home 0700. A home already that private needs no change, so a read-only one
 /// (a mounted backup, read by `search`) still opens; the index then says what it cannot do.
 fn restrict_dir(dir: &Path) -> Result<(), Error> {
@@ -168,64 +157,9 @@ fn restrict_dir(dir: &Path) -> Result<(), Error> {
         .map_err(|e| io_error(&format!("cannot restrict home {}", dir.display()), &e))
 }
 
-/// Makes a file readable and writable by its owner only.
-pub fn restrict_file(path: &Path) -> Result<(), Error> {
-    fs::set_permissions(path, fs::Permissions::from_mode(0o600))
-        .map_err(|e| io_error(&format!("cannot restrict {}", path.display()), &e))
-}
-
-/// Writes `path` whole and private: the bytes go to a new 0600 file beside it, which then
-/// replaces `path`, so no reader ever sees it partly written or readable by others, and a
-/// failure (a full disk) leaves what was there before.
-pub fn write_private(path: &Path, bytes: &[u8]) -> Result<(), Error> {
-    use std::io::Write;
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
-    let temp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    let what = format!("cannot write {}", path.display());
-    let written = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&temp)
-        .and_then(|mut f| f.write_all(bytes).and_then(|()| f.sync_all()))
-        .and_then(|()| fs::rename(&temp, path));
-    if let Err(e) = written {
-        let _ = fs::remove_file(&temp);
-        return Err(io_error(&what, &e));
-    }
-    Ok(())
-}
-
-/// A failure of the file system under the home in our vocabulary: one that keeps us from
-/// writing (read-only, no permission) is `writes_disabled`, a full disk `limit_exceeded`,
-/// each with what the person can do; anything else is ours.
-pub fn io_error(what: &str, e: &std::io::Error) -> Error {
-    match e.raw_os_error() {
-        Some(libc::EROFS | libc::EACCES | libc::EPERM) => {
-            Error::writes_disabled(format!("{what}: {e}")).with_next_step(
-                "make the home directory and its files writable by you (see --home), then retry",
-            )
-        }
-        Some(libc::ENOSPC | libc::EDQUOT) => Error::limit_exceeded(format!("{what}: {e}"))
-            .with_next_step("free space on that disk, then retry"),
-        _ => Error::internal(format!("{what}: {e}")),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_process_runs_until_it_is_gone() {
-        assert!(running(std::process::id()));
-        let mut child = std::process::Command::new("true").spawn().unwrap();
-        let pid = child.id();
-        child.wait().unwrap();
-        assert!(!running(pid), "a reaped child");
-        assert!(!running(0) && !running(u32::MAX));
-    }
 
     #[tokio::test]
     async fn lock_excludes_a_second_holder_until_dropped() {

@@ -129,7 +129,7 @@ pub async fn put(secret: &str) -> Result<(SecretStore, String)> {
     if choice == Some(SecretStore::Index) {
         return Ok((SecretStore::Index, secret.to_string()));
     }
-    let name = crate::mcp::random_hex(16)?;
+    let name = crate::util::random_hex(16)?;
     let (key, value) = (name.clone(), secret.to_string());
     match call("store a secret", move || entry(&key)?.set_password(&value)).await {
         Ok(()) => Ok((SecretStore::Keyring, name)),

@@ -9,6 +9,7 @@ pub mod accounts;
 pub mod cli;
 pub mod delete;
 pub mod fallback;
+pub mod freshness;
 pub mod home;
 pub mod keyring;
 pub mod logging;
@@ -22,6 +23,7 @@ pub mod sessions;
 pub mod store;
 pub mod sync;
 pub mod undo;
+pub mod util;
 pub mod write;
 
 pub use mailbroker_core::{Error, Result};

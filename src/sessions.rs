@@ -12,17 +12,14 @@
 //! until a batch runs on it.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use mailbroker_core::{AccountId, Error, Provider, Result};
 use tokio::task::JoinHandle;
 
+use crate::home::LOCK_WAIT;
 use crate::home::{AccountLock, Home};
 use crate::registry;
 use crate::store::Store;
-
-/// How long a sync, write or deletion waits for another one on the same account.
-pub const LOCK_WAIT: Duration = Duration::from_secs(300);
 
 /// One account's connection, held under its lock.
 pub struct Session {

@@ -52,7 +52,7 @@ pub async fn sync_account(
     progress: impl FnMut(SyncProgress) + Send + Sync + 'static,
 ) -> Result<AccountSyncReport> {
     let started = Instant::now();
-    let lock = home.lock_account(id, crate::sessions::LOCK_WAIT).await?;
+    let lock = home.lock_account(id, crate::home::LOCK_WAIT).await?;
     let account = store.account(id).await?;
     let connecting = Instant::now();
     let mut provider = registry::connect(store, &account).await?;

@@ -95,11 +95,11 @@ struct ListenerStatus {
     #[serde(flatten)]
     listener: http::Listener,
     #[serde(skip_serializing_if = "Option::is_none")]
-    accounts: Option<BTreeMap<String, crate::serve::Watching>>,
+    accounts: Option<BTreeMap<String, crate::freshness::Watching>>,
 }
 
 fn status(home: &Home, json: bool) -> Result<()> {
-    let serve = crate::serve::running(home);
+    let serve = crate::freshness::read(home);
     let listeners: Vec<ListenerStatus> = http::listeners(home)?
         .into_iter()
         .map(|listener| ListenerStatus {
@@ -132,7 +132,7 @@ fn status(home: &Home, json: bool) -> Result<()> {
             if l.writes { "allowed" } else { "disabled" }
         );
         if let Some(accounts) = accounts {
-            crate::serve::print_accounts(accounts);
+            crate::freshness::print_accounts(accounts);
         }
     }
     Ok(())

@@ -131,7 +131,7 @@ impl InputStates {
     /// The request state of a new input request for `binding`: `nonce.expiry.signature`,
     /// the nonce remembered until it is answered or expires.
     fn ask(&self, binding: &str) -> Result<String> {
-        let nonce = super::random_hex(16)?;
+        let nonce = crate::util::random_hex(16)?;
         let mut issued = self.issued()?;
         let now = Instant::now();
         issued.asked.retain(|_, expires| *expires > now);
@@ -180,7 +180,7 @@ impl Confirmations {
     /// A confirm token for the write bound to `binding`, recorded with what the person will
     /// be shown (`description`) when they approve it.
     pub async fn issue(&self, binding: &str, description: &serde_json::Value) -> Result<String> {
-        let token = super::random_hex(16)?;
+        let token = crate::util::random_hex(16)?;
         let ttl = TOKEN_TTL.as_secs() as i64;
         self.store
             .issue_approval(&token, binding, description, ttl)

@@ -99,8 +99,8 @@ fn load_token(home: &Home, file: Option<&PathBuf>) -> Result<(String, String)> {
         }
         tracing::warn!("{source} held no usable token; a new one is generated");
     }
-    let token = super::random_hex(32)?;
-    crate::home::write_private(&path, format!("{token}\n").as_bytes())?;
+    let token = crate::util::random_hex(32)?;
+    crate::util::write_private(&path, format!("{token}\n").as_bytes())?;
     Ok((token, source))
 }
 
@@ -203,7 +203,7 @@ pub fn listeners(home: &Home) -> Result<Vec<Listener>> {
             .ok()
             .and_then(|t| serde_json::from_str(&t).ok());
         match parsed {
-            Some(l) if crate::home::running(l.pid) => out.push(l),
+            Some(l) if crate::util::running(l.pid) => out.push(l),
             _ => {
                 let _ = std::fs::remove_file(&path);
             }

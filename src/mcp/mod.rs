@@ -28,7 +28,7 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 
 use crate::home::Home;
 use crate::store::Store;
-use mailbroker_core::{Error, Result};
+use mailbroker_core::Error;
 
 /// Tools that change mail or the index: hidden and refused over HTTP without
 /// `--http-allow-writes`.
@@ -51,7 +51,7 @@ pub struct McpOptions {
     /// approve` (`--confirm-with-token`): the assistant can then approve its own writes.
     pub confirm_with_token: bool,
     /// How fresh each account is kept, when a `serve` process keeps them (`list_accounts`).
-    pub freshness: Option<crate::serve::Freshness>,
+    pub freshness: Option<crate::freshness::Freshness>,
     /// Writes in flight: each runs to its end even when its request is dropped, and `serve`
     /// waits for them before it exits.
     pub work: tokio_util::task::TaskTracker,
@@ -95,13 +95,6 @@ impl McpServer {
             tool_router,
         }
     }
-}
-
-/// `bytes` random bytes from the OS, as hex: confirm tokens and the HTTP bearer token.
-pub(crate) fn random_hex(bytes: usize) -> Result<String> {
-    let mut buf = vec![0u8; bytes];
-    getrandom::fill(&mut buf).map_err(|e| Error::internal(format!("no randomness: {e}")))?;
-    Ok(buf.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 pub(crate) use shape::{failure, respond, success};

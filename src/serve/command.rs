@@ -5,7 +5,8 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 use mailbroker_core::{Error, Result};
 
-use super::{ServeOptions, run, status};
+use super::{ServeOptions, run};
+use crate::freshness;
 use crate::home::Home;
 use crate::mcp::McpOptions;
 use crate::mcp::command::HttpControls;
@@ -65,7 +66,7 @@ pub async fn serve(home: &Home, store: &Store, args: ServeArgs, json: bool) -> R
 }
 
 fn show_status(home: &Home, json: bool) -> Result<()> {
-    let Some(status) = status::read(home) else {
+    let Some(status) = freshness::read(home) else {
         return Err(Error::not_found(format!(
             "no serve process runs for {}",
             home.root().display()
@@ -76,6 +77,6 @@ fn show_status(home: &Home, json: bool) -> Result<()> {
         return print_json(Some("serve"), &status);
     }
     crate::say!("serve pid {} at {}", status.pid, status.url);
-    status::print_accounts(&status.accounts);
+    freshness::print_accounts(&status.accounts);
     Ok(())
 }

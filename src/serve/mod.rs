@@ -22,14 +22,13 @@
 //! cursors.
 
 pub mod command;
-mod status;
 mod watch;
 
 use std::time::Duration;
 
 use mailbroker_core::Result;
 
-pub use status::{Freshness, Watching, print_accounts, read as running, status_file};
+pub use crate::freshness::{Freshness, Watching, print_accounts, read as running, status_file};
 
 use crate::home::Home;
 use crate::mcp::http::{self, HttpOptions};

@@ -120,7 +120,7 @@ impl Watcher {
     async fn sync(&self, provider: &mut dyn Provider) -> Result<()> {
         let lock = self
             .home
-            .lock_account(&self.account, crate::sessions::LOCK_WAIT)
+            .lock_account(&self.account, crate::home::LOCK_WAIT)
             .await?;
         let report =
             crate::sync::sync_with(&self.store, &self.account, lock, provider, false, |_| {})

@@ -90,7 +90,7 @@ impl Store {
             .map_err(|e| open_error(path, e))?;
         // Also an index restored from a backup with the usual 0644: it holds secrets.
         if !existed || !private(path) {
-            crate::home::restrict_file(path)?;
+            crate::util::restrict_file(path)?;
         }
         sqlx::migrate!("./migrations")
             .run(&pool)
@@ -126,7 +126,7 @@ fn open_error(path: &Path, e: sqlx::Error) -> Error {
     let dir = path.parent().unwrap_or(Path::new("."));
     let what = format!("cannot open index {}", path.display());
     match std::fs::File::options().append(true).open(path) {
-        Err(io) if io.raw_os_error() != Some(libc::ENOENT) => crate::home::io_error(&what, &io),
+        Err(io) if io.raw_os_error() != Some(libc::ENOENT) => crate::util::io_error(&what, &io),
         _ if !writable(dir) => {
             Error::writes_disabled(format!("{what}: its directory cannot be written"))
                 .with_next_step("make the home directory writable by you (see --home), then retry")

@@ -1,5 +1,6 @@
 //! Each account's freshness as `serve` keeps it: shared with `list_accounts` in the same
-//! process, and written to `serve.json` in the home for `serve status` in another.
+//! process, and written to `serve.json` in the home for `serve status` and `mcp status` in
+//! another. A service of its own, so the MCP surface reads it without depending on `serve`.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -120,7 +121,7 @@ impl Freshness {
 pub fn read(home: &Home) -> Option<ServeStatus> {
     let text = std::fs::read_to_string(status_file(home)).ok()?;
     let status: ServeStatus = serde_json::from_str(&text).ok()?;
-    crate::home::running(status.pid).then_some(status)
+    crate::util::running(status.pid).then_some(status)
 }
 
 /// Each account's freshness, a few lines each, for a person: how it is watched, its last

@@ -1,0 +1,91 @@
+//! Small utilities with no part in mail: random tokens, private files, whether a process
+//! runs, and file-system failures in our vocabulary. A leaf: it imports nothing of this
+//! crate, so any layer may use it.
+
+use std::fs::{self, OpenOptions};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::Path;
+
+use mailbroker_core::Error;
+
+/// `bytes` random bytes as lowercase hex, from the OS.
+pub fn random_hex(bytes: usize) -> Result<String, Error> {
+    let mut buf = vec![0u8; bytes];
+    getrandom::fill(&mut buf).map_err(|e| Error::internal(format!("no randomness: {e}")))?;
+    Ok(buf.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Whether the process a file in the home names (a listener, `serve`) still runs: one that
+/// was killed leaves its file behind. Signal 0 asks the kernel without sending anything, on
+/// Linux and macOS alike (macOS has no `/proc`); EPERM means it runs as someone else.
+pub fn running(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    if pid <= 0 {
+        return false;
+    }
+    // SAFETY: kill with signal 0 sends nothing and has no memory preconditions.
+    let answer = unsafe { libc::kill(pid, 0) };
+    answer == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+/// Makes a file readable and writable by its owner only.
+pub fn restrict_file(path: &Path) -> Result<(), Error> {
+    fs::set_permissions(path, fs::Permissions::from_mode(0o600))
+        .map_err(|e| io_error(&format!("cannot restrict {}", path.display()), &e))
+}
+
+/// Writes `path` whole and private: the bytes go to a new 0600 file beside it, which then
+/// replaces `path`, so no reader ever sees it partly written or readable by others, and a
+/// failure (a full disk) leaves what was there before.
+pub fn write_private(path: &Path, bytes: &[u8]) -> Result<(), Error> {
+    use std::io::Write;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
+    let temp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let what = format!("cannot write {}", path.display());
+    let written = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&temp)
+        .and_then(|mut f| f.write_all(bytes).and_then(|()| f.sync_all()))
+        .and_then(|()| fs::rename(&temp, path));
+    if let Err(e) = written {
+        let _ = fs::remove_file(&temp);
+        return Err(io_error(&what, &e));
+    }
+    Ok(())
+}
+
+/// A failure of the file system under the home in our vocabulary: one that keeps us from
+/// writing (read-only, no permission) is `writes_disabled`, a full disk `limit_exceeded`,
+/// each with what the person can do; anything else is ours.
+pub fn io_error(what: &str, e: &std::io::Error) -> Error {
+    match e.raw_os_error() {
+        Some(libc::EROFS | libc::EACCES | libc::EPERM) => {
+            Error::writes_disabled(format!("{what}: {e}")).with_next_step(
+                "make the home directory and its files writable by you (see --home), then retry",
+            )
+        }
+        Some(libc::ENOSPC | libc::EDQUOT) => Error::limit_exceeded(format!("{what}: {e}"))
+            .with_next_step("free space on that disk, then retry"),
+        _ => Error::internal(format!("{what}: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_process_runs_until_it_is_gone() {
+        assert!(running(std::process::id()));
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        assert!(!running(pid), "a reaped child");
+        assert!(!running(0) && !running(u32::MAX));
+    }
+}
