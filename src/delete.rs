@@ -127,6 +127,7 @@ fn batch_of(
         })
         .collect();
     DeleteBatch {
+        folders: Default::default(),
         mailbox: place.1.clone(),
         mode,
         trash,
@@ -303,7 +304,11 @@ impl Run<'_> {
             if items.is_empty() {
                 continue;
             }
-            let batch = batch_of(&place, &items, &indexed, self.mode, trash.clone());
+            let mut batch = batch_of(&place, &items, &indexed, self.mode, trash.clone());
+            let named: Vec<&str> = std::iter::once(place.1.as_str())
+                .chain(trash.as_deref())
+                .collect();
+            batch.folders = self.store.folder_ids(account, &named).await?;
             let started = std::time::Instant::now();
             let outcome = provider.delete(&batch).await;
             tracing::debug!(

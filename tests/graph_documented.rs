@@ -315,3 +315,38 @@ async fn a_microsoft_message_can_be_read() {
     assert!(text.contains("Body of "), "{read}");
     session.cancel().await.ok();
 }
+
+/// A write named its folders by path, so every write session listed the whole folder tree
+/// to find their ids. The index keeps each folder's id from the sync: an assistant's tag and
+/// move of 1,000 messages sends no folder listing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_finds_its_folders_without_listing_the_tree() {
+    use common::mcp::{client, connect, ok_call};
+    use rmcp::model::{ElicitationAction, ProtocolVersion};
+    let mock = GraphMock::start("me@mock.example").await.unwrap();
+    let ids = mock.seed(1000, "inbox", "news@shop.example", true);
+    let home = tempfile::tempdir().unwrap();
+    add_account(&mock, home.path()).await;
+    ok(home.path(), &["sync"]);
+    let from = mock.requests().len();
+    let session = connect(
+        home.path(),
+        client(
+            Some(ElicitationAction::Accept),
+            ProtocolVersion::V_2025_11_25,
+        ),
+    )
+    .await;
+    let args = json!({ "query": "in:inbox", "add_tags": ["Batch"], "move_to": "archive",
+        "create_missing_tags": true });
+    let done = ok_call(&session, "update_message", args).await;
+    session.cancel().await.ok();
+    assert_eq!(done["applied"], 1000, "{done}");
+    assert_eq!(mock.ids_in("archive").len(), ids.len());
+    let listings: Vec<String> = mock.requests()[from..]
+        .iter()
+        .filter(|r| r.path.contains("/mailFolders") && !r.path.contains("/messages/delta"))
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect();
+    assert!(listings.is_empty(), "{listings:?}");
+}

@@ -389,6 +389,25 @@ impl Store {
     }
 
     /// Where the last sync of one mailbox stopped (empty when it never completed).
+    /// The provider's ids of the account's mailboxes among `names` that have one.
+    pub async fn folder_ids(
+        &self,
+        account: &str,
+        names: &[&str],
+    ) -> Result<std::collections::BTreeMap<String, String>, Error> {
+        let names = serde_json::to_string(names).map_err(|e| Error::internal(e.to_string()))?;
+        let rows: Vec<(String, String)> = sqlx::query_as(
+            "SELECT name, remote_id FROM mailboxes WHERE account_id = ?
+               AND remote_id IS NOT NULL AND name IN (SELECT value FROM json_each(?))",
+        )
+        .bind(account)
+        .bind(names)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_error)?;
+        Ok(rows.into_iter().collect())
+    }
+
     pub async fn mailbox_cursor(
         &self,
         account: &str,

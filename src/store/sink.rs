@@ -25,11 +25,13 @@ pub(super) async fn upsert_mailbox(
     mb: &MailboxInfo,
 ) -> Result<()> {
     sqlx::query(
-        "INSERT INTO mailboxes (account_id, name, role, role_source, delimiter, selectable)
-         VALUES (?, ?, ?, ?, ?, ?)
+        "INSERT INTO mailboxes (account_id, name, role, role_source, delimiter, selectable,
+           remote_id)
+         VALUES (?, ?, ?, ?, ?, ?, ?)
          ON CONFLICT(account_id, name) DO UPDATE SET
            role = excluded.role, role_source = excluded.role_source,
-           delimiter = excluded.delimiter, selectable = excluded.selectable",
+           delimiter = excluded.delimiter, selectable = excluded.selectable,
+           remote_id = excluded.remote_id",
     )
     .bind(account)
     .bind(&mb.name)
@@ -37,6 +39,7 @@ pub(super) async fn upsert_mailbox(
     .bind(mb.role.and(mb.role_source).map(|s| s.as_str()))
     .bind(mb.delimiter.as_deref())
     .bind(mb.selectable)
+    .bind(mb.remote.as_deref())
     .execute(conn)
     .await
     .map_err(db_error)?;

@@ -95,6 +95,7 @@ pub(super) fn batch_of(
         op: key.2.clone(),
         move_to: key.3.clone(),
         move_synced,
+        folders: Default::default(),
         targets: members
             .iter()
             .map(|i| target_of(&intents[*i].row))

@@ -155,7 +155,11 @@ pub(crate) async fn plan(
             Some(target) => store.mailbox_cursor(&key.0, target).await?,
             None => MailboxCursor::default(),
         };
-        let batch = batch_of(&key, &intents, &members, (synced, move_synced));
+        let mut batch = batch_of(&key, &intents, &members, (synced, move_synced));
+        let named: Vec<&str> = std::iter::once(key.1.as_str())
+            .chain(key.3.as_deref())
+            .collect();
+        batch.folders = store.folder_ids(&key.0, &named).await?;
         if let Some(record) = records.get(&key.0) {
             plan.extend(record.adapter()?.plan(&record.info(), &batch));
         }

@@ -284,6 +284,7 @@ impl Provider for MailApp {
                     role_source: role.map(|r| r.1),
                     delimiter: Some(SEPARATOR.to_string()),
                     selectable: true,
+                    remote: None,
                 }
             })
             .collect())

@@ -55,6 +55,7 @@ fn batch(targets: Vec<WriteTarget>, op: FlagOp, move_to: Option<&str>) -> WriteB
         op,
         move_to: move_to.map(str::to_string),
         move_synced: MailboxCursor::default(),
+        folders: Default::default(),
         targets,
     }
 }
@@ -167,6 +168,7 @@ async fn deletion_goes_to_the_trash_and_a_gone_message_counts_as_done() {
         mode: DeleteMode::Trash,
         trash: Some("Trash".into()),
         targets: targets(1..=2),
+        folders: Default::default(),
     };
     let first = app.delete(&deletion).await.unwrap();
     assert!(first.iter().all(|r| r.outcome == Outcome::Applied));

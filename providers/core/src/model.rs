@@ -241,6 +241,10 @@ pub struct MailboxInfo {
     pub delimiter: Option<String>,
     /// `false` for containers that hold no messages (IMAP `\Noselect`).
     pub selectable: bool,
+    /// The provider's own id for it where its name is not one (a Graph folder id), so a
+    /// write finds it without listing the folder tree.
+    #[serde(default)]
+    pub remote: Option<String>,
 }
 
 /// Read/flagged/tag state of one message, normalised, with the provider's raw values kept

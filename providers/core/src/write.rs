@@ -1,6 +1,8 @@
 //! The write side of the domain: a `Patch` as the user states it, the per-mailbox `WriteBatch`
 //! a provider executes, and what came of each message.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use crate::{Error, MailboxCursor, MailboxName, MessageFlags, RemoteId, Result, Version};
@@ -156,6 +158,10 @@ pub struct WriteBatch {
     #[serde(default)]
     pub move_synced: MailboxCursor,
     pub targets: Vec<WriteTarget>,
+    /// The provider's ids (`MailboxInfo::remote`) of the mailboxes the batch names (its own,
+    /// the move target), where the index has them.
+    #[serde(default)]
+    pub folders: BTreeMap<MailboxName, String>,
 }
 
 /// How a provider (or the core) says a staged message was left alone because it is no
@@ -172,6 +178,10 @@ pub struct DeleteBatch {
     /// The staged messages, with the state the index last saw (default when the index no
     /// longer has one).
     pub targets: Vec<WriteTarget>,
+    /// The provider's ids of the mailboxes the batch names (its own, the trash), where the
+    /// index has them.
+    #[serde(default)]
+    pub folders: BTreeMap<MailboxName, String>,
 }
 
 impl DeleteBatch {

@@ -34,6 +34,7 @@ pub fn mailboxes() -> Vec<MailboxInfo> {
             role_source: Some(mailbroker_core::RoleSource::Server),
             delimiter: None,
             selectable: true,
+            remote: None,
         })
         .collect()
 }

@@ -49,6 +49,7 @@ impl Folder {
             role_source: self.role.map(|_| RoleSource::Server),
             delimiter: Some(mailbroker_core::path::SEPARATOR.to_string()),
             selectable: true,
+            remote: Some(self.id.clone()),
         }
     }
 }

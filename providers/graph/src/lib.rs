@@ -71,7 +71,16 @@ impl GraphProvider {
         }
     }
 
-    async fn folder_id(&mut self, path: &str) -> Result<String> {
+    /// The folder id at `path`: as the index knows it (`known`, filled by the last sync), or
+    /// else from the folder tree, listed once per session.
+    async fn folder_id(
+        &mut self,
+        path: &str,
+        known: &std::collections::BTreeMap<String, String>,
+    ) -> Result<String> {
+        if let Some(id) = known.get(path) {
+            return Ok(id.clone());
+        }
         if self.folders.is_none() {
             self.folders = Some(sync::folders(&self.client).await?);
         }
@@ -158,7 +167,7 @@ impl Provider for GraphProvider {
 
     async fn apply(&mut self, batch: &WriteBatch) -> Result<Vec<ItemResult>> {
         let to = match &batch.move_to {
-            Some(path) => Some((self.folder_id(path).await?, path.clone())),
+            Some(path) => Some((self.folder_id(path, &batch.folders).await?, path.clone())),
             None => None,
         };
         self.ensure_categories(&batch.op.add_tags).await;
@@ -192,16 +201,17 @@ impl Provider for GraphProvider {
 
     async fn delete(&mut self, batch: &DeleteBatch) -> Result<Vec<ItemResult>> {
         let trash = match (batch.mode, &batch.trash) {
-            (DeleteMode::Trash, Some(path)) => {
-                Some((self.folder_id(path).await?, path.to_string()))
-            }
+            (DeleteMode::Trash, Some(path)) => Some((
+                self.folder_id(path, &batch.folders).await?,
+                path.to_string(),
+            )),
             (DeleteMode::Trash, None) => {
                 return Err(Error::not_found("this account has no Deleted Items folder")
                     .with_next_step("run: mailbroker sync, or use permanent mode"));
             }
             (DeleteMode::Permanent, _) => None,
         };
-        let source = self.folder_id(&batch.mailbox).await?;
+        let source = self.folder_id(&batch.mailbox, &batch.folders).await?;
         let place = write::Deletion {
             source: &source,
             trash: trash

@@ -20,6 +20,7 @@ fn add_tag(mock: &GraphMock, id: &str, tag: &str) -> WriteBatch {
         },
         move_to: None,
         move_synced: MailboxCursor::default(),
+        folders: Default::default(),
         targets: vec![WriteTarget {
             id: RemoteId::new(id),
             version: Version::new(message["changeKey"].as_str().unwrap()),

@@ -105,6 +105,7 @@ pub(crate) fn mailboxes_of(names: &[Name], special_use: bool) -> Vec<MailboxInfo
                     NameAttribute::Extension(e) => e.eq_ignore_ascii_case("\\NonExistent"),
                     _ => false,
                 }),
+                remote: None,
             }
         })
         .collect();
