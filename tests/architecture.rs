@@ -5,8 +5,16 @@ use std::path::Path;
 
 /// Where repository paths begin; other backquoted words are code or prose.
 const ROOTS: [&str; 10] = [
-    "src/", "providers/", "tests/", "mocks/", "testkit/", "migrations/", "scripts/", "docs/",
-    ".ci/", ".cargo/",
+    "src/",
+    "providers/",
+    "tests/",
+    "mocks/",
+    "testkit/",
+    "migrations/",
+    "scripts/",
+    "docs/",
+    ".ci/",
+    ".cargo/",
 ];
 
 /// The backquoted spans of `text`.
@@ -38,14 +46,23 @@ fn every_path_and_item_named_exists() {
         if let Some(item) = item {
             let name = item.rsplit("::").next().unwrap_or(item);
             let text = std::fs::read_to_string(&file).unwrap_or_default();
-            let defined = ["fn ", "struct ", "enum ", "trait ", "type ", "const ", "mod "]
-                .iter()
-                .any(|k| text.contains(&format!("{k}{name}")));
+            let defined = [
+                "fn ", "struct ", "enum ", "trait ", "type ", "const ", "mod ",
+            ]
+            .iter()
+            .any(|k| text.contains(&format!("{k}{name}")));
             if !defined {
                 missing.push(format!("{span}: {path} defines no {name}"));
             }
         }
     }
-    assert!(checked > 20, "only {checked} paths read: the reader is broken");
-    assert!(missing.is_empty(), "ARCHITECTURE.md names what is not there:\n{}", missing.join("\n"));
+    assert!(
+        checked > 20,
+        "only {checked} paths read: the reader is broken"
+    );
+    assert!(
+        missing.is_empty(),
+        "ARCHITECTURE.md names what is not there:\n{}",
+        missing.join("\n")
+    );
 }

@@ -1,20 +1,24 @@
 //! One scenario set every provider passes, through the real binary: IMAP on Dovecot, Gmail
-//! and Microsoft Graph on their mocks, each from four unread INBOX messages ("Message 0" … "Message 3", from
+//! and Microsoft Graph on their mocks, Mail.app (AppleScript) on the fake `osascript`, each
+//! from four unread INBOX messages ("Message 0" … "Message 3", from
 //! alice) in a freshly synced account. A new provider adds a `Remote` variant (how to look at
 //! its server and act on it as another client) and a line to `conformance!`.
 //!
 //! The scenarios: patch semantics (unset fields unchanged), a repeated request writes
 //! nothing, a message changed elsewhere is stale and not overwritten, a lost answer is
-//! never resent blindly, a move and its undo, and a staged deletion and its undo.
+//! never resent blindly, a move and its undo, and a staged deletion and its undo. A scenario
+//! a provider's adapter refuses (tags on the Mail.app route) asserts the refusal, before
+//! anything is sent, instead of being left out.
 
 mod common;
 
 use std::path::Path;
 
 use common::gmail::control;
-use common::{mb, ok};
+use common::mb_with;
 use mailbroker_mock_gmail::GmailMock;
 use mailbroker_mock_graph::GraphMock;
+use mailbroker_testkit::applescript::FakeMail;
 use mailbroker_testkit::{ImapClient, Proxy, message};
 use serde_json::{Value, json};
 
@@ -28,6 +32,8 @@ enum Remote {
     Gmail { mock: GmailMock, ids: Vec<String> },
     /// The Graph mock; `ids[n]` is "Message n"'s immutable id.
     Graph { mock: GraphMock, ids: Vec<String> },
+    /// Mail.app, played by the fake `osascript`; "Message n" has Mail's id 100 + n.
+    Mail { fake: FakeMail, seen: usize },
 }
 
 /// What the server holds of the four messages.
@@ -44,6 +50,8 @@ struct Counts {
 struct Fixture {
     home: tempfile::TempDir,
     remote: Remote,
+    /// What every command runs with (the fake `osascript` for Mail.app).
+    env: Vec<(String, String)>,
     /// Writes the server had seen when last asked (`writes_since`).
     writes_seen: usize,
 }
@@ -83,14 +91,54 @@ impl Fixture {
         Some(Fixture::synced(home, Remote::Graph { mock, ids }))
     }
 
+    async fn mail() -> Option<Fixture> {
+        let dir = tempfile::tempdir().unwrap();
+        let inbox: Vec<Value> = (0..MESSAGES)
+            .map(|i| {
+                json!({ "id": 100 + i, "message_id": format!("m{i}@example.test"),
+                    "subject": format!("Message {i}"), "sender": "alice@example.test",
+                    "date": 1_700_000_000 + i, "read": false, "flagged": false })
+            })
+            .collect();
+        let fake = FakeMail::new(
+            dir.path(),
+            json!({ "Work": { "mailboxes": { "INBOX": inbox, "Archive": [], "Trash": [] },
+                "junk": null, "trash": "Trash" } }),
+        );
+        let env = vec![(
+            "MAILBROKER_OSASCRIPT".to_string(),
+            fake.program.display().to_string(),
+        )];
+        let add = [
+            "account",
+            "add",
+            "applescript",
+            "--id",
+            "c",
+            "--mail-account",
+            "Work",
+        ];
+        let env_refs: Vec<(&str, &str)> =
+            env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let added = mb_with(dir.path(), &add, &env_refs);
+        assert_eq!(added.code, 0, "{}", added.stdout);
+        let remote = Remote::Mail { fake, seen: 0 };
+        Some(Fixture::synced_with(dir, remote, env))
+    }
+
     fn synced(home: tempfile::TempDir, remote: Remote) -> Fixture {
-        let sync = ok(home.path(), &["sync"]);
-        assert_eq!(sync["accounts"][0]["added"], MESSAGES, "{sync}");
+        Fixture::synced_with(home, remote, Vec::new())
+    }
+
+    fn synced_with(home: tempfile::TempDir, remote: Remote, env: Vec<(String, String)>) -> Fixture {
         let mut fixture = Fixture {
             home,
             remote,
+            env,
             writes_seen: 0,
         };
+        let sync = fixture.ok(&["sync"]);
+        assert_eq!(sync["accounts"][0]["added"], MESSAGES, "{sync}");
         fixture.writes_since();
         fixture
     }
@@ -99,27 +147,52 @@ impl Fixture {
         self.home.path()
     }
 
+    /// Runs `mailbroker --json ARGS…` in the fixture's home, with its environment.
+    fn mb(&self, args: &[&str]) -> common::Run {
+        let env: Vec<(&str, &str)> = self
+            .env
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        mb_with(self.path(), args, &env)
+    }
+
+    /// As `mb`, insisting on success; the JSON.
+    fn ok(&self, args: &[&str]) -> Value {
+        let run = self.mb(args);
+        assert_eq!(run.code, 0, "{args:?}\n{}\n{}", run.stdout, run.stderr);
+        run.json
+    }
+
+    /// Whether this provider refuses what `request` asks (tags, on the Mail.app route): then
+    /// the refusal is asserted, `unsupported` before anything is sent, and the scenario ends.
+    fn refuses_tags(&mut self, request: &[&str]) -> bool {
+        if !matches!(self.remote, Remote::Mail { .. }) {
+            return false;
+        }
+        let run = self.mb(request);
+        assert_eq!(run.code, 2, "{}", run.stdout);
+        assert_eq!(run.json["error_type"], "unsupported", "{}", run.stdout);
+        assert_eq!(self.writes_since(), 0, "a refused request was sent");
+        true
+    }
+
     /// The local id of "Message n".
     fn id(&self, n: usize) -> String {
-        let found = ok(
-            self.path(),
-            &["search", &format!("subject:\"Message {n}\"")],
-        );
+        let found = self.ok(&["search", &format!("subject:\"Message {n}\"")]);
         assert_eq!(found["total"], 1, "{found}");
         found["messages"][0]["id"].to_string()
     }
 
     /// How many messages the index finds for `query`.
     fn indexed(&self, query: &str) -> u64 {
-        ok(self.path(), &["search", query])["total"]
-            .as_u64()
-            .unwrap()
+        self.ok(&["search", query])["total"].as_u64().unwrap()
     }
 
     /// Write commands or calls the server received since the last call (Graph: message
     /// writes it applied; a conditional PATCH its If-Match refused changes nothing).
     fn writes_since(&mut self) -> usize {
-        match &self.remote {
+        match &mut self.remote {
             // The proxy hands over what it forwarded since it was last asked.
             Remote::Imap { proxy, .. } => proxy
                 .take_sent()
@@ -141,6 +214,15 @@ impl Fixture {
                 let new = total - self.writes_seen;
                 self.writes_seen = total;
                 new
+            }
+            Remote::Mail { fake, seen } => {
+                let kinds = fake.kinds();
+                let writes = kinds[(*seen).min(kinds.len())..]
+                    .iter()
+                    .filter(|k| *k == "apply" || *k == "delete")
+                    .count();
+                *seen = kinds.len();
+                writes
             }
         }
     }
@@ -168,6 +250,9 @@ impl Fixture {
                 let change = json!({ "id": ids[n], "flag": "flagged" });
                 mailbroker_testkit::oauth::control(&mock.url, "modify", change).await;
             }
+            Remote::Mail { fake, .. } => fake.update(|s| {
+                s["accounts"]["Work"]["mailboxes"]["INBOX"][n]["flagged"] = json!(true);
+            }),
         }
     }
 
@@ -182,6 +267,7 @@ impl Fixture {
                 let fault = json!({ "drop_after_write": 1 });
                 mailbroker_testkit::oauth::control(&mock.url, "faults", fault).await;
             }
+            Remote::Mail { .. } => panic!("the Mail.app route refuses this scenario's tag"),
         }
     }
 
@@ -254,6 +340,25 @@ impl Fixture {
                     }),
                 }
             }
+            Remote::Mail { fake, .. } => {
+                let state = fake.read();
+                let boxes = &state["accounts"]["Work"]["mailboxes"];
+                let list = |name: &str| boxes[name].as_array().cloned().unwrap_or_default();
+                let all: Vec<Value> = ["INBOX", "Archive", "Trash"]
+                    .iter()
+                    .flat_map(|b| list(b))
+                    .collect();
+                let with = |field: &str, v: bool| all.iter().filter(|m| m[field] == v).count();
+                Counts {
+                    inbox: list("INBOX").len(),
+                    archive: list("Archive").len(),
+                    trash: list("Trash").len(),
+                    unread: with("read", false),
+                    flagged: with("flagged", true),
+                    // Mail.app has no tags.
+                    tagged: 0,
+                }
+            }
         }
     }
 }
@@ -290,11 +395,14 @@ fn change_id(run: &Value) -> String {
 
 /// A tag added leaves read and flagged state alone; a flag set leaves the tags alone.
 async fn patch_semantics(mut f: Fixture) {
-    let tagged = ok(f.path(), &update("in:inbox", &["--add-tag", "Later"]));
+    if f.refuses_tags(&update("in:inbox", &["--add-tag", "Later"])) {
+        return;
+    }
+    let tagged = f.ok(&update("in:inbox", &["--add-tag", "Later"]));
     assert_eq!(tagged["applied"], MESSAGES, "{tagged}");
     assert_eq!(f.counts("Later").await, counts(4, 0, 0, 4, 0, 4));
     let one = f.id(1);
-    let flagged = ok(f.path(), &["update", &one, "--flag", "--yes"]);
+    let flagged = f.ok(&["update", &one, "--flag", "--yes"]);
     assert_eq!(flagged["applied"], 1, "{flagged}");
     assert_eq!(f.counts("Later").await, counts(4, 0, 0, 4, 1, 4));
     assert_eq!(f.indexed("tag:Later is:unread"), 4);
@@ -304,10 +412,13 @@ async fn patch_semantics(mut f: Fixture) {
 /// The same request again finds everything as asked and sends no write.
 async fn repeat_writes_nothing(mut f: Fixture) {
     let request = update("from:alice", &["--add-tag", "Once", "--read"]);
-    let first = ok(f.path(), &request);
+    if f.refuses_tags(&request) {
+        return;
+    }
+    let first = f.ok(&request);
     assert_eq!(first["applied"], MESSAGES, "{first}");
     assert!(f.writes_since() > 0);
-    let again = ok(f.path(), &request);
+    let again = f.ok(&request);
     assert_eq!(again["applied"], 0, "{again}");
     assert_eq!(again["unchanged"], MESSAGES, "{again}");
     assert_eq!(
@@ -322,16 +433,17 @@ async fn repeat_writes_nothing(mut f: Fixture) {
 /// index learns its state; the others are written.
 async fn changed_elsewhere_is_stale(mut f: Fixture) {
     f.flag_elsewhere(2).await;
-    let run = mb(
-        f.path(),
-        &update("from:alice", &["--add-tag", "Later", "--unflag"]),
-    );
+    let request = update("from:alice", &["--add-tag", "Later", "--unflag"]);
+    if f.refuses_tags(&request) {
+        return;
+    }
+    let run = f.mb(&request);
     assert_eq!(run.code, 5, "{}", run.stdout);
     assert_eq!(run.json["stale"], 1, "{}", run.stdout);
     assert_eq!(run.json["applied"], MESSAGES - 1, "{}", run.stdout);
     assert_eq!(run.json["failures"][0]["error_type"], "stale_state");
     assert_eq!(f.counts("Later").await, counts(4, 0, 0, 4, 1, 3));
-    let shown = ok(f.path(), &["show", &f.id(2)]);
+    let shown = f.ok(&["show", &f.id(2)]);
     assert_eq!(shown["message"]["flagged"], true, "{shown}");
 }
 
@@ -339,8 +451,11 @@ async fn changed_elsewhere_is_stale(mut f: Fixture) {
 /// unknown outcome, never anything else; a rerun finds it done and writes nothing.
 async fn lost_answer_is_not_resent(mut f: Fixture) {
     let request = update("in:inbox", &["--add-tag", "Kept"]);
+    if f.refuses_tags(&request) {
+        return;
+    }
     f.lose_next_write_answer().await;
-    let first = mb(f.path(), &request);
+    let first = f.mb(&request);
     let applied = first.json["applied"].as_u64().unwrap_or(0);
     let unknown = first.json["failures"].as_array().map_or(0, |all| {
         all.iter()
@@ -350,7 +465,7 @@ async fn lost_answer_is_not_resent(mut f: Fixture) {
     assert_eq!(applied as usize + unknown, MESSAGES, "{}", first.stdout);
     assert_eq!(f.counts("Kept").await.tagged, MESSAGES, "the write landed");
     f.writes_since();
-    let rerun = ok(f.path(), &request);
+    let rerun = f.ok(&request);
     assert_eq!(rerun["applied"], 0, "{rerun}");
     assert_eq!(rerun["unchanged"], MESSAGES, "{rerun}");
     assert_eq!(f.writes_since(), 0, "resent after a lost answer");
@@ -358,9 +473,9 @@ async fn lost_answer_is_not_resent(mut f: Fixture) {
     // The rerun read the lost write back: the first change now says applied for all, and
     // can be undone (its unknown items were never undoable).
     let first_id = change_id(&first.json);
-    let journal = ok(f.path(), &["changes", &first_id]);
+    let journal = f.ok(&["changes", &first_id]);
     assert_eq!(journal["change"]["applied"], MESSAGES, "{journal}");
-    let undone = ok(f.path(), &["undo", &first_id]);
+    let undone = f.ok(&["undo", &first_id]);
     assert_eq!(undone["applied"], MESSAGES, "{undone}");
     assert_eq!(
         f.counts("Kept").await.tagged,
@@ -371,11 +486,11 @@ async fn lost_answer_is_not_resent(mut f: Fixture) {
 
 /// A move to the archive, and its undo back to the inbox.
 async fn move_and_undo(mut f: Fixture) {
-    let moved = ok(f.path(), &update("in:inbox", &["--move-to", "archive"]));
+    let moved = f.ok(&update("in:inbox", &["--move-to", "archive"]));
     assert_eq!(moved["applied"], MESSAGES, "{moved}");
     assert_eq!(f.counts("x").await, counts(0, 4, 0, 4, 0, 0));
     assert_eq!(f.indexed("in:archive"), MESSAGES as u64);
-    let undone = ok(f.path(), &["undo", &change_id(&moved)]);
+    let undone = f.ok(&["undo", &change_id(&moved)]);
     assert_eq!(undone["applied"], MESSAGES, "{undone}");
     assert_eq!(f.counts("x").await, counts(4, 0, 0, 4, 0, 0));
     assert_eq!(f.indexed("in:inbox is:unread"), MESSAGES as u64);
@@ -384,16 +499,16 @@ async fn move_and_undo(mut f: Fixture) {
 /// A deletion is only staged until a person runs it; run, it goes to the trash, and its
 /// undo brings the messages back as they were.
 async fn staged_deletion_and_undo(mut f: Fixture) {
-    let staged = ok(f.path(), &["stage-delete", "from:alice", "subject:Message"]);
+    let staged = f.ok(&["stage-delete", "from:alice", "subject:Message"]);
     assert_eq!(staged["manifest"]["summary"]["count"], MESSAGES, "{staged}");
     assert_eq!(f.writes_since(), 0, "staging wrote to the server");
     assert_eq!(f.counts("x").await, counts(4, 0, 0, 4, 0, 0));
     let manifest = staged["manifest"]["id"].as_i64().unwrap().to_string();
-    let run = ok(f.path(), &["delete-staged", &manifest, "--yes"]);
+    let run = f.ok(&["delete-staged", &manifest, "--yes"]);
     assert_eq!(run["counts"]["done"], MESSAGES, "{run}");
     assert_eq!(f.counts("x").await, counts(0, 0, 4, 4, 0, 0));
     assert_eq!(f.indexed("in:trash"), MESSAGES as u64);
-    let undone = ok(f.path(), &["undo", &change_id(&run)]);
+    let undone = f.ok(&["undo", &change_id(&run)]);
     assert_eq!(undone["applied"], MESSAGES, "{undone}");
     assert_eq!(f.counts("x").await, counts(4, 0, 0, 4, 0, 0));
 }
@@ -402,6 +517,7 @@ enum Kind {
     Imap,
     Gmail,
     Graph,
+    Mail,
 }
 
 /// A fresh fixture of that provider (`user` names the IMAP user); `None` where the test
@@ -411,6 +527,7 @@ async fn setup(kind: Kind, user: &str) -> Option<Fixture> {
         Kind::Imap => Fixture::imap(user).await,
         Kind::Gmail => Fixture::gmail().await,
         Kind::Graph => Fixture::graph().await,
+        Kind::Mail => Fixture::mail().await,
     }
 }
 
@@ -440,4 +557,5 @@ conformance! {
     imap: Kind::Imap;
     gmail: Kind::Gmail;
     graph: Kind::Graph;
+    applescript: Kind::Mail;
 }
