@@ -142,14 +142,16 @@ pub async fn plan(store: &Store, id: i64, batch_size: usize) -> Result<Vec<Strin
     plan_of(store, manifest.mode, &batches(pending, batch_size)).await
 }
 
+/// The plan of `groups`, from the manifest's items alone: what is sent depends on their ids,
+/// not on the index's state of them, which the run reads once per batch as it goes.
 async fn plan_of(store: &Store, mode: DeleteMode, groups: &Batches) -> Result<Vec<String>> {
     let mut lines = Vec::new();
+    let unread = HashMap::new();
     for (account, groups) in groups {
         let record = store.account(&account.parse()?).await?;
         let trash = trash_of(store, account).await;
         for (place, items) in groups {
-            let indexed = indexed_rows(store, items).await?;
-            let batch = batch_of(place, items, &indexed, mode, trash.clone());
+            let batch = batch_of(place, items, &unread, mode, trash.clone());
             lines.extend(record.adapter()?.plan_delete(&record.info(), &batch));
         }
     }

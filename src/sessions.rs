@@ -19,7 +19,7 @@ use tokio::task::JoinHandle;
 use crate::home::LOCK_WAIT;
 use crate::home::{AccountLock, Home};
 use crate::registry;
-use crate::store::Store;
+use crate::store::{AccountRecord, Store};
 
 /// One account's connection, held under its lock.
 pub struct Session {
@@ -29,22 +29,37 @@ pub struct Session {
 
 /// Locks the account, then connects to it with its stored settings and secret.
 pub async fn open(home: &Home, store: &Store, id: &AccountId) -> Result<Session> {
-    let (lock, connector) = lock_and_read(home, store, id).await?;
+    open_known(home, store, id, None).await
+}
+
+/// As `open`, with the account's row when the caller has read it already.
+async fn open_known(
+    home: &Home,
+    store: &Store,
+    id: &AccountId,
+    record: Option<&AccountRecord>,
+) -> Result<Session> {
+    let (lock, connector) = lock_and_read(home, store, id, record).await?;
     Ok(Session {
         _lock: lock,
         provider: connector.connect().await?,
     })
 }
 
-/// The account's lock, and what connecting to it needs from the index.
+/// The account's lock, and what connecting to it needs from the index (its row, unless
+/// the caller read it already, and its secret).
 async fn lock_and_read(
     home: &Home,
     store: &Store,
     id: &AccountId,
+    record: Option<&AccountRecord>,
 ) -> Result<(AccountLock, Box<dyn mailbroker_core::Connector>)> {
     let lock = home.lock_account(id, LOCK_WAIT).await?;
-    let record = store.account(id).await?;
-    Ok((lock, registry::connector(store, &record).await?))
+    let connector = match record {
+        Some(record) => registry::connector(store, record).await?,
+        None => registry::connector(store, &store.account(id).await?).await?,
+    };
+    Ok((lock, connector))
 }
 
 /// The sessions of one write: those opened ahead, and the others opened when first needed.
@@ -53,6 +68,8 @@ pub struct Sessions {
     home: Home,
     store: Store,
     ahead: BTreeMap<String, JoinHandle<Result<Session>>>,
+    /// Account rows the write read already, so opening a session reads none again.
+    known: BTreeMap<String, AccountRecord>,
 }
 
 impl Sessions {
@@ -62,7 +79,14 @@ impl Sessions {
             home: home.clone(),
             store: store.clone(),
             ahead: BTreeMap::new(),
+            known: BTreeMap::new(),
         }
+    }
+
+    /// The same sessions, opening with these account rows rather than reading them again.
+    pub fn knowing(mut self, records: BTreeMap<String, AccountRecord>) -> Sessions {
+        self.known.extend(records);
+        self
     }
 
     /// Starts opening a session per account of `places` (account, mailbox), selecting the
@@ -73,12 +97,14 @@ impl Sessions {
         home: &Home,
         store: &Store,
         places: &[(String, String)],
+        known: &BTreeMap<String, AccountRecord>,
     ) -> Result<Sessions> {
         let accounts: std::collections::BTreeSet<&str> =
             places.iter().map(|(account, _)| account.as_str()).collect();
         let mut ahead = BTreeMap::new();
         for account in accounts {
-            let (lock, connector) = lock_and_read(home, store, &account.parse()?).await?;
+            let id = account.parse()?;
+            let (lock, connector) = lock_and_read(home, store, &id, known.get(account)).await?;
             let id = account.to_string();
             let task = tokio::spawn(async move {
                 let provider = connector.connect().await?;
@@ -94,6 +120,7 @@ impl Sessions {
             home: home.clone(),
             store: store.clone(),
             ahead,
+            known: known.clone(),
         })
     }
 
@@ -103,7 +130,10 @@ impl Sessions {
             Some(task) => task
                 .await
                 .map_err(|e| Error::internal(format!("opening account {account}: {e}")))?,
-            None => open(&self.home, &self.store, &account.parse()?).await,
+            None => {
+                let id = account.parse()?;
+                open_known(&self.home, &self.store, &id, self.known.get(account)).await
+            }
         }
     }
 

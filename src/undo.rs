@@ -76,7 +76,8 @@ pub async fn resolve(store: &Store, change_id: i64) -> Result<ResolvedRequest> {
         .collect();
     let request = (selection, patch, Some(change_id));
     let role = move_role(store, &intents).await?;
-    let mut resolved = crate::write::plan(store, request, None, intents, stale).await?;
+    let records = Default::default();
+    let mut resolved = crate::write::plan(store, request, (records, None), intents, stale).await?;
     resolved.set_move_role(role);
     Ok(resolved)
 }

@@ -406,3 +406,23 @@ async fn a_staged_message_moved_since_is_left_alone_in_both_modes() {
         );
     }
 }
+
+/// A staged deletion read each batch's rows twice: for the plan it journals, then for the
+/// batch itself. The plan needs only the manifest's ids: each row is read once.
+#[tokio::test]
+async fn a_staged_deletion_reads_each_row_once() {
+    let Some((home, mut imap)) = setup("del-reads", 30).await else {
+        return;
+    };
+    let id = stage(home.path(), &["from:news@shop.example"]);
+    let h = mailbroker::home::Home::resolve(Some(home.path())).unwrap();
+    let store = mailbroker::store::Store::open(&h.database()).await.unwrap();
+    let before = store.reads();
+    let report = mailbroker::delete::execute(&h, &store, id, 10, |_, _| {})
+        .await
+        .unwrap();
+    let after = store.reads();
+    assert_eq!(report.counts["done"], 30, "{report:?}");
+    assert_eq!(after.1 - before.1, 30, "message rows read");
+    assert_eq!(imap.flags("Trash").await.unwrap().len(), 30);
+}

@@ -317,11 +317,12 @@ async fn a_microsoft_message_can_be_read() {
 }
 
 /// A write named its folders by path, so every write session listed the whole folder tree
-/// to find their ids. The index keeps each folder's id from the sync: an assistant's tag and
-/// move of 1,000 messages sends no folder listing.
+/// to find their ids, and one request read the same facts again and again. The index keeps
+/// each folder's id from the sync: an assistant's tag and move of 1,000 messages sends no
+/// folder listing, and reads the account's row once and each message's row once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_finds_its_folders_without_listing_the_tree() {
-    use common::mcp::{client, connect, ok_call};
+    use common::mcp::{client, ok_call};
     use rmcp::model::{ElicitationAction, ProtocolVersion};
     let mock = GraphMock::start("me@mock.example").await.unwrap();
     let ids = mock.seed(1000, "inbox", "news@shop.example", true);
@@ -329,8 +330,13 @@ async fn a_write_finds_its_folders_without_listing_the_tree() {
     add_account(&mock, home.path()).await;
     ok(home.path(), &["sync"]);
     let from = mock.requests().len();
-    let session = connect(
+    let index = mailbroker::home::Home::resolve(Some(home.path()))
+        .unwrap()
+        .database();
+    let store = mailbroker::store::Store::open(&index).await.unwrap();
+    let session = common::mcp::connect_store(
         home.path(),
+        store.clone(),
         client(
             Some(ElicitationAction::Accept),
             ProtocolVersion::V_2025_11_25,
@@ -339,9 +345,13 @@ async fn a_write_finds_its_folders_without_listing_the_tree() {
     .await;
     let args = json!({ "query": "in:inbox", "add_tags": ["Batch"], "move_to": "archive",
         "create_missing_tags": true });
+    let before = store.reads();
     let done = ok_call(&session, "update_message", args).await;
+    let after = store.reads();
     session.cancel().await.ok();
     assert_eq!(done["applied"], 1000, "{done}");
+    assert_eq!(after.0 - before.0, 1, "account rows read");
+    assert_eq!(after.1 - before.1, 1000, "message rows read");
     assert_eq!(mock.ids_in("archive").len(), ids.len());
     let listings: Vec<String> = mock.requests()[from..]
         .iter()

@@ -236,6 +236,7 @@ impl Store {
         .fetch_all(&self.pool)
         .await
         .map_err(db_error)?;
+        self.read_accounts(rows.len());
         rows.into_iter().map(account_of).collect()
     }
 
@@ -247,6 +248,7 @@ impl Store {
         .fetch_optional(&self.pool)
         .await
         .map_err(db_error)?;
+        self.read_accounts(1);
         match row {
             Some(row) => account_of(row),
             None => Err(Error::not_found(format!("no account {id}"))

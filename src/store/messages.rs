@@ -189,6 +189,7 @@ async fn fetch_refs(store: &Store, mut q: QueryBuilder<Sqlite>) -> Result<Vec<Me
         .map_err(db_error)?;
     let rows: Vec<RefRow> = serde_json::from_str(&text)
         .map_err(|e| Error::internal(format!("index: bad target rows: {e}")))?;
+    store.read_messages(rows.len());
     Ok(rows.into_iter().map(ref_of).collect())
 }
 

@@ -30,6 +30,21 @@ pub use sink::{StoreSink, SyncProgress};
 #[derive(Clone, Debug)]
 pub struct Store {
     pool: SqlitePool,
+    reads: std::sync::Arc<Reads>,
+}
+
+/// How many account rows and message rows this store (and its clones) has read: what tests
+/// count to show a request reads each fact once.
+#[derive(Debug, Default)]
+pub struct Reads {
+    pub accounts: std::sync::atomic::AtomicU64,
+    pub messages: std::sync::atomic::AtomicU64,
+}
+
+impl Reads {
+    fn add(counter: &std::sync::atomic::AtomicU64, n: usize) {
+        counter.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// Maps a database failure to our vocabulary. Most database errors are ours, not the user's,
@@ -96,11 +111,31 @@ impl Store {
             .run(&pool)
             .await
             .map_err(|e| Error::internal(format!("index migration failed: {e}")))?;
-        Ok(Store { pool })
+        Ok(Store {
+            pool,
+            reads: Default::default(),
+        })
     }
 
     pub(crate) fn pool(&self) -> &SqlitePool {
         &self.pool
+    }
+
+    /// The rows read so far (see `Reads`): (accounts, messages).
+    pub fn reads(&self) -> (u64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        (
+            self.reads.accounts.load(Relaxed),
+            self.reads.messages.load(Relaxed),
+        )
+    }
+
+    pub(crate) fn read_accounts(&self, n: usize) {
+        Reads::add(&self.reads.accounts, n);
+    }
+
+    pub(crate) fn read_messages(&self, n: usize) {
+        Reads::add(&self.reads.messages, n);
     }
 
     /// A transaction that may write. It takes the write lock at BEGIN (IMMEDIATE), waiting

@@ -160,13 +160,8 @@ pub async fn resolve_selection(
 /// Refuses tags to add that the selected accounts do not know (no message carries them, no
 /// earlier change added them, the provider lists no such label): a typo should not silently
 /// create a label. A caller that means to create tags skips this check.
-async fn require_known_tags<'a>(
-    store: &Store,
-    accounts: impl IntoIterator<Item = &'a str>,
-    patch: &Patch,
-) -> Result<()> {
-    for account in accounts {
-        let record = store.account(&account.parse()?).await?;
+async fn require_known_tags(store: &Store, records: &Records, patch: &Patch) -> Result<()> {
+    for (account, record) in records {
         let adapter = record.adapter()?;
         for tag in &patch.add_tags {
             if !store.tag_known(account, tag).await? && !adapter.tag_exists(&record.info(), tag) {
@@ -186,13 +181,25 @@ async fn require_known_tags<'a>(
 /// mailbox its move target names there, by account, and that target's role.
 type MoveTargets = (HashMap<String, String>, Option<String>);
 
-/// Checks `patch` against the rules of each of `accounts` (tags against its provider's rules,
-/// the move target resolved from a name or a role). Nothing is sent to a server here.
-async fn check_request<'a>(
-    store: &Store,
-    accounts: impl IntoIterator<Item = &'a str>,
-    patch: &Patch,
-) -> Result<MoveTargets> {
+/// The account rows a request touches, read once, by account id.
+pub(crate) type Records = BTreeMap<String, crate::store::AccountRecord>;
+
+/// Reads the rows of `accounts`, once each.
+pub(crate) async fn records_of(store: &Store, accounts: Vec<String>) -> Result<Records> {
+    let mut records = Records::new();
+    for account in accounts {
+        let id = account.parse()?;
+        if let std::collections::btree_map::Entry::Vacant(slot) = records.entry(account) {
+            slot.insert(store.account(&id).await?);
+        }
+    }
+    Ok(records)
+}
+
+/// Checks `patch` against the rules of each account of `records` (tags against its
+/// provider's rules, the move target resolved from a name or a role). Nothing is sent to a
+/// server here.
+async fn check_request(store: &Store, records: &Records, patch: &Patch) -> Result<MoveTargets> {
     patch.validate()?;
     if patch.delete.is_some() {
         return Err(Error::validation(
@@ -202,8 +209,8 @@ async fn check_request<'a>(
     }
     let mut targets = HashMap::new();
     let mut move_role = None;
-    for account in accounts {
-        let record = store.account(&account.parse()?).await?;
+    for (account, record) in records {
+        let account = account.as_str();
         let (adapter, info) = (record.adapter()?, record.info());
         if patch.read.is_some() || patch.flagged.is_some() {
             adapter.check(&info, Operation::Flags)?;
@@ -235,7 +242,7 @@ async fn check_request<'a>(
 /// while the caller reads its targets (see `sessions`). A request refused by its check
 /// reached no server.
 pub async fn open_ahead(home: &Home, store: &Store, request: &CheckedRequest) -> Result<Sessions> {
-    Sessions::open_ahead(home, store, request.places()).await
+    Sessions::open_ahead(home, store, request.places(), request.records()).await
 }
 
 /// Executes and journals the batches of a resolved change (an update or an undo).

@@ -16,6 +16,8 @@ pub struct CheckedRequest {
     query: Option<(String, Query)>,
     patch: Patch,
     places: Vec<(String, String)>,
+    /// The rows of the accounts it touches, read once here for every later step.
+    records: Records,
     targets: HashMap<String, String>,
     move_role: Option<String>,
 }
@@ -49,14 +51,15 @@ impl CheckedRequest {
         let places = store
             .selection_places(&ids, query.as_ref().map(|(_, q)| q))
             .await?;
-        let accounts: std::collections::BTreeSet<&str> =
-            places.iter().map(|(a, _)| a.as_str()).collect();
-        let (targets, move_role) = check_request(store, accounts, patch).await?;
+        let accounts = places.iter().map(|(a, _)| a.clone()).collect();
+        let records = records_of(store, accounts).await?;
+        let (targets, move_role) = check_request(store, &records, patch).await?;
         Ok(CheckedRequest {
             ids,
             query,
             patch: patch.clone(),
             places,
+            records,
             targets,
             move_role,
         })
@@ -67,11 +70,14 @@ impl CheckedRequest {
         &self.places
     }
 
+    /// The rows of the accounts the selection touches.
+    pub(crate) fn records(&self) -> &Records {
+        &self.records
+    }
+
     /// Refuses tags to add that the touched accounts do not know (see `require_known_tags`).
     pub async fn require_known_tags(&self, store: &Store) -> Result<()> {
-        let accounts: std::collections::BTreeSet<&str> =
-            self.places.iter().map(|(a, _)| a.as_str()).collect();
-        require_known_tags(store, accounts, &self.patch).await
+        require_known_tags(store, &self.records, &self.patch).await
     }
 
     /// Reads the targets, works out what each still needs, and plans the batches.
@@ -101,7 +107,14 @@ impl CheckedRequest {
             remove_tags: self.patch.remove_tags.clone(),
         };
         let request = (selection, patch, None);
-        let mut resolved = plan(store, request, Some(&requested), intents, Vec::new()).await?;
+        let mut resolved = plan(
+            store,
+            request,
+            (self.records, Some(&requested)),
+            intents,
+            Vec::new(),
+        )
+        .await?;
         resolved.set_move_role(self.move_role);
         resolved.resolve_ms = started.elapsed().as_millis() as u64;
         resolved.preview.local_ms = resolved.resolve_ms;
@@ -120,31 +133,34 @@ pub struct ResolvedRequest {
     stale: Vec<Failure>,
     preview: ChangeReport,
     resolve_ms: u64,
+    /// The rows of the accounts it touches, for its sessions.
+    records: Records,
 }
 
-/// Builds the batches of `intents` and their plan: a `ResolvedRequest`. `requested` is the
-/// flag part every message was asked for (an update's; an undo's differ per message), which
-/// accounts whose adapter groups `Whole` batch under.
+/// Builds the batches of `intents` and their plan: a `ResolvedRequest`. `records` are the
+/// rows of the accounts already read (an update's check read them all; an undo's are read
+/// here); `requested` is the flag part every message was asked for (an update's; an undo's
+/// differ per message), which accounts whose adapter groups `Whole` batch under.
 pub(crate) async fn plan(
     store: &Store,
     request: (serde_json::Value, serde_json::Value, Option<i64>),
-    requested: Option<&FlagOp>,
+    (known, requested): (Records, Option<&FlagOp>),
     intents: Vec<Intent>,
     stale: Vec<Failure>,
 ) -> Result<ResolvedRequest> {
     let started = std::time::Instant::now();
-    let mut records = HashMap::new();
+    let missing: Vec<String> = intents
+        .iter()
+        .map(|i| i.row.account.clone())
+        .filter(|a| !known.contains_key(a))
+        .collect();
+    let mut records = records_of(store, missing).await?;
+    records.extend(known);
     let mut whole = HashMap::new();
-    for intent in &intents {
-        let account = &intent.row.account;
-        if records.contains_key(account) {
-            continue;
-        }
-        let record = store.account(&account.parse()?).await?;
+    for (account, record) in &records {
         if let (Grouping::Whole, Some(op)) = (record.adapter()?.grouping(), requested) {
             whole.insert(account.clone(), op.clone());
         }
-        records.insert(account.clone(), record);
     }
     // Each batch is built once: for the plan, then to send.
     let mut groups: Vec<(BatchKey, Vec<usize>, WriteBatch)> = Vec::new();
@@ -183,6 +199,7 @@ pub(crate) async fn plan(
         stale,
         preview,
         resolve_ms: 0,
+        records,
     })
 }
 
@@ -224,6 +241,7 @@ impl ResolvedRequest {
         let (selection, patch, undo_of) = self.request;
         let request = (origin.to_string(), selection, patch, undo_of);
         let plan = &self.preview.plan;
+        let sessions = sessions.knowing(self.records);
         let mut report =
             execute(sessions, store, request, plan, &self.intents, &self.groups).await?;
         report.move_role = self.preview.move_role;

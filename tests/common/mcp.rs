@@ -59,6 +59,11 @@ async fn serve(home: &Path) -> tokio::io::DuplexStream {
 async fn serve_with(home: &Path, options: McpOptions) -> tokio::io::DuplexStream {
     let home = Home::resolve(Some(home)).unwrap();
     let store = Store::open(&home.database()).await.unwrap();
+    serve_store(home, store, options)
+}
+
+/// An MCP server on `store`, whose reads the test can count (`Store::reads`).
+fn serve_store(home: Home, store: Store, options: McpOptions) -> tokio::io::DuplexStream {
     let server = McpServer::new(home, store, options);
     let (a, b) = tokio::io::duplex(1 << 20);
     tokio::spawn(async move {
@@ -67,6 +72,13 @@ async fn serve_with(home: &Path, options: McpOptions) -> tokio::io::DuplexStream
         }
     });
     b
+}
+
+/// As `connect`, to a server on `store`: the test holds a clone to count what it reads.
+pub async fn connect_store(home: &Path, store: Store, client: Client) -> Session {
+    let home = Home::resolve(Some(home)).unwrap();
+    let transport = serve_store(home, store, McpOptions::default());
+    client.serve(transport).await.expect("client connects")
 }
 
 pub async fn connect(home: &Path, client: Client) -> Session {
