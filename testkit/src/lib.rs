@@ -11,6 +11,7 @@ mod dovecot;
 mod imap;
 mod proxy;
 
+pub mod memory;
 pub mod mounts;
 pub mod secret_service;
 pub mod terminal;

@@ -2,19 +2,16 @@
 //! share one refresh; a label another client makes while a sync runs is a tag of the
 //! messages fetched after it.
 
-use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use mailbroker_core::{
-    Arrival, Capabilities, MailboxCursor, MailboxInfo, MessageFlags, MessageMeta, MessageText,
-    Provider, RemoteId, Result, Settled, SyncRequest, SyncSink, Version,
-};
+use mailbroker_core::{Capabilities, Provider, Result, SyncRequest};
 use mailbroker_gmail::GmailProvider;
 use mailbroker_gmail::api;
 use mailbroker_gmail::client::Client;
 use mailbroker_gmail::oauth::{OAuthSettings, SCOPE_MODIFY, Tokens};
 use mailbroker_mock_gmail::GmailMock;
+use mailbroker_testkit::memory::{AtCheckpoint, Indexed, MemoryIndex};
 
 /// Settings for the mock and tokens it granted, not expired by the clock (only Gmail's 401
 /// says they are).
@@ -61,81 +58,26 @@ async fn concurrent_calls_share_one_refresh() {
     assert_eq!(mock.refreshes(), 1, "one refresh for all of them");
 }
 
-/// Records what is placed; at its first checkpoint another client makes a label and puts
-/// it on a message the sync has not fetched yet.
-struct Sink {
+/// At the sync's first checkpoint, another client makes a label and puts it on a message
+/// the sync has not fetched yet; that message's id.
+struct LabelAtCheckpoint {
     client: Arc<Client>,
     all: Vec<String>,
-    placed: HashMap<String, MessageMeta>,
-    labelled: Option<String>,
-    /// The account cursor the sync stored.
-    cursor: Option<String>,
+    labelled: Arc<std::sync::Mutex<Option<String>>>,
 }
 
 #[async_trait]
-impl SyncSink for Sink {
-    async fn mailboxes(&mut self, _: &[MailboxInfo]) -> Result<()> {
-        Ok(())
-    }
-    async fn reset_mailbox(&mut self, _: &str) -> Result<()> {
-        Ok(())
-    }
-    async fn upsert_messages(&mut self, _: &str, _: Vec<MessageMeta>) -> Result<()> {
-        unreachable!("gmail places its messages")
-    }
-    async fn update_flags(
-        &mut self,
-        _: &str,
-        _: Vec<(RemoteId, Version, MessageFlags)>,
-    ) -> Result<u64> {
-        Ok(0)
-    }
-    async fn remove_messages(&mut self, _: &str, _: Vec<RemoteId>) -> Result<u64> {
-        Ok(0)
-    }
-    async fn indexed_except(&mut self, _: &str, _: Vec<RemoteId>) -> Result<Vec<RemoteId>> {
-        Ok(Vec::new())
-    }
-    async fn known_elsewhere(&mut self, _: &str, _: Vec<String>) -> Result<HashSet<String>> {
-        Ok(HashSet::new())
-    }
-    async fn settle_moves(
-        &mut self,
-        _: Vec<(String, Vec<RemoteId>)>,
-        _: Vec<(String, Vec<Arrival>)>,
-    ) -> Result<Vec<Settled>> {
-        Ok(Vec::new())
-    }
-    async fn place_messages(&mut self, _: &str, messages: Vec<MessageMeta>) -> Result<()> {
-        for m in messages {
-            self.placed.insert(m.id.as_str().to_string(), m);
-        }
-        Ok(())
-    }
-    async fn indexed_ids(&mut self) -> Result<Vec<RemoteId>> {
-        Ok(Vec::new())
-    }
-    async fn account_cursor(&mut self, cursor: &str) -> Result<()> {
-        self.cursor = Some(cursor.to_string());
-        Ok(())
-    }
-    async fn mailbox_done(&mut self, _: &str, _: MailboxCursor) -> Result<()> {
-        Ok(())
-    }
-    async fn text_pending(&mut self, _: &str) -> Result<Vec<RemoteId>> {
-        Ok(Vec::new())
-    }
-    async fn fill_text(&mut self, _: &str, _: Vec<MessageText>) -> Result<()> {
-        Ok(())
-    }
-    async fn checkpoint(&mut self) -> Result<()> {
-        if self.labelled.is_none() {
-            let unseen = self.all.iter().find(|id| !self.placed.contains_key(*id));
+impl AtCheckpoint for LabelAtCheckpoint {
+    async fn at(&mut self, index: &mut Indexed) -> Result<()> {
+        let mut labelled = self.labelled.lock().unwrap().clone();
+        if labelled.is_none() {
+            let unseen = self.all.iter().find(|id| index.meta(id).is_none());
             let id = unseen.expect("a message left to fetch").clone();
             let label = api::create_label(&self.client, "Late").await?;
             api::batch_modify(&self.client, std::slice::from_ref(&id), &[label.id], &[]).await?;
-            self.labelled = Some(id);
+            labelled = Some(id);
         }
+        *self.labelled.lock().unwrap() = labelled;
         Ok(())
     }
 }
@@ -149,20 +91,27 @@ async fn a_label_made_while_the_sync_runs_is_a_tag_of_the_messages_fetched_after
     let other = Client::new(settings.clone(), tokens.clone(), "other").unwrap();
     let mut gmail =
         GmailProvider::new(settings, tokens, None, Capabilities::default(), "g").unwrap();
-    let mut sink = Sink {
+    let labelled = Arc::new(std::sync::Mutex::new(None));
+    let hook = LabelAtCheckpoint {
         client: other,
         all,
-        placed: HashMap::new(),
-        labelled: None,
-        cursor: None,
+        labelled: labelled.clone(),
     };
+    let mut index = MemoryIndex::new().at_checkpoint(hook);
     gmail
-        .sync(&SyncRequest::default(), &mut sink)
+        .sync(&SyncRequest::default(), &mut index)
         .await
         .unwrap();
-    let id = sink.labelled.clone().expect("the sync had a checkpoint");
-    assert_eq!(sink.placed[&id].flags.tags, vec!["Late".to_string()]);
-    let cursor = sink.cursor.unwrap_or_default();
+    let id = labelled
+        .lock()
+        .unwrap()
+        .clone()
+        .expect("the sync had a checkpoint");
+    assert_eq!(
+        index.meta(&id).unwrap().flags.tags,
+        vec!["Late".to_string()]
+    );
+    let cursor = index.account_cursor.clone().unwrap_or_default();
     assert!(
         cursor.contains("Late"),
         "the stored label map has it too: {cursor}"

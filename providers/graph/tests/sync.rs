@@ -3,175 +3,37 @@
 //! deletion) by delta, a moved message keeping its row, and a voided delta link forcing a
 //! full resync of its folder.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
-
 use async_trait::async_trait;
-use mailbroker_core::{
-    Arrival, Error, MailboxCursor, MailboxInfo, MessageFlags, MessageMeta, MessageText, Provider,
-    RemoteId, Result, Role, Settled, SyncMode, SyncRequest, SyncSink, Version,
-};
+use mailbroker_core::{Provider, RemoteId, Result, Role, SyncMode, SyncRequest};
 use mailbroker_graph::GraphProvider;
 use mailbroker_mock_graph::GraphMock;
+use mailbroker_testkit::memory::{AtCheckpoint, Indexed, MemoryIndex};
 use mailbroker_testkit::oauth::control;
 use serde_json::json;
 
-/// The index as a sink sees it: per mailbox, each message with the local id it got when
-/// first indexed (kept when it moves, as the store keeps its row).
-#[derive(Default)]
-struct Index {
-    roles: BTreeMap<String, Option<Role>>,
-    mailboxes: BTreeMap<String, BTreeMap<RemoteId, (u64, MessageMeta)>>,
-    cursors: HashMap<String, MailboxCursor>,
-    next_local: u64,
-    /// At a checkpoint, a write (an undo) moves this message from Archive back to the
-    /// Inbox, on the mock and in the index: (mock URL, message id).
-    undo_at_checkpoint: Option<(String, String)>,
-}
-
-impl Index {
-    fn local(&self, id: &str) -> Option<(String, u64)> {
-        self.mailboxes.iter().find_map(|(name, m)| {
-            m.get(&RemoteId::new(id))
-                .map(|(local, _)| (name.clone(), *local))
-        })
-    }
-
-    fn meta(&self, id: &str) -> Option<&MessageMeta> {
-        self.mailboxes
-            .values()
-            .find_map(|m| m.get(&RemoteId::new(id)).map(|(_, meta)| meta))
-    }
-
-    /// Inserts `m` in `mailbox` under `local`, else the local id it has there, else a new one.
-    fn insert(&mut self, mailbox: &str, local: Option<u64>, m: MessageMeta) {
-        let here = self.mailboxes.entry(mailbox.into()).or_default();
-        let local = local
-            .or_else(|| here.get(&m.id).map(|(l, _)| *l))
-            .unwrap_or_else(|| {
-                self.next_local += 1;
-                self.next_local
-            });
-        here.insert(m.id.clone(), (local, m));
-    }
-
-    fn count(&self, mailbox: &str) -> usize {
-        self.mailboxes.get(mailbox).map_or(0, BTreeMap::len)
-    }
-
-    fn known(&self) -> SyncRequest {
-        SyncRequest {
-            full: false,
-            known: self
-                .cursors
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect(),
-        }
-    }
-}
+/// At a checkpoint, a write (an undo) moves this message from Archive back to the Inbox, on
+/// the mock and in the index: (mock URL, message id).
+struct UndoAtCheckpoint(Option<(String, String)>);
 
 #[async_trait]
-impl SyncSink for Index {
-    async fn mailboxes(&mut self, list: &[MailboxInfo]) -> Result<()> {
-        let names: HashSet<&str> = list.iter().map(|m| m.name.as_str()).collect();
-        self.mailboxes.retain(|k, _| names.contains(k.as_str()));
-        for m in list {
-            self.roles.insert(m.name.clone(), m.role);
-            self.mailboxes.entry(m.name.clone()).or_default();
-        }
-        Ok(())
-    }
-    async fn reset_mailbox(&mut self, mailbox: &str) -> Result<()> {
-        self.mailboxes.entry(mailbox.into()).or_default().clear();
-        self.cursors.remove(mailbox);
-        Ok(())
-    }
-    async fn upsert_messages(&mut self, mailbox: &str, messages: Vec<MessageMeta>) -> Result<()> {
-        for m in messages {
-            self.insert(mailbox, None, m);
-        }
-        Ok(())
-    }
-    async fn update_flags(
-        &mut self,
-        _: &str,
-        _: Vec<(RemoteId, Version, MessageFlags)>,
-    ) -> Result<u64> {
-        Err(Error::internal("graph sync updates by delta items"))
-    }
-    async fn remove_messages(&mut self, mailbox: &str, ids: Vec<RemoteId>) -> Result<u64> {
-        let here = self.mailboxes.entry(mailbox.into()).or_default();
-        Ok(ids.iter().filter(|id| here.remove(id).is_some()).count() as u64)
-    }
-    async fn indexed_except(&mut self, _: &str, _: Vec<RemoteId>) -> Result<Vec<RemoteId>> {
-        Err(Error::internal("not used by graph"))
-    }
-    async fn known_elsewhere(&mut self, _: &str, _: Vec<String>) -> Result<HashSet<String>> {
-        Err(Error::internal("not used by graph"))
-    }
-    async fn settle_moves(
-        &mut self,
-        _: Vec<(String, Vec<RemoteId>)>,
-        _: Vec<(String, Vec<Arrival>)>,
-    ) -> Result<Vec<Settled>> {
-        Err(Error::internal("not used by graph"))
-    }
-    async fn place_messages(&mut self, mailbox: &str, messages: Vec<MessageMeta>) -> Result<()> {
-        for m in messages {
-            // Moved here: the row leaves its old mailbox with its local id.
-            let moved = self
-                .mailboxes
-                .iter_mut()
-                .filter(|(name, _)| name.as_str() != mailbox)
-                .find_map(|(_, list)| list.remove(&m.id).map(|(local, _)| local));
-            self.insert(mailbox, moved, m);
-        }
-        Ok(())
-    }
-    async fn indexed_ids(&mut self) -> Result<Vec<RemoteId>> {
-        Ok(self
-            .mailboxes
-            .values()
-            .flat_map(|m| m.keys().cloned())
-            .collect())
-    }
-    async fn account_cursor(&mut self, _: &str) -> Result<()> {
-        Ok(())
-    }
-    async fn mailbox_done(&mut self, mailbox: &str, cursor: MailboxCursor) -> Result<()> {
-        self.cursors.insert(mailbox.into(), cursor);
-        Ok(())
-    }
-    async fn text_pending(&mut self, _: &str) -> Result<Vec<RemoteId>> {
-        Ok(Vec::new())
-    }
-    async fn fill_text(&mut self, _: &str, _: Vec<MessageText>) -> Result<()> {
-        Ok(())
-    }
-    async fn checkpoint(&mut self) -> Result<()> {
-        let Some((url, id)) = self.undo_at_checkpoint.clone() else {
+impl AtCheckpoint for UndoAtCheckpoint {
+    async fn at(&mut self, index: &mut Indexed) -> Result<()> {
+        let Some((url, id)) = self.0.clone() else {
             return Ok(());
         };
-        let Some(("Archive", local)) = self.local(&id).as_ref().map(|(m, l)| (m.as_str(), *l))
-        else {
+        if index.local(&id).map(|(m, _)| m).as_deref() != Some("Archive") {
             return Ok(());
-        };
+        }
         control(&url, "modify", json!({"id": id, "moveTo": "inbox"})).await;
-        let row = self
-            .mailboxes
-            .get_mut("Archive")
-            .and_then(|m| m.remove(&RemoteId::new(&id)));
-        if let Some((_, meta)) = row {
-            self.insert("Inbox", Some(local), meta);
-        }
-        self.undo_at_checkpoint = None;
+        index.relocate(&RemoteId::new(&id), "Inbox");
+        self.0 = None;
         Ok(())
     }
 }
 
 async fn sync(
     mock: &GraphMock,
-    index: &mut Index,
+    index: &mut MemoryIndex,
     request: SyncRequest,
 ) -> Vec<(String, SyncMode, u64, u64, u64)> {
     let mut graph = GraphProvider::new(&mock.url, mock.token(), "g").unwrap();
@@ -193,7 +55,8 @@ fn report<'a>(
 async fn a_write_at_a_checkpoint_is_not_undone_by_a_removal_read_before_it() {
     let mock = GraphMock::start("me@mock.example").await.unwrap();
     let inbox = mock.seed(5, "inbox", "news@shop.example", true);
-    let mut index = Index::default();
+    let undo = UndoAtCheckpoint(Some((mock.url.clone(), inbox[2].clone())));
+    let mut index = MemoryIndex::new();
     sync(&mock, &mut index, SyncRequest::default()).await;
     // Another client moves a message to Archive; while the sync that sees it runs, an undo
     // moves it back wherever the sync lets a write in.
@@ -203,7 +66,7 @@ async fn a_write_at_a_checkpoint_is_not_undone_by_a_removal_read_before_it() {
         json!({"id": inbox[2], "moveTo": "archive"}),
     )
     .await;
-    index.undo_at_checkpoint = Some((mock.url.clone(), inbox[2].clone()));
+    let mut index = std::mem::take(&mut index).at_checkpoint(undo);
     let known = index.known();
     sync(&mock, &mut index, known).await;
     let place = if mock.ids_in("inbox").contains(&inbox[2]) {
@@ -227,7 +90,7 @@ async fn delta_sync_keeps_the_index_exact_across_nested_folders() {
     let filed = mock.seed(1500, &receipts, "billing@acme.example", false);
     mock.seed(500, &year, "billing@acme.example", false);
 
-    let mut index = Index::default();
+    let mut index = MemoryIndex::new();
     let first = sync(&mock, &mut index, SyncRequest::default()).await;
     assert_eq!(index.count("Inbox"), 3000);
     assert_eq!(index.count("Inbox/Receipts"), 1500);
