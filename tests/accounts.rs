@@ -128,6 +128,88 @@ fn add_over_starttls_with_password_on_stdin() {
     assert_eq!(list["accounts"][0]["settings"]["tls"], "starttls");
 }
 
+/// `--preset icloud` brings iCloud's server and TLS mode and says what iCloud needs (an
+/// app-specific password); an explicit --host/--port (here: the test Dovecot standing in
+/// for iCloud) still wins. An unknown preset names the known ones.
+#[test]
+fn a_preset_fills_the_server_and_says_what_the_provider_needs() {
+    let Some(server) = server() else { return };
+    let home = tempfile::tempdir().unwrap();
+    let port = server.imaps_port.to_string();
+    let ca = server.ca.ca_pem.display().to_string();
+    let preset = |name: &str, id: &str| {
+        let args = [
+            "account",
+            "add",
+            "imap",
+            "--id",
+            id,
+            "--preset",
+            name,
+            "--host",
+            "localhost",
+            "--port",
+            &port,
+            "--username",
+            "icloud-preset",
+            "--password-env",
+            "MB_TEST_PW",
+            "--ca-file",
+            &ca,
+        ];
+        mb(home.path(), &args)
+    };
+    let added = preset("icloud", "ic");
+    assert_eq!(added.code, 0, "{}\n{}", added.stdout, added.stderr);
+    assert!(
+        added.stderr.contains("app-specific password"),
+        "{}",
+        added.stderr
+    );
+    let settings = &added.json["account"]["settings"];
+    assert_eq!(settings["host"], "localhost", "{settings}");
+    assert_eq!(settings["port"], server.imaps_port, "{settings}");
+    assert_eq!(settings["tls"], "implicit", "{settings}");
+    assert!(ok(home.path(), &["sync"])["accounts"][0]["account"] == "ic");
+
+    let unknown = preset("icloud.com", "other");
+    assert_eq!(
+        unknown.json["error_type"], "validation_error",
+        "{}",
+        unknown.stdout
+    );
+    let step = unknown.json["next_step"].as_str().unwrap();
+    assert!(
+        step.contains("icloud") && step.contains("fastmail"),
+        "{step}"
+    );
+    let listed = ok(home.path(), &["account", "list"]);
+    assert_eq!(listed["accounts"].as_array().unwrap().len(), 1, "{listed}");
+
+    // Neither a preset nor a server: the person is told both ways.
+    let neither = mb(
+        home.path(),
+        &[
+            "account",
+            "add",
+            "imap",
+            "--id",
+            "x",
+            "--username",
+            "u",
+            "--password-env",
+            "MB_TEST_PW",
+        ],
+    );
+    assert_eq!(neither.code, 2, "{}{}", neither.stdout, neither.stderr);
+    assert_eq!(neither.json["error_type"], "validation_error");
+    let step = neither.json["next_step"].as_str().unwrap();
+    assert!(
+        step.contains("--preset") && step.contains("icloud"),
+        "{step}"
+    );
+}
+
 #[test]
 fn wrong_password_is_auth_required_and_stores_nothing() {
     let Some(server) = server() else { return };

@@ -63,13 +63,13 @@ async fn oauth_setup_refresh_and_revocation() {
     let refused = common::mb(home.path(), &["account", "doctor", "g"]);
     assert_eq!(refused.code, 3, "{}", refused.stdout);
     assert_eq!(refused.json["error_type"], "auth_required");
-    assert_eq!(refused.json["next_step"], "run: mailbroker account login g");
+    let step = refused.json["next_step"].as_str().unwrap();
+    assert!(
+        step.starts_with("run: mailbroker account login g "),
+        "{step}"
+    );
 
-    let login_args = ["account", "login", "g", "--no-browser"]
-        .map(String::from)
-        .to_vec();
-    let login = with_browser(home.path(), login_args).await;
-    assert_eq!(login.code, 0, "{}\n{}", login.stdout, login.stderr);
+    common::gmail::login(home.path(), "g").await;
     common::ok(home.path(), &["account", "doctor", "g"]);
 }
 
@@ -89,4 +89,92 @@ async fn a_forged_redirect_neither_ends_nor_aborts_the_sign_in() {
     assert!(run.output.status.success(), "{stdout}\n{}", run.stderr);
     let added: Value = serde_json::from_str(stdout.trim()).unwrap();
     assert_eq!(added["account"]["email"], "me@mock.example", "{added}");
+}
+
+/// Google requires the secret of a Desktop app client at its token endpoint. The client file
+/// its console downloads holds both; a bare `--client-id` is refused by Google at the code
+/// exchange, and mailbroker says what is missing and how to pass it (not "log in again").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_id_without_its_secret_is_refused_with_how_to_pass_the_file() {
+    let mock = GmailMock::start("me@mock.example").await.unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let mut args: Vec<String> = ["account", "add", "gmail", "--id", "g"]
+        .map(String::from)
+        .to_vec();
+    args.extend(["--client-id".into(), "mailbroker-test".into()]);
+    args.extend(mailbroker_testkit::oauth::endpoint_args(&mock.url));
+    let refused = with_browser(home.path(), args).await;
+    assert_eq!(refused.code, 2, "{}\n{}", refused.stdout, refused.stderr);
+    assert_eq!(
+        refused.json["error_type"], "validation_error",
+        "{}",
+        refused.json
+    );
+    let message = refused.json["error"].as_str().unwrap();
+    assert!(message.contains("secret"), "{message}");
+    let step = refused.json["next_step"].as_str().unwrap();
+    assert!(step.contains("--credentials client_secret_"), "{step}");
+    assert!(step.contains("docs/setup-google.md"), "{step}");
+    assert!(!step.contains("account login"), "{step}");
+    let listed = common::ok(home.path(), &["account", "list"]);
+    assert_eq!(listed["accounts"], json!([]), "no half-added account");
+
+    // A file that is not Google's client JSON is named as such before any browser opens.
+    let wrong = home.path().join("client.json");
+    std::fs::write(&wrong, r#"{"client_id": "x"}"#).unwrap();
+    let run = common::mb(
+        home.path(),
+        &[
+            "account",
+            "add",
+            "gmail",
+            "--id",
+            "g",
+            "--no-browser",
+            "--credentials",
+            wrong.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(run.json["error_type"], "validation_error", "{}", run.stdout);
+    assert!(
+        run.json["error"].as_str().unwrap().contains("installed"),
+        "{}",
+        run.json
+    );
+}
+
+/// An app whose consent screen is in Testing loses its refresh tokens after 7 days: sync is
+/// `auth_required` and says so, and after `account login` the next sync works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_testing_grant_explains_itself_and_login_recovers() {
+    let mock = GmailMock::start("me@mock.example").await.unwrap();
+    mock.seed(3, &["INBOX"], None);
+    let home = tempfile::tempdir().unwrap();
+    common::gmail::add_account(&mock, home.path(), "g", &[]).await;
+    common::ok(home.path(), &["sync"]);
+
+    common::gmail::control(&mock, "faults", json!({ "expire_refresh_tokens": true })).await;
+    for args in [&["sync"][..], &["account", "doctor", "g"]] {
+        let refused = common::mb(home.path(), args);
+        assert_eq!(refused.code, 3, "{args:?}: {}", refused.stdout);
+        assert_eq!(
+            refused.json["error_type"], "auth_required",
+            "{}",
+            refused.stdout
+        );
+        let said = format!("{} {}", refused.json["error"], refused.json["next_step"]);
+        assert!(said.contains("expired or revoked"), "{said}");
+        assert!(said.contains("run: mailbroker account login g"), "{said}");
+        assert!(
+            said.contains("Testing") && said.contains("7 days"),
+            "{said}"
+        );
+    }
+
+    common::gmail::login(home.path(), "g").await;
+    mock.seed(1, &["INBOX"], None);
+    let synced = common::ok(home.path(), &["sync"]);
+    assert_eq!(synced["accounts"][0]["account"], "g", "{synced}");
+    let found = common::ok(home.path(), &["search", "account:g"]);
+    assert_eq!(found["total"], 4, "{found}");
 }

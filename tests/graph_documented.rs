@@ -360,3 +360,55 @@ async fn a_write_finds_its_folders_without_listing_the_tree() {
         .collect();
     assert!(listings.is_empty(), "{listings:?}");
 }
+
+/// An app registered without "Allow public client flows" is a confidential client to
+/// Microsoft: its device code grant is refused with AADSTS7000218. Only the registration can
+/// fix that, so the error says where the switch is, and nothing is half-added.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_app_without_public_client_flows_is_explained() {
+    let mock = GraphMock::start("me@mock.example").await.unwrap();
+    control(
+        &mock.url,
+        "identity",
+        json!({ "public_client_flows": false }),
+    )
+    .await;
+    let home = tempfile::tempdir().unwrap();
+    let args = [
+        "account",
+        "add",
+        "graph",
+        "--id",
+        "ms",
+        "--client-id",
+        "app",
+    ];
+    let endpoints = ["--graph-base", &mock.url, "--authority", &mock.url];
+    let all: Vec<&str> = args.iter().chain(&endpoints).copied().collect();
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_mailbroker"));
+    let run = mailbroker_testkit::oauth::with_device_code(bin, home.path(), &all, &mock.url)
+        .await
+        .unwrap();
+    assert_eq!(run.output.status.code(), Some(2), "{}", run.stderr);
+    let refused: Value = serde_json::from_slice(&run.output.stdout).unwrap();
+    assert_eq!(refused["error_type"], "validation_error", "{refused}");
+    let error = refused["error"].as_str().unwrap();
+    assert!(
+        error.contains("AADSTS7000218") && error.contains("app"),
+        "{error}"
+    );
+    let step = refused["next_step"].as_str().unwrap();
+    assert!(step.contains("Allow public client flows"), "{step}");
+    assert!(step.contains("docs/setup-microsoft.md"), "{step}");
+    assert_eq!(ok(home.path(), &["account", "list"])["accounts"], json!([]));
+
+    // Once the switch is on, the same command signs in.
+    control(
+        &mock.url,
+        "identity",
+        json!({ "public_client_flows": true }),
+    )
+    .await;
+    let (added, _) = add_account(&mock, home.path()).await;
+    assert_eq!(added["account"]["provider"], "graph", "{added}");
+}

@@ -1,12 +1,8 @@
-//! `mailbroker account …`: adding an account with each provider's own arguments (then its
-//! adapter's `setup`), listing, showing, removing, login and the doctor.
-
-use std::io::BufRead;
-use std::path::PathBuf;
+//! `mailbroker account …`: listing, showing, setting, removing, login and the doctor (adding
+//! is `add.rs`).
 
 use clap::{Args, Subcommand};
 use mailbroker_core::{AccountId, Error, Result};
-use mailbroker_imap::{ImapConfig, TlsMode};
 
 use super::{rfc3339, views};
 use crate::accounts;
@@ -17,7 +13,7 @@ use crate::store::Store;
 pub enum AccountCommand {
     /// Add an account.
     #[command(subcommand)]
-    Add(AddCommand),
+    Add(super::add::AddCommand),
     /// List accounts.
     List,
     /// Show an account, its capabilities and mailboxes.
@@ -55,71 +51,13 @@ pub struct ConsentArgs {
 }
 
 impl ConsentArgs {
-    fn consent(&self) -> mailbroker_core::Consent {
+    pub(super) fn consent(&self) -> mailbroker_core::Consent {
         mailbroker_core::Consent {
             open_browser: !self.no_browser,
             paste: self.no_browser,
             browser: self.browser,
         }
     }
-}
-
-#[derive(Debug, Args)]
-pub struct GmailArgs {
-    /// Short name for the account (letters, digits, '-', '_').
-    #[arg(long)]
-    pub id: String,
-    #[arg(long)]
-    pub email: Option<String>,
-    /// The OAuth client id (a Google Cloud "Desktop app" client).
-    #[arg(long, env = "MAILBROKER_GMAIL_CLIENT_ID")]
-    pub client_id: String,
-    /// A file holding the client secret, for clients that have one.
-    #[arg(long, value_name = "FILE")]
-    pub client_secret_file: Option<PathBuf>,
-    /// Also ask for the full scope (https://mail.google.com/), which permanent deletion needs.
-    #[arg(long)]
-    pub allow_permanent_delete: bool,
-    #[command(flatten)]
-    pub consent: ConsentArgs,
-    /// Gmail API root.
-    #[arg(long, default_value = mailbroker_gmail::oauth::GOOGLE_API_BASE)]
-    pub api_base: String,
-    /// Authorization endpoint.
-    #[arg(long, default_value = mailbroker_gmail::oauth::GOOGLE_AUTH_URL)]
-    pub auth_url: String,
-    /// Token endpoint.
-    #[arg(long, default_value = mailbroker_gmail::oauth::GOOGLE_TOKEN_URL)]
-    pub token_url: String,
-    /// The account's Gmail API quota in units per second (Google's default per user is 250).
-    #[arg(long, value_name = "UNITS", default_value_t = mailbroker_gmail::oauth::DEFAULT_QUOTA)]
-    pub quota: u32,
-}
-
-#[derive(Debug, Subcommand)]
-pub enum AddCommand {
-    /// An IMAP account (password or app password).
-    Imap(ImapArgs),
-    /// A Gmail account (OAuth in the browser: authorization code with PKCE).
-    Gmail(GmailArgs),
-    /// An account that exists only in macOS Mail.app, driven by AppleScript: read, flagged,
-    /// moves and deletion to the trash; no tags, no permanent deletion.
-    Applescript(AppleScriptArgs),
-    /// A Microsoft account (Outlook.com, Microsoft 365) over Microsoft Graph, signed in by
-    /// the device code flow (a code to type on any device), or in a browser with --browser.
-    Graph(GraphArgs),
-}
-
-#[derive(Debug, Args)]
-pub struct AppleScriptArgs {
-    /// Short name for the account (letters, digits, '-', '_').
-    #[arg(long)]
-    pub id: String,
-    /// The account's name in Mail.app (Mail > Settings > Accounts).
-    #[arg(long)]
-    pub mail_account: String,
-    #[arg(long)]
-    pub email: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -145,152 +83,7 @@ pub struct SetArgs {
     pub no_unattended_deletions: bool,
 }
 
-#[derive(Debug, Args)]
-pub struct GraphArgs {
-    /// Short name for the account (letters, digits, '-', '_').
-    #[arg(long)]
-    pub id: String,
-    #[arg(long)]
-    pub email: Option<String>,
-    /// The application (client) id of an app registered in Microsoft Entra as a public
-    /// client with the Mail.ReadWrite, offline_access and User.Read permissions.
-    #[arg(long, env = "MAILBROKER_GRAPH_CLIENT_ID")]
-    pub client_id: String,
-    /// common, organizations, consumers or a tenant id.
-    #[arg(long, default_value = "common")]
-    pub tenant: String,
-    /// Microsoft Graph root.
-    #[arg(long, default_value = mailbroker_graph::oauth::GRAPH_BASE)]
-    pub graph_base: String,
-    /// The Microsoft identity platform root.
-    #[arg(long, default_value = mailbroker_graph::oauth::MICROSOFT_AUTHORITY)]
-    pub authority: String,
-    #[command(flatten)]
-    pub consent: ConsentArgs,
-}
-
-#[derive(Debug, Args)]
-pub struct ImapArgs {
-    /// Short name for the account (letters, digits, '-', '_').
-    #[arg(long)]
-    pub id: String,
-    #[arg(long)]
-    pub host: String,
-    #[arg(long)]
-    pub port: u16,
-    /// implicit (993), starttls (143) or none.
-    #[arg(long, default_value = "implicit")]
-    pub tls: String,
-    #[arg(long)]
-    pub username: String,
-    /// Read the password from this environment variable.
-    #[arg(long, value_name = "VAR", conflicts_with = "password_stdin")]
-    pub password_env: Option<String>,
-    /// Read the password from the first line of standard input.
-    #[arg(long)]
-    pub password_stdin: bool,
-    /// Trust this CA (PEM) in addition to the public roots.
-    #[arg(long, value_name = "PEM")]
-    pub ca_file: Option<PathBuf>,
-    /// The account's address, for display.
-    #[arg(long)]
-    pub email: Option<String>,
-    /// Do not use this advertised extension (e.g. QRESYNC on a server where it misbehaves).
-    #[arg(long = "disable-extension", value_name = "EXT")]
-    pub disable_extension: Vec<String>,
-    /// Allow --tls none to a host other than this machine: the password then crosses the
-    /// network in clear text.
-    #[arg(long)]
-    pub allow_plaintext: bool,
-}
-
-fn read_password(args: &ImapArgs) -> Result<String> {
-    let password = password_given(args)?;
-    mailbroker_core::secrets::register(&password);
-    if password.contains(['\r', '\n']) {
-        return Err(
-            Error::validation("the password holds a line break, which IMAP cannot send")
-                .with_next_step("check the variable or input it is read from"),
-        );
-    }
-    Ok(password)
-}
-
-fn password_given(args: &ImapArgs) -> Result<String> {
-    if let Some(var) = &args.password_env {
-        return std::env::var(var).map_err(|_| {
-            Error::validation(format!("environment variable {var} is not set"))
-                .with_next_step(format!("export {var}=… or use --password-stdin"))
-        });
-    }
-    if args.password_stdin {
-        let mut line = String::new();
-        std::io::stdin()
-            .lock()
-            .read_line(&mut line)
-            .map_err(|e| Error::validation(format!("cannot read the password from stdin: {e}")))?;
-        let password = line.trim_end_matches(['\r', '\n']).to_string();
-        if password.is_empty() {
-            return Err(Error::validation("standard input held no password"));
-        }
-        return Ok(password);
-    }
-    Err(Error::validation("no password given")
-        .with_next_step("pass --password-env VAR or --password-stdin"))
-}
-
-fn imap_config(args: &ImapArgs) -> Result<ImapConfig> {
-    let tls: TlsMode = args.tls.parse()?;
-    let ca_pem = match &args.ca_file {
-        Some(path) => Some(std::fs::read(path).map_err(|e| {
-            Error::validation(format!("cannot read --ca-file {}: {e}", path.display()))
-        })?),
-        None => None,
-    };
-    Ok(ImapConfig {
-        host: args.host.clone(),
-        port: args.port,
-        tls,
-        username: args.username.clone(),
-        password: read_password(args)?,
-        ca_pem,
-        disabled_extensions: args.disable_extension.clone(),
-        allow_plaintext: args.allow_plaintext,
-    })
-}
-
-async fn add_gmail(store: &Store, args: &GmailArgs, json: bool) -> Result<()> {
-    let id: AccountId = args.id.parse()?;
-    let secret = match &args.client_secret_file {
-        Some(f) => Some(
-            std::fs::read_to_string(f)
-                .map_err(|e| Error::validation(format!("cannot read {}: {e}", f.display())))?
-                .trim()
-                .to_string(),
-        ),
-        None => None,
-    };
-    let settings = mailbroker_gmail::oauth::OAuthSettings {
-        client_id: args.client_id.clone(),
-        auth_url: args.auth_url.clone(),
-        token_url: args.token_url.clone(),
-        api_base: args.api_base.clone(),
-        quota_units_per_sec: args.quota,
-    };
-    accounts::check_new(store, &id).await?;
-    let new = mailbroker_gmail::setup(
-        &id,
-        args.email.clone(),
-        settings,
-        secret,
-        args.allow_permanent_delete,
-        args.consent.consent(),
-    )
-    .await?;
-    print_account(&accounts::add(store, id, new).await?, json)
-}
-
-fn print_account(view: &accounts::AccountView, json: bool) -> Result<()> {
+pub(super) fn print_account(view: &accounts::AccountView, json: bool) -> Result<()> {
     if json {
         return print_json(Some("account"), &views::AccountShowJson::from(view));
     }
@@ -306,15 +99,7 @@ fn print_account(view: &accounts::AccountView, json: bool) -> Result<()> {
 
 pub(super) async fn account(store: &Store, cmd: AccountCommand, json: bool) -> Result<()> {
     match cmd {
-        AccountCommand::Add(AddCommand::Imap(args)) => add_imap(store, &args, json).await,
-        AccountCommand::Add(AddCommand::Gmail(args)) => add_gmail(store, &args, json).await,
-        AccountCommand::Add(AddCommand::Graph(args)) => add_graph(store, &args, json).await,
-        AccountCommand::Add(AddCommand::Applescript(args)) => {
-            let id: AccountId = args.id.parse()?;
-            accounts::check_new(store, &id).await?;
-            let new = mailbroker_applescript::setup(&args.mail_account, args.email.clone()).await?;
-            print_account(&accounts::add(store, id, new).await?, json)
-        }
+        AccountCommand::Add(cmd) => super::add::add(store, cmd, json).await,
         AccountCommand::Set(args) => set(store, &args, json).await,
         AccountCommand::Login { id, consent } => {
             let id: AccountId = id.parse()?;
@@ -354,36 +139,6 @@ pub(super) async fn account(store: &Store, cmd: AccountCommand, json: bool) -> R
             Ok(())
         }
     }
-}
-
-async fn add_imap(store: &Store, args: &ImapArgs, json: bool) -> Result<()> {
-    let id: AccountId = args.id.parse()?;
-    let config = imap_config(args)?;
-    config.check_plaintext()?;
-    if config.tls == TlsMode::None && args.allow_plaintext {
-        crate::say_err!(
-            "warning: --tls none with --allow-plaintext: the password goes to {} in \
-             clear text, readable by anyone on the network path",
-            config.host
-        );
-    }
-    accounts::check_new(store, &id).await?;
-    let new = mailbroker_imap::setup(&config, args.email.clone()).await?;
-    print_account(&accounts::add(store, id, new).await?, json)
-}
-
-async fn add_graph(store: &Store, args: &GraphArgs, json: bool) -> Result<()> {
-    let id: AccountId = args.id.parse()?;
-    accounts::check_new(store, &id).await?;
-    let settings = mailbroker_graph::oauth::GraphSettings {
-        client_id: args.client_id.clone(),
-        tenant: args.tenant.clone(),
-        authority: args.authority.clone(),
-        graph_base: args.graph_base.clone(),
-    };
-    let how = args.consent.consent();
-    let new = mailbroker_graph::setup(&id, args.email.clone(), settings, how).await?;
-    print_account(&accounts::add(store, id, new).await?, json)
 }
 
 /// `account set`: the account's fallback route, or none; or whether permanent deletions of

@@ -12,6 +12,7 @@ use crate::search;
 use crate::store::{MessageRow, Store};
 
 mod account;
+mod add;
 mod approve;
 mod args;
 mod delete;

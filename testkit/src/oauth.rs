@@ -3,8 +3,9 @@
 //! mock to approve and follows the redirect to mailbroker's loopback listener.
 
 use std::io::{BufRead, BufReader};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::OnceLock;
 
 use anyhow::{Context, Result, bail};
 
@@ -105,21 +106,47 @@ async fn browse(
     })
 }
 
-/// The arguments that point an OAuth command at the mock at `mock_url`.
+/// The client file Google's console would download for the mock's Desktop client, written
+/// once per test process (its id and secret are the same for every mock).
+pub fn client_file(mock_url: &str) -> PathBuf {
+    static FILE: OnceLock<PathBuf> = OnceLock::new();
+    FILE.get_or_init(|| {
+        let dir = tempfile::Builder::new()
+            .prefix("mailbroker-client-")
+            .tempdir()
+            .expect("a temporary directory")
+            .keep();
+        let path = dir.join("client_secret_mock.apps.googleusercontent.com.json");
+        let json = mailbroker_mock_gmail::client_file(mock_url);
+        std::fs::write(&path, json.to_string()).expect("the client file is written");
+        path
+    })
+    .clone()
+}
+
+/// The arguments that point an OAuth command at the mock at `mock_url`; an `account add`
+/// signs in with the client file (`--credentials`), as a person would.
 pub fn mock_args(mock_url: &str, first: &[&str]) -> Vec<String> {
     let mut args: Vec<String> = first.iter().map(|s| s.to_string()).collect();
-    args.extend([
-        "--client-id".to_string(),
-        "mailbroker-test".into(),
-        "--no-browser".into(),
+    if first.get(1) == Some(&"add") {
+        args.push("--credentials".into());
+        args.push(client_file(mock_url).display().to_string());
+    }
+    args.extend(endpoint_args(mock_url));
+    args
+}
+
+/// The mock's endpoints, and no browser: the arguments every OAuth command against it takes.
+pub fn endpoint_args(mock_url: &str) -> Vec<String> {
+    vec![
+        "--no-browser".to_string(),
         "--api-base".into(),
         mock_url.to_string(),
         "--auth-url".into(),
         format!("{mock_url}/o/oauth2/v2/auth"),
         "--token-url".into(),
         format!("{mock_url}/token"),
-    ]);
-    args
+    ]
 }
 
 /// Posts `body` to a mock's control route `/_mock/{path}` and returns its JSON answer.

@@ -46,6 +46,15 @@ pub fn oauth_args(mock: &GmailMock, first: &[&str]) -> Vec<String> {
     oauth::mock_args(&mock.url, first)
 }
 
+/// Runs `account login ID --no-browser` and consents, as the person would; it must succeed.
+pub async fn login(home: &Path, id: &str) {
+    let args = ["account", "login", id, "--no-browser"]
+        .map(String::from)
+        .to_vec();
+    let login = with_browser(home, args).await;
+    assert_eq!(login.code, 0, "{}\n{}", login.stdout, login.stderr);
+}
+
 /// Posts to one of the mock's control routes.
 pub async fn control(mock: &GmailMock, path: &str, body: Value) -> Value {
     oauth::control(&mock.url, path, body).await

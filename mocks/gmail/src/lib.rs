@@ -21,7 +21,21 @@ use serde::Deserialize;
 use serde_json::json;
 
 use state::State;
-pub use state::{Logged, SCOPE_FULL, SCOPE_MODIFY};
+pub use state::{Logged, SCOPE_FULL, SCOPE_MODIFY, TEST_CLIENT};
+
+/// The client file Google's console downloads for the test client (a Desktop app client:
+/// `installed`), pointing at the mock at `url`, as `account add gmail --credentials` reads it.
+pub fn client_file(url: &str) -> serde_json::Value {
+    json!({ "installed": {
+        "client_id": TEST_CLIENT.0,
+        "project_id": "mailbroker-mock",
+        "auth_uri": format!("{url}/o/oauth2/v2/auth"),
+        "token_uri": format!("{url}/token"),
+        "auth_provider_x509_cert_url": "https://www.googleapis.com/oauth2/v1/certs",
+        "client_secret": TEST_CLIENT.1,
+        "redirect_uris": ["http://localhost"],
+    }})
+}
 
 pub(crate) fn lock(state: &api::Shared) -> std::sync::MutexGuard<'_, State> {
     state
@@ -133,6 +147,8 @@ struct FaultSpec {
     errors: u32,
     drop_after_write: u32,
     expire_tokens: bool,
+    /// Every refresh token dies, as Google expires them for an app in Testing after 7 days.
+    expire_refresh_tokens: bool,
     token_ttl_secs: Option<u64>,
     latency_ms: u64,
 }
@@ -151,6 +167,10 @@ async fn control_faults(
         s.token_ttl = Duration::from_secs(ttl);
     }
     if f.expire_tokens {
+        s.expire_tokens();
+    }
+    if f.expire_refresh_tokens {
+        s.refresh_tokens.clear();
         s.expire_tokens();
     }
     Json(json!({ "ok": true }))

@@ -80,11 +80,70 @@ pub struct TokenRequest {
     code_verifier: Option<String>,
     redirect_uri: Option<String>,
     refresh_token: Option<String>,
+    client_id: Option<String>,
+    client_secret: Option<String>,
+}
+
+/// The client a token request names, in its body or as HTTP Basic credentials (RFC 6749
+/// §2.3.1; Google takes either), checked as Google checks a Desktop app client: known, and
+/// with its secret (which Google issues to every such client and requires, though it is not
+/// confidential). `Some`: the refusal.
+fn client_refusal(
+    s: &crate::state::State,
+    headers: &axum::http::HeaderMap,
+    req: &TokenRequest,
+) -> Option<Response> {
+    let basic = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Basic "))
+        .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
+        .and_then(|b| String::from_utf8(b).ok())
+        .and_then(|pair| {
+            let (id, secret) = pair.split_once(':')?;
+            let decode = |v: &str| {
+                url::form_urlencoded::parse(format!("v={v}").as_bytes())
+                    .next()
+                    .map(|(_, v)| v.into_owned())
+            };
+            Some((decode(id)?, decode(secret)?))
+        });
+    let (id, secret) = match basic {
+        Some((id, secret)) => (Some(id), Some(secret)),
+        None => (req.client_id.clone(), req.client_secret.clone()),
+    };
+    let Some(known) = id.as_ref().and_then(|id| s.clients.get(id)) else {
+        return Some(oauth_error(
+            StatusCode::UNAUTHORIZED,
+            "invalid_client",
+            "The OAuth client was not found.",
+        ));
+    };
+    match secret {
+        None => Some(oauth_error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            "client_secret is missing.",
+        )),
+        Some(given) if &given != known => Some(oauth_error(
+            StatusCode::UNAUTHORIZED,
+            "invalid_client",
+            "Unauthorized",
+        )),
+        Some(_) => None,
+    }
 }
 
 /// `POST /token`.
-pub async fn token(AxState(state): AxState<Shared>, Form(req): Form<TokenRequest>) -> Response {
+pub async fn token(
+    AxState(state): AxState<Shared>,
+    headers: axum::http::HeaderMap,
+    Form(req): Form<TokenRequest>,
+) -> Response {
     let mut s = crate::lock(&state);
+    if let Some(refused) = client_refusal(&s, &headers, &req) {
+        return refused;
+    }
     let scopes: Vec<String> = match req.grant_type.as_str() {
         "authorization_code" => {
             let Some(grant) = req.code.as_ref().and_then(|c| s.codes.remove(c)) else {

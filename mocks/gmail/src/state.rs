@@ -208,7 +208,14 @@ pub struct State {
     pub token_ttl: Duration,
     /// Access tokens issued for a refresh token so far.
     pub refreshes: u64,
+    /// The OAuth clients Google knows: id → secret (a Desktop app client has one, and the
+    /// token endpoint requires it).
+    pub clients: HashMap<String, String>,
 }
+
+/// The client the tests and the demo sign in with, a Desktop app client as Google's console
+/// makes one, and its secret.
+pub const TEST_CLIENT: (&str, &str) = ("mailbroker-test", "GOCSPX-mock-desktop-secret");
 
 pub fn random_hex(bytes: usize) -> String {
     let mut buf = vec![0u8; bytes];
@@ -223,6 +230,7 @@ impl State {
             history_id: 1000,
             oldest_history: 1000,
             token_ttl: Duration::from_secs(3600),
+            clients: HashMap::from([(TEST_CLIENT.0.to_string(), TEST_CLIENT.1.to_string())]),
             ..State::default()
         };
         for name in SYSTEM_LABELS {

@@ -1,7 +1,8 @@
 """Google's own Python client against the mock, with every answer checked against Google's
 discovery document (gmail.v1.json, shipped in google-api-python-client).
 
-Usage: python contract.py MOCK_URL MODIFY_TOKEN FULL_TOKEN. Exits non-zero with the reason on
+Usage: python contract.py MOCK_URL MODIFY_TOKEN FULL_TOKEN REFRESH_TOKEN CLIENT_ID CLIENT_SECRET.
+Exits non-zero with the reason on
 any mismatch; prints a JSON summary.
 """
 
@@ -9,12 +10,15 @@ import json
 import os
 import sys
 
+import google_auth_httplib2
 import googleapiclient
+import httplib2
+from google.auth.exceptions import RefreshError
 from google.oauth2.credentials import Credentials
 from googleapiclient.discovery import build
 from googleapiclient.errors import HttpError
 
-URL, MODIFY, FULL = sys.argv[1], sys.argv[2], sys.argv[3]
+URL, MODIFY, FULL, REFRESH, CLIENT_ID, CLIENT_SECRET = sys.argv[1:7]
 DOC = json.load(open(os.path.join(os.path.dirname(googleapiclient.__file__),
                                   "discovery_cache", "documents", "gmail.v1.json")))
 SCHEMAS = DOC["schemas"]
@@ -169,4 +173,25 @@ except urllib.error.HTTPError as e:
     if e.code != 401 or json.load(e)["error"]["code"] != 401:
         fail(f"bad token: HTTP {e.code}")
 
-print(json.dumps({"schemas_checked": checked}))
+# google-auth refreshes as an installed app does: refresh token, client id and secret.
+def refreshed(secret):
+    creds = Credentials(None, refresh_token=REFRESH, client_id=CLIENT_ID, client_secret=secret,
+                        token_uri=URL + "/token")
+    creds.refresh(google_auth_httplib2.Request(httplib2.Http()))
+    return creds
+
+
+try:
+    refreshed("GOCSPX-not-the-secret")
+    fail("a refresh with a wrong client secret was accepted")
+except RefreshError as e:
+    if "invalid_client" not in str(e):
+        fail(f"wrong secret: {e}")
+creds = refreshed(CLIENT_SECRET)
+if not creds.token or not creds.expiry:
+    fail("the refresh answer gave no token or expiry")
+fresh = build("gmail", "v1", static_discovery=True, credentials=creds,
+              client_options={"api_endpoint": URL + "/"})
+call("users.getProfile", fresh.users().getProfile(userId="me"))
+
+print(json.dumps({"schemas_checked": checked, "refreshed": True}))

@@ -34,12 +34,14 @@ async fn googles_client_and_discovery_document_accept_the_mock() {
     }
     let modify = mock.token(&[SCOPE_MODIFY]);
     let full = mock.token(&[SCOPE_FULL]);
+    let (_, refresh) = mock.grant(&[SCOPE_MODIFY]);
+    let (client_id, client_secret) = mailbroker_mock_gmail::TEST_CLIENT;
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/contract.py");
     let url = mock.url.clone();
     let out = tokio::task::spawn_blocking(move || {
         Command::new(py)
             .arg(script)
-            .args([&url, &modify, &full])
+            .args([&url, &modify, &full, &refresh, client_id, client_secret])
             .output()
     })
     .await
@@ -49,6 +51,7 @@ async fn googles_client_and_discovery_document_accept_the_mock() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "contract failed:\n{stdout}\n{stderr}");
     let summary: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(summary["refreshed"], true, "{summary}");
     for schema in [
         "Message",
         "ListMessagesResponse",

@@ -1,7 +1,8 @@
-//! The mock's OAuth (PKCE, refresh, revoke) and its faults, from a plain HTTP client.
+//! The mock's OAuth (the client and its secret, PKCE, refresh, revoke) and its faults, from a
+//! plain HTTP client.
 
 use base64::Engine;
-use mailbroker_mock_gmail::{GmailMock, SCOPE_MODIFY};
+use mailbroker_mock_gmail::{GmailMock, SCOPE_MODIFY, TEST_CLIENT};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
@@ -42,13 +43,24 @@ async fn code_for(mock: &GmailMock, http: &reqwest::Client, challenge: &str) -> 
         .to_string()
 }
 
+/// A token request from the test client, its id and secret in the body.
 async fn token(mock: &GmailMock, http: &reqwest::Client, form: &[(&str, &str)]) -> (u16, Value) {
-    let r = http
-        .post(format!("{}/token", mock.url))
-        .form(form)
-        .send()
-        .await
-        .unwrap();
+    let mut form = form.to_vec();
+    form.extend([
+        ("client_id", TEST_CLIENT.0),
+        ("client_secret", TEST_CLIENT.1),
+    ]);
+    answer(http.post(format!("{}/token", mock.url)).form(&form)).await
+}
+
+/// The refresh grant for `refresh`, from the test client.
+async fn refresh_grant(mock: &GmailMock, http: &reqwest::Client, refresh: &str) -> (u16, Value) {
+    let grant = [("grant_type", "refresh_token"), ("refresh_token", refresh)];
+    token(mock, http, &grant).await
+}
+
+async fn answer(request: reqwest::RequestBuilder) -> (u16, Value) {
+    let r = request.send().await.unwrap();
     (r.status().as_u16(), r.json().await.unwrap())
 }
 
@@ -104,12 +116,7 @@ async fn pkce_is_verified_tokens_refresh_and_revocation_sticks() {
         .json(&json!({ "expire_tokens": true }));
     expire.send().await.unwrap();
     assert_eq!(profile(&mock, &http, &access).await.status(), 401);
-    let (status, fresh) = token(
-        &mock,
-        &http,
-        &[("grant_type", "refresh_token"), ("refresh_token", &refresh)],
-    )
-    .await;
+    let (status, fresh) = refresh_grant(&mock, &http, &refresh).await;
     assert_eq!(status, 200, "{fresh}");
     let access = fresh["access_token"].as_str().unwrap().to_string();
     assert_eq!(profile(&mock, &http, &access).await.status(), 200);
@@ -120,12 +127,7 @@ async fn pkce_is_verified_tokens_refresh_and_revocation_sticks() {
         .send()
         .await
         .unwrap();
-    let (status, body) = token(
-        &mock,
-        &http,
-        &[("grant_type", "refresh_token"), ("refresh_token", &refresh)],
-    )
-    .await;
+    let (status, body) = refresh_grant(&mock, &http, &refresh).await;
     assert_eq!(
         (status, body["error"].as_str()),
         (400, Some("invalid_grant"))
@@ -196,4 +198,74 @@ async fn faults_rate_limit_fail_and_drop_answers() {
     };
     assert!(lost_body, "the answer should have been lost");
     assert!(mock.label_names(&id).contains(&"STARRED".to_string()));
+}
+
+/// Google's token endpoint wants a Desktop app client's secret, in the body or as HTTP Basic
+/// credentials; without it `invalid_request` "client_secret is missing.", a wrong one or an
+/// unknown client `invalid_client`. And it can end every sign-in, as Testing does after 7
+/// days.
+#[tokio::test]
+async fn the_token_endpoint_checks_the_client_and_can_expire_every_grant() {
+    let mock = GmailMock::start("me@mock.example").await.unwrap();
+    let http = client();
+    let (_, refresh) = mock.grant(&[SCOPE_MODIFY]);
+    let url = format!("{}/token", mock.url);
+    let grant = [
+        ("grant_type", "refresh_token"),
+        ("refresh_token", refresh.as_str()),
+    ];
+    let with = |extra: &[(&'static str, &'static str)]| {
+        let mut form: Vec<(&str, &str)> = grant.to_vec();
+        form.extend_from_slice(extra);
+        http.post(&url).form(&form)
+    };
+    let (status, body) = answer(with(&[("client_id", TEST_CLIENT.0)])).await;
+    assert_eq!(
+        (status, &body["error"]),
+        (400, &json!("invalid_request")),
+        "{body}"
+    );
+    assert_eq!(body["error_description"], "client_secret is missing.");
+    let wrong = [
+        ("client_id", TEST_CLIENT.0),
+        ("client_secret", "GOCSPX-wrong"),
+    ];
+    let (status, body) = answer(with(&wrong)).await;
+    assert_eq!(
+        (status, &body["error"]),
+        (401, &json!("invalid_client")),
+        "{body}"
+    );
+    let unknown = [
+        ("client_id", "someone-else"),
+        ("client_secret", TEST_CLIENT.1),
+    ];
+    let (status, body) = answer(with(&unknown)).await;
+    assert_eq!(
+        (status, &body["error"]),
+        (401, &json!("invalid_client")),
+        "{body}"
+    );
+    let basic = with(&[]).basic_auth(TEST_CLIENT.0, Some(TEST_CLIENT.1));
+    let (status, body) = answer(basic).await;
+    assert_eq!(status, 200, "{body}");
+    let refresh = body["refresh_token"]
+        .as_str()
+        .map_or(refresh.clone(), str::to_string);
+
+    http.post(format!("{}/_mock/faults", mock.url))
+        .json(&json!({ "expire_refresh_tokens": true }))
+        .send()
+        .await
+        .unwrap();
+    let (status, body) = refresh_grant(&mock, &http, &refresh).await;
+    assert_eq!(
+        (status, &body["error"]),
+        (400, &json!("invalid_grant")),
+        "{body}"
+    );
+    assert_eq!(
+        body["error_description"],
+        "Token has been expired or revoked."
+    );
 }

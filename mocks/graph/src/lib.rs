@@ -220,6 +220,9 @@ struct IdentityKnobs {
     slow_down: Option<u32>,
     /// Consent to the app was withdrawn (true) or given again (false).
     consent_required: Option<bool>,
+    /// The app registration's "Allow public client flows" (Authentication > Advanced
+    /// settings); when off, a device code grant is refused with AADSTS7000218.
+    public_client_flows: Option<bool>,
     /// Every access token expires now.
     #[serde(default)]
     expire_tokens: bool,
@@ -248,6 +251,9 @@ async fn control_identity(
     }
     if let Some(withdrawn) = k.consent_required {
         id.consent_required = withdrawn;
+    }
+    if let Some(on) = k.public_client_flows {
+        id.confidential = !on;
     }
     if k.expire_tokens {
         id.tokens.clear();

@@ -61,6 +61,10 @@ pub struct Identity {
     pub codes: HashMap<String, Code>,
     /// The tenant withdrew consent: refresh grants are refused with AADSTS65001.
     pub consent_required: bool,
+    /// "Allow public client flows" is off in the app registration: the platform then
+    /// treats the app as a confidential client and wants a secret or an assertion with a
+    /// device code grant (AADSTS7000218).
+    pub confidential: bool,
     next: u64,
 }
 
@@ -120,6 +124,7 @@ pub fn short(scope: &str) -> String {
 /// A refusal in the identity platform's shape: the OAuth error, and the AADSTS code first in
 /// the description.
 struct Refusal {
+    status: StatusCode,
     error: &'static str,
     code: &'static str,
     text: String,
@@ -127,6 +132,7 @@ struct Refusal {
 
 fn refuse(error: &'static str, code: &'static str, text: &str) -> Refusal {
     Refusal {
+        status: StatusCode::BAD_REQUEST,
         error,
         code,
         text: text.to_string(),
@@ -140,7 +146,7 @@ impl IntoResponse for Refusal {
             "error_description": format!("{}: {}", self.code, self.text),
             "error_codes": [self.code.trim_start_matches("AADSTS").parse::<u64>().unwrap_or(0)],
         });
-        (StatusCode::BAD_REQUEST, axum::Json(body)).into_response()
+        (self.status, axum::Json(body)).into_response()
     }
 }
 
@@ -222,6 +228,16 @@ fn grant(
         .map(String::as_str)
         .unwrap_or_default();
     let scope = match grant {
+        DEVICE_GRANT if id.confidential => {
+            return Err(Refusal {
+                status: StatusCode::UNAUTHORIZED,
+                ..refuse(
+                    "invalid_client",
+                    "AADSTS7000218",
+                    "The request body must contain the following parameter: 'client_assertion' or 'client_secret'.",
+                )
+            });
+        }
         DEVICE_GRANT => device_grant(id, form.get("device_code"))?,
         "authorization_code" => redeem(id, form)?,
         "refresh_token" if id.consent_required => {

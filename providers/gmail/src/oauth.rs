@@ -7,7 +7,7 @@
 use mailbroker_core::{Consent, Error, Result};
 use mailbroker_oauth::browser::Refused;
 pub use mailbroker_oauth::{Tokens, expired};
-use mailbroker_oauth::{http, send, token_error, tokens_of};
+use mailbroker_oauth::{http, send, tokens_of};
 use oauth2::basic::BasicClient;
 use oauth2::{
     AuthUrl, ClientId, ClientSecret, EndpointNotSet, EndpointSet, RedirectUrl, RefreshToken,
@@ -68,6 +68,89 @@ fn client(
     Ok(c)
 }
 
+/// An OAuth client as Google's console gives it: the JSON file downloaded from APIs &
+/// Services > Credentials (`client_secret_….json`), `installed` for a Desktop app client,
+/// `web` for a web application client.
+#[derive(Debug, Clone)]
+pub struct ClientFile {
+    pub client_id: String,
+    pub client_secret: String,
+}
+
+impl ClientFile {
+    pub fn parse(text: &str) -> Result<ClientFile> {
+        let bad = |why: &str| {
+            Error::validation(format!("not a Google OAuth client file: {why}")).with_next_step(
+                "download the client's JSON from the Google Cloud console (APIs & Services > \
+                 Credentials, the download button of the Desktop app client)",
+            )
+        };
+        let json: serde_json::Value =
+            serde_json::from_str(text).map_err(|e| bad(&format!("not JSON ({e})")))?;
+        let client = json
+            .get("installed")
+            .or_else(|| json.get("web"))
+            .ok_or_else(|| bad("it has neither \"installed\" nor \"web\""))?;
+        let field = |k: &str| {
+            client[k]
+                .as_str()
+                .filter(|v| !v.trim().is_empty())
+                .map(|v| v.trim().to_string())
+                .ok_or_else(|| bad(&format!("it has no {k}")))
+        };
+        let file = ClientFile {
+            client_id: field("client_id")?,
+            client_secret: field("client_secret")?,
+        };
+        mailbroker_core::secrets::register(&file.client_secret);
+        Ok(file)
+    }
+}
+
+/// A refusal of Google's token endpoint in our terms. What is wrong with the client (its
+/// secret missing or wrong, an unknown id) is said so, with how to pass the client file: a
+/// new sign-in would fail the same way. A dead grant is `auth_required`; Google expires the
+/// refresh tokens of an app whose consent screen is in Testing after 7 days, the likeliest
+/// cause for a person's own project.
+fn refused<RE: std::error::Error + 'static>(
+    e: oauth2::RequestTokenError<RE, oauth2::basic::BasicErrorResponse>,
+    account: &str,
+    refreshing: bool,
+) -> Error {
+    use oauth2::basic::BasicErrorResponseType as Kind;
+    let oauth2::RequestTokenError::ServerResponse(r) = e else {
+        return mailbroker_oauth::token_error(e, account);
+    };
+    let said = r
+        .error_description()
+        .map_or(String::new(), |d| format!(" ({d})"));
+    let client_file = "sign in with the client file Google gave you: mailbroker account add \
+        gmail --credentials client_secret_….json (APIs & Services > Credentials in the Google \
+        Cloud console; docs/setup-google.md)";
+    match r.error() {
+        Kind::InvalidRequest if said.contains("client_secret") => Error::validation(format!(
+            "Google needs this OAuth client's secret{said}: a Desktop app client has one"
+        ))
+        .with_next_step(client_file),
+        Kind::InvalidClient | Kind::UnauthorizedClient => Error::validation(format!(
+            "Google does not accept this OAuth client{said}: its id or secret is wrong, or it \
+             was deleted"
+        ))
+        .with_next_step(client_file),
+        Kind::InvalidGrant if refreshing => Error::auth_required(format!(
+            "Google refused the stored sign-in{said}"
+        ))
+        .with_next_step(format!(
+            "run: mailbroker account login {account} (an app whose OAuth consent screen is in \
+             Testing must sign in again every 7 days; publish it to stop that)"
+        )),
+        _ => mailbroker_oauth::token_error(
+            oauth2::RequestTokenError::<RE, _>::ServerResponse(r),
+            account,
+        ),
+    }
+}
+
 /// Runs the authorization code flow with PKCE; the user consents in a browser. Google gives
 /// a refresh token only when asked for offline access, and again only with a fresh consent.
 pub async fn authorize(
@@ -82,7 +165,7 @@ pub async fn authorize(
     let mut tokens = mailbroker_oauth::browser::authorize(oauth, scopes, &extra, how, account)
         .await
         .map_err(|e| match e {
-            Refused::Grant(e) => token_error(e, account),
+            Refused::Grant(e) => refused(e, account, false),
             Refused::Other(e) => e,
         })?;
     if tokens.scopes.is_empty() {
@@ -102,7 +185,7 @@ pub async fn refresh(settings: &OAuthSettings, tokens: &Tokens, account: &str) -
         .exchange_refresh_token(&RefreshToken::new(tokens.refresh_token.clone()))
         .request_async(&send(http()?))
         .await
-        .map_err(|e| token_error(e, account))?;
+        .map_err(|e| refused(e, account, true))?;
     let mut fresh = tokens_of(
         &response,
         Some(&tokens.refresh_token),

@@ -102,7 +102,7 @@ pub async fn device_login(
         .exchange_device_access_token(&details)
         .request_async(&http, tokio::time::sleep, None)
         .await
-        .map_err(|e| device_error(e, account))?;
+        .map_err(|e| device_error(e, settings, account))?;
     let mut tokens = tokens_of(&response, None, None)?;
     if tokens.scopes.is_empty() {
         tokens.scopes = SCOPES.iter().map(|s| s.to_string()).collect();
@@ -111,12 +111,31 @@ pub async fn device_login(
 }
 
 /// A refused device grant: declined, expired or otherwise refused, each with its next step.
+/// An app registered without public client flows is refused as a confidential client with
+/// no secret (AADSTS7000218); only its registration can fix that, so that is what is said.
 fn device_error<RE: std::error::Error + 'static>(
     e: oauth2::RequestTokenError<RE, oauth2::DeviceCodeErrorResponse>,
+    settings: &GraphSettings,
     account: &str,
 ) -> Error {
     use oauth2::DeviceCodeErrorResponseType as T;
     match e {
+        oauth2::RequestTokenError::ServerResponse(r)
+            if r.error_description()
+                .is_some_and(|d| d.starts_with("AADSTS7000218")) =>
+        {
+            Error::validation(format!(
+                "Microsoft treats app {} as a confidential client: \"Allow public client \
+                 flows\" is off in its registration (AADSTS7000218), so it cannot sign in \
+                 with a device code",
+                settings.client_id
+            ))
+            .with_next_step(
+                "in the Microsoft Entra admin center, open App registrations > the app > \
+                 Authentication, set \"Allow public client flows\" to Yes and save, then run \
+                 the command again (docs/setup-microsoft.md); or sign in with --browser",
+            )
+        }
         oauth2::RequestTokenError::ServerResponse(r) => {
             let why = match r.error() {
                 T::ExpiredToken => "the code expired before it was entered".to_string(),

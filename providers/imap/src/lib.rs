@@ -12,6 +12,7 @@ mod delete;
 mod ids;
 mod item;
 mod moves;
+pub mod presets;
 mod read;
 mod session;
 mod sync;
