@@ -18,7 +18,7 @@ use mailbroker_testkit::memory::{AtCheckpoint, Indexed, MemoryIndex};
 fn signed_in(mock: &GmailMock) -> (OAuthSettings, Tokens) {
     let (access, refresh) = mock.grant(&[SCOPE_MODIFY]);
     let settings = OAuthSettings {
-        client_id: "mailbroker-test".into(),
+        client_id: mailbroker_mock_gmail::TEST_CLIENT.0.into(),
         auth_url: format!("{}/o/oauth2/v2/auth", mock.url),
         token_url: format!("{}/token", mock.url),
         api_base: mock.url.clone(),
@@ -29,7 +29,7 @@ fn signed_in(mock: &GmailMock) -> (OAuthSettings, Tokens) {
         refresh_token: refresh,
         expires_at: i64::MAX,
         scopes: vec![SCOPE_MODIFY.into()],
-        client_secret: None,
+        client_secret: Some(mailbroker_mock_gmail::TEST_CLIENT.1.into()),
     };
     (settings, tokens)
 }
