@@ -6,8 +6,8 @@
 //! only through `mailbroker_core::Provider` and the registry.
 
 pub mod accounts;
+pub mod change;
 pub mod cli;
-pub mod delete;
 pub mod fallback;
 pub mod freshness;
 pub mod home;
@@ -22,8 +22,6 @@ pub mod serve;
 pub mod sessions;
 pub mod store;
 pub mod sync;
-pub mod undo;
 pub mod util;
-pub mod write;
 
 pub use mailbroker_core::{Error, Result};

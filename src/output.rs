@@ -46,11 +46,11 @@ pub fn print_json(key: Option<&str>, value: &impl Serialize) -> Result<(), Error
 
 /// An error's SPEC §10 fields as the CLI's JSON carries them, wherever one is reported.
 pub fn error_fields(e: &Error) -> serde_json::Map<String, Value> {
-    let mut fields = serde_json::Map::new();
-    fields.insert("error".into(), e.message().into());
-    fields.insert("error_type".into(), e.error_type().into());
-    fields.insert("next_step".into(), e.next_step().into());
-    fields
+    match serde_json::to_value(mailbroker_core::ErrorFields::from(e)) {
+        Ok(Value::Object(fields)) => fields,
+        // A struct of strings always serializes to an object.
+        _ => serde_json::Map::new(),
+    }
 }
 
 /// The error as JSON (stdout, with `--json`) or as a line for a person (stderr).

@@ -99,6 +99,20 @@ async fn options_go_anywhere_and_misspelt_ones_are_refused() {
     let id = staged["manifest"]["id"].as_i64().unwrap().to_string();
     ok(home, &["delete-staged", "--cancel", &id]);
 
+    // `update --delete` stages through the same path: a dry run stages nothing.
+    let args = [
+        "update",
+        "--query",
+        "from:bob",
+        "--delete",
+        "trash",
+        "--dry-run",
+    ];
+    let dry = ok(home, &args);
+    assert_eq!(dry["would_stage"]["mode"], "trash", "{dry}");
+    assert_eq!(dry["would_stage"]["count"], 6, "{dry}");
+    assert_eq!(manifests(home), 0, "a dry run staged something");
+
     // A misspelt option is refused with the nearest one, and nothing is staged.
     for (args, nearest) in [
         (

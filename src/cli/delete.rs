@@ -4,7 +4,8 @@ use clap::Args;
 use mailbroker_core::{DeleteMode, Error, Result};
 
 use super::views::ManifestJson;
-use crate::delete;
+use crate::change::delete;
+use crate::change::{Operation, Selection};
 use crate::home::Home;
 use crate::output::{Terminal, print_json, progress_bar};
 use crate::store::{Manifest, ManifestStatus, Store};
@@ -46,41 +47,55 @@ pub struct DeleteStagedArgs {
     pub batch_size: u64,
 }
 
-pub async fn stage(store: &Store, args: StageArgs, json: bool) -> Result<()> {
+pub async fn stage(home: &Home, store: &Store, args: StageArgs, json: bool) -> Result<()> {
     let query = args.query.join(" ");
     let mode = if args.permanent {
         DeleteMode::Permanent
     } else {
         DeleteMode::Trash
     };
-    let (selection, rows) = crate::write::resolve_selection(store, &[], Some(&query)).await?;
-    if args.dry_run {
-        delete::check_size(rows.len(), args.max_messages)?;
-        // The summary staging would record, so the dry run shows what the manifest will.
-        let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
-        let summary = store.selection_summary(&ids).await?;
-        if json {
-            return print_json(
-                Some("would_stage"),
-                &serde_json::json!({ "count": rows.len(), "mode": mode, "summary": summary }),
-            );
-        }
-        crate::say!(
-            "would stage {} message(s), {} bytes, for {} deletion",
-            rows.len(),
-            summary["bytes"],
-            mode.as_str()
-        );
-        selection_lines(&summary)
-            .iter()
-            .for_each(|l| crate::say!("{l}"));
-        return Ok(());
-    }
-    let manifest = delete::stage(store, "cli", &selection, &rows, mode, args.max_messages).await?;
+    let operation = Operation::Stage {
+        selection: Selection::of(&[], Some(&query))?,
+        mode,
+        limit: args.max_messages,
+    };
+    let outcome = super::update::change(home, store, operation, (args.dry_run, false)).await?;
+    super::update::print_outcome(store, outcome, json).await?;
+    Ok(())
+}
+
+/// What a dry run of staging shows: the summary the manifest would record.
+pub(super) async fn print_would_stage(
+    store: &Store,
+    count: u64,
+    mode: DeleteMode,
+    ids: &[i64],
+    json: bool,
+) -> Result<()> {
+    let summary = store.selection_summary(ids).await?;
     if json {
-        return print_json(Some("manifest"), &ManifestJson::from(&manifest));
+        return print_json(
+            Some("would_stage"),
+            &serde_json::json!({ "count": count, "mode": mode, "summary": summary }),
+        );
     }
-    print_summary(&manifest);
+    crate::say!(
+        "would stage {count} message(s), {} bytes, for {} deletion",
+        summary["bytes"],
+        mode.as_str()
+    );
+    selection_lines(&summary)
+        .iter()
+        .for_each(|l| crate::say!("{l}"));
+    Ok(())
+}
+
+/// A staged manifest, and how to run it.
+pub(super) fn print_staged(manifest: &Manifest, json: bool) -> Result<()> {
+    if json {
+        return print_json(Some("manifest"), &ManifestJson::from(manifest));
+    }
+    print_summary(manifest);
     crate::say!("run: mailbroker delete-staged {}", manifest.id);
     Ok(())
 }

@@ -1,14 +1,63 @@
 //! `mailbroker update`: the person's side of the write pipeline, and how a change report is
 //! printed (for `undo` too).
 
+use std::convert::Infallible;
+
+use async_trait::async_trait;
 use mailbroker_core::{Error, Result};
 
 use super::UpdateArgs;
+use crate::change::{
+    self, Asking, ChangeRequest, Confirmation, Confirmed, Operation, Outcome, Preview, Selection,
+};
 use crate::home::Home;
 use crate::output::print_json;
-use crate::sessions::Sessions;
 use crate::store::Store;
-use crate::write::{self, CheckedRequest};
+
+/// The person at the terminal: asked there when a change needs a yes, unless `--yes`.
+/// Staging a deletion is not asked: the person typed it, and runs it with `delete-staged`.
+pub(super) struct AtTerminal {
+    pub yes: bool,
+}
+
+#[async_trait]
+impl Confirmation for AtTerminal {
+    type Answer = Infallible;
+
+    fn unasked(&self) -> bool {
+        self.yes
+    }
+
+    async fn confirm(&mut self, asking: Asking<'_>) -> Result<Confirmed<Infallible>> {
+        match asking.preview {
+            Preview::Change(plan) if !self.yes => confirm_on_terminal(plan, asking.reason)?,
+            _ => {}
+        }
+        Ok(Confirmed::Yes)
+    }
+}
+
+/// Runs `operation` as the CLI does: asking at the terminal unless `yes`.
+pub(super) async fn change(
+    home: &Home,
+    store: &Store,
+    operation: Operation,
+    (dry_run, yes): (bool, bool),
+) -> Result<Outcome<Infallible>> {
+    let work = tokio_util::task::TaskTracker::new();
+    let cx = change::Context {
+        home,
+        store,
+        work: &work,
+    };
+    let request = ChangeRequest {
+        operation,
+        dry_run,
+        origin: "cli".into(),
+        confirm_above: change::DEFAULT_CONFIRM_ABOVE,
+    };
+    change::request(&cx, request, &mut AtTerminal { yes }).await
+}
 
 pub(super) async fn update(
     home: &Home,
@@ -16,89 +65,55 @@ pub(super) async fn update(
     args: &UpdateArgs,
     json: bool,
 ) -> Result<u8> {
-    let patch = args.patch();
-    patch.validate()?;
-    if let Some(mode) = patch.delete {
-        let (selection, rows) =
-            write::resolve_selection(store, &args.ids, args.query.as_deref()).await?;
-        let manifest = crate::delete::stage(
-            store,
-            "cli",
-            &selection,
-            &rows,
-            mode,
-            crate::delete::MAX_MESSAGES,
-        )
-        .await?;
-        if json {
-            print_json(
-                Some("manifest"),
-                &super::views::ManifestJson::from(&manifest),
-            )?;
-        } else {
-            crate::say!(
-                "staged manifest {} ({} message(s)); run: mailbroker delete-staged {}",
-                manifest.id,
-                manifest.summary["count"],
-                manifest.id
-            );
-        }
-        return Ok(0);
-    }
-    let checked = CheckedRequest::check(store, &args.ids, args.query.as_deref(), &patch).await?;
-    // Nobody will be asked: the sessions open while the targets are read.
-    let sessions = match args.yes && !args.dry_run {
-        true => write::open_ahead(home, store, &checked).await?,
-        false => Sessions::new(home, store),
-    };
-    let resolved = checked.resolve(store).await?;
-    run_or_preview(resolved, sessions, store, (args.dry_run, args.yes), json).await
-}
-
-/// Prints the plan of a dry run; otherwise asks on the terminal when the change needs it
-/// (unless `--yes`), runs it and prints its report.
-async fn run_or_preview(
-    resolved: write::ResolvedRequest,
-    sessions: Sessions,
-    store: &Store,
-    (dry_run, yes): (bool, bool),
-    json: bool,
-) -> Result<u8> {
-    if dry_run {
-        return print_change(resolved.preview(), json);
-    }
-    if !yes
-        && let Some(reason) = resolved
-            .preview()
-            .confirmation_reason(write::DEFAULT_CONFIRM_ABOVE)
-    {
-        confirm_on_terminal(resolved.preview(), &reason)?;
-    }
-    let report = resolved.run(sessions, store, "cli").await?;
-    print_change(&report, json)
+    let selection = Selection::of(&args.ids, args.query.as_deref())?;
+    let operation = Operation::of_patch(selection, args.patch(), true)?;
+    let outcome = change(home, store, operation, (args.dry_run, args.yes)).await?;
+    print_outcome(store, outcome, json).await
 }
 
 /// `mailbroker undo`: asks as `update` does when the undo needs confirmation.
 pub(super) async fn undo(
     home: &Home,
     store: &Store,
-    change: i64,
-    (dry_run, yes): (bool, bool),
+    change_id: i64,
+    flags: (bool, bool),
     json: bool,
 ) -> Result<u8> {
-    let resolved = crate::undo::resolve(store, change).await?;
-    run_or_preview(
-        resolved,
-        Sessions::new(home, store),
-        store,
-        (dry_run, yes),
-        json,
-    )
-    .await
+    let operation = Operation::Undo { change: change_id };
+    let outcome = change(home, store, operation, flags).await?;
+    print_outcome(store, outcome, json).await
+}
+
+/// Prints how a change request ended, and the exit code that says it.
+pub(super) async fn print_outcome(
+    store: &Store,
+    outcome: Outcome<Infallible>,
+    json: bool,
+) -> Result<u8> {
+    match outcome {
+        Outcome::DryRun {
+            preview: Preview::Change(report),
+            ..
+        } => print_change(&report, json),
+        Outcome::Done(report) => print_change(&report, json),
+        Outcome::DryRun {
+            preview: Preview::Staged { count, mode },
+            ids,
+            ..
+        } => {
+            super::delete::print_would_stage(store, count, mode, &ids, json).await?;
+            Ok(0)
+        }
+        Outcome::Staged(manifest) => {
+            super::delete::print_staged(&manifest, json)?;
+            Ok(0)
+        }
+        Outcome::Answered(never) => match never {},
+    }
 }
 
 /// Asks the person at the terminal to confirm a write; without a terminal, `--yes` is needed.
-fn confirm_on_terminal(plan: &write::ChangeReport, reason: &str) -> Result<()> {
+fn confirm_on_terminal(plan: &change::ChangeReport, reason: &str) -> Result<()> {
     use std::io::{IsTerminal, Write};
     if !std::io::stdin().is_terminal() || !std::io::stderr().is_terminal() {
         return Err(Error::confirmation_required(format!(
@@ -122,7 +137,7 @@ fn confirm_on_terminal(plan: &write::ChangeReport, reason: &str) -> Result<()> {
 
 /// Prints a change report; exits non-zero (as `verification_failed`/`stale_state`/…) when any
 /// message failed, so scripts notice.
-pub(super) fn print_change(report: &write::ChangeReport, json: bool) -> Result<u8> {
+pub(super) fn print_change(report: &change::ChangeReport, json: bool) -> Result<u8> {
     if json {
         print_json(None, report)?;
     } else {

@@ -24,7 +24,7 @@ pub struct McpArgs {
     #[command(flatten)]
     pub controls: HttpControls,
     /// Writes touching more messages than this need the user's confirmation.
-    #[arg(long, value_name = "N", default_value_t = crate::write::DEFAULT_CONFIRM_ABOVE)]
+    #[arg(long, value_name = "N", default_value_t = crate::change::DEFAULT_CONFIRM_ABOVE)]
     pub confirm_above: u64,
     /// Let a dry run's confirm_token run the write by itself, for clients that cannot ask
     /// the user: the assistant can then approve its own writes. Without it the person

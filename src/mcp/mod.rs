@@ -5,6 +5,7 @@
 //! own lives here: tool descriptions, confirmation by elicitation or token (`confirm.rs`),
 //! and the HTTP transport with its controls (`http.rs`).
 
+mod change;
 pub mod command;
 mod confirm;
 pub mod http;
@@ -61,7 +62,7 @@ impl Default for McpOptions {
     fn default() -> Self {
         McpOptions {
             allow_writes: true,
-            confirm_above: crate::write::DEFAULT_CONFIRM_ABOVE,
+            confirm_above: crate::change::DEFAULT_CONFIRM_ABOVE,
             confirm_with_token: false,
             freshness: None,
             work: tokio_util::task::TaskTracker::new(),

@@ -7,13 +7,12 @@ use rmcp::model::{CallToolResponse, CallToolResult};
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, tool, tool_router};
 
-use super::confirm::{self, Asked};
+use super::change::ToolCall;
 use super::shape::output_schema;
 use super::views::*;
-use super::{McpServer, failure, respond, success};
-use crate::sessions::Sessions;
-use crate::write::CheckedRequest;
-use crate::{delete, read, search, write};
+use super::{McpServer, failure, respond};
+use crate::change::{Operation, Selection};
+use crate::{read, search};
 use mailbroker_core::{AccountId, Error, Patch, Result};
 
 type ToolResult = std::result::Result<CallToolResult, ErrorData>;
@@ -270,114 +269,6 @@ impl McpServer {
         })
     }
 
-    /// The confirmation step shared by the write tools. `dry` is the answer to a dry run of
-    /// exactly what the real call would do; `reason` says why it needs confirming, if it does.
-    /// `Ok(None)` means go ahead.
-    #[allow(clippy::too_many_arguments)]
-    async fn gate(
-        &self,
-        ctx: &RequestContext<RoleServer>,
-        tool: &str,
-        args: &serde_json::Value,
-        ids: &[i64],
-        reason: Option<String>,
-        mut dry: ChangeOut,
-        (dry_run, token): (bool, Option<&str>),
-        round: (Option<String>, Option<rmcp::model::InputResponses>),
-    ) -> Result<Option<CallToolResponse>> {
-        let binding = confirm::binding(tool, args, ids);
-        // What the person is shown and asked, in their terms: the action, the messages (how
-        // many, from whom, when) and how they were chosen.
-        let reason = match reason {
-            Some(action) if !ids.is_empty() => {
-                let mut summary = self.store.selection_summary(ids).await?;
-                let text = describe(&action, &summary, args);
-                summary["text"] = text.clone().into();
-                dry.summary.get_or_insert(summary);
-                Some(text)
-            }
-            other => other,
-        };
-        if dry_run {
-            if let Some(reason) = reason {
-                let description = serde_json::json!({
-                    "tool": tool, "reason": reason, "plan": dry.plan, "summary": dry.summary,
-                });
-                let token = self.confirmations.issue(&binding, &description).await?;
-                dry.next_step = Some(self.confirmations.token_step(&token));
-                dry.confirm_token = Some(token);
-                dry.confirmation_required = Some(reason);
-            }
-            return Ok(Some(success(&dry).into()));
-        }
-        let Some(reason) = reason else {
-            return Ok(None);
-        };
-        let (state, responses) = round;
-        match confirm::confirm(
-            ctx,
-            &self.confirmations,
-            &binding,
-            &reason,
-            token,
-            (state.as_deref(), responses.as_ref()),
-        )
-        .await?
-        {
-            Asked::Confirmed => Ok(None),
-            Asked::InputRequired(r) => Ok(Some(r.into())),
-        }
-    }
-
-    /// `update_message` with `delete`: stages a manifest, after confirmation, and never runs it.
-    async fn stage(
-        &self,
-        ctx: &RequestContext<RoleServer>,
-        args: UpdateArgs,
-        mode: mailbroker_core::DeleteMode,
-        round: (Option<String>, Option<rmcp::model::InputResponses>),
-    ) -> Result<CallToolResponse> {
-        let (selection, rows) =
-            write::resolve_selection(&self.store, &args.ids, args.query.as_deref()).await?;
-        delete::check_size(rows.len(), delete::MAX_MESSAGES)?;
-        let mode_name = mode.as_str();
-        let reason = format!("stages {} message(s) for {mode_name} deletion", rows.len());
-        let json = serde_json::to_value(&args).map_err(|e| Error::internal(e.to_string()))?;
-        let dry = ChangeOut::staged(rows.len() as u64, mode_name, true);
-        let flags = (args.dry_run, args.confirm_token.as_deref());
-        let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
-        let gate = self.gate(
-            ctx,
-            "update_message",
-            &json,
-            &ids,
-            Some(reason),
-            dry,
-            flags,
-            round,
-        );
-        if let Some(answer) = gate.await? {
-            return Ok(answer);
-        }
-        let manifest = delete::stage(
-            &self.store,
-            &origin_of(ctx),
-            &selection,
-            &rows,
-            mode,
-            delete::MAX_MESSAGES,
-        )
-        .await?;
-        let mut out = ChangeOut::staged(rows.len() as u64, mode_name, false);
-        out.manifest_id = Some(manifest.id);
-        out.summary = Some(manifest.summary);
-        out.next_step = Some(format!(
-            "ask the user to run: mailbroker delete-staged {}",
-            manifest.id
-        ));
-        Ok(success(&out).into())
-    }
-
     async fn update(
         &self,
         ctx: &RequestContext<RoleServer>,
@@ -392,54 +283,15 @@ impl McpServer {
             move_to: args.move_to.clone(),
             delete: args.delete.map(Into::into),
         };
-        patch.validate()?;
-        if let Some(mode) = patch.delete {
-            return self.stage(ctx, args, mode, round).await;
-        }
-        let checked =
-            CheckedRequest::check(&self.store, &args.ids, args.query.as_deref(), &patch).await?;
-        if !args.create_missing_tags {
-            checked.require_known_tags(&self.store).await?;
-        }
-        let resolved = checked.resolve(&self.store).await?;
-        let json = serde_json::to_value(&args).map_err(|e| Error::internal(e.to_string()))?;
-        let plan = resolved.preview();
-        let reason = plan.confirmation_reason(self.options.confirm_above);
-        let flags = (args.dry_run, args.confirm_token.as_deref());
-        let dry = ChangeOut::of(plan);
-        let ids = resolved.ids();
-        let gate = self.gate(
-            ctx,
+        let selection = Selection::of(&args.ids, args.query.as_deref())?;
+        let operation = Operation::of_patch(selection, patch, args.create_missing_tags)?;
+        let call = ToolCall::of(
             "update_message",
-            &json,
-            &ids,
-            reason,
-            dry,
-            flags,
-            round,
+            &args,
+            args.dry_run,
+            args.confirm_token.clone(),
         );
-        if let Some(answer) = gate.await? {
-            return Ok(answer);
-        }
-        let report = self.finish(resolved, origin_of(ctx)).await?;
-        Ok(success(&ChangeOut::of(&report)).into())
-    }
-
-    /// Runs a write to its end on a task of its own: dropping the request (its client went
-    /// away, or `serve` is stopping) does not stop a write half sent, so it is finished and
-    /// journaled.
-    async fn finish(
-        &self,
-        resolved: crate::write::ResolvedRequest,
-        origin: String,
-    ) -> Result<crate::write::ChangeReport> {
-        let (home, store) = (self.home.clone(), self.store.clone());
-        let run = self.options.work.spawn(async move {
-            let sessions = Sessions::new(&home, &store);
-            resolved.run(sessions, &store, &origin).await
-        });
-        run.await
-            .map_err(|e| Error::internal(format!("the write's task: {e}")))?
+        self.change(ctx, operation, call?.with(round)).await
     }
 
     async fn undo(
@@ -448,29 +300,17 @@ impl McpServer {
         args: UndoArgs,
         round: (Option<String>, Option<rmcp::model::InputResponses>),
     ) -> Result<CallToolResponse> {
-        let resolved = crate::undo::resolve(&self.store, args.change_id).await?;
-        let json = serde_json::to_value(&args).map_err(|e| Error::internal(e.to_string()))?;
-        let plan = resolved.preview();
-        let reason = plan.confirmation_reason(self.options.confirm_above);
-        let flags = (args.dry_run, args.confirm_token.as_deref());
-        let dry = ChangeOut::of(plan);
-        // The journal fixes which messages an undo touches: the change id binds them.
-        let gate = self.gate(ctx, "undo_change", &json, &[], reason, dry, flags, round);
-        if let Some(answer) = gate.await? {
-            return Ok(answer);
-        }
-        let report = self.finish(resolved, origin_of(ctx)).await?;
-        Ok(success(&ChangeOut::of(&report)).into())
+        let operation = Operation::Undo {
+            change: args.change_id,
+        };
+        let call = ToolCall::of(
+            "undo_change",
+            &args,
+            args.dry_run,
+            args.confirm_token.clone(),
+        );
+        self.change(ctx, operation, call?.with(round)).await
     }
-}
-
-/// `mcp:<client name>`, as the journal records where a change came from.
-fn origin_of(ctx: &RequestContext<RoleServer>) -> String {
-    let name = ctx
-        .client_info()
-        .map(|i| i.name)
-        .unwrap_or_else(|| "unknown".into());
-    format!("mcp:{name}")
 }
 
 /// A positive size argument, or its default when left out.

@@ -4,8 +4,8 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::change::ChangeReport;
 use crate::store::{ChangeRecord, MessageRow};
-use crate::write::ChangeReport;
 
 /// Longest snippet in a search row.
 const SNIPPET_CHARS: usize = 160;

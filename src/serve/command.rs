@@ -33,7 +33,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
     pub poll: u64,
     /// Writes touching more messages than this need the user's confirmation.
-    #[arg(long, value_name = "N", default_value_t = crate::write::DEFAULT_CONFIRM_ABOVE)]
+    #[arg(long, value_name = "N", default_value_t = crate::change::DEFAULT_CONFIRM_ABOVE)]
     pub confirm_above: u64,
 }
 

@@ -35,6 +35,25 @@ pub struct Detail {
     pub next_step: Option<String>,
 }
 
+/// An error's SPEC §10 fields, as every surface reports them: `error`, `error_type`, and
+/// `next_step` (null when there is none).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ErrorFields {
+    pub error: String,
+    pub error_type: &'static str,
+    pub next_step: Option<String>,
+}
+
+impl From<&Error> for ErrorFields {
+    fn from(e: &Error) -> ErrorFields {
+        ErrorFields {
+            error: e.message().to_string(),
+            error_type: e.error_type(),
+            next_step: e.next_step().map(str::to_string),
+        }
+    }
+}
+
 macro_rules! constructors {
     ($($fn_name:ident => $variant:ident, $type_str:literal, $exit:literal;)*) => {
         impl Error {

@@ -18,7 +18,7 @@ pub use adapter::{
     AccountInfo, Adapter, Connector, Consent, DoctorReport, Grouping, NewAccount, Operation, Ready,
     Secrets,
 };
-pub use error::{Error, Result};
+pub use error::{Error, ErrorFields, Result};
 pub use model::{
     AccountId, Capabilities, MailboxCursor, MailboxInfo, MailboxName, MessageFlags, MessageMeta,
     MessageText, ProviderKind, RemoteId, Role, RoleSource, SyncMode, Version, plausible_date,

@@ -6,8 +6,8 @@
 use std::collections::{BTreeMap, HashMap};
 
 use mailbroker_core::{
-    AccountId, DeleteBatch, DeleteMode, Error, ItemResult, MOVED_SINCE_STAGED, MessageFlags,
-    Operation, Outcome, RemoteId, Result, Version, WriteTarget,
+    AccountId, DeleteBatch, DeleteMode, Error, ErrorFields, ItemResult, MOVED_SINCE_STAGED,
+    MessageFlags, Operation, Outcome, RemoteId, Result, Version, WriteTarget,
 };
 use serde::Serialize;
 
@@ -115,7 +115,7 @@ fn batch_of(
         .map(|i| match indexed.get(&i.message_id) {
             Some(row) => WriteTarget {
                 id: i.remote_id.clone(),
-                ..crate::write::target_of(row)
+                ..super::update::target_of(row)
             },
             None => WriteTarget {
                 id: i.remote_id.clone(),
@@ -165,12 +165,36 @@ pub struct RunReport {
     pub status: ManifestStatus,
     /// Item counts by status after the run.
     pub counts: serde_json::Value,
-    pub failures: Vec<serde_json::Value>,
+    pub failures: Vec<BatchFailure>,
     /// Protocol commands sent by this run, login and logout included.
     pub commands: u64,
     /// Messages a fallback route carried (the account's own was unavailable), by route.
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub routes: std::collections::BTreeMap<String, Vec<i64>>,
+}
+
+/// A batch the provider refused as a whole: where, and its error's SPEC §10 fields.
+#[derive(Debug, Clone, Serialize)]
+pub struct BatchFailure {
+    pub account: String,
+    pub mailbox: String,
+    #[serde(flatten)]
+    pub error: ErrorFields,
+}
+
+impl std::fmt::Display for BatchFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let e = &self.error;
+        write!(
+            f,
+            "{} {:?}: error[{}]: {}",
+            self.account, self.mailbox, e.error_type, e.error
+        )?;
+        match &e.next_step {
+            Some(step) => write!(f, " (next: {step})"),
+            None => Ok(()),
+        }
+    }
 }
 
 /// Cancels a manifest that has not finished; its remaining items will never run.
@@ -265,7 +289,7 @@ struct Run<'a> {
     manifest_id: i64,
     change_id: i64,
     mode: DeleteMode,
-    failures: Vec<serde_json::Value>,
+    failures: Vec<BatchFailure>,
     commands: u64,
 }
 
@@ -324,10 +348,11 @@ impl Run<'_> {
                     advanced(items.len() as u64);
                 }
                 Err(e) => {
-                    let mut failure = crate::output::error_fields(&e);
-                    failure.insert("account".into(), account.into());
-                    failure.insert("mailbox".into(), place.1.clone().into());
-                    self.failures.push(failure.into());
+                    self.failures.push(BatchFailure {
+                        account: account.to_string(),
+                        mailbox: place.1.clone(),
+                        error: ErrorFields::from(&e),
+                    });
                     // Nothing of the batch is known to have been sent. When the account needs
                     // fixing, the server asks to retry later, or the outcome is unknown, the
                     // items stay pending for the next run; otherwise they failed.
@@ -397,7 +422,7 @@ async fn report(
     store: &Store,
     id: i64,
     change_id: Option<i64>,
-    failures: Vec<serde_json::Value>,
+    failures: Vec<BatchFailure>,
     commands: u64,
 ) -> Result<RunReport> {
     let manifest = store.manifest(id, false).await?;
@@ -441,7 +466,7 @@ fn record_of(
             flagged: false,
             tags: Vec::new(),
         },
-        crate::write::state_of,
+        super::update::state_of,
     );
     let outcome = result.outcome;
     // What may have happened, or failed for the account's sake (a token, a rate limit),

@@ -6,14 +6,13 @@
 
 use super::*;
 
-use crate::search::Query;
+use crate::change::Selection;
 use mailbroker_core::Grouping;
 
 /// An update checked against every account it touches, its targets not read yet: sessions
 /// opened ahead (`places`) connect while `resolve` reads them.
 pub struct CheckedRequest {
-    ids: Vec<i64>,
-    query: Option<(String, Query)>,
+    selection: Selection,
     patch: Patch,
     places: Vec<(String, String)>,
     /// The rows of the accounts it touches, read once here for every later step.
@@ -23,40 +22,22 @@ pub struct CheckedRequest {
 }
 
 impl CheckedRequest {
-    /// Parses the selection (ids, or a query) and checks `patch` against each account the
-    /// selection touches: tags against the provider's rules, what the account can do, the
-    /// move target resolved from a name or a role. Nothing is sent to a server.
+    /// Checks `patch` against each account the selection touches: tags against the
+    /// provider's rules, what the account can do, the move target resolved from a name or a
+    /// role. Nothing is sent to a server.
     pub async fn check(
         store: &Store,
-        ids: &[i64],
-        query: Option<&str>,
+        selection: &Selection,
         patch: &Patch,
     ) -> Result<CheckedRequest> {
-        let query = match (ids.is_empty(), query) {
-            (true, Some(q)) => Some((
-                q.to_string(),
-                crate::search::parse_selection(q, crate::store::now_secs())?,
-            )),
-            (false, None) => None,
-            _ => {
-                return Err(
-                    Error::validation("give either message ids or a query, not both")
-                        .with_next_step("find ids with search, or pass only the query"),
-                );
-            }
-        };
-        // Once, here: a message named twice is still one message to change.
-        let mut seen = std::collections::HashSet::new();
-        let ids: Vec<i64> = ids.iter().copied().filter(|id| seen.insert(*id)).collect();
         let places = store
-            .selection_places(&ids, query.as_ref().map(|(_, q)| q))
+            .selection_places(selection.ids(), selection.query())
             .await?;
         let accounts = places.iter().map(|(a, _)| a.clone()).collect();
         let records = records_of(store, accounts).await?;
         let (targets, move_role) = check_request(store, &records, patch).await?;
         Ok(CheckedRequest {
-            ids,
-            query,
+            selection: selection.clone(),
             patch: patch.clone(),
             places,
             records,
@@ -83,17 +64,7 @@ impl CheckedRequest {
     /// Reads the targets, works out what each still needs, and plans the batches.
     pub async fn resolve(self, store: &Store) -> Result<ResolvedRequest> {
         let started = std::time::Instant::now();
-        let (selection, rows) = match &self.query {
-            Some((text, query)) => (
-                serde_json::json!({ "query": text }),
-                store.search_refs(query).await?,
-            ),
-            None => (
-                serde_json::json!({ "ids": self.ids }),
-                store.message_refs(&self.ids).await?,
-            ),
-        };
-        tracing::debug!(rows = rows.len(), "selection resolved");
+        let (selection, rows) = self.selection.rows(store).await?;
         let intents: Vec<Intent> = rows
             .into_iter()
             .map(|row| intent_of(row, &self.patch, &self.targets))
@@ -212,6 +183,11 @@ impl ResolvedRequest {
     /// What a dry run reports: the plan, and how many messages would change.
     pub fn preview(&self) -> &ChangeReport {
         &self.preview
+    }
+
+    /// What a dry run reports, the request itself no longer needed.
+    pub fn into_preview(self) -> ChangeReport {
+        self.preview
     }
 
     /// Records the role of where it moves messages (`junk`, `trash`), which decides whether a

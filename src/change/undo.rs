@@ -4,8 +4,8 @@ use std::collections::HashMap;
 
 use mailbroker_core::{Error, FlagOp, Outcome, Result};
 
+use super::update::{Failure, Intent, ResolvedRequest, state_of};
 use crate::store::{JournalItem, MessageRef, MessageState, Store};
-use crate::write::{Failure, Intent, ResolvedRequest, state_of};
 
 /// The inverse of a journaled change, for the messages whose current state still equals the
 /// change's after-state; the others are reported `stale_state` and left alone. Run it with
@@ -77,7 +77,7 @@ pub async fn resolve(store: &Store, change_id: i64) -> Result<ResolvedRequest> {
     let request = (selection, patch, Some(change_id));
     let role = move_role(store, &intents).await?;
     let records = Default::default();
-    let mut resolved = crate::write::plan(store, request, (records, None), intents, stale).await?;
+    let mut resolved = super::update::plan(store, request, (records, None), intents, stale).await?;
     resolved.set_move_role(role);
     Ok(resolved)
 }

@@ -1,4 +1,4 @@
-//! The write pipeline (SPEC §3), shared by every surface: resolve → plan → (dry run) →
+//! The write pipeline (SPEC §3), for updates and undos: resolve → plan → (dry run) →
 //! execute per account under its lock → verify (inside the adapter) → journal + index update.
 //!
 //! Architecture Invariant: nothing is sent before the change's intent is journaled, and the
@@ -26,7 +26,7 @@ use journal::*;
 pub(crate) use plan::target_of;
 use plan::*;
 pub(crate) use request::plan;
-pub use request::{CheckedRequest, ResolvedRequest};
+pub(crate) use request::{CheckedRequest, ResolvedRequest};
 use run::*;
 
 /// What one message should get: a flag operation and/or a move.
@@ -38,7 +38,7 @@ pub struct Intent {
 }
 
 /// The result of a change request, as the CLI and MCP report it.
-#[derive(Debug, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct ChangeReport {
     /// The journal id; absent for a dry run or when nothing needed changing.
     pub change_id: Option<i64>,
@@ -129,34 +129,6 @@ pub(crate) fn state_of(row: &MessageRef) -> MessageState {
     }
 }
 
-/// The messages a request names: explicit ids, or every match of a query. Returns the
-/// selection as the journal records it, and the write targets.
-pub async fn resolve_selection(
-    store: &Store,
-    ids: &[i64],
-    query: Option<&str>,
-) -> Result<(serde_json::Value, Vec<MessageRef>)> {
-    match (ids.is_empty(), query) {
-        (true, Some(q)) => {
-            let parsed = crate::search::parse_selection(q, crate::store::now_secs())?;
-            let rows = store.search_refs(&parsed).await?;
-            tracing::debug!(rows = rows.len(), "selection resolved");
-            Ok((serde_json::json!({ "query": q }), rows))
-        }
-        (false, None) => {
-            // Once, here: a message named twice is still one message to change.
-            let mut seen = std::collections::HashSet::new();
-            let ids: Vec<i64> = ids.iter().copied().filter(|id| seen.insert(*id)).collect();
-            let rows = store.message_refs(&ids).await?;
-            Ok((serde_json::json!({ "ids": ids }), rows))
-        }
-        _ => Err(
-            Error::validation("give either message ids or a query, not both")
-                .with_next_step("find ids with search, or pass only the query"),
-        ),
-    }
-}
-
 /// Refuses tags to add that the selected accounts do not know (no message carries them, no
 /// earlier change added them, the provider lists no such label): a typo should not silently
 /// create a label. A caller that means to create tags skips this check.
@@ -241,7 +213,11 @@ async fn check_request(store: &Store, records: &Records, patch: &Patch) -> Resul
 /// Starts opening the sessions of a checked update that will run without asking anyone,
 /// while the caller reads its targets (see `sessions`). A request refused by its check
 /// reached no server.
-pub async fn open_ahead(home: &Home, store: &Store, request: &CheckedRequest) -> Result<Sessions> {
+pub(super) async fn open_ahead(
+    home: &Home,
+    store: &Store,
+    request: &CheckedRequest,
+) -> Result<Sessions> {
     Sessions::open_ahead(home, store, request.places(), request.records()).await
 }
 

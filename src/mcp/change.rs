@@ -1,0 +1,188 @@
+//! The write tools' side of `change::request`: how an MCP client's person confirms
+//! (`ByClient`: a confirm token, elicitation or an input-required round, `confirm.rs`), and
+//! how each outcome is answered.
+
+use async_trait::async_trait;
+use rmcp::model::{CallToolResponse, InputResponses};
+use rmcp::service::RequestContext;
+use rmcp::{RoleServer, model::CallToolResult};
+
+use super::confirm::{self, Asked};
+use super::views::{ChangeOut, describe};
+use super::{McpServer, success};
+use crate::change::{
+    self, Asking, ChangeRequest, Confirmation, Confirmed, Operation, Outcome, Preview,
+};
+use mailbroker_core::{Error, Result};
+
+/// A write tool's call as the change service needs it besides the operation: the tool, its
+/// arguments (which a confirmation is bound to), a dry run, a confirm token, and the input
+/// responses of a second round.
+pub(super) struct ToolCall {
+    pub tool: &'static str,
+    pub args: serde_json::Value,
+    pub dry_run: bool,
+    pub token: Option<String>,
+    pub round: (Option<String>, Option<InputResponses>),
+}
+
+impl ToolCall {
+    /// A call of `tool` with `args`; its confirmation is bound to those exact arguments.
+    pub fn of(
+        tool: &'static str,
+        args: &impl serde::Serialize,
+        dry_run: bool,
+        token: Option<String>,
+    ) -> Result<ToolCall> {
+        Ok(ToolCall {
+            tool,
+            args: serde_json::to_value(args).map_err(|e| Error::internal(e.to_string()))?,
+            dry_run,
+            token,
+            round: (None, None),
+        })
+    }
+
+    /// The same call, answering an input-required round (its state and responses).
+    pub fn with(self, round: (Option<String>, Option<InputResponses>)) -> ToolCall {
+        ToolCall { round, ..self }
+    }
+}
+
+/// Confirmation through the MCP client: the person approves by the means the client has.
+struct ByClient<'a> {
+    server: &'a McpServer,
+    ctx: &'a RequestContext<RoleServer>,
+    call: &'a mut ToolCall,
+}
+
+#[async_trait]
+impl Confirmation for ByClient<'_> {
+    type Answer = CallToolResponse;
+
+    async fn confirm(&mut self, asking: Asking<'_>) -> Result<Confirmed<CallToolResponse>> {
+        let call = &mut *self.call;
+        let binding = confirm::binding(call.tool, &call.args, asking.ids);
+        let (reason, _) = self
+            .server
+            .described(asking.reason, asking.ids, &call.args)
+            .await?;
+        let (state, responses) = std::mem::take(&mut call.round);
+        let asked = confirm::confirm(
+            self.ctx,
+            &self.server.confirmations,
+            &binding,
+            &reason,
+            call.token.as_deref(),
+            (state.as_deref(), responses.as_ref()),
+        )
+        .await?;
+        Ok(match asked {
+            Asked::Confirmed => Confirmed::Yes,
+            Asked::InputRequired(r) => Confirmed::Answer(r.into()),
+        })
+    }
+}
+
+impl McpServer {
+    /// Runs a write tool's `operation` through the change service and answers the client.
+    pub(super) async fn change(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        operation: Operation,
+        mut call: ToolCall,
+    ) -> Result<CallToolResponse> {
+        let cx = change::Context {
+            home: &self.home,
+            store: &self.store,
+            work: &self.options.work,
+        };
+        let request = ChangeRequest {
+            operation,
+            dry_run: call.dry_run,
+            origin: origin_of(ctx),
+            confirm_above: self.options.confirm_above,
+        };
+        let mut by_client = ByClient {
+            server: self,
+            ctx,
+            call: &mut call,
+        };
+        match change::request(&cx, request, &mut by_client).await? {
+            Outcome::DryRun {
+                preview,
+                reason,
+                ids,
+            } => Ok(self.dry_run(&call, preview, reason, &ids).await?.into()),
+            Outcome::Answered(answer) => Ok(answer),
+            Outcome::Staged(manifest) => {
+                let count = manifest.summary["count"].as_u64().unwrap_or(0);
+                let mut out = ChangeOut::staged(count, manifest.mode.as_str(), false);
+                out.manifest_id = Some(manifest.id);
+                out.summary = Some(manifest.summary);
+                out.next_step = Some(format!(
+                    "ask the user to run: mailbroker delete-staged {}",
+                    manifest.id
+                ));
+                Ok(success(&out).into())
+            }
+            Outcome::Done(report) => Ok(success(&ChangeOut::of(&report)).into()),
+        }
+    }
+
+    /// A dry run's answer: the plan, and where the change needs the person's yes, why, the
+    /// messages' summary and a confirm token for a client that cannot ask.
+    async fn dry_run(
+        &self,
+        call: &ToolCall,
+        preview: Preview,
+        reason: Option<String>,
+        ids: &[i64],
+    ) -> Result<CallToolResult> {
+        let mut dry = match &preview {
+            Preview::Change(report) => ChangeOut::of(report),
+            Preview::Staged { count, mode } => ChangeOut::staged(*count, mode.as_str(), true),
+        };
+        if let Some(action) = reason {
+            let (reason, summary) = self.described(&action, ids, &call.args).await?;
+            if let Some(summary) = summary {
+                dry.summary.get_or_insert(summary);
+            }
+            let description = serde_json::json!({
+                "tool": call.tool, "reason": reason, "plan": dry.plan, "summary": dry.summary,
+            });
+            let binding = confirm::binding(call.tool, &call.args, ids);
+            let token = self.confirmations.issue(&binding, &description).await?;
+            dry.next_step = Some(self.confirmations.token_step(&token));
+            dry.confirm_token = Some(token);
+            dry.confirmation_required = Some(reason);
+        }
+        Ok(success(&dry))
+    }
+
+    /// What the person is shown and asked, in their terms: the action, the messages (how
+    /// many, from whom, when) and how they were chosen; with the messages' summary.
+    async fn described(
+        &self,
+        action: &str,
+        ids: &[i64],
+        args: &serde_json::Value,
+    ) -> Result<(String, Option<serde_json::Value>)> {
+        if ids.is_empty() {
+            return Ok((action.to_string(), None));
+        }
+        let mut summary = self.store.selection_summary(ids).await?;
+        let text = describe(action, &summary, args);
+        summary["text"] = text.clone().into();
+        Ok((text, Some(summary)))
+    }
+}
+
+/// `mcp:<client name>`, as the journal records where a change came from.
+fn origin_of(ctx: &RequestContext<RoleServer>) -> String {
+    let name = ctx
+        .client_info()
+        .map(|i| i.name)
+        .unwrap_or_else(|| "unknown".into());
+    format!("mcp:{name}")
+}
