@@ -19,6 +19,7 @@ use crate::home::Home;
 use crate::sessions::Sessions;
 use crate::store::{Manifest, MessageRef, Store};
 
+mod batches;
 pub mod delete;
 mod selection;
 pub mod undo;

@@ -1,8 +1,9 @@
 //! Running a change's batches account by account, under each account's lock.
 
 use super::*;
+use crate::change::batches::{Batches, failed_as_batch, run_account};
 use crate::sessions::Session;
-use mailbroker_core::Provider;
+use mailbroker_core::{Provider, RemoteId};
 
 /// Runs every batch, account by account, each account under its lock. A batch that fails
 /// marks its messages (unknown outcome when the connection dropped mid-write) and ends that
@@ -31,7 +32,12 @@ pub(super) async fn run_batches(
         connected_and_journaled(sessions, store, by_account, intent).await?;
     for (mut session, batches) in open {
         let provider = &mut session.provider;
-        run_account(provider.as_mut(), &batches, intents, results).await;
+        let mut writes = Writes {
+            intents,
+            results: &mut *results,
+        };
+        // Recording a write's results in memory cannot fail.
+        let _ = run_account(provider.as_mut(), &batches, &mut writes).await;
         provider.close().await;
         commands += provider.commands_sent();
     }
@@ -84,49 +90,63 @@ async fn connected_and_journaled<'a>(
     })
 }
 
-/// Runs one account's batches in order. A batch that fails marks its messages (unknown
-/// outcome when the connection dropped mid-write) and the rest are not attempted.
-async fn run_account(
-    provider: &mut dyn Provider,
-    batches: &AccountBatches<'_>,
-    intents: &[Intent],
-    results: &mut [Option<ItemResult>],
-) {
-    let mut broken: Option<Error> = None;
-    for (members, batch) in batches {
-        let outcome = match &broken {
-            Some(e) => Err(Error::provider_unavailable(format!(
-                "not attempted after an earlier failure: {}",
-                e.message()
-            ))),
-            None => provider.apply(batch).await,
-        };
-        match outcome {
-            Ok(items) => {
-                let by_id: HashMap<&mailbroker_core::RemoteId, usize> = members
-                    .iter()
-                    .map(|i| (&intents[*i].row.remote_id, *i))
-                    .collect();
-                for item in items {
-                    if let Some(i) = by_id.get(&item.id) {
-                        results[*i] = Some(item);
-                    }
-                }
-            }
-            Err(e) => {
-                let outcome = if e.is_unknown_outcome() {
-                    Outcome::Unknown
-                } else {
-                    Outcome::Failed
-                };
-                for i in members.iter() {
-                    results[*i] = Some(
-                        ItemResult::new(intents[*i].row.remote_id.clone(), outcome)
-                            .with_error(e.clone()),
-                    );
-                }
-                broken.get_or_insert(e);
+/// A write's batches on one account: each message's result kept by its intent's index,
+/// journaled with the others' once every account is done.
+struct Writes<'a> {
+    intents: &'a [Intent],
+    results: &'a mut [Option<ItemResult>],
+}
+
+impl Writes<'_> {
+    fn put(&mut self, results: Vec<ItemResult>, members: &[usize]) {
+        let by_id: HashMap<&mailbroker_core::RemoteId, usize> = members
+            .iter()
+            .map(|i| (&self.intents[*i].row.remote_id, *i))
+            .collect();
+        for item in results {
+            if let Some(i) = by_id.get(&item.id) {
+                self.results[*i] = Some(item);
             }
         }
+    }
+
+    fn ids<'b>(&'b self, members: &'b [usize]) -> impl Iterator<Item = &'b RemoteId> {
+        members.iter().map(|i| &self.intents[*i].row.remote_id)
+    }
+}
+
+#[async_trait::async_trait]
+impl<'a> Batches for Writes<'a> {
+    type Batch = (&'a Vec<usize>, &'a WriteBatch);
+
+    async fn send(
+        &mut self,
+        provider: &mut dyn Provider,
+        (_, batch): &Self::Batch,
+    ) -> Result<Vec<ItemResult>> {
+        provider.apply(batch).await
+    }
+
+    async fn record(
+        &mut self,
+        (members, _): &Self::Batch,
+        sent: Result<Vec<ItemResult>>,
+    ) -> Result<()> {
+        let results = match sent {
+            Ok(results) => results,
+            Err(e) => failed_as_batch(self.ids(members), &e),
+        };
+        self.put(results, members);
+        Ok(())
+    }
+
+    async fn skipped(&mut self, (members, _): &Self::Batch, cause: &Error) -> Result<()> {
+        let e = Error::provider_unavailable(format!(
+            "not attempted after an earlier failure: {}",
+            cause.message()
+        ));
+        let results = failed_as_batch(self.ids(members), &e);
+        self.put(results, members);
+        Ok(())
     }
 }
