@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use crate::registry;
 use crate::store::{MessageRow, Store};
-use mailbroker_core::{Error, RemoteId, Result};
+use mailbroker_core::{AccountId, Error, RemoteId, Result};
 
 /// The most messages one read returns: bodies are large, and an assistant's context is not.
 pub const MAX_MESSAGES: usize = 20;
@@ -94,7 +94,7 @@ pub async fn read_messages(store: &Store, ids: &[i64]) -> Result<Vec<(MessageRow
     for id in ids {
         rows.push(store.message(*id).await?);
     }
-    let mut groups: BTreeMap<(String, String), Vec<RemoteId>> = BTreeMap::new();
+    let mut groups: BTreeMap<(AccountId, String), Vec<RemoteId>> = BTreeMap::new();
     for r in &rows {
         let p = &r.place;
         groups
@@ -102,14 +102,14 @@ pub async fn read_messages(store: &Store, ids: &[i64]) -> Result<Vec<(MessageRow
             .or_default()
             .push(p.remote_id.clone());
     }
-    let mut sources: BTreeMap<(String, String, RemoteId), Vec<u8>> = BTreeMap::new();
-    let mut current: Option<(String, Box<dyn mailbroker_core::Provider>)> = None;
+    let mut sources: BTreeMap<(AccountId, String, RemoteId), Vec<u8>> = BTreeMap::new();
+    let mut current: Option<(AccountId, Box<dyn mailbroker_core::Provider>)> = None;
     for ((account, mailbox), ids) in groups {
         if current.as_ref().is_none_or(|(a, _)| *a != account) {
             if let Some((_, mut old)) = current.take() {
                 old.close().await;
             }
-            let record = store.account(&account.parse()?).await?;
+            let record = store.account(&account).await?;
             current = Some((account.clone(), registry::connect(store, &record).await?));
         }
         let Some((_, provider)) = current.as_mut() else {

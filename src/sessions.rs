@@ -7,7 +7,7 @@
 //! four round trips).
 //!
 //! Architecture Invariant: sessions are opened ahead only after the request was checked
-//! against every account it touches (`write::check_request`), so a request refused as invalid
+//! against every account it touches (`change::CheckedRequest::check`), so a request refused as invalid
 //! never reaches a server. A session opened ahead sends nothing but its login and select
 //! until a batch runs on it.
 
@@ -67,9 +67,9 @@ async fn lock_and_read(
 pub struct Sessions {
     home: Home,
     store: Store,
-    ahead: BTreeMap<String, JoinHandle<Result<Session>>>,
+    ahead: BTreeMap<AccountId, JoinHandle<Result<Session>>>,
     /// Account rows the write read already, so opening a session reads none again.
-    known: BTreeMap<String, AccountRecord>,
+    known: BTreeMap<AccountId, AccountRecord>,
 }
 
 impl Sessions {
@@ -84,7 +84,7 @@ impl Sessions {
     }
 
     /// The same sessions, opening with these account rows rather than reading them again.
-    pub fn knowing(mut self, records: BTreeMap<String, AccountRecord>) -> Sessions {
+    pub fn knowing(mut self, records: BTreeMap<AccountId, AccountRecord>) -> Sessions {
         self.known.extend(records);
         self
     }
@@ -96,15 +96,14 @@ impl Sessions {
     pub async fn open_ahead(
         home: &Home,
         store: &Store,
-        places: &[(String, String)],
-        known: &BTreeMap<String, AccountRecord>,
+        places: &[(AccountId, String)],
+        known: &BTreeMap<AccountId, AccountRecord>,
     ) -> Result<Sessions> {
-        let accounts: std::collections::BTreeSet<&str> =
-            places.iter().map(|(account, _)| account.as_str()).collect();
+        let accounts: std::collections::BTreeSet<&AccountId> =
+            places.iter().map(|(account, _)| account).collect();
         let mut ahead = BTreeMap::new();
         for account in accounts {
-            let id = account.parse()?;
-            let (lock, connector) = lock_and_read(home, store, &id, known.get(account)).await?;
+            let (lock, connector) = lock_and_read(home, store, account, known.get(account)).await?;
             let id = account.to_string();
             let task = tokio::spawn(async move {
                 let provider = connector.connect().await?;
@@ -114,7 +113,7 @@ impl Sessions {
                     provider,
                 })
             });
-            ahead.insert(account.to_string(), task);
+            ahead.insert(account.clone(), task);
         }
         Ok(Sessions {
             home: home.clone(),
@@ -125,15 +124,12 @@ impl Sessions {
     }
 
     /// The account's session: the one opened ahead, else a new one.
-    pub async fn take(&mut self, account: &str) -> Result<Session> {
+    pub async fn take(&mut self, account: &AccountId) -> Result<Session> {
         match self.ahead.remove(account) {
             Some(task) => task
                 .await
                 .map_err(|e| Error::internal(format!("opening account {account}: {e}")))?,
-            None => {
-                let id = account.parse()?;
-                open_known(&self.home, &self.store, &id, self.known.get(account)).await
-            }
+            None => open_known(&self.home, &self.store, account, self.known.get(account)).await,
         }
     }
 

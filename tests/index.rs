@@ -141,7 +141,7 @@ async fn a_selection_names_its_places_and_refuses_unknown_ids() {
     let store = mailbroker::store::Store::open(&home.path().join("index.sqlite3"))
         .await
         .unwrap();
-    let place = |mailbox: &str| ("a".to_string(), mailbox.to_string());
+    let place = |mailbox: &str| ("a".parse().unwrap(), mailbox.to_string());
 
     let by_ids = store.selection_places(&[8, 9], None).await.unwrap();
     assert_eq!(by_ids, vec![place("Archive")]);

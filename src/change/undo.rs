@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use mailbroker_core::{Error, FlagOp, Outcome, Result};
+use mailbroker_core::{AccountId, Error, FlagOp, Outcome, Result};
 
 use super::update::{Failure, Intent, ResolvedRequest, state_of};
 use crate::store::{JournalItem, MessageRef, MessageState, Store};
@@ -86,9 +86,9 @@ pub async fn resolve(store: &Store, change_id: i64) -> Result<ResolvedRequest> {
 /// first (a change that took mail out of them puts it back there, which a person confirms
 /// as they would the same update), else any other.
 async fn move_role(store: &Store, intents: &[Intent]) -> Result<Option<String>> {
-    let mut targets: Vec<(&str, &str)> = intents
+    let mut targets: Vec<(&AccountId, &str)> = intents
         .iter()
-        .filter_map(|i| Some((i.row.account.as_str(), i.move_to.as_deref()?)))
+        .filter_map(|i| Some((&i.row.account, i.move_to.as_deref()?)))
         .collect();
     targets.sort_unstable();
     targets.dedup();

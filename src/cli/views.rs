@@ -40,7 +40,7 @@ impl<'a> From<&'a MessageRow> for MessageJson<'a> {
     fn from(r: &'a MessageRow) -> Self {
         MessageJson {
             id: r.place.id,
-            account: &r.place.account,
+            account: r.place.account.as_str(),
             mailbox: &r.place.mailbox,
             remote_id: &r.place.remote_id,
             version: &r.place.version,
@@ -132,7 +132,7 @@ impl<'a> From<&'a JournalItem> for ChangeItemJson<'a> {
         let unknown = i.outcome == mailbroker_core::Outcome::Unknown;
         ChangeItemJson {
             message_id: i.message_id,
-            account: &i.account,
+            account: i.account.as_str(),
             outcome: i.outcome.as_str(),
             error_type: i.error_type.as_deref(),
             error: i.error.as_deref(),
@@ -196,7 +196,7 @@ impl<'a> From<&'a ManifestItem> for ManifestItemJson<'a> {
     fn from(i: &'a ManifestItem) -> Self {
         ManifestItemJson {
             message_id: i.message_id,
-            account: &i.account,
+            account: i.account.as_str(),
             mailbox: &i.mailbox,
             remote_id: &i.remote_id,
             status: i.status,

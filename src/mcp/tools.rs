@@ -167,7 +167,7 @@ impl McpServer {
             budget = budget.saturating_sub(read_to - offset);
             messages.push(MessageView {
                 id: row.place.id,
-                account: row.place.account,
+                account: row.place.account.to_string(),
                 mailbox: row.place.mailbox,
                 from: row.from,
                 to: row.to,

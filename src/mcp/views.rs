@@ -241,7 +241,7 @@ impl From<MessageRow> for SearchRow {
     fn from(r: MessageRow) -> SearchRow {
         SearchRow {
             id: r.place.id,
-            account: r.place.account,
+            account: r.place.account.to_string(),
             mailbox: r.place.mailbox,
             from: r.from,
             subject: r.subject,

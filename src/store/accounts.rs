@@ -390,11 +390,10 @@ impl Store {
         Ok(())
     }
 
-    /// Where the last sync of one mailbox stopped (empty when it never completed).
     /// The provider's ids of the account's mailboxes among `names` that have one.
     pub async fn folder_ids(
         &self,
-        account: &str,
+        account: &AccountId,
         names: &[&str],
     ) -> Result<std::collections::BTreeMap<String, String>, Error> {
         let names = serde_json::to_string(names).map_err(|e| Error::internal(e.to_string()))?;
@@ -402,7 +401,7 @@ impl Store {
             "SELECT name, remote_id FROM mailboxes WHERE account_id = ?
                AND remote_id IS NOT NULL AND name IN (SELECT value FROM json_each(?))",
         )
-        .bind(account)
+        .bind(account.as_str())
         .bind(names)
         .fetch_all(&self.pool)
         .await
@@ -410,14 +409,15 @@ impl Store {
         Ok(rows.into_iter().collect())
     }
 
+    /// Where the last sync of one mailbox stopped (empty when it never completed).
     pub async fn mailbox_cursor(
         &self,
-        account: &str,
+        account: &AccountId,
         mailbox: &str,
     ) -> Result<MailboxCursor, Error> {
         let cursor: Option<String> =
             sqlx::query_scalar("SELECT cursor FROM mailboxes WHERE account_id = ? AND name = ?")
-                .bind(account)
+                .bind(account.as_str())
                 .bind(mailbox)
                 .fetch_optional(&self.pool)
                 .await

@@ -1,6 +1,6 @@
 //! The change journal and the index update that goes with it, in one transaction.
 
-use mailbroker_core::{Error, MessageFlags, Outcome, RemoteId, Version};
+use mailbroker_core::{AccountId, Error, MessageFlags, Outcome, RemoteId, Version};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 
@@ -23,7 +23,7 @@ pub struct MessageState {
 #[derive(Debug, Clone)]
 pub struct JournalItem {
     pub message_id: i64,
-    pub account: String,
+    pub account: AccountId,
     pub outcome: Outcome,
     pub error_type: Option<String>,
     pub error: Option<String>,
@@ -355,7 +355,7 @@ impl Store {
             })?;
             items.push(JournalItem {
                 message_id,
-                account,
+                account: account.parse()?,
                 outcome,
                 error_type,
                 error,
@@ -375,7 +375,7 @@ impl Store {
     /// and asks for confirmation as a move to junk does.
     pub async fn resolve_mailbox(
         &self,
-        account: &str,
+        account: &AccountId,
         name: &str,
     ) -> Result<(String, Option<String>), Error> {
         let found: Option<(String, Option<String>)> = sqlx::query_as(
@@ -383,7 +383,7 @@ impl Store {
                AND (name = ?2 OR lower(role) = lower(?2))
              ORDER BY lower(role) = lower(?2) DESC LIMIT 1",
         )
-        .bind(account)
+        .bind(account.as_str())
         .bind(name)
         .fetch_optional(self.pool())
         .await
@@ -396,13 +396,13 @@ impl Store {
 
     /// Whether `tag` is the account's: a message carries it, or mailbroker added or removed
     /// it there before.
-    pub async fn tag_known(&self, account: &str, tag: &str) -> Result<bool, Error> {
+    pub async fn tag_known(&self, account: &AccountId, tag: &str) -> Result<bool, Error> {
         let found: bool = sqlx::query_scalar(
             "SELECT EXISTS (SELECT 1 FROM known_tags WHERE account_id = ?1 AND tag = ?2)
                  OR EXISTS (SELECT 1 FROM message_tags t JOIN messages m ON m.id = t.message_id
                    JOIN mailboxes b ON b.id = m.mailbox_id WHERE b.account_id = ?1 AND t.tag = ?2)",
         )
-        .bind(account)
+        .bind(account.as_str())
         .bind(tag)
         .fetch_one(self.pool())
         .await

@@ -5,7 +5,7 @@
 //! `deleted_messages` and removed) all commit together, or none does. A run killed at any
 //! moment resumes from the last checkpoint.
 
-use mailbroker_core::{DeleteMode, Error, Outcome, RemoteId};
+use mailbroker_core::{AccountId, DeleteMode, Error, Outcome, RemoteId};
 use serde::Serialize;
 use sqlx::{QueryBuilder, Sqlite};
 
@@ -72,7 +72,7 @@ impl std::fmt::Display for ItemStatus {
 #[derive(Debug, Clone)]
 pub struct ManifestItem {
     pub message_id: i64,
-    pub account: String,
+    pub account: AccountId,
     pub mailbox: String,
     /// The provider's id of the message when it was staged: what is deleted, and only if
     /// the server still has this message under it.
@@ -182,7 +182,7 @@ impl Store {
             q.push_values(chunk, |mut row, r| {
                 row.push_bind(id)
                     .push_bind(r.id)
-                    .push_bind(r.account.clone())
+                    .push_bind(r.account.as_str().to_string())
                     .push_bind(r.mailbox.clone())
                     .push_bind(r.remote_id.as_str().to_owned())
                     .push_bind(ItemStatus::Pending);
@@ -327,19 +327,18 @@ impl Store {
         .fetch_all(self.pool())
         .await
         .map_err(db_error)?;
-        Ok(rows
-            .into_iter()
-            .map(
-                |(message_id, account, mailbox, remote_id, status, error)| ManifestItem {
+        rows.into_iter()
+            .map(|(message_id, account, mailbox, remote_id, status, error)| {
+                Ok(ManifestItem {
                     message_id,
-                    account,
+                    account: account.parse()?,
                     mailbox,
                     remote_id: RemoteId::new(remote_id),
                     status,
                     error,
-                },
-            )
-            .collect())
+                })
+            })
+            .collect()
     }
 
     pub async fn set_manifest_status(&self, id: i64, status: ManifestStatus) -> Result<(), Error> {

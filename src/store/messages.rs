@@ -1,6 +1,6 @@
 //! Reading messages back: lookup by id and search by query terms.
 
-use mailbroker_core::{Error, RemoteId, Version};
+use mailbroker_core::{AccountId, Error, RemoteId, Version};
 
 use sqlx::{QueryBuilder, Sqlite};
 
@@ -79,7 +79,7 @@ fn row_of(r: Row) -> MessageRow {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MessageRef {
     pub id: i64,
-    pub account: String,
+    pub account: AccountId,
     pub mailbox: String,
     /// The provider's id of this copy (IMAP `UIDVALIDITY:UID`, a Gmail message id).
     pub remote_id: RemoteId,
@@ -100,7 +100,8 @@ pub struct MessageRef {
 #[derive(sqlx::FromRow)]
 struct PlaceRow {
     id: i64,
-    account_id: String,
+    #[sqlx(try_from = "String")]
+    account_id: AccountId,
     name: String,
     remote_id: String,
     version: String,
@@ -152,7 +153,7 @@ const SELECT_PLACES: &str = "SELECT b.account_id, b.name FROM mailboxes b WHERE 
 #[derive(serde::Deserialize)]
 struct RefRow(
     i64,
-    String,
+    AccountId,
     String,
     String,
     String,
@@ -191,6 +192,16 @@ async fn fetch_refs(store: &Store, mut q: QueryBuilder<Sqlite>) -> Result<Vec<Me
         .map_err(|e| Error::internal(format!("index: bad target rows: {e}")))?;
     store.read_messages(rows.len());
     Ok(rows.into_iter().map(ref_of).collect())
+}
+
+/// (account, mailbox) pairs as the index holds them, each account id read as one.
+fn places_of(
+    places: std::collections::BTreeSet<(String, String)>,
+) -> Result<Vec<(AccountId, String)>, Error> {
+    places
+        .into_iter()
+        .map(|(account, mailbox)| Ok((account.parse()?, mailbox)))
+        .collect()
 }
 
 fn push_ids(q: &mut QueryBuilder<Sqlite>, ids: &[i64]) {
@@ -373,7 +384,7 @@ impl Store {
         &self,
         ids: &[i64],
         query: Option<&Query>,
-    ) -> Result<Vec<(String, String)>, Error> {
+    ) -> Result<Vec<(AccountId, String)>, Error> {
         let mut out = std::collections::BTreeSet::new();
         if let Some(query) = query {
             let mut q = QueryBuilder::<Sqlite>::new(SELECT_PLACES);
@@ -385,7 +396,7 @@ impl Store {
                 .await
                 .map_err(db_error)?;
             out.extend(rows);
-            return Ok(out.into_iter().collect());
+            return places_of(out);
         }
         let mut found = std::collections::HashSet::new();
         for chunk in ids.chunks(500) {
@@ -406,7 +417,7 @@ impl Store {
         }
         match ids.iter().find(|id| !found.contains(id)) {
             Some(missing) => Err(no_message(*missing)),
-            None => Ok(out.into_iter().collect()),
+            None => places_of(out),
         }
     }
 

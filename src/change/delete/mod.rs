@@ -10,8 +10,8 @@ pub use run::execute;
 use std::collections::{BTreeMap, HashMap};
 
 use mailbroker_core::{
-    DeleteBatch, DeleteMode, Error, ErrorFields, MessageFlags, Operation, Result, Version,
-    WriteTarget,
+    AccountId, DeleteBatch, DeleteMode, Error, ErrorFields, MessageFlags, Operation, Result,
+    Version, WriteTarget,
 };
 use serde::Serialize;
 
@@ -33,10 +33,10 @@ pub async fn stage(
 ) -> Result<Manifest> {
     check_size(rows.len(), limit)?;
     // A deletion its accounts cannot carry out is refused now, not when a person runs it.
-    let accounts: std::collections::BTreeSet<&str> =
-        rows.iter().map(|r| r.account.as_str()).collect();
+    let accounts: std::collections::BTreeSet<&AccountId> =
+        rows.iter().map(|r| &r.account).collect();
     for account in accounts {
-        let record = store.account(&account.parse()?).await?;
+        let record = store.account(account).await?;
         record
             .adapter()?
             .check(&record.info(), Operation::Delete(mode))?;
@@ -63,10 +63,10 @@ pub fn check_size(count: usize, limit: usize) -> Result<()> {
 }
 
 /// (account, mailbox)
-pub(super) type Place = (String, String);
+pub(super) type Place = (AccountId, String);
 
 /// Pending items per account, then per mailbox, in batches.
-pub(super) type Pending = BTreeMap<String, Vec<(Place, Vec<ManifestItem>)>>;
+pub(super) type Pending = BTreeMap<AccountId, Vec<(Place, Vec<ManifestItem>)>>;
 
 pub(super) fn in_batches(items: Vec<ManifestItem>, size: usize) -> Pending {
     let mut places: BTreeMap<Place, Vec<ManifestItem>> = BTreeMap::new();
@@ -85,7 +85,7 @@ pub(super) fn in_batches(items: Vec<ManifestItem>, size: usize) -> Pending {
     out
 }
 
-pub(super) async fn trash_of(store: &Store, account: &str) -> Option<String> {
+pub(super) async fn trash_of(store: &Store, account: &AccountId) -> Option<String> {
     store
         .resolve_mailbox(account, "trash")
         .await
@@ -145,7 +145,7 @@ pub(super) async fn plan_of(
     let mut lines = Vec::new();
     let unread = HashMap::new();
     for (account, groups) in groups {
-        let record = store.account(&account.parse()?).await?;
+        let record = store.account(account).await?;
         let trash = trash_of(store, account).await;
         for (place, items) in groups {
             let batch = batch_of(place, items, &unread, mode, trash.clone());

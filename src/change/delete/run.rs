@@ -107,21 +107,18 @@ impl Run<'_> {
     async fn account(
         &mut self,
         home: &Home,
-        account: &str,
+        account: &AccountId,
         groups: Vec<(Place, Vec<ManifestItem>)>,
         advanced: &mut (dyn FnMut(u64) + Send),
     ) -> Result<()> {
-        let account_id: AccountId = account.parse()?;
         // A staged message is deleted only if it is still what and where it was staged:
         // the index is brought up to date first (another client's moves and changes), and
         // each batch is checked against it (`recheck`); the provider checks again on the
         // server. A sync that cannot run leaves that to the provider.
-        if let Err(e) =
-            crate::sync::sync_account(home, self.store, &account_id, false, |_| {}).await
-        {
+        if let Err(e) = crate::sync::sync_account(home, self.store, account, false, |_| {}).await {
             tracing::debug!(error = %e, "delete: not synced first; the provider checks alone");
         }
-        let mut session = crate::sessions::open(home, self.store, &account_id).await?;
+        let mut session = crate::sessions::open(home, self.store, account).await?;
         let provider = &mut session.provider;
         let mut deletions = Deletions {
             trash: trash_of(self.store, account).await,
@@ -141,7 +138,7 @@ impl Run<'_> {
 /// One account's part of a run.
 struct Deletions<'r, 'a> {
     run: &'r mut Run<'a>,
-    account: &'r str,
+    account: &'r AccountId,
     trash: Option<String>,
     /// The batch's rows as indexed before it: its targets' state, and its journal's
     /// "before" once it is done.

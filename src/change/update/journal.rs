@@ -172,7 +172,7 @@ pub(super) fn tally(
 }
 
 /// The report's top-level error for `e`, which needs the person to fix `account`.
-fn blocked(e: &Error, account: &str) -> Blocked {
+fn blocked(e: &Error, account: &AccountId) -> Blocked {
     let step = e.next_step().map_or_else(
         || format!("run: mailbroker account login {account}"),
         str::to_string,

@@ -8,8 +8,8 @@
 use std::collections::{BTreeMap, HashMap};
 
 use mailbroker_core::{
-    Error, FlagOp, ItemResult, MailboxCursor, MessageFlags, Operation, Outcome, Patch, Result,
-    WriteBatch, WriteTarget,
+    AccountId, Error, FlagOp, ItemResult, MailboxCursor, MessageFlags, Operation, Outcome, Patch,
+    Result, WriteBatch, WriteTarget,
 };
 use serde::Serialize;
 
@@ -151,18 +151,18 @@ async fn require_known_tags(store: &Store, records: &Records, patch: &Patch) -> 
 
 /// What a patch means for each account it touches, checked before anything is sent: the
 /// mailbox its move target names there, by account, and that target's role.
-type MoveTargets = (HashMap<String, String>, Option<String>);
+type MoveTargets = (HashMap<AccountId, String>, Option<String>);
 
 /// The account rows a request touches, read once, by account id.
-pub(crate) type Records = BTreeMap<String, crate::store::AccountRecord>;
+pub(crate) type Records = BTreeMap<AccountId, crate::store::AccountRecord>;
 
 /// Reads the rows of `accounts`, once each.
-pub(crate) async fn records_of(store: &Store, accounts: Vec<String>) -> Result<Records> {
+pub(crate) async fn records_of(store: &Store, accounts: Vec<AccountId>) -> Result<Records> {
     let mut records = Records::new();
     for account in accounts {
-        let id = account.parse()?;
         if let std::collections::btree_map::Entry::Vacant(slot) = records.entry(account) {
-            slot.insert(store.account(&id).await?);
+            let record = store.account(slot.key()).await?;
+            slot.insert(record);
         }
     }
     Ok(records)
@@ -182,7 +182,6 @@ async fn check_request(store: &Store, records: &Records, patch: &Patch) -> Resul
     let mut targets = HashMap::new();
     let mut move_role = None;
     for (account, record) in records {
-        let account = account.as_str();
         let (adapter, info) = (record.adapter()?, record.info());
         if patch.read.is_some() || patch.flagged.is_some() {
             adapter.check(&info, Operation::Flags)?;
@@ -204,7 +203,7 @@ async fn check_request(store: &Store, records: &Records, patch: &Patch) -> Resul
             adapter.check(&info, Operation::Move)?;
             let (name, role) = store.resolve_mailbox(account, target).await?;
             move_role = move_role.or(role);
-            targets.insert(account.to_string(), name);
+            targets.insert(account.clone(), name);
         }
     }
     Ok((targets, move_role))

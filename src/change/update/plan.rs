@@ -12,7 +12,7 @@ pub(super) fn has_tag(row: &MessageRef, tag: &str) -> bool {
 pub(super) fn intent_of(
     row: MessageRef,
     patch: &Patch,
-    targets: &HashMap<String, String>,
+    targets: &HashMap<AccountId, String>,
 ) -> Intent {
     let op = FlagOp {
         read: patch.read.filter(|r| *r != row.read),
@@ -38,7 +38,7 @@ pub(super) fn intent_of(
 }
 
 /// (account, mailbox, operation, move target)
-pub(super) type BatchKey = (String, String, FlagOp, Option<String>);
+pub(super) type BatchKey = (AccountId, String, FlagOp, Option<String>);
 
 /// Groups intents into provider batches: same account, mailbox, operation and target. The
 /// operation is what each message still needs, or, for an account in `whole` (its adapter
@@ -46,7 +46,7 @@ pub(super) type BatchKey = (String, String, FlagOp, Option<String>);
 /// anything.
 pub(super) fn batches(
     intents: &[Intent],
-    whole: &HashMap<String, FlagOp>,
+    whole: &HashMap<AccountId, FlagOp>,
 ) -> BTreeMap<BatchKey, Vec<usize>> {
     let mut out: BTreeMap<BatchKey, Vec<usize>> = BTreeMap::new();
     for (i, it) in intents.iter().enumerate() {

@@ -14,10 +14,10 @@ use mailbroker_core::Grouping;
 pub struct CheckedRequest {
     selection: Selection,
     patch: Patch,
-    places: Vec<(String, String)>,
+    places: Vec<(AccountId, String)>,
     /// The rows of the accounts it touches, read once here for every later step.
     records: Records,
-    targets: HashMap<String, String>,
+    targets: HashMap<AccountId, String>,
     move_role: Option<String>,
 }
 
@@ -47,7 +47,7 @@ impl CheckedRequest {
     }
 
     /// The (account, mailbox) pairs the selection touches.
-    pub fn places(&self) -> &[(String, String)] {
+    pub fn places(&self) -> &[(AccountId, String)] {
         &self.places
     }
 
@@ -120,7 +120,7 @@ pub(crate) async fn plan(
     stale: Vec<Failure>,
 ) -> Result<ResolvedRequest> {
     let started = std::time::Instant::now();
-    let missing: Vec<String> = intents
+    let missing: Vec<AccountId> = intents
         .iter()
         .map(|i| i.row.account.clone())
         .filter(|a| !known.contains_key(a))

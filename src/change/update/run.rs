@@ -21,12 +21,9 @@ pub(super) async fn run_batches(
     results: &mut [Option<ItemResult>],
     intent: tokio::task::JoinHandle<Result<i64>>,
 ) -> Result<(u64, i64)> {
-    let mut by_account: BTreeMap<&str, AccountBatches> = BTreeMap::new();
+    let mut by_account: BTreeMap<&AccountId, AccountBatches> = BTreeMap::new();
     for (key, members, batch) in groups {
-        by_account
-            .entry(key.0.as_str())
-            .or_default()
-            .push((members, batch));
+        by_account.entry(&key.0).or_default().push((members, batch));
     }
     let (open, mut commands, change_id) =
         connected_and_journaled(sessions, store, by_account, intent).await?;
@@ -53,7 +50,7 @@ type AccountBatches<'a> = Vec<(&'a Vec<usize>, &'a WriteBatch)>;
 async fn connected_and_journaled<'a>(
     mut sessions: Sessions,
     store: &Store,
-    by_account: BTreeMap<&str, AccountBatches<'a>>,
+    by_account: BTreeMap<&AccountId, AccountBatches<'a>>,
     intent: tokio::task::JoinHandle<Result<i64>>,
 ) -> Result<(Vec<(Session, AccountBatches<'a>)>, u64, i64)> {
     let mut open = Vec::with_capacity(by_account.len());
