@@ -84,7 +84,7 @@ pub async fn sync_with(
     let headers_done = std::sync::Arc::new(std::sync::OnceLock::new());
     let mark = headers_done.clone();
     let mut sink = StoreSink::new(store.clone(), id.clone())
-        .with_lock(lock)
+        .with_lease(lock)
         .on_progress(move |p| {
             if matches!(p, SyncProgress::Text { .. }) {
                 mark.get_or_init(|| started.elapsed().as_millis() as u64);
@@ -110,4 +110,17 @@ pub async fn sync_with(
         connect_ms: 0,
         headers_ms: headers_done.get().copied(),
     })
+}
+
+/// A sync holds its account by the account's lock: a write waiting in line for it is let in
+/// at the sync's next checkpoint.
+#[async_trait::async_trait]
+impl crate::store::Lease for AccountLock {
+    fn awaited(&self) -> bool {
+        AccountLock::awaited(self)
+    }
+
+    async fn step_aside(&mut self) -> Result<()> {
+        AccountLock::step_aside(self).await
+    }
 }

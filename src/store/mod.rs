@@ -24,7 +24,7 @@ pub use approvals::Approval;
 pub use journal::{ChangeRecord, ChangeStatus, JournalItem, MessageState};
 pub use manifests::{ItemOutcome, ItemStatus, Manifest, ManifestItem, ManifestStatus};
 pub use messages::{MessageRef, MessageRow, SearchPage};
-pub use sink::{StoreSink, SyncProgress};
+pub use sink::{Lease, StoreSink, SyncProgress};
 
 /// A handle on the index. Cheap to clone (a connection pool).
 #[derive(Clone, Debug)]

@@ -12,7 +12,6 @@ use sqlx::{QueryBuilder, Sqlite, SqliteConnection};
 use tokio::sync::mpsc;
 
 use super::{Store, db_error, now_secs, replace_tags};
-use crate::home::AccountLock;
 
 /// Rows per multi-row INSERT: 17 bound values each stays far below SQLite's variable limit.
 const INSERT_CHUNK: usize = 200;
@@ -72,8 +71,17 @@ pub struct StoreSink {
     /// Message batches are written by a separate task, so fetching the next batch from the
     /// server overlaps with writing the last one. Everything else waits for it (`flush`).
     writer: Option<Writer>,
-    /// The account's lock, when the sync may let a waiting write in at its checkpoints.
-    lock: Option<AccountLock>,
+    /// The account's lease, when the sync may let a waiting write in at its checkpoints.
+    lease: Option<Box<dyn Lease>>,
+}
+
+/// What a sync holds the account by: whether someone waits for it, and how to let them in
+/// and take it back (`sync.rs` gives the account's lock). The sink steps aside only at a
+/// checkpoint, once everything read so far is written.
+#[async_trait::async_trait]
+pub trait Lease: Send + Sync {
+    fn awaited(&self) -> bool;
+    async fn step_aside(&mut self) -> Result<()>;
 }
 
 /// What the writer task writes: new messages (headers), or the text of indexed ones.
@@ -92,14 +100,14 @@ impl StoreSink {
             mailboxes: HashMap::new(),
             on_progress: None,
             writer: None,
-            lock: None,
+            lease: None,
         }
     }
 
-    /// Holds the account's lock for the sync, stepping aside at each checkpoint where a
+    /// Holds the account for the sync by `lease`, stepping aside at each checkpoint where a
     /// write waits for it.
-    pub fn with_lock(mut self, lock: AccountLock) -> StoreSink {
-        self.lock = Some(lock);
+    pub fn with_lease(mut self, lease: impl Lease + 'static) -> StoreSink {
+        self.lease = Some(Box::new(lease));
         self
     }
 
@@ -482,12 +490,12 @@ impl SyncSink for StoreSink {
     }
 
     async fn checkpoint(&mut self) -> Result<()> {
-        if !self.lock.as_ref().is_some_and(AccountLock::awaited) {
+        if !self.lease.as_ref().is_some_and(|l| l.awaited()) {
             return Ok(());
         }
         self.flush().await?;
-        match self.lock.as_mut() {
-            Some(lock) => lock.step_aside().await,
+        match self.lease.as_mut() {
+            Some(lease) => lease.step_aside().await,
             None => Ok(()),
         }
     }

@@ -141,9 +141,12 @@ pub struct MailboxSyncReport {
     pub added: u64,
     pub changed: u64,
     pub removed: u64,
-    /// True when the server voided the stored ids (an IMAP UIDVALIDITY change) and the
-    /// mailbox was refetched.
-    pub uidvalidity_reset: bool,
+    /// True when the server voided what the index held of the mailbox (its ids, as an
+    /// IMAP UIDVALIDITY change does, or its cursor, as Graph's refused delta link does) and
+    /// the mailbox was refetched. Reported under its first name, `uidvalidity_reset`, which
+    /// scripts read.
+    #[serde(rename = "uidvalidity_reset")]
+    pub cursor_voided: bool,
     /// Messages whose text was filled in after their headers (this sync's or an earlier,
     /// interrupted one's).
     #[serde(default)]
@@ -162,7 +165,7 @@ impl MailboxSyncReport {
             added: 0,
             changed: 0,
             removed: 0,
-            uidvalidity_reset: false,
+            cursor_voided: false,
             text_filled: 0,
             error: None,
         }

@@ -162,7 +162,7 @@ async fn sync_folder(
                     "graph: delta link void (410); syncing in full"
                 );
                 report.mode = SyncMode::Full;
-                report.uidvalidity_reset = true;
+                report.cursor_voided = true;
                 sink.reset_mailbox(name).await?;
                 gone.clear();
                 url = first_delta(folder);

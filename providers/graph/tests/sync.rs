@@ -35,19 +35,28 @@ async fn sync(
     mock: &GraphMock,
     index: &mut MemoryIndex,
     request: SyncRequest,
-) -> Vec<(String, SyncMode, u64, u64, u64)> {
+) -> Vec<(String, SyncMode, u64, u64, u64, bool)> {
     let mut graph = GraphProvider::new(&mock.url, mock.token(), "g").unwrap();
     let reports = graph.sync(&request, index).await.unwrap();
     reports
         .into_iter()
-        .map(|r| (r.mailbox, r.mode, r.added, r.changed, r.removed))
+        .map(|r| {
+            (
+                r.mailbox,
+                r.mode,
+                r.added,
+                r.changed,
+                r.removed,
+                r.cursor_voided,
+            )
+        })
         .collect()
 }
 
 fn report<'a>(
-    reports: &'a [(String, SyncMode, u64, u64, u64)],
+    reports: &'a [(String, SyncMode, u64, u64, u64, bool)],
     mailbox: &str,
-) -> &'a (String, SyncMode, u64, u64, u64) {
+) -> &'a (String, SyncMode, u64, u64, u64, bool) {
     reports.iter().find(|r| r.0 == mailbox).unwrap()
 }
 
@@ -155,6 +164,7 @@ async fn delta_sync_keeps_the_index_exact_across_nested_folders() {
     let third = sync(&mock, &mut index, known).await;
     assert_eq!(report(&third, "Inbox").1, SyncMode::Full);
     assert_eq!(report(&third, "Inbox").2, 2998);
+    assert!(report(&third, "Inbox").5, "the voided link is reported");
     for (folder, name) in [
         ("inbox", "Inbox"),
         (receipts.as_str(), "Inbox/Receipts"),

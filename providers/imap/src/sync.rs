@@ -221,7 +221,7 @@ async fn sync_mailbox(
     let cursor = match cursor {
         Some(c) if c.uidvalidity == now.uidvalidity => Some(c),
         Some(_) => {
-            report.uidvalidity_reset = true;
+            report.cursor_voided = true;
             None
         }
         None => None,
