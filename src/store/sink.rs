@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use async_trait::async_trait;
 use mailbroker_core::{
     AccountId, Arrival, Error, MailboxCursor, MailboxInfo, MessageFlags, MessageMeta, MessageText,
-    RemoteId, Result, Settled, SyncSink, Version,
+    RemoteId, Result, Seen, Settled, SyncSink, Version,
 };
 use sqlx::{QueryBuilder, Sqlite, SqliteConnection};
 use tokio::sync::mpsc;
@@ -191,8 +191,8 @@ impl StoreSink {
     }
 }
 
-#[async_trait]
-impl SyncSink for StoreSink {
+/// What each event does to the index.
+impl StoreSink {
     async fn mailboxes(&mut self, list: &[MailboxInfo]) -> Result<()> {
         self.flush().await?;
         let mut tx = self.store.write_tx().await?;
@@ -242,19 +242,6 @@ impl SyncSink for StoreSink {
     async fn upsert_messages(&mut self, mailbox: &str, messages: Vec<MessageMeta>) -> Result<()> {
         let mailbox_id = self.mailbox(mailbox)?;
         self.write(Batch::Messages(mailbox_id, messages)).await
-    }
-
-    async fn text_pending(&mut self, mailbox: &str) -> Result<Vec<RemoteId>> {
-        self.flush().await?;
-        let mailbox_id = self.mailbox(mailbox)?;
-        let ids: Vec<String> = sqlx::query_scalar(
-            "SELECT remote_id FROM messages WHERE mailbox_id = ? AND text_pending = 1 ORDER BY id",
-        )
-        .bind(mailbox_id)
-        .fetch_all(self.store.pool())
-        .await
-        .map_err(db_error)?;
-        Ok(ids.into_iter().map(RemoteId::new).collect())
     }
 
     async fn fill_text(&mut self, mailbox: &str, texts: Vec<MessageText>) -> Result<()> {
@@ -318,6 +305,80 @@ impl SyncSink for StoreSink {
         self.flush().await?;
         let mailbox_id = self.mailbox(mailbox)?;
         self.delete_ids(mailbox_id, &ids).await
+    }
+
+    async fn place_messages(&mut self, mailbox: &str, messages: Vec<MessageMeta>) -> Result<()> {
+        self.flush().await?;
+        let mailbox_id = self.mailbox(mailbox)?;
+        let ids: Vec<RemoteId> = messages.iter().map(|m| m.id.clone()).collect();
+        let ids = json_ids(&ids)?;
+        // Same message, new place: the row moves, so its local id (and journal) stay.
+        sqlx::query(
+            "UPDATE messages SET mailbox_id = ?1
+             WHERE remote_id IN (SELECT value FROM json_each(?2))
+               AND mailbox_id IN (SELECT id FROM mailboxes WHERE account_id = ?3 AND id != ?1)",
+        )
+        .bind(mailbox_id)
+        .bind(ids)
+        .bind(self.account.as_str())
+        .execute(self.store.pool())
+        .await
+        .map_err(db_error)?;
+        self.upsert_messages(mailbox, messages).await
+    }
+
+    async fn account_cursor(&mut self, cursor: &str) -> Result<()> {
+        self.flush().await?;
+        self.store.set_sync_cursor(&self.account, cursor).await
+    }
+
+    async fn mailbox_done(&mut self, mailbox: &str, cursor: MailboxCursor) -> Result<()> {
+        self.flush().await?;
+        let mailbox_id = self.mailbox(mailbox)?;
+        sqlx::query("UPDATE mailboxes SET cursor = ?, synced_at = ? WHERE id = ?")
+            .bind(cursor.as_str())
+            .bind(now_secs())
+            .bind(mailbox_id)
+            .execute(self.store.pool())
+            .await
+            .map_err(db_error)?;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl SyncSink for StoreSink {
+    async fn apply(&mut self, seen: Seen) -> Result<u64> {
+        match seen {
+            Seen::Mailboxes(list) => self.mailboxes(&list).await.map(|()| 0),
+            Seen::Voided { mailbox } => self.reset_mailbox(&mailbox).await.map(|()| 0),
+            Seen::Arrived { mailbox, messages } => {
+                self.upsert_messages(&mailbox, messages).await.map(|()| 0)
+            }
+            Seen::Placed { mailbox, messages } => {
+                self.place_messages(&mailbox, messages).await.map(|()| 0)
+            }
+            Seen::FlagsChanged { mailbox, changes } => self.update_flags(&mailbox, changes).await,
+            Seen::Gone { mailbox, ids } => self.remove_messages(&mailbox, ids).await,
+            Seen::TextFilled { mailbox, texts } => {
+                self.fill_text(&mailbox, texts).await.map(|()| 0)
+            }
+            Seen::Done { mailbox, cursor } => self.mailbox_done(&mailbox, cursor).await.map(|()| 0),
+            Seen::AccountCursor(cursor) => self.account_cursor(&cursor).await.map(|()| 0),
+        }
+    }
+
+    async fn text_pending(&mut self, mailbox: &str) -> Result<Vec<RemoteId>> {
+        self.flush().await?;
+        let mailbox_id = self.mailbox(mailbox)?;
+        let ids: Vec<String> = sqlx::query_scalar(
+            "SELECT remote_id FROM messages WHERE mailbox_id = ? AND text_pending = 1 ORDER BY id",
+        )
+        .bind(mailbox_id)
+        .fetch_all(self.store.pool())
+        .await
+        .map_err(db_error)?;
+        Ok(ids.into_iter().map(RemoteId::new).collect())
     }
 
     async fn indexed_except(
@@ -438,26 +499,6 @@ impl SyncSink for StoreSink {
             .collect())
     }
 
-    async fn place_messages(&mut self, mailbox: &str, messages: Vec<MessageMeta>) -> Result<()> {
-        self.flush().await?;
-        let mailbox_id = self.mailbox(mailbox)?;
-        let ids: Vec<RemoteId> = messages.iter().map(|m| m.id.clone()).collect();
-        let ids = json_ids(&ids)?;
-        // Same message, new place: the row moves, so its local id (and journal) stay.
-        sqlx::query(
-            "UPDATE messages SET mailbox_id = ?1
-             WHERE remote_id IN (SELECT value FROM json_each(?2))
-               AND mailbox_id IN (SELECT id FROM mailboxes WHERE account_id = ?3 AND id != ?1)",
-        )
-        .bind(mailbox_id)
-        .bind(ids)
-        .bind(self.account.as_str())
-        .execute(self.store.pool())
-        .await
-        .map_err(db_error)?;
-        self.upsert_messages(mailbox, messages).await
-    }
-
     async fn indexed_ids(&mut self) -> Result<Vec<RemoteId>> {
         self.flush().await?;
         let ids: Vec<String> = sqlx::query_scalar(
@@ -469,24 +510,6 @@ impl SyncSink for StoreSink {
         .await
         .map_err(db_error)?;
         Ok(ids.into_iter().map(RemoteId::new).collect())
-    }
-
-    async fn account_cursor(&mut self, cursor: &str) -> Result<()> {
-        self.flush().await?;
-        self.store.set_sync_cursor(&self.account, cursor).await
-    }
-
-    async fn mailbox_done(&mut self, mailbox: &str, cursor: MailboxCursor) -> Result<()> {
-        self.flush().await?;
-        let mailbox_id = self.mailbox(mailbox)?;
-        sqlx::query("UPDATE mailboxes SET cursor = ?, synced_at = ? WHERE id = ?")
-            .bind(cursor.as_str())
-            .bind(now_secs())
-            .bind(mailbox_id)
-            .execute(self.store.pool())
-            .await
-            .map_err(db_error)?;
-        Ok(())
     }
 
     async fn checkpoint(&mut self) -> Result<()> {

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use async_trait::async_trait;
 use mailbroker_core::{
     Arrival, MailboxCursor, MailboxInfo, MessageFlags, MessageMeta, MessageText, RemoteId, Result,
-    Role, Settled, SyncRequest, SyncSink, Version,
+    Role, Seen, Settled, SyncRequest, SyncSink, Version,
 };
 
 /// One indexed message: its local id and what the sync brought.
@@ -128,8 +128,8 @@ impl std::ops::DerefMut for MemoryIndex {
     }
 }
 
-#[async_trait]
-impl SyncSink for MemoryIndex {
+/// What each event does to the index in memory, as the store does it.
+impl MemoryIndex {
     async fn mailboxes(&mut self, list: &[MailboxInfo]) -> Result<()> {
         let names: HashSet<&str> = list.iter().map(|m| m.name.as_str()).collect();
         self.mailboxes.retain(|k, _| names.contains(k.as_str()));
@@ -176,6 +176,65 @@ impl SyncSink for MemoryIndex {
     async fn remove_messages(&mut self, mailbox: &str, ids: Vec<RemoteId>) -> Result<u64> {
         let here = self.mailboxes.entry(mailbox.into()).or_default();
         Ok(ids.iter().filter(|id| here.remove(id).is_some()).count() as u64)
+    }
+
+    async fn place_messages(&mut self, mailbox: &str, messages: Vec<MessageMeta>) -> Result<()> {
+        for m in messages {
+            // Moved here: the row leaves its old mailbox with its local id.
+            let moved = self
+                .indexed
+                .mailboxes
+                .iter_mut()
+                .filter(|(name, _)| name.as_str() != mailbox)
+                .find_map(|(_, list)| list.remove(&m.id).map(|row| row.local));
+            self.insert(mailbox, moved, m);
+        }
+        Ok(())
+    }
+
+    async fn account_cursor(&mut self, cursor: &str) -> Result<()> {
+        self.indexed.account_cursor = Some(cursor.to_string());
+        Ok(())
+    }
+
+    async fn mailbox_done(&mut self, mailbox: &str, cursor: MailboxCursor) -> Result<()> {
+        self.cursors.insert(mailbox.into(), cursor);
+        Ok(())
+    }
+
+    async fn fill_text(&mut self, mailbox: &str, texts: Vec<MessageText>) -> Result<()> {
+        let here = self.mailboxes.entry(mailbox.into()).or_default();
+        for text in texts {
+            if let Some(row) = here.get_mut(&text.id) {
+                row.meta.has_attachments = text.has_attachments;
+                row.meta.snippet = text.snippet;
+                row.meta.text_pending = false;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl SyncSink for MemoryIndex {
+    async fn apply(&mut self, seen: Seen) -> Result<u64> {
+        match seen {
+            Seen::Mailboxes(list) => self.mailboxes(&list).await.map(|()| 0),
+            Seen::Voided { mailbox } => self.reset_mailbox(&mailbox).await.map(|()| 0),
+            Seen::Arrived { mailbox, messages } => {
+                self.upsert_messages(&mailbox, messages).await.map(|()| 0)
+            }
+            Seen::Placed { mailbox, messages } => {
+                self.place_messages(&mailbox, messages).await.map(|()| 0)
+            }
+            Seen::FlagsChanged { mailbox, changes } => self.update_flags(&mailbox, changes).await,
+            Seen::Gone { mailbox, ids } => self.remove_messages(&mailbox, ids).await,
+            Seen::TextFilled { mailbox, texts } => {
+                self.fill_text(&mailbox, texts).await.map(|()| 0)
+            }
+            Seen::Done { mailbox, cursor } => self.mailbox_done(&mailbox, cursor).await.map(|()| 0),
+            Seen::AccountCursor(cursor) => self.account_cursor(&cursor).await.map(|()| 0),
+        }
     }
 
     async fn indexed_except(
@@ -271,36 +330,12 @@ impl SyncSink for MemoryIndex {
             .collect())
     }
 
-    async fn place_messages(&mut self, mailbox: &str, messages: Vec<MessageMeta>) -> Result<()> {
-        for m in messages {
-            // Moved here: the row leaves its old mailbox with its local id.
-            let moved = self
-                .indexed
-                .mailboxes
-                .iter_mut()
-                .filter(|(name, _)| name.as_str() != mailbox)
-                .find_map(|(_, list)| list.remove(&m.id).map(|row| row.local));
-            self.insert(mailbox, moved, m);
-        }
-        Ok(())
-    }
-
     async fn indexed_ids(&mut self) -> Result<Vec<RemoteId>> {
         Ok(self
             .mailboxes
             .values()
             .flat_map(|m| m.keys().cloned())
             .collect())
-    }
-
-    async fn account_cursor(&mut self, cursor: &str) -> Result<()> {
-        self.indexed.account_cursor = Some(cursor.to_string());
-        Ok(())
-    }
-
-    async fn mailbox_done(&mut self, mailbox: &str, cursor: MailboxCursor) -> Result<()> {
-        self.cursors.insert(mailbox.into(), cursor);
-        Ok(())
     }
 
     async fn text_pending(&mut self, mailbox: &str) -> Result<Vec<RemoteId>> {
@@ -314,18 +349,6 @@ impl SyncSink for MemoryIndex {
             .collect();
         pending.sort();
         Ok(pending.into_iter().map(|(_, id)| id).collect())
-    }
-
-    async fn fill_text(&mut self, mailbox: &str, texts: Vec<MessageText>) -> Result<()> {
-        let here = self.mailboxes.entry(mailbox.into()).or_default();
-        for text in texts {
-            if let Some(row) = here.get_mut(&text.id) {
-                row.meta.has_attachments = text.has_attachments;
-                row.meta.snippet = text.snippet;
-                row.meta.text_pending = false;
-            }
-        }
-        Ok(())
     }
 
     async fn checkpoint(&mut self) -> Result<()> {

@@ -1,7 +1,7 @@
 //! The in-memory index settles a sync as the store does: a moved message keeps its local
 //! id; a Message-ID two messages share is never guessed at.
 
-use mailbroker_core::{Arrival, MessageFlags, MessageMeta, RemoteId, SyncSink, Version};
+use mailbroker_core::{Arrival, MessageFlags, MessageMeta, RemoteId, Seen, SyncSink, Version};
 use mailbroker_testkit::memory::MemoryIndex;
 
 fn meta(id: &str, message_id: &str, size: u64) -> MessageMeta {
@@ -31,7 +31,13 @@ async fn moves_keep_their_rows_and_shared_message_ids_are_not_guessed() {
         meta("2", "<b@x>", 20),
         meta("3", "<b@x>", 20),
     ];
-    index.upsert_messages("INBOX", inbox).await.unwrap();
+    index
+        .apply(Seen::Arrived {
+            mailbox: "INBOX".to_string(),
+            messages: inbox,
+        })
+        .await
+        .unwrap();
     let a = index.local("1").unwrap().1;
     let departures = vec![(
         "INBOX".to_string(),
@@ -61,9 +67,10 @@ async fn moves_keep_their_rows_and_shared_message_ids_are_not_guessed() {
     );
     assert_eq!(index.count("INBOX"), 0);
 
-    index
-        .place_messages("Trash", vec![meta("9", "<a@x>", 10)])
-        .await
-        .unwrap();
+    let placed = Seen::Placed {
+        mailbox: "Trash".into(),
+        messages: vec![meta("9", "<a@x>", 10)],
+    };
+    index.apply(placed).await.unwrap();
     assert_eq!(index.local("9"), Some(("Trash".into(), a)));
 }

@@ -3,6 +3,7 @@
 //! arrival: when both are as stored, the mailbox is skipped; otherwise it is listed again in
 //! pages (with progress, since Mail answers slowly) and compared with the index.
 
+use mailbroker_core::Seen;
 use mailbroker_core::{
     Error, MailboxCursor, MailboxSyncReport, MessageFlags, MessageMeta, Provider, RemoteId, Result,
     SyncMode, SyncRequest, SyncSink,
@@ -23,7 +24,7 @@ pub async fn sync(
         .with_next_step("run: mailbroker sync once the server answers again"));
     }
     let infos = app.list_mailboxes().await?;
-    sink.mailboxes(&infos).await?;
+    sink.apply(Seen::Mailboxes(infos)).await?;
     let mut reports = Vec::new();
     for (path, count, newest) in app.counts().await? {
         let cursor =
@@ -43,7 +44,10 @@ pub async fn sync(
         };
         let mut report = MailboxSyncReport::new(&path, mode);
         if mode == SyncMode::Full {
-            sink.reset_mailbox(&path).await?;
+            sink.apply(Seen::Voided {
+                mailbox: path.to_string(),
+            })
+            .await?;
         }
         let mut present = Vec::new();
         let mut first = 1;
@@ -58,7 +62,11 @@ pub async fn sync(
                 _ => report.changed += n,
             }
             if !metas.is_empty() {
-                sink.upsert_messages(&path, metas).await?;
+                sink.apply(Seen::Arrived {
+                    mailbox: path.to_string(),
+                    messages: metas,
+                })
+                .await?;
             }
             first += crate::mail::PAGE;
             if page.is_empty() || first > total {
@@ -67,9 +75,18 @@ pub async fn sync(
         }
         let gone = sink.indexed_except(&path, present).await?;
         if !gone.is_empty() {
-            report.removed += sink.remove_messages(&path, gone).await?;
+            report.removed += sink
+                .apply(Seen::Gone {
+                    mailbox: path.to_string(),
+                    ids: gone,
+                })
+                .await?;
         }
-        sink.mailbox_done(&path, cursor).await?;
+        sink.apply(Seen::Done {
+            mailbox: path.to_string(),
+            cursor,
+        })
+        .await?;
         // Not between pages: the mailbox's list of present ids is read across them.
         sink.checkpoint().await?;
         reports.push(report);

@@ -23,7 +23,9 @@ pub use model::{
     AccountId, Capabilities, MailboxCursor, MailboxInfo, MailboxName, MessageFlags, MessageMeta,
     MessageText, ProviderKind, RemoteId, Role, RoleSource, SyncMode, Version, plausible_date,
 };
-pub use provider::{Arrival, MailboxSyncReport, Provider, Settled, SyncRequest, SyncSink, Watched};
+pub use provider::{
+    Arrival, MailboxSyncReport, Provider, Seen, Settled, SyncRequest, SyncSink, Watched,
+};
 pub use write::{
     DeleteBatch, DeleteMode, FlagOp, ItemResult, MOVED_SINCE_STAGED, Outcome, Patch, WriteBatch,
     WriteTarget,

@@ -1,9 +1,10 @@
 //! The seam between the core and a mail service.
 //!
-//! Architecture Invariant: adapters never touch SQLite. What an adapter learns goes through a
-//! `SyncSink`, which the core implements over its store; what the adapter needs from earlier
-//! syncs comes in a `SyncRequest`. That keeps every provider testable against a fake sink and
-//! lets the store change without touching an adapter.
+//! Architecture Invariant: adapters never touch SQLite. What an adapter sees goes to a
+//! `SyncSink` as a stream of typed events (`Seen`), which the core applies to its store; what
+//! the adapter needs from earlier syncs comes in a `SyncRequest`. That keeps every provider
+//! testable against testkit's in-memory index and lets the store change without touching an
+//! adapter.
 //!
 //! The trait is deliberately small. Sync is the one thing every provider does the same way from
 //! the core's side ("bring this account's index up to date"), even though the wire routes differ
@@ -33,26 +34,61 @@ pub struct SyncRequest {
     pub known: Vec<(MailboxName, MailboxCursor)>,
 }
 
-/// Receives what a sync learns, in the order the adapter learns it. Implementations batch and
-/// commit; an adapter may call any method many times per mailbox.
+/// What an adapter saw on the server, in the order it saw it. The core's applier (the
+/// store's sink, or testkit's in-memory index) turns each into the index.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Seen {
+    /// The server's current mailbox list; mailboxes the index has but the list lacks are gone.
+    Mailboxes(Vec<MailboxInfo>),
+    /// What the index holds of the mailbox is void (a first sync, ids the server voided, a
+    /// cursor it refused, `--full`): its messages are forgotten, and its cursor stays cleared
+    /// until `Done`, so an interrupted sync resumes by refetching, never by trusting it.
+    Voided { mailbox: MailboxName },
+    /// Messages not in the index yet (or replacing the indexed copy with the same id).
+    Arrived {
+        mailbox: MailboxName,
+        messages: Vec<MessageMeta>,
+    },
+    /// Messages whose id is unique in the whole account (Gmail, Graph), each now in
+    /// `mailbox`: a copy the index holds in another mailbox moves here in place, keeping its
+    /// local id; the others arrive.
+    Placed {
+        mailbox: MailboxName,
+        messages: Vec<MessageMeta>,
+    },
+    /// New flag state of messages the index already has.
+    FlagsChanged {
+        mailbox: MailboxName,
+        changes: Vec<(RemoteId, Version, MessageFlags)>,
+    },
+    /// These messages are gone from the server.
+    Gone {
+        mailbox: MailboxName,
+        ids: Vec<RemoteId>,
+    },
+    /// The text of messages whose headers are indexed: full-text search finds them from now.
+    TextFilled {
+        mailbox: MailboxName,
+        texts: Vec<MessageText>,
+    },
+    /// The mailbox is consistent with the server up to `cursor`.
+    Done {
+        mailbox: MailboxName,
+        cursor: MailboxCursor,
+    },
+    /// An account-wide cursor (opaque to the core: a history id, delta links, a label map)
+    /// that every later session receives back when it connects.
+    AccountCursor(String),
+}
+
+/// Receives what a sync learns (`apply`, in the order the adapter learns it) and answers
+/// what the adapter asks of the index. Implementations batch and commit; an adapter may
+/// apply any event many times per mailbox.
 #[async_trait]
 pub trait SyncSink: Send {
-    /// The server's current mailbox list; mailboxes the index has but the list lacks are gone.
-    async fn mailboxes(&mut self, list: &[MailboxInfo]) -> Result<()>;
-    /// Forget every message of this mailbox (first sync, ids voided by the server, or
-    /// `--full`). The cursor is cleared until `mailbox_done`, so an interrupted sync resumes
-    /// by refetching, never by trusting it.
-    async fn reset_mailbox(&mut self, mailbox: &str) -> Result<()>;
-    /// Messages not in the index yet (or replacing the indexed copy with the same id).
-    async fn upsert_messages(&mut self, mailbox: &str, messages: Vec<MessageMeta>) -> Result<()>;
-    /// New flag state of messages the index already has; returns how many really differed.
-    async fn update_flags(
-        &mut self,
-        mailbox: &str,
-        changes: Vec<(RemoteId, Version, MessageFlags)>,
-    ) -> Result<u64>;
-    /// These messages are gone from the server.
-    async fn remove_messages(&mut self, mailbox: &str, ids: Vec<RemoteId>) -> Result<u64>;
+    /// Applies what the adapter saw. Returns how many messages really changed where that is
+    /// counted (flags that differed from the index's, rows removed), else 0.
+    async fn apply(&mut self, seen: Seen) -> Result<u64>;
     /// The ids the index holds in `mailbox` that `present` (a complete list from the
     /// server) lacks: gone from the server, to settle with `settle_moves`.
     async fn indexed_except(
@@ -68,32 +104,22 @@ pub trait SyncSink: Send {
         message_ids: Vec<String>,
     ) -> Result<std::collections::HashSet<String>>;
     /// Settles what left mailboxes (`departures`: ids gone from each) against what arrived
-    /// in others (`arrivals`, known only by flags and Message-ID): an arrival whose
-    /// Message-ID a departure carries is that message, moved; its row moves in place and
-    /// keeps its local id (and its full-text entry). The other departures are removed. The
-    /// arrivals no departure explains come back, to be fetched in full.
+    /// in others (`arrivals`, known only by flags and Message-ID), for providers whose ids
+    /// change with a move (IMAP): an arrival whose Message-ID a departure carries is that
+    /// message, moved; its row moves in place and keeps its local id (and its full-text
+    /// entry). The other departures are removed. The arrivals no departure explains come
+    /// back, to be fetched in full.
     async fn settle_moves(
         &mut self,
         departures: Vec<(MailboxName, Vec<RemoteId>)>,
         arrivals: Vec<(MailboxName, Vec<Arrival>)>,
     ) -> Result<Vec<Settled>>;
-    /// Messages whose id is unique in the whole account (Gmail), each now in `mailbox`: a copy
-    /// the index holds in another mailbox of the account moves here in place, keeping its
-    /// local id; the others are inserted as by `upsert_messages`.
-    async fn place_messages(&mut self, mailbox: &str, messages: Vec<MessageMeta>) -> Result<()>;
     /// Every id the index holds for this account, in any mailbox (providers whose ids are
     /// account-wide use it to resume an interrupted first sync).
     async fn indexed_ids(&mut self) -> Result<Vec<RemoteId>>;
-    /// An account-wide cursor (opaque to the core: a history id, delta links, a label map)
-    /// that every later session receives back when it connects.
-    async fn account_cursor(&mut self, cursor: &str) -> Result<()>;
-    /// The mailbox is consistent with the server up to `cursor`; persist it.
-    async fn mailbox_done(&mut self, mailbox: &str, cursor: MailboxCursor) -> Result<()>;
     /// The ids of `mailbox` whose headers are indexed and whose text is still to come
     /// (`MessageMeta::text_pending`), in the order they were indexed.
     async fn text_pending(&mut self, mailbox: &str) -> Result<Vec<RemoteId>>;
-    /// The text of messages whose headers are indexed: full-text search finds them from now.
-    async fn fill_text(&mut self, mailbox: &str, texts: Vec<MessageText>) -> Result<()>;
     /// A point between two batches where everything read from the server so far has been
     /// handed to the sink: a write waiting for the account may run here, and what the adapter
     /// reads after it sees the write's result. Adapters call it after each batch they apply;

@@ -6,6 +6,7 @@
 //! (`Cursor::unfinished`) before the first message is indexed, so the next run fetches only
 //! what is not indexed yet, plus what history says changed since that start.
 
+use mailbroker_core::Seen;
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
@@ -32,7 +33,7 @@ pub async fn sync(
 ) -> Result<Vec<MailboxSyncReport>> {
     let labels = api::labels(client).await?;
     cursor.set_labels(&labels);
-    sink.mailboxes(&convert::mailboxes()).await?;
+    sink.apply(Seen::Mailboxes(convert::mailboxes())).await?;
     let known = request
         .known
         .iter()
@@ -59,7 +60,8 @@ pub async fn sync(
             Err(e) => return Err(e),
         },
     };
-    sink.account_cursor(&cursor.encode()).await?;
+    sink.apply(Seen::AccountCursor(cursor.encode().to_string()))
+        .await?;
     Ok(reports)
 }
 
@@ -76,8 +78,11 @@ async fn finish(
     cursor.history_id = history_id;
     cursor.unfinished = None;
     for mb in convert::mailboxes() {
-        sink.mailbox_done(&mb.name, convert::mailbox_cursor(history_id))
-            .await?;
+        sink.apply(Seen::Done {
+            mailbox: mb.name.to_string(),
+            cursor: convert::mailbox_cursor(history_id),
+        })
+        .await?;
     }
     Ok(reports.into_values().collect())
 }
@@ -113,11 +118,15 @@ async fn full(
     // incremental sync replays.
     let history_id = api::profile(&reads.client).await?.history_id;
     for mb in convert::mailboxes() {
-        sink.reset_mailbox(&mb.name).await?;
+        sink.apply(Seen::Voided {
+            mailbox: mb.name.to_string(),
+        })
+        .await?;
     }
     // From here on, a killed sync resumes instead of starting over.
     cursor.unfinished = Some(history_id);
-    sink.account_cursor(&cursor.encode()).await?;
+    sink.apply(Seen::AccountCursor(cursor.encode().to_string()))
+        .await?;
     let ids = api::all_ids(&reads.client, |n| sink.progress(0, n as u64)).await?;
     fetch_into(reads, cursor, &ids, sink, &mut reports, |r| &mut r.added).await?;
     finish(sink, cursor, history_id, reports).await
@@ -164,7 +173,12 @@ async fn remove_everywhere(
         return Ok(());
     }
     for mb in convert::mailboxes() {
-        let n = sink.remove_messages(&mb.name, gone.clone()).await?;
+        let n = sink
+            .apply(Seen::Gone {
+                mailbox: mb.name.to_string(),
+                ids: gone.clone(),
+            })
+            .await?;
         if let Some(r) = reports.get_mut(&mb.name) {
             r.removed += n;
         }
@@ -225,7 +239,11 @@ async fn fetch_into(
             if let Some(r) = reports.get_mut(place) {
                 *count(r) += list.len() as u64;
             }
-            sink.place_messages(place, list).await?;
+            sink.apply(Seen::Placed {
+                mailbox: place.to_string(),
+                messages: list,
+            })
+            .await?;
         }
         sink.progress(fetched, total);
         sink.checkpoint().await?;

@@ -9,6 +9,7 @@
 //! delta page, but only while no removal waits: ids are account-wide, so a write (an undo
 //! moving a message back) could put a row where a removal read before it would then take it.
 
+use mailbroker_core::Seen;
 use std::collections::HashMap;
 
 use mailbroker_core::{
@@ -95,7 +96,7 @@ pub async fn sync(
 ) -> Result<Vec<MailboxSyncReport>> {
     let folders = folders(client).await?;
     let infos: Vec<_> = folders.iter().map(Folder::info).collect();
-    sink.mailboxes(&infos).await?;
+    sink.apply(Seen::Mailboxes(infos)).await?;
     let known: HashMap<&str, &MailboxCursor> = request
         .known
         .iter()
@@ -117,12 +118,20 @@ pub async fn sync(
     }
     for (i, gone) in departures {
         if !gone.is_empty() {
-            reports[i].removed += sink.remove_messages(&reports[i].mailbox, gone).await?;
+            reports[i].removed += sink
+                .apply(Seen::Gone {
+                    mailbox: reports[i].mailbox.to_string(),
+                    ids: gone,
+                })
+                .await?;
         }
     }
     for (report, link) in reports.iter().zip(links) {
-        sink.mailbox_done(&report.mailbox, convert::cursor(&link))
-            .await?;
+        sink.apply(Seen::Done {
+            mailbox: report.mailbox.to_string(),
+            cursor: convert::cursor(&link),
+        })
+        .await?;
     }
     Ok(reports)
 }
@@ -143,7 +152,10 @@ async fn sync_folder(
         Some(link) => link,
         None => {
             report.mode = SyncMode::Full;
-            sink.reset_mailbox(name).await?;
+            sink.apply(Seen::Voided {
+                mailbox: name.to_string(),
+            })
+            .await?;
             first_delta(folder)
         }
     };
@@ -163,7 +175,10 @@ async fn sync_folder(
                 );
                 report.mode = SyncMode::Full;
                 report.cursor_voided = true;
-                sink.reset_mailbox(name).await?;
+                sink.apply(Seen::Voided {
+                    mailbox: name.to_string(),
+                })
+                .await?;
                 gone.clear();
                 url = first_delta(folder);
                 continue;
@@ -176,7 +191,11 @@ async fn sync_folder(
             _ => report.changed += n,
         }
         if !present.is_empty() {
-            sink.place_messages(name, present).await?;
+            sink.apply(Seen::Placed {
+                mailbox: name.to_string(),
+                messages: present,
+            })
+            .await?;
         }
         gone.extend(left);
         if !removals_waiting && gone.is_empty() {

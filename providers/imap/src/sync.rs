@@ -25,6 +25,7 @@
 //! server no longer has or the index does not hold yet, which no write can reach; a moved
 //! message gets a new UID, so a write cannot bring one of those back.
 
+use mailbroker_core::Seen;
 use std::collections::{HashMap, HashSet};
 
 use futures::TryStreamExt;
@@ -65,7 +66,7 @@ pub(crate) async fn sync_account(
     imap.enable_qresync().await?;
     imap.synced.clear();
     let (mailboxes, statuses) = imap.list_with_status(true).await?;
-    sink.mailboxes(&mailboxes).await?;
+    sink.apply(Seen::Mailboxes(mailboxes.clone())).await?;
     let statuses: HashMap<String, MailboxStatus> = statuses.into_iter().collect();
     let known: HashMap<&str, Cursor> = request
         .known
@@ -135,7 +136,11 @@ async fn fill_text(
                 Batches::open(imap, &set, &items, (uidvalidity, convert::text_of)).await?;
             while let Some(batch) = batches.next().await? {
                 here += batch.len() as u64;
-                sink.fill_text(&mailbox, batch).await?;
+                sink.apply(Seen::TextFilled {
+                    mailbox: mailbox.to_string(),
+                    texts: batch,
+                })
+                .await?;
                 sink.text_progress(filled + here, total);
             }
             drop(batches);
@@ -229,12 +234,19 @@ async fn sync_mailbox(
 
     let Some(old) = cursor else {
         // First sync, --full or a new UIDVALIDITY: rebuild this mailbox from scratch.
-        sink.reset_mailbox(name).await?;
+        sink.apply(Seen::Voided {
+            mailbox: name.to_string(),
+        })
+        .await?;
         if selected.exists > 0 {
             let hint = u64::from(selected.exists);
             report.added = fetch_new(imap, name, now.uidvalidity, "1:*", hint, sink).await?;
         }
-        sink.mailbox_done(name, now.to_cursor()).await?;
+        sink.apply(Seen::Done {
+            mailbox: name.to_string(),
+            cursor: now.to_cursor(),
+        })
+        .await?;
         return Ok(Synced::Done(report));
     };
 
@@ -254,7 +266,11 @@ async fn sync_mailbox(
         arrivals = maybe_moved;
     }
     if gone.is_empty() && arrivals.is_empty() {
-        sink.mailbox_done(name, now.to_cursor()).await?;
+        sink.apply(Seen::Done {
+            mailbox: name.to_string(),
+            cursor: now.to_cursor(),
+        })
+        .await?;
         return Ok(Synced::Done(report));
     }
     Ok(Synced::Unsettled(Unsettled {
@@ -348,7 +364,11 @@ async fn settle(
                 }
             }
         }
-        sink.mailbox_done(&name, u.now.to_cursor()).await?;
+        sink.apply(Seen::Done {
+            mailbox: name.to_string(),
+            cursor: u.now.to_cursor(),
+        })
+        .await?;
         reports.push(u.report);
     }
     Ok(reports)
@@ -433,7 +453,11 @@ async fn fetch_new(
     let mut batches = Batches::open(imap, set, &items, (uidvalidity, convert::meta_of)).await?;
     while let Some(batch) = batches.next().await? {
         added += batch.len() as u64;
-        sink.upsert_messages(mailbox, batch).await?;
+        sink.apply(Seen::Arrived {
+            mailbox: mailbox.to_string(),
+            messages: batch,
+        })
+        .await?;
         sink.progress(added, total_hint);
     }
     drop(batches);
@@ -552,7 +576,11 @@ async fn flush_flags(
         .into_iter()
         .map(|(uid, modseq, flags)| (ids::remote(uidvalidity, uid), ids::version(modseq), flags))
         .collect();
-    sink.update_flags(mailbox, changes).await
+    sink.apply(Seen::FlagsChanged {
+        mailbox: mailbox.to_string(),
+        changes,
+    })
+    .await
 }
 
 impl ImapProvider {
