@@ -5,8 +5,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use async_trait::async_trait;
 use mailbroker_core::{
-    AccountId, Arrival, Error, MailboxCursor, MailboxInfo, MessageFlags, MessageMeta, MessageText,
-    RemoteId, Result, Seen, Settled, SyncSink, Version,
+    AccountId, ApplyEach, Arrival, Error, MailboxCursor, MailboxInfo, MessageFlags, MessageMeta,
+    MessageText, RemoteId, Result, Seen, Settled, SyncSink, Version,
 };
 use sqlx::{QueryBuilder, Sqlite, SqliteConnection};
 use tokio::sync::mpsc;
@@ -192,7 +192,8 @@ impl StoreSink {
 }
 
 /// What each event does to the index.
-impl StoreSink {
+#[async_trait]
+impl ApplyEach for StoreSink {
     async fn mailboxes(&mut self, list: &[MailboxInfo]) -> Result<()> {
         self.flush().await?;
         let mut tx = self.store.write_tx().await?;
@@ -349,23 +350,7 @@ impl StoreSink {
 #[async_trait]
 impl SyncSink for StoreSink {
     async fn apply(&mut self, seen: Seen) -> Result<u64> {
-        match seen {
-            Seen::Mailboxes(list) => self.mailboxes(&list).await.map(|()| 0),
-            Seen::Voided { mailbox } => self.reset_mailbox(&mailbox).await.map(|()| 0),
-            Seen::Arrived { mailbox, messages } => {
-                self.upsert_messages(&mailbox, messages).await.map(|()| 0)
-            }
-            Seen::Placed { mailbox, messages } => {
-                self.place_messages(&mailbox, messages).await.map(|()| 0)
-            }
-            Seen::FlagsChanged { mailbox, changes } => self.update_flags(&mailbox, changes).await,
-            Seen::Gone { mailbox, ids } => self.remove_messages(&mailbox, ids).await,
-            Seen::TextFilled { mailbox, texts } => {
-                self.fill_text(&mailbox, texts).await.map(|()| 0)
-            }
-            Seen::Done { mailbox, cursor } => self.mailbox_done(&mailbox, cursor).await.map(|()| 0),
-            Seen::AccountCursor(cursor) => self.account_cursor(&cursor).await.map(|()| 0),
-        }
+        self.apply_seen(seen).await
     }
 
     async fn text_pending(&mut self, mailbox: &str) -> Result<Vec<RemoteId>> {

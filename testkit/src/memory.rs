@@ -8,8 +8,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use async_trait::async_trait;
 use mailbroker_core::{
-    Arrival, MailboxCursor, MailboxInfo, MessageFlags, MessageMeta, MessageText, RemoteId, Result,
-    Role, Seen, Settled, SyncRequest, SyncSink, Version,
+    ApplyEach, Arrival, MailboxCursor, MailboxInfo, MessageFlags, MessageMeta, MessageText,
+    RemoteId, Result, Role, Seen, Settled, SyncRequest, SyncSink, Version,
 };
 
 /// One indexed message: its local id and what the sync brought.
@@ -129,7 +129,8 @@ impl std::ops::DerefMut for MemoryIndex {
 }
 
 /// What each event does to the index in memory, as the store does it.
-impl MemoryIndex {
+#[async_trait]
+impl ApplyEach for MemoryIndex {
     async fn mailboxes(&mut self, list: &[MailboxInfo]) -> Result<()> {
         let names: HashSet<&str> = list.iter().map(|m| m.name.as_str()).collect();
         self.mailboxes.retain(|k, _| names.contains(k.as_str()));
@@ -218,23 +219,7 @@ impl MemoryIndex {
 #[async_trait]
 impl SyncSink for MemoryIndex {
     async fn apply(&mut self, seen: Seen) -> Result<u64> {
-        match seen {
-            Seen::Mailboxes(list) => self.mailboxes(&list).await.map(|()| 0),
-            Seen::Voided { mailbox } => self.reset_mailbox(&mailbox).await.map(|()| 0),
-            Seen::Arrived { mailbox, messages } => {
-                self.upsert_messages(&mailbox, messages).await.map(|()| 0)
-            }
-            Seen::Placed { mailbox, messages } => {
-                self.place_messages(&mailbox, messages).await.map(|()| 0)
-            }
-            Seen::FlagsChanged { mailbox, changes } => self.update_flags(&mailbox, changes).await,
-            Seen::Gone { mailbox, ids } => self.remove_messages(&mailbox, ids).await,
-            Seen::TextFilled { mailbox, texts } => {
-                self.fill_text(&mailbox, texts).await.map(|()| 0)
-            }
-            Seen::Done { mailbox, cursor } => self.mailbox_done(&mailbox, cursor).await.map(|()| 0),
-            Seen::AccountCursor(cursor) => self.account_cursor(&cursor).await.map(|()| 0),
-        }
+        self.apply_seen(seen).await
     }
 
     async fn indexed_except(

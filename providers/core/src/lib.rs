@@ -24,7 +24,7 @@ pub use model::{
     MessageText, ProviderKind, RemoteId, Role, RoleSource, SyncMode, Version, plausible_date,
 };
 pub use provider::{
-    Arrival, MailboxSyncReport, Provider, Seen, Settled, SyncRequest, SyncSink, Watched,
+    ApplyEach, Arrival, MailboxSyncReport, Provider, Seen, Settled, SyncRequest, SyncSink, Watched,
 };
 pub use write::{
     DeleteBatch, DeleteMode, FlagOp, ItemResult, MOVED_SINCE_STAGED, Outcome, Patch, WriteBatch,

@@ -135,6 +135,48 @@ pub trait SyncSink: Send {
     fn text_progress(&mut self, _filled: u64, _total: u64) {}
 }
 
+/// The applier's side of `Seen`: an index that applies each kind of event on its own (the
+/// store's sink, testkit's in-memory index). `apply_seen` routes an event to its method, so
+/// every applier routes alike; adapters see only `SyncSink::apply`.
+#[async_trait]
+pub trait ApplyEach: Send {
+    async fn mailboxes(&mut self, list: &[MailboxInfo]) -> Result<()>;
+    async fn reset_mailbox(&mut self, mailbox: &str) -> Result<()>;
+    async fn upsert_messages(&mut self, mailbox: &str, messages: Vec<MessageMeta>) -> Result<()>;
+    async fn place_messages(&mut self, mailbox: &str, messages: Vec<MessageMeta>) -> Result<()>;
+    /// Returns how many really differed from the index.
+    async fn update_flags(
+        &mut self,
+        mailbox: &str,
+        changes: Vec<(RemoteId, Version, MessageFlags)>,
+    ) -> Result<u64>;
+    /// Returns how many rows went.
+    async fn remove_messages(&mut self, mailbox: &str, ids: Vec<RemoteId>) -> Result<u64>;
+    async fn fill_text(&mut self, mailbox: &str, texts: Vec<MessageText>) -> Result<()>;
+    async fn mailbox_done(&mut self, mailbox: &str, cursor: MailboxCursor) -> Result<()>;
+    async fn account_cursor(&mut self, cursor: &str) -> Result<()>;
+
+    /// Applies `seen` by its method (`SyncSink::apply` of an applier).
+    async fn apply_seen(&mut self, seen: Seen) -> Result<u64> {
+        let none = |r: Result<()>| r.map(|()| 0);
+        match seen {
+            Seen::Mailboxes(list) => none(self.mailboxes(&list).await),
+            Seen::Voided { mailbox } => none(self.reset_mailbox(&mailbox).await),
+            Seen::Arrived { mailbox, messages } => {
+                none(self.upsert_messages(&mailbox, messages).await)
+            }
+            Seen::Placed { mailbox, messages } => {
+                none(self.place_messages(&mailbox, messages).await)
+            }
+            Seen::FlagsChanged { mailbox, changes } => self.update_flags(&mailbox, changes).await,
+            Seen::Gone { mailbox, ids } => self.remove_messages(&mailbox, ids).await,
+            Seen::TextFilled { mailbox, texts } => none(self.fill_text(&mailbox, texts).await),
+            Seen::Done { mailbox, cursor } => none(self.mailbox_done(&mailbox, cursor).await),
+            Seen::AccountCursor(cursor) => none(self.account_cursor(&cursor).await),
+        }
+    }
+}
+
 /// A message found new in a mailbox, before its headers are fetched.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Arrival {
