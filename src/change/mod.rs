@@ -158,7 +158,7 @@ pub async fn request<C: Confirmation>(
     confirmation: &mut C,
 ) -> Result<Outcome<C::Answer>> {
     let (dry_run, origin, confirm_above) = (req.dry_run, req.origin, req.confirm_above);
-    let (resolved, ids) = match req.operation {
+    let (resolved, sessions, ids) = match req.operation {
         Operation::Stage {
             selection,
             mode,
@@ -184,18 +184,15 @@ pub async fn request<C: Confirmation>(
             };
             let resolved = checked.resolve(cx.store).await?;
             let ids = resolved.ids();
-            ((resolved, sessions), ids)
+            (resolved, sessions, ids)
         }
         // The journal fixes which messages an undo touches: the change id binds them.
         Operation::Undo { change } => (
-            (
-                undo::resolve(cx.store, change).await?,
-                Sessions::new(cx.home, cx.store),
-            ),
+            undo::resolve(cx.store, change).await?,
+            Sessions::new(cx.home, cx.store),
             Vec::new(),
         ),
     };
-    let (resolved, sessions) = resolved;
     let reason = resolved.preview().confirmation_reason(confirm_above);
     if dry_run {
         return Ok(Outcome::DryRun {
