@@ -57,12 +57,24 @@ pub fn account_add_args(
     .to_vec()
 }
 
+/// An exclusive lock on making `dir`, held until the value is dropped: tests of one binary
+/// run in parallel, and two making the same venv at once break it for both.
+fn made_once(dir: &std::path::Path) -> std::fs::File {
+    if let Some(parent) = dir.parent() {
+        std::fs::create_dir_all(parent).expect("make the directory's parent");
+    }
+    let lock = std::fs::File::create(dir.with_extension("lock")).expect("open the lock file");
+    lock.lock().expect("lock the directory's making");
+    lock
+}
+
 /// A Python venv under `dir` with `requirements` installed, made once (a marker file records
 /// it). `None` when python3 with venv is missing outside CI; under CI that fails instead.
 pub fn python_venv(dir: &std::path::Path, requirements: &[&str]) -> Option<std::path::PathBuf> {
     use std::process::Command;
     let py = dir.join("bin/python");
     let ready = dir.join(format!(".{}", requirements.join("+")));
+    let _making = made_once(dir);
     if ready.exists() {
         return Some(py);
     }
@@ -94,6 +106,7 @@ pub fn python_venv(dir: &std::path::Path, requirements: &[&str]) -> Option<std::
 pub fn node_modules(dir: &std::path::Path, packages: &[&str]) -> Option<std::path::PathBuf> {
     use std::process::Command;
     let ready = dir.join(format!(".{}", packages.join("+").replace('/', "_")));
+    let _making = made_once(dir);
     if ready.exists() {
         return Some(dir.to_path_buf());
     }
