@@ -412,3 +412,32 @@ async fn an_app_without_public_client_flows_is_explained() {
     let (added, _) = add_account(&mock, home.path()).await;
     assert_eq!(added["account"]["provider"], "graph", "{added}");
 }
+
+/// Another client moves a message and marks it read: the next sync moves its row (Graph's
+/// ids survive a move, so the row with the same id is the message), keeping its local id,
+/// with the new state, and without a second row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_moved_elsewhere_keeps_its_local_id() {
+    let mock = GraphMock::start("me@mock.example").await.unwrap();
+    let ids = mock.seed(3, "inbox", "news@shop.example", false);
+    let home = tempfile::tempdir().unwrap();
+    add_account(&mock, home.path()).await;
+    ok(home.path(), &["sync"]);
+    let before = local_ids(home.path());
+    let moved = json!({ "id": ids[0], "moveTo": "archive" });
+    control(&mock.url, "modify", moved).await;
+    control(&mock.url, "modify", json!({ "id": ids[0], "isRead": true })).await;
+    ok(home.path(), &["sync"]);
+    assert_eq!(local_ids(home.path()), before, "same rows, same local ids");
+    let archived = ok(home.path(), &["search", "in:archive"]);
+    let rows = archived["messages"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{archived}");
+    assert_eq!(rows[0]["id"].as_i64(), Some(before[&ids[0]]), "{archived}");
+    assert_eq!(rows[0]["read"], true, "{archived}");
+    assert_eq!(count_in(home.path(), "in:inbox"), 2);
+}
+
+fn count_in(home: &std::path::Path, query: &str) -> usize {
+    let found = ok(home, &["search", "--limit", "100", query]);
+    found["messages"].as_array().unwrap().len()
+}

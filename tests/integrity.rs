@@ -434,3 +434,73 @@ async fn a_lost_move_that_a_sync_shows_landed_can_be_undone() {
     assert_eq!(undone["applied"], 3, "{undone}");
     assert_eq!(client.flags("INBOX").await.unwrap().len(), 3);
 }
+
+/// A write over two mailboxes is two batches, and each is journaled as it comes back: while
+/// the second waits on its server, the first's messages already say `applied` (and the
+/// index shows their tag), the second's still `unknown`, and the change `executing`.
+#[tokio::test]
+async fn each_batch_is_journaled_as_it_comes_back() {
+    let Some(server) = server() else { return };
+    let home = tempfile::tempdir().unwrap();
+    let mut client = common::seed(server, "i-per-batch", "INBOX", 3).await;
+    client.create("Archive").await.unwrap();
+    for i in 0..2 {
+        let body = message(10 + i, "erin@example.test", "Old", "text");
+        client.append("Archive", "", &body).await.unwrap();
+    }
+    let proxy =
+        mailbroker_testkit::Proxy::start(server.imap_port, std::time::Duration::ZERO).unwrap();
+    common::add_proxied(home.path(), "p", proxy.port, "i-per-batch");
+    ok(home.path(), &["sync"]);
+    let request = [
+        "update",
+        "--query",
+        "account:p",
+        "--add-tag",
+        "Done",
+        "--yes",
+    ];
+    // Batches go in mailbox order: Archive's, then INBOX's, held at its SELECT.
+    proxy.hold_at("SELECT \"INBOX\"");
+    let dir = home.path().to_path_buf();
+    let run = tokio::task::spawn_blocking(move || mb(&dir, &request));
+    common::until_held(&proxy, "INBOX's SELECT").await;
+
+    let list = ok(home.path(), &["changes"]);
+    let entry = &list["changes"][0];
+    assert_eq!(entry["status"], "executing", "{list}");
+    assert_eq!(entry["applied"], 2, "{list}");
+    assert_eq!(
+        entry["failed"], 3,
+        "the unsent batch counts as unknown: {list}"
+    );
+    let shown = ok(home.path(), &["changes", &entry["id"].to_string()]);
+    let items = shown["change"]["items"].as_array().unwrap();
+    let outcome_in = |mailbox: &str| -> Vec<&Value> {
+        items
+            .iter()
+            .filter(|i| i["before"]["mailbox"] == mailbox)
+            .map(|i| &i["outcome"])
+            .collect()
+    };
+    assert_eq!(outcome_in("Archive"), vec!["applied"; 2], "{shown}");
+    assert_eq!(outcome_in("INBOX"), vec!["unknown"; 3], "{shown}");
+    let archive = common::indexed_flags(home.path(), "p", "Archive");
+    assert!(
+        archive.values().all(|f| f.contains(&"Done".to_string())),
+        "{archive:?}"
+    );
+
+    proxy.release();
+    let done = run.await.unwrap();
+    assert_eq!(done.code, 0, "{}", done.stdout);
+    assert_eq!(done.json["applied"], 5, "{}", done.stdout);
+    let list = ok(home.path(), &["changes"]);
+    let entry = &list["changes"][0];
+    assert_eq!(entry["status"], "done", "{list}");
+    assert_eq!(
+        (&entry["applied"], &entry["failed"]),
+        (&json!(5), &json!(0)),
+        "{list}"
+    );
+}

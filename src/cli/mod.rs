@@ -332,7 +332,7 @@ async fn show_body(
 
 fn print_change_record(c: &crate::store::ChangeRecord) {
     let unrecorded = if c.status == crate::store::ChangeStatus::Executing {
-        "\tresults not recorded (outcome unknown)"
+        "\tnot finished (a message without a recorded result: outcome unknown)"
     } else {
         ""
     };

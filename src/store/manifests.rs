@@ -5,11 +5,12 @@
 //! `deleted_messages` and removed) all commit together, or none does. A run killed at any
 //! moment resumes from the last checkpoint.
 
-use mailbroker_core::{AccountId, DeleteMode, Error, Outcome, RemoteId};
+use mailbroker_core::{AccountId, DeleteMode, Error, RemoteId};
 use serde::Serialize;
 use sqlx::{QueryBuilder, Sqlite};
 
-use super::journal::{JournalItem, insert_items, update_index};
+use super::batches::record_items;
+use super::journal::{JournalItem, update_index};
 use super::{ROWS_PER_STATEMENT, Store, db_error, now_secs};
 use crate::store::MessageRef;
 
@@ -366,7 +367,7 @@ impl Store {
         journal: &[JournalItem],
     ) -> Result<(), Error> {
         let mut tx = self.write_tx().await?;
-        insert_items(&mut tx, change_id, journal).await?;
+        record_items(&mut tx, change_id, journal, false).await?;
         update_index(&mut tx, journal).await?;
         let now = now_secs();
         // Set-based: one statement per 500 purged rows and per (status, error) group.
@@ -410,19 +411,6 @@ impl Store {
                 q.build().execute(&mut *tx).await.map_err(db_error)?;
             }
         }
-        let count = |o: Outcome| journal.iter().filter(|j| j.outcome == o).count() as i64;
-        sqlx::query(
-            "UPDATE changes SET applied = applied + ?, unchanged = unchanged + ?,
-               stale = stale + ?, failed = failed + ? WHERE id = ?",
-        )
-        .bind(count(Outcome::Applied))
-        .bind(count(Outcome::Unchanged))
-        .bind(count(Outcome::Stale))
-        .bind(count(Outcome::Failed) + count(Outcome::Unknown))
-        .bind(change_id)
-        .execute(&mut *tx)
-        .await
-        .map_err(db_error)?;
         sqlx::query("UPDATE manifests SET updated_at = ? WHERE id = ?")
             .bind(now)
             .bind(manifest_id)

@@ -6,6 +6,7 @@
 
 mod accounts;
 mod approvals;
+mod batches;
 mod journal;
 mod manifests;
 mod messages;

@@ -1,7 +1,7 @@
 //! The store's side of a sync: `StoreSink` writes what an adapter learns, in batches, each
 //! batch in one transaction.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 
 use async_trait::async_trait;
 use mailbroker_core::{
@@ -12,6 +12,8 @@ use sqlx::{QueryBuilder, Sqlite, SqliteConnection};
 use tokio::sync::mpsc;
 
 use super::{Store, db_error, now_secs, replace_tags};
+
+mod moves;
 
 /// Rows per multi-row INSERT: 17 bound values each stays far below SQLite's variable limit.
 const INSERT_CHUNK: usize = 200;
@@ -308,26 +310,6 @@ impl ApplyEach for StoreSink {
         self.delete_ids(mailbox_id, &ids).await
     }
 
-    async fn place_messages(&mut self, mailbox: &str, messages: Vec<MessageMeta>) -> Result<()> {
-        self.flush().await?;
-        let mailbox_id = self.mailbox(mailbox)?;
-        let ids: Vec<RemoteId> = messages.iter().map(|m| m.id.clone()).collect();
-        let ids = json_ids(&ids)?;
-        // Same message, new place: the row moves, so its local id (and journal) stay.
-        sqlx::query(
-            "UPDATE messages SET mailbox_id = ?1
-             WHERE remote_id IN (SELECT value FROM json_each(?2))
-               AND mailbox_id IN (SELECT id FROM mailboxes WHERE account_id = ?3 AND id != ?1)",
-        )
-        .bind(mailbox_id)
-        .bind(ids)
-        .bind(self.account.as_str())
-        .execute(self.store.pool())
-        .await
-        .map_err(db_error)?;
-        self.upsert_messages(mailbox, messages).await
-    }
-
     async fn account_cursor(&mut self, cursor: &str) -> Result<()> {
         self.flush().await?;
         self.store.set_sync_cursor(&self.account, cursor).await
@@ -413,71 +395,14 @@ impl SyncSink for StoreSink {
         arrivals: Vec<(String, Vec<Arrival>)>,
     ) -> Result<Vec<Settled>> {
         self.flush().await?;
-        let mut settled: BTreeMap<String, Settled> = BTreeMap::new();
-        let mut tx = self.store.write_tx().await?;
-        // Rows leaving, by Message-ID, with their size; those without one can only be
-        // removed.
-        let mut leaving: HashMap<String, Vec<(i64, String, u64)>> = HashMap::new();
-        let mut removing: Vec<(i64, String)> = Vec::new();
-        for (mailbox, ids) in departures {
-            let mailbox_id = self.mailbox(&mailbox)?;
-            let rows: Vec<(i64, Option<String>, i64)> = sqlx::query_as(
-                "SELECT id, message_id, size FROM messages
-                 WHERE mailbox_id = ? AND remote_id IN (SELECT value FROM json_each(?))",
-            )
-            .bind(mailbox_id)
-            .bind(json_ids(&ids)?)
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(db_error)?;
-            for (id, message_id, size) in rows {
-                let size = u64::try_from(size).unwrap_or(0);
-                match message_id {
-                    Some(m) => leaving
-                        .entry(m)
-                        .or_default()
-                        .push((id, mailbox.clone(), size)),
-                    None => removing.push((id, mailbox.clone())),
-                }
-            }
+        let (by_content, by_id) = moves::by_how_recognised(arrivals);
+        let mut settled = self.settle_by_content(departures, by_content).await?;
+        for (mailbox, list) in by_id {
+            let done = self.settle_by_id(&mailbox, list).await?;
+            let entry = settled.entry(mailbox).or_default();
+            entry.moved_in += done.moved_in;
+            entry.unmatched.extend(done.unmatched);
         }
-        let mut arriving: HashMap<(String, Option<u64>), usize> = HashMap::new();
-        for arrival in arrivals.iter().flat_map(|(_, list)| list) {
-            *arriving
-                .entry((arrival.message_id.clone(), arrival.size))
-                .or_default() += 1;
-        }
-        let mut retagged = Vec::new();
-        for (mailbox, list) in arrivals {
-            let mailbox_id = self.mailbox(&mailbox)?;
-            let entry = settled.entry(mailbox.clone()).or_default();
-            for arrival in list {
-                let twins = arriving[&(arrival.message_id.clone(), arrival.size)];
-                let Some(id) = departed(&mut leaving, &arrival, twins) else {
-                    entry.unmatched.push(arrival.id);
-                    continue;
-                };
-                move_row(&mut tx, id, mailbox_id, &arrival).await?;
-                retagged.push((id, json_list(&arrival.flags.tags)));
-                entry.moved_in += 1;
-            }
-        }
-        removing.extend(
-            leaving
-                .into_values()
-                .flatten()
-                .map(|(id, mailbox, _)| (id, mailbox)),
-        );
-        for (id, mailbox) in removing {
-            sqlx::query("DELETE FROM messages WHERE id = ?")
-                .bind(id)
-                .execute(&mut *tx)
-                .await
-                .map_err(db_error)?;
-            settled.entry(mailbox).or_default().removed += 1;
-        }
-        replace_tags(&mut tx, &retagged).await?;
-        tx.commit().await.map_err(db_error)?;
         Ok(settled
             .into_iter()
             .map(|(mailbox, s)| Settled { mailbox, ..s })
@@ -650,53 +575,4 @@ async fn write_text(store: &Store, mailbox_id: i64, texts: &[MessageText]) -> Re
         }
     }
     tx.commit().await.map_err(db_error)
-}
-
-/// The row that left for `arrival`: the one leaving row with its Message-ID and size, taken
-/// out of `leaving`. Senders choose Message-IDs, so two messages may share one: when more
-/// than one leaving row fits, or `twins` arrivals do, none is taken (the arrival is fetched
-/// as new and the rows are removed) rather than a row moved onto the wrong message.
-fn departed(
-    leaving: &mut HashMap<String, Vec<(i64, String, u64)>>,
-    arrival: &Arrival,
-    twins: usize,
-) -> Option<i64> {
-    let rows = leaving.get_mut(&arrival.message_id)?;
-    let fits = |size: u64| arrival.size.is_none_or(|s| s == size);
-    let fitting: Vec<usize> = (0..rows.len()).filter(|i| fits(rows[*i].2)).collect();
-    match (fitting.as_slice(), twins) {
-        ([one], 1) => Some(rows.remove(*one).0),
-        _ => None,
-    }
-}
-
-/// Moves row `id` to its new mailbox under the arrival's id, with the arrival's state: the
-/// message moved; its local id and full-text entry stay.
-async fn move_row(
-    tx: &mut sqlx::Transaction<'_, Sqlite>,
-    id: i64,
-    mailbox_id: i64,
-    arrival: &Arrival,
-) -> Result<()> {
-    sqlx::query("UPDATE messages SET mailbox_id = ?, remote_id = ? WHERE id = ?")
-        .bind(mailbox_id)
-        .bind(arrival.id.as_str())
-        .bind(id)
-        .execute(&mut **tx)
-        .await
-        .map_err(db_error)?;
-    sqlx::query(
-        "UPDATE message_state SET version = ?, flags = ?, tags = ?, is_read = ?, is_flagged = ?
-         WHERE id = ?",
-    )
-    .bind(arrival.version.as_str())
-    .bind(json_list(&arrival.flags.raw))
-    .bind(json_list(&arrival.flags.tags))
-    .bind(arrival.flags.read)
-    .bind(arrival.flags.flagged)
-    .bind(id)
-    .execute(&mut **tx)
-    .await
-    .map_err(db_error)?;
-    Ok(())
 }

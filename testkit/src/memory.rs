@@ -1,6 +1,6 @@
 //! An index in memory that takes a sync as the store does (`SyncSink`), for adapters' tests:
 //! each message keeps the local id it got when first indexed, also when it moves; another
-//! client's move is settled by Message-ID and size, as the store settles it; cursors are
+//! client's move is settled as the store settles it (by id, or by Message-ID and size); cursors are
 //! kept. A test may act at the sync's checkpoints (`AtCheckpoint`), as a write waiting for
 //! the account would.
 
@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use async_trait::async_trait;
 use mailbroker_core::{
     ApplyEach, Arrival, MailboxCursor, MailboxInfo, MessageFlags, MessageMeta, MessageText,
-    RemoteId, Result, Role, Seen, Settled, SyncRequest, SyncSink, Version,
+    RemoteId, Result, Role, SameMessage, Seen, Settled, SyncRequest, SyncSink, Version,
 };
 
 /// One indexed message: its local id and what the sync brought.
@@ -179,20 +179,6 @@ impl ApplyEach for MemoryIndex {
         Ok(ids.iter().filter(|id| here.remove(id).is_some()).count() as u64)
     }
 
-    async fn place_messages(&mut self, mailbox: &str, messages: Vec<MessageMeta>) -> Result<()> {
-        for m in messages {
-            // Moved here: the row leaves its old mailbox with its local id.
-            let moved = self
-                .indexed
-                .mailboxes
-                .iter_mut()
-                .filter(|(name, _)| name.as_str() != mailbox)
-                .find_map(|(_, list)| list.remove(&m.id).map(|row| row.local));
-            self.insert(mailbox, moved, m);
-        }
-        Ok(())
-    }
-
     async fn account_cursor(&mut self, cursor: &str) -> Result<()> {
         self.indexed.account_cursor = Some(cursor.to_string());
         Ok(())
@@ -256,42 +242,54 @@ impl SyncSink for MemoryIndex {
             .collect())
     }
 
-    /// As the store settles them: a departure and an arrival are one moved message only
-    /// where they alone share a Message-ID and size; anything else is removed, or fetched.
+    /// As the store settles them: an arrival recognised by id takes the row with that id
+    /// from another mailbox; one recognised by content takes a departed row only where they
+    /// alone share a Message-ID and size; the other departures are removed.
     async fn settle_moves(
         &mut self,
         departures: Vec<(String, Vec<RemoteId>)>,
         arrivals: Vec<(String, Vec<Arrival>)>,
     ) -> Result<Vec<Settled>> {
         let mut settled: BTreeMap<String, Settled> = BTreeMap::new();
-        let mut leaving: HashMap<(String, u64), Vec<(String, Row)>> = HashMap::new();
+        let mut leaving: HashMap<String, Vec<(String, Row)>> = HashMap::new();
         for (mailbox, ids) in departures {
             for id in ids {
                 let Some(row) = self.mailboxes.get_mut(&mailbox).and_then(|m| m.remove(&id)) else {
                     continue;
                 };
                 match row.meta.message_id.clone() {
-                    Some(mid) => leaving
-                        .entry((mid, row.meta.size))
-                        .or_default()
-                        .push((mailbox.clone(), row)),
+                    Some(mid) => leaving.entry(mid).or_default().push((mailbox.clone(), row)),
                     None => settled.entry(mailbox.clone()).or_default().removed += 1,
                 }
             }
         }
         let mut twins: HashMap<(String, Option<u64>), usize> = HashMap::new();
         for arrival in arrivals.iter().flat_map(|(_, list)| list) {
-            *twins
-                .entry((arrival.message_id.clone(), arrival.size))
-                .or_default() += 1;
+            if let SameMessage::Content { message_id, size } = &arrival.same {
+                *twins.entry((message_id.clone(), *size)).or_default() += 1;
+            }
         }
         for (mailbox, list) in arrivals {
             for arrival in list {
-                let key = (arrival.message_id.clone(), arrival.size.unwrap_or(0));
-                let single = twins[&(arrival.message_id.clone(), arrival.size)] == 1;
-                let row = match (single, leaving.get_mut(&key)) {
-                    (true, Some(rows)) if rows.len() == 1 => rows.pop().map(|(_, row)| row),
-                    _ => None,
+                let row = match &arrival.same {
+                    SameMessage::Id => self
+                        .mailboxes
+                        .iter_mut()
+                        .filter(|(name, _)| **name != mailbox)
+                        .find_map(|(_, rows)| rows.remove(&arrival.id)),
+                    SameMessage::Content { message_id, size } => {
+                        let alone = twins[&(message_id.clone(), *size)] == 1;
+                        let rows = leaving.get_mut(message_id).filter(|_| alone);
+                        rows.and_then(|rows| {
+                            let fits = |r: &(String, Row)| size.is_none_or(|s| s == r.1.meta.size);
+                            let fitting: Vec<usize> =
+                                (0..rows.len()).filter(|i| fits(&rows[*i])).collect();
+                            match fitting.as_slice() {
+                                [one] => Some(rows.remove(*one).1),
+                                _ => None,
+                            }
+                        })
+                    }
                 };
                 let entry = settled.entry(mailbox.clone()).or_default();
                 match row {

@@ -1,7 +1,10 @@
 //! The in-memory index settles a sync as the store does: a moved message keeps its local
-//! id; a Message-ID two messages share is never guessed at.
+//! id, recognised by id or by Message-ID and size; a Message-ID two messages share is never
+//! guessed at.
 
-use mailbroker_core::{Arrival, MessageFlags, MessageMeta, RemoteId, Seen, SyncSink, Version};
+use mailbroker_core::{
+    Arrival, MessageFlags, MessageMeta, RemoteId, SameMessage, Seen, SyncSink, Version,
+};
 use mailbroker_testkit::memory::MemoryIndex;
 
 fn meta(id: &str, message_id: &str, size: u64) -> MessageMeta {
@@ -18,8 +21,10 @@ fn arrival(id: &str, message_id: &str, size: u64) -> Arrival {
         id: RemoteId::new(id),
         version: Version::default(),
         flags: MessageFlags::default(),
-        message_id: message_id.to_string(),
-        size: Some(size),
+        same: SameMessage::Content {
+            message_id: message_id.to_string(),
+            size: Some(size),
+        },
     }
 }
 
@@ -67,10 +72,10 @@ async fn moves_keep_their_rows_and_shared_message_ids_are_not_guessed() {
     );
     assert_eq!(index.count("INBOX"), 0);
 
-    let placed = Seen::Placed {
-        mailbox: "Trash".into(),
-        messages: vec![meta("9", "<a@x>", 10)],
-    };
-    index.apply(placed).await.unwrap();
+    // A provider whose ids survive a move: the same id in another mailbox is the message.
+    mailbroker_core::place(&mut index, "Trash", vec![meta("9", "<a@x>", 10)])
+        .await
+        .unwrap();
     assert_eq!(index.local("9"), Some(("Trash".into(), a)));
+    assert_eq!(index.count("Archive"), 0);
 }

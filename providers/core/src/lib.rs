@@ -24,7 +24,8 @@ pub use model::{
     MessageText, ProviderKind, RemoteId, Role, RoleSource, SyncMode, Version, plausible_date,
 };
 pub use provider::{
-    ApplyEach, Arrival, MailboxSyncReport, Provider, Seen, Settled, SyncRequest, SyncSink, Watched,
+    ApplyEach, Arrival, MailboxSyncReport, Provider, SameMessage, Seen, Settled, SyncRequest,
+    SyncSink, Watched, place,
 };
 pub use write::{
     DeleteBatch, DeleteMode, FlagOp, ItemResult, MOVED_SINCE_STAGED, Outcome, Patch, WriteBatch,

@@ -49,13 +49,6 @@ pub enum Seen {
         mailbox: MailboxName,
         messages: Vec<MessageMeta>,
     },
-    /// Messages whose id is unique in the whole account (Gmail, Graph), each now in
-    /// `mailbox`: a copy the index holds in another mailbox moves here in place, keeping its
-    /// local id; the others arrive.
-    Placed {
-        mailbox: MailboxName,
-        messages: Vec<MessageMeta>,
-    },
     /// New flag state of messages the index already has.
     FlagsChanged {
         mailbox: MailboxName,
@@ -103,12 +96,13 @@ pub trait SyncSink: Send {
         mailbox: &str,
         message_ids: Vec<String>,
     ) -> Result<std::collections::HashSet<String>>;
-    /// Settles what left mailboxes (`departures`: ids gone from each) against what arrived
-    /// in others (`arrivals`, known only by flags and Message-ID), for providers whose ids
-    /// change with a move (IMAP): an arrival whose Message-ID a departure carries is that
-    /// message, moved; its row moves in place and keeps its local id (and its full-text
-    /// entry). The other departures are removed. The arrivals no departure explains come
-    /// back, to be fetched in full.
+    /// Settles moves, for every provider alike: each arrival that is a message the index
+    /// holds in another mailbox of the account (`Arrival::same` says how it is recognised)
+    /// moves there in place, keeping its local id and full-text entry, with the arrival's
+    /// id, version and flags. The departures (ids gone from each mailbox) no arrival
+    /// explains are removed. The arrivals nothing explains come back as `unmatched`: new
+    /// here, to be fetched in full, or, by a provider that has them in full already,
+    /// applied as `Seen::Arrived`.
     async fn settle_moves(
         &mut self,
         departures: Vec<(MailboxName, Vec<RemoteId>)>,
@@ -135,6 +129,25 @@ pub trait SyncSink: Send {
     fn text_progress(&mut self, _filled: u64, _total: u64) {}
 }
 
+/// Messages of a provider whose ids survive a move (`SameMessage::Id`), each now in
+/// `mailbox`: those the index holds in another mailbox are settled as moved there, then every
+/// one is applied as arrived (new, or replacing the indexed copy, which keeps its local id).
+pub async fn place(
+    sink: &mut dyn SyncSink,
+    mailbox: &str,
+    messages: Vec<MessageMeta>,
+) -> Result<()> {
+    let arrivals = messages.iter().map(Arrival::by_id).collect();
+    sink.settle_moves(Vec::new(), vec![(mailbox.to_string(), arrivals)])
+        .await?;
+    sink.apply(Seen::Arrived {
+        mailbox: mailbox.to_string(),
+        messages,
+    })
+    .await?;
+    Ok(())
+}
+
 /// The applier's side of `Seen`: an index that applies each kind of event on its own (the
 /// store's sink, testkit's in-memory index). `apply_seen` routes an event to its method, so
 /// every applier routes alike; adapters see only `SyncSink::apply`.
@@ -143,7 +156,6 @@ pub trait ApplyEach: Send {
     async fn mailboxes(&mut self, list: &[MailboxInfo]) -> Result<()>;
     async fn reset_mailbox(&mut self, mailbox: &str) -> Result<()>;
     async fn upsert_messages(&mut self, mailbox: &str, messages: Vec<MessageMeta>) -> Result<()>;
-    async fn place_messages(&mut self, mailbox: &str, messages: Vec<MessageMeta>) -> Result<()>;
     /// Returns how many really differed from the index.
     async fn update_flags(
         &mut self,
@@ -165,9 +177,6 @@ pub trait ApplyEach: Send {
             Seen::Arrived { mailbox, messages } => {
                 none(self.upsert_messages(&mailbox, messages).await)
             }
-            Seen::Placed { mailbox, messages } => {
-                none(self.place_messages(&mailbox, messages).await)
-            }
             Seen::FlagsChanged { mailbox, changes } => self.update_flags(&mailbox, changes).await,
             Seen::Gone { mailbox, ids } => self.remove_messages(&mailbox, ids).await,
             Seen::TextFilled { mailbox, texts } => none(self.fill_text(&mailbox, texts).await),
@@ -177,16 +186,42 @@ pub trait ApplyEach: Send {
     }
 }
 
-/// A message found new in a mailbox, before its headers are fetched.
+/// A message found in a mailbox that may be one the index holds elsewhere (moved there by
+/// another client or by a sync's own order of reading).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Arrival {
     pub id: RemoteId,
     pub version: Version,
     pub flags: MessageFlags,
-    pub message_id: String,
-    /// Its size in bytes, where the provider reads it: a moved message keeps it, so it tells
-    /// apart two messages that share a Message-ID.
-    pub size: Option<u64>,
+    pub same: SameMessage,
+}
+
+impl Arrival {
+    /// An arrival of a provider whose ids survive a move, from its metadata.
+    pub fn by_id(meta: &MessageMeta) -> Arrival {
+        Arrival {
+            id: meta.id.clone(),
+            version: meta.version.clone(),
+            flags: meta.flags.clone(),
+            same: SameMessage::Id,
+        }
+    }
+}
+
+/// How the index recognises a message that moved between two mailboxes of its account.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SameMessage {
+    /// Its id does not change with a move (Gmail, Graph): the row with the same id in
+    /// another mailbox is this message.
+    Id,
+    /// Its id changes with a move (IMAP): a row that left another mailbox in the same
+    /// settlement is this message when they alone share the Message-ID and size (a
+    /// move keeps the size; senders choose Message-IDs, so twins stay apart).
+    Content {
+        message_id: String,
+        /// Its size in bytes, where the provider reads it.
+        size: Option<u64>,
+    },
 }
 
 /// What `SyncSink::settle_moves` did to one mailbox.
@@ -197,7 +232,7 @@ pub struct Settled {
     pub removed: u64,
     /// Rows that moved here from another mailbox.
     pub moved_in: u64,
-    /// Arrivals no departure explains: new messages to fetch in full.
+    /// Arrivals nothing explains: new messages (to fetch in full, where they are not yet).
     pub unmatched: Vec<RemoteId>,
 }
 

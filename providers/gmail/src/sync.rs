@@ -211,7 +211,8 @@ async fn incremental(
 }
 
 /// Fetches these messages' metadata and puts each in its place, counting it with `count`.
-/// `place_messages` keeps the local id of a message whose labels moved it.
+/// `mailbroker_core::place` settles a message whose labels moved it as moved, by its id, so
+/// it keeps its local id.
 async fn fetch_into(
     reads: &Reads,
     cursor: &mut Cursor,
@@ -239,11 +240,7 @@ async fn fetch_into(
             if let Some(r) = reports.get_mut(place) {
                 *count(r) += list.len() as u64;
             }
-            sink.apply(Seen::Placed {
-                mailbox: place.to_string(),
-                messages: list,
-            })
-            .await?;
+            mailbroker_core::place(sink, place, list).await?;
         }
         sink.progress(fetched, total);
         sink.checkpoint().await?;

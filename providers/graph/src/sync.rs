@@ -1,7 +1,8 @@
 //! Sync: every folder by its delta link. A folder without one (first sync, `--full`, a link
 //! Graph voided with 410) is listed in full; otherwise its delta lists what changed and, as
 //! `@removed`, what left. Ids are immutable and account-wide, so a message that moved is
-//! placed in its new folder keeping its index row (`SyncSink::place_messages`); removals
+//! placed in its new folder keeping its index row (`mailbroker_core::place`, which settles
+//! it as moved by its id); removals
 //! wait until every folder's arrivals are placed, so a move's two halves, in whichever
 //! order the folders come, end as one moved row.
 //!
@@ -191,11 +192,7 @@ async fn sync_folder(
             _ => report.changed += n,
         }
         if !present.is_empty() {
-            sink.apply(Seen::Placed {
-                mailbox: name.to_string(),
-                messages: present,
-            })
-            .await?;
+            mailbroker_core::place(sink, name, present).await?;
         }
         gone.extend(left);
         if !removals_waiting && gone.is_empty() {

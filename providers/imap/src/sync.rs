@@ -30,8 +30,8 @@ use std::collections::{HashMap, HashSet};
 
 use futures::TryStreamExt;
 use mailbroker_core::{
-    Arrival, Error, MailboxInfo, MailboxSyncReport, MessageFlags, RemoteId, Result, SyncMode,
-    SyncRequest, SyncSink,
+    Arrival, Error, MailboxInfo, MailboxSyncReport, MessageFlags, RemoteId, Result, SameMessage,
+    SyncMode, SyncRequest, SyncSink,
 };
 
 use crate::connect::{COMMAND_TIMEOUT, imap_error, timed};
@@ -302,8 +302,7 @@ async fn maybe_moved(
                 id: ids::remote(uidvalidity, uid),
                 version: ids::version(modseq),
                 flags,
-                message_id,
-                size,
+                same: SameMessage::Content { message_id, size },
             }),
             None => fresh.push(uid),
         }

@@ -69,7 +69,7 @@ pub async fn execute(
             failed: 0,
             // The manifest is this run's intent: its items stay pending until a batch's
             // checkpoint records them, and a pending item is re-checked on the server.
-            status: crate::store::ChangeStatus::Done,
+            status: crate::store::ChangeStatus::Executing,
             items: Vec::new(),
         })
         .await?;
@@ -88,6 +88,7 @@ pub async fn execute(
     for (account, groups) in groups {
         run.account(home, &account, groups, &mut advanced).await?;
     }
+    store.close_change(change_id, &[]).await?;
     let (failures, commands) = (run.failures, run.commands);
     report(store, id, Some(change_id), failures, commands).await
 }

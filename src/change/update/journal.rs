@@ -67,11 +67,13 @@ pub(super) fn intended_state(intent: &Intent) -> Option<MessageState> {
     })
 }
 
-/// Whether every message the change planned read back applied, exactly as its intent says
-/// (`intended_state`), by the account's own route: the journal's items then need only their
+/// Whether every message of a batch read back applied, exactly as its intent says
+/// (`intended_state`), by the account's own route: its journal lines then need only their
 /// outcome set.
-pub(super) fn as_intended(intents: &[Intent], items: &[JournalItem]) -> bool {
-    intents.iter().zip(items).all(|(intent, item)| {
+pub(super) fn as_intended<'a>(
+    batch: impl IntoIterator<Item = (&'a Intent, &'a JournalItem)>,
+) -> bool {
+    batch.into_iter().all(|(intent, item)| {
         !intent.changes_something()
             || (item.outcome == Outcome::Applied
                 && item.error_type.is_none()
@@ -129,17 +131,19 @@ pub(super) fn change_record(
     }
 }
 
-/// Counts each message's outcome into the report and turns it into its journal line.
-pub(super) fn tally(
-    report: &mut ChangeReport,
-    intents: &[Intent],
-    results: Vec<Option<ItemResult>>,
-) -> Vec<JournalItem> {
-    let mut items = Vec::with_capacity(intents.len());
+/// A message's result: what its batch brought back, or `unchanged` when none did (it needed
+/// nothing, or its provider did not report it).
+pub(super) fn result_of(intent: &Intent, result: &Option<ItemResult>) -> ItemResult {
+    result
+        .clone()
+        .unwrap_or_else(|| ItemResult::new(intent.row.remote_id.clone(), Outcome::Unchanged))
+}
+
+/// Counts each message's outcome into the report, with its failure and route.
+pub(super) fn tally(report: &mut ChangeReport, intents: &[Intent], results: &[Option<ItemResult>]) {
     for (intent, result) in intents.iter().zip(results) {
-        let result = result
-            .unwrap_or_else(|| ItemResult::new(intent.row.remote_id.clone(), Outcome::Unchanged));
-        match result.outcome {
+        let outcome = result.as_ref().map_or(Outcome::Unchanged, |r| r.outcome);
+        match outcome {
             Outcome::Applied => {
                 report.applied += 1;
                 report.applied_ids.push(intent.row.id);
@@ -148,6 +152,7 @@ pub(super) fn tally(
             Outcome::Stale => report.stale += 1,
             Outcome::Failed | Outcome::Unknown => report.failed += 1,
         }
+        let Some(result) = result else { continue };
         if let Some(route) = &result.route {
             report
                 .routes
@@ -161,14 +166,12 @@ pub(super) fn tally(
             }
             report.failures.push(Failure {
                 id: intent.row.id,
-                outcome: result.outcome,
+                outcome,
                 error_type: e.error_type().to_string(),
                 error: e.message().to_string(),
             });
         }
-        items.push(journal_item(intent, result));
     }
-    items
 }
 
 /// The report's top-level error for `e`, which needs the person to fix `account`.

@@ -223,10 +223,11 @@ pub(super) async fn open_ahead(
 /// Executes and journals the batches of a resolved change (an update or an undo).
 ///
 /// Architecture Invariant: nothing is sent to a server until the change's intent (its row
-/// and an `unknown` item per message to change) is committed to the journal. Its results
-/// replace the intent in one transaction with the index update. If that fails (a full
-/// disk), the intent stays and says `outcome_unknown` for what was sent, and the next
-/// request re-reads the server before it writes, as after a lost answer.
+/// and an `unknown` item per message to change) is committed to the journal. Each batch's
+/// results replace its part of the intent in one transaction with the index update, as the
+/// batch comes back (`store::batches`). If that fails (a full disk), nothing more is sent,
+/// the intent stays and says `outcome_unknown` for what was sent, and the next request
+/// re-reads the server before it writes, as after a lost answer.
 async fn execute(
     sessions: Sessions,
     store: &Store,
@@ -265,17 +266,16 @@ async fn execute(
         ms = started.elapsed().as_millis() as u64,
         "write: provider done"
     );
-    let items = tally(&mut report, intents, results);
-    let intended = as_intended(intents, &items);
-    let change = change_record(
-        request,
-        report.plan.clone(),
-        &report,
-        items,
-        ChangeStatus::Done,
-    );
-    let recorded = store.finish_change(change_id, &change, intended).await;
-    recorded.map_err(|e| unrecorded(e, change_id))?;
+    tally(&mut report, intents, &results);
+    // The messages no batch carried needed nothing: their lines close the change.
+    let rest: Vec<JournalItem> = intents
+        .iter()
+        .zip(&results)
+        .filter(|(intent, _)| !intent.changes_something())
+        .map(|(intent, result)| journal_item(intent, result_of(intent, result)))
+        .collect();
+    let closed = store.close_change(change_id, &rest).await;
+    closed.map_err(|e| unrecorded(e, change_id))?;
     report.change_id = Some(change_id);
     tracing::debug!(
         ms = started.elapsed().as_millis() as u64,

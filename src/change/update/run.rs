@@ -5,9 +5,12 @@ use crate::change::batches::{Batches, failed_as_batch, run_account};
 use crate::sessions::Session;
 use mailbroker_core::{Provider, RemoteId};
 
-/// Runs every batch, account by account, each account under its lock. A batch that fails
-/// marks its messages (unknown outcome when the connection dropped mid-write) and ends that
-/// account's work: nothing more is sent on a connection whose state is unknown.
+/// Runs every batch, account by account, each account under its lock, and journals each
+/// batch's results as it comes back (`Store::record_batch`). A batch that fails marks its
+/// messages (unknown outcome when the connection dropped mid-write) and ends that account's
+/// work: nothing more is sent on a connection whose state is unknown. A batch whose results
+/// cannot be journaled ends the whole change: nothing more is sent that could not be
+/// recorded.
 ///
 /// Every account is locked and connected, and the change's intent journaled (`intent`),
 /// before the first batch is sent. An account that cannot be reached, or an intent that
@@ -27,18 +30,26 @@ pub(super) async fn run_batches(
     }
     let (open, mut commands, change_id) =
         connected_and_journaled(sessions, store, by_account, intent).await?;
+    let mut unrecorded_batch = None;
     for (mut session, batches) in open {
         let provider = &mut session.provider;
-        let mut writes = Writes {
-            intents,
-            results: &mut *results,
-        };
-        // Recording a write's results in memory cannot fail.
-        let _ = run_account(provider.as_mut(), &batches, &mut writes).await;
+        if unrecorded_batch.is_none() {
+            let mut writes = Writes {
+                store,
+                change_id,
+                intents,
+                results: &mut *results,
+            };
+            let ran = run_account(provider.as_mut(), &batches, &mut writes).await;
+            unrecorded_batch = ran.err();
+        }
         provider.close().await;
         commands += provider.commands_sent();
     }
-    Ok((commands, change_id))
+    match unrecorded_batch {
+        Some(e) => Err(unrecorded(e, change_id)),
+        None => Ok((commands, change_id)),
+    }
 }
 
 /// One account's batches: each with the indexes of its messages among the intents.
@@ -87,15 +98,18 @@ async fn connected_and_journaled<'a>(
     })
 }
 
-/// A write's batches on one account: each message's result kept by its intent's index,
-/// journaled with the others' once every account is done.
+/// A write's batches on one account: each message's result kept by its intent's index (for
+/// the change's report) and journaled with its batch.
 struct Writes<'a> {
+    store: &'a Store,
+    change_id: i64,
     intents: &'a [Intent],
     results: &'a mut [Option<ItemResult>],
 }
 
 impl Writes<'_> {
-    fn put(&mut self, results: Vec<ItemResult>, members: &[usize]) {
+    /// Keeps `results` (of the batch of `members`) and journals them.
+    async fn put(&mut self, results: Vec<ItemResult>, members: &[usize]) -> Result<()> {
         let by_id: HashMap<&mailbroker_core::RemoteId, usize> = members
             .iter()
             .map(|i| (&self.intents[*i].row.remote_id, *i))
@@ -105,6 +119,21 @@ impl Writes<'_> {
                 self.results[*i] = Some(item);
             }
         }
+        let batch: Vec<(&Intent, JournalItem)> = members
+            .iter()
+            .map(|i| {
+                let intent = &self.intents[*i];
+                (
+                    intent,
+                    journal_item(intent, result_of(intent, &self.results[*i])),
+                )
+            })
+            .collect();
+        let intended = as_intended(batch.iter().map(|(intent, item)| (*intent, item)));
+        let items: Vec<JournalItem> = batch.into_iter().map(|(_, item)| item).collect();
+        self.store
+            .record_batch(self.change_id, &items, intended)
+            .await
     }
 
     fn ids<'b>(&'b self, members: &'b [usize]) -> impl Iterator<Item = &'b RemoteId> {
@@ -133,8 +162,7 @@ impl<'a> Batches for Writes<'a> {
             Ok(results) => results,
             Err(e) => failed_as_batch(self.ids(members), &e),
         };
-        self.put(results, members);
-        Ok(())
+        self.put(results, members).await
     }
 
     async fn skipped(&mut self, (members, _): &Self::Batch, cause: &Error) -> Result<()> {
@@ -143,7 +171,6 @@ impl<'a> Batches for Writes<'a> {
             cause.message()
         ));
         let results = failed_as_batch(self.ids(members), &e);
-        self.put(results, members);
-        Ok(())
+        self.put(results, members).await
     }
 }
