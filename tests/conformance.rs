@@ -1,5 +1,6 @@
-//! One scenario set every provider passes, through the real binary: IMAP on Dovecot, Gmail
-//! and Microsoft Graph on their mocks, Mail.app (AppleScript) on the fake `osascript`, each
+//! One scenario set every provider passes, through the real binary: IMAP on Dovecot and on
+//! the worst-case IMAP server (GNU Mailutils imap4d), Gmail and Microsoft Graph on their
+//! mocks, Mail.app (AppleScript) on the fake `osascript`, each
 //! from four unread INBOX messages ("Message 0" … "Message 3", from
 //! alice) in a freshly synced account. A new provider adds a `Remote` variant (how to look at
 //! its server and act on it as another client) and a line to `conformance!`.
@@ -7,7 +8,8 @@
 //! The scenarios: patch semantics (unset fields unchanged), a repeated request writes
 //! nothing, a message changed elsewhere is stale and not overwritten, a lost answer is
 //! never resent blindly, a move and its undo, and a staged deletion and its undo. A scenario
-//! a provider's adapter refuses (tags on the Mail.app route) asserts the refusal, before
+//! a provider's adapter refuses (tags on the Mail.app route; tags, moves and deletions on
+//! imap4d, which has no keywords and neither MOVE nor UIDPLUS) asserts the refusal, before
 //! anything is sent, instead of being left out.
 
 mod common;
@@ -47,9 +49,18 @@ struct Counts {
     tagged: usize,
 }
 
+/// What a provider's adapter refuses before anything is sent, as its server cannot do it.
+#[derive(Clone, Copy, Default)]
+struct Refuses {
+    tags: bool,
+    /// Moves, and so deletions (trash mode moves; permanent mode expunges).
+    moves: bool,
+}
+
 struct Fixture {
     home: tempfile::TempDir,
     remote: Remote,
+    refuses: Refuses,
     /// What every command runs with (the fake `osascript` for Mail.app).
     env: Vec<(String, String)>,
     /// Writes the server had seen when last asked (`writes_since`).
@@ -73,6 +84,34 @@ impl Fixture {
         common::add_proxied(home.path(), "c", proxy.port, user);
         let client = ImapClient::connect(server, user).await.unwrap();
         Some(Fixture::synced(home, Remote::Imap { client, proxy }))
+    }
+
+    /// imap4d: no SPECIAL-USE, so Archive and Trash are found by name.
+    async fn imap4d(user: &str) -> Option<Fixture> {
+        let server = common::imap4d()?;
+        let login = server.add_user(user).unwrap();
+        let mut client = ImapClient::connect_port(server.port, &login).await.unwrap();
+        for mailbox in ["Archive", "Trash"] {
+            client.create(mailbox).await.unwrap();
+        }
+        for i in 0..MESSAGES {
+            let body = message(
+                i,
+                "alice@example.test",
+                &format!("Message {i}"),
+                "Conformance.",
+            );
+            client.append("INBOX", "", &body).await.unwrap();
+        }
+        let home = tempfile::tempdir().unwrap();
+        let proxy = Proxy::start(server.port, std::time::Duration::ZERO).unwrap();
+        common::add_proxied(home.path(), "c", proxy.port, &login);
+        let mut fixture = Fixture::synced(home, Remote::Imap { client, proxy });
+        fixture.refuses = Refuses {
+            tags: true,
+            moves: true,
+        };
+        Some(fixture)
     }
 
     async fn gmail() -> Option<Fixture> {
@@ -123,7 +162,9 @@ impl Fixture {
         let added = mb_with(dir.path(), &add, &env_refs);
         assert_eq!(added.code, 0, "{}", added.stdout);
         let remote = Remote::Mail { fake, seen: 0 };
-        Some(Fixture::synced_with(dir, remote, env))
+        let mut fixture = Fixture::synced_with(dir, remote, env);
+        fixture.refuses.tags = true;
+        Some(fixture)
     }
 
     fn synced(home: tempfile::TempDir, remote: Remote) -> Fixture {
@@ -134,6 +175,7 @@ impl Fixture {
         let mut fixture = Fixture {
             home,
             remote,
+            refuses: Refuses::default(),
             env,
             writes_seen: 0,
         };
@@ -164,15 +206,25 @@ impl Fixture {
         run.json
     }
 
-    /// Whether this provider refuses what `request` asks (tags, on the Mail.app route): then
-    /// the refusal is asserted, `unsupported` before anything is sent, and the scenario ends.
+    /// Whether this provider refuses tags: then `request` (which asks for one) is refused,
+    /// `unsupported` before anything is sent, and the scenario ends.
     fn refuses_tags(&mut self, request: &[&str]) -> bool {
-        if !matches!(self.remote, Remote::Mail { .. }) {
-            return false;
-        }
+        self.refuses.tags && self.refused(request)
+    }
+
+    /// Whether this provider refuses moves (and so deletions): then `request` is refused as
+    /// `refuses_tags` says.
+    fn refuses_moves(&mut self, request: &[&str]) -> bool {
+        self.refuses.moves && self.refused(request)
+    }
+
+    /// Asserts that `request` is refused as `unsupported`, with a next step, and that
+    /// nothing reached the server; true.
+    fn refused(&mut self, request: &[&str]) -> bool {
         let run = self.mb(request);
         assert_eq!(run.code, 2, "{}", run.stdout);
         assert_eq!(run.json["error_type"], "unsupported", "{}", run.stdout);
+        assert!(run.json["next_step"].is_string(), "{}", run.stdout);
         assert_eq!(self.writes_since(), 0, "a refused request was sent");
         true
     }
@@ -197,7 +249,11 @@ impl Fixture {
             Remote::Imap { proxy, .. } => proxy
                 .take_sent()
                 .lines()
-                .filter(|l| l.contains(" STORE ") || l.contains(" MOVE "))
+                .filter(|l| {
+                    [" STORE ", " MOVE ", " COPY ", "EXPUNGE"]
+                        .iter()
+                        .any(|write| l.contains(write))
+                })
                 .count(),
             Remote::Gmail { mock, .. } => {
                 let total = mock
@@ -486,7 +542,12 @@ async fn lost_answer_is_not_resent(mut f: Fixture) {
 
 /// A move to the archive, and its undo back to the inbox.
 async fn move_and_undo(mut f: Fixture) {
-    let moved = f.ok(&update("in:inbox", &["--move-to", "archive"]));
+    let request = update("in:inbox", &["--move-to", "archive"]);
+    if f.refuses_moves(&request) {
+        assert_eq!(f.counts("x").await, counts(4, 0, 0, 4, 0, 0));
+        return;
+    }
+    let moved = f.ok(&request);
     assert_eq!(moved["applied"], MESSAGES, "{moved}");
     assert_eq!(f.counts("x").await, counts(0, 4, 0, 4, 0, 0));
     assert_eq!(f.indexed("in:archive"), MESSAGES as u64);
@@ -499,7 +560,15 @@ async fn move_and_undo(mut f: Fixture) {
 /// A deletion is only staged until a person runs it; run, it goes to the trash, and its
 /// undo brings the messages back as they were.
 async fn staged_deletion_and_undo(mut f: Fixture) {
-    let staged = f.ok(&["stage-delete", "from:alice", "subject:Message"]);
+    let request = ["stage-delete", "from:alice", "subject:Message"];
+    if f.refuses.moves {
+        // Both modes: trash mode moves, permanent mode expunges.
+        f.refused(&request);
+        f.refused(&[&request[..], &["--permanent"]].concat());
+        assert_eq!(f.counts("x").await, counts(4, 0, 0, 4, 0, 0));
+        return;
+    }
+    let staged = f.ok(&request);
     assert_eq!(staged["manifest"]["summary"]["count"], MESSAGES, "{staged}");
     assert_eq!(f.writes_since(), 0, "staging wrote to the server");
     assert_eq!(f.counts("x").await, counts(4, 0, 0, 4, 0, 0));
@@ -515,6 +584,7 @@ async fn staged_deletion_and_undo(mut f: Fixture) {
 
 enum Kind {
     Imap,
+    Imap4d,
     Gmail,
     Graph,
     Mail,
@@ -525,6 +595,7 @@ enum Kind {
 async fn setup(kind: Kind, user: &str) -> Option<Fixture> {
     match kind {
         Kind::Imap => Fixture::imap(user).await,
+        Kind::Imap4d => Fixture::imap4d(user).await,
         Kind::Gmail => Fixture::gmail().await,
         Kind::Graph => Fixture::graph().await,
         Kind::Mail => Fixture::mail().await,
@@ -555,6 +626,7 @@ macro_rules! conformance {
 
 conformance! {
     imap: Kind::Imap;
+    imap4d: Kind::Imap4d;
     gmail: Kind::Gmail;
     graph: Kind::Graph;
     applescript: Kind::Mail;

@@ -26,7 +26,7 @@ pub struct Dovecot {
     pub ca: TestCa,
 }
 
-fn free_port() -> Result<u16> {
+pub(crate) fn free_port() -> Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
@@ -366,17 +366,22 @@ impl Dovecot {
     /// Stops this server and removes its files when the process exits, for a server that lives
     /// in a `static` (whose `Drop` never runs).
     pub fn stop_at_exit(&self) {
-        let Some(pid) = self.child.as_ref().map(Child::id) else {
-            return;
-        };
-        if let Ok(mut servers) = AT_EXIT.lock() {
-            if servers.is_empty() {
-                unsafe {
-                    libc::atexit(stop_shared_servers);
-                }
-            }
-            servers.push((pid, self.dir.path().to_path_buf()));
+        if let Some(child) = self.child.as_ref() {
+            stop_at_exit(child.id(), self.dir.path());
         }
+    }
+}
+
+/// Stops server `pid` and removes `dir` when the process exits, for a server that lives in a
+/// `static` (whose `Drop` never runs).
+pub(crate) fn stop_at_exit(pid: u32, dir: &Path) {
+    if let Ok(mut servers) = AT_EXIT.lock() {
+        if servers.is_empty() {
+            unsafe {
+                libc::atexit(stop_shared_servers);
+            }
+        }
+        servers.push((pid, dir.to_path_buf()));
     }
 }
 
@@ -391,26 +396,25 @@ impl Drop for Dovecot {
     }
 }
 
-fn chown(path: &Path, uid: u32, gid: u32) -> Result<()> {
+pub(crate) fn chown(path: &Path, uid: u32, gid: u32) -> Result<()> {
     std::os::unix::fs::chown(path, Some(uid), Some(gid))
         .with_context(|| format!("chown {}", path.display()))
 }
 
-/// Spawns `dovecot -F` from a thread that lives as long as the process, with a parent-death
-/// signal: when the test process exits (even on a crash) Dovecot gets SIGTERM. The signal is
-/// tied to the spawning thread, hence the parked thread.
+/// Spawns `dovecot -F` tied to this process (`spawn_tied`).
 fn spawn_tied_to_process(binary: &Path, conf: &Path) -> Result<Child> {
+    let mut cmd = Command::new(binary);
+    cmd.arg("-F").arg("-c").arg(conf).stderr(Stdio::null());
+    spawn_tied(cmd)
+}
+
+/// Spawns `cmd` from a thread that lives as long as the process, with a parent-death
+/// signal: when the test process exits (even on a crash) the server gets SIGTERM. The signal
+/// is tied to the spawning thread, hence the parked thread.
+pub(crate) fn spawn_tied(mut cmd: Command) -> Result<Child> {
     let (tx, rx) = mpsc::channel();
-    let binary = binary.to_path_buf();
-    let conf = conf.to_path_buf();
     std::thread::spawn(move || {
-        let mut cmd = Command::new(binary);
-        cmd.arg("-F")
-            .arg("-c")
-            .arg(conf)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
+        cmd.stdin(Stdio::null()).stdout(Stdio::null());
         unsafe {
             cmd.pre_exec(|| {
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);

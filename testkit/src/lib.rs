@@ -1,5 +1,5 @@
 //! Test servers for mailbroker's own tests and benchmarks: a throw-away Dovecot with a
-//! private CA, plus helpers to seed and inspect mail from "another client".
+//! private CA, GNU Mailutils' imap4d as the worst-case IMAP server, plus helpers to seed and inspect mail from "another client".
 //!
 //! Not part of the product. Each `Dovecot` runs from a private config in a temp directory on
 //! free loopback ports and is stopped when dropped (or, if the test process dies, by the
@@ -9,6 +9,7 @@ pub mod applescript;
 mod certs;
 mod dovecot;
 mod imap;
+pub mod imap4d;
 mod proxy;
 
 pub mod memory;

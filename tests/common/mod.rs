@@ -11,6 +11,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
+use mailbroker_testkit::imap4d::Imap4d;
 use mailbroker_testkit::{Dovecot, ImapClient, PASSWORD, dovecot_required, message};
 use serde_json::Value;
 
@@ -37,6 +38,28 @@ pub fn server() -> Option<&'static Dovecot> {
                 return None;
             }
             let server = Dovecot::start().expect("start dovecot");
+            server.stop_at_exit();
+            Some(server)
+        })
+        .as_ref()
+}
+
+static IMAP4D: OnceLock<Option<Imap4d>> = OnceLock::new();
+
+/// The worst-case IMAP server (GNU Mailutils imap4d), shared by a test binary; `None` where
+/// it is not installed outside CI (with `CI=true` a missing one fails the test).
+pub fn imap4d() -> Option<&'static Imap4d> {
+    IMAP4D
+        .get_or_init(|| {
+            if !Imap4d::available() {
+                assert!(
+                    !dovecot_required(),
+                    "CI=true but imap4d is not installed: .ci/run must install mailutils-imap4d"
+                );
+                eprintln!("skipping: imap4d is not installed (apt-get install mailutils-imap4d)");
+                return None;
+            }
+            let server = Imap4d::start().expect("start imap4d");
             server.stop_at_exit();
             Some(server)
         })

@@ -70,14 +70,20 @@ impl Adapter for Imap {
                     "account {}: the server has neither MOVE nor UIDPLUS, so a move could expunge other messages",
                     account.id
                 ))
-                .with_next_step("the server needs the MOVE or UIDPLUS extension for this"))
+                .with_next_step(
+                    "move or delete these messages in another mail client: this server cannot move exactly them (it would need MOVE or UIDPLUS)",
+                ))
             }
             Operation::Delete(DeleteMode::Permanent) if !caps.has("UIDPLUS") => Err(
                 Error::unsupported(format!(
                     "account {}: the server lacks UIDPLUS, so deleting for good would need a bare EXPUNGE, which can remove other messages",
                     account.id
                 ))
-                .with_next_step("stage the deletion in trash mode instead"),
+                .with_next_step(match caps.has("MOVE") {
+                    true => "stage the deletion in trash mode instead (without --permanent)",
+                    // Trash mode needs MOVE or UIDPLUS too: nothing here can delete exactly them.
+                    false => "delete these messages in another mail client: this server can neither expunge nor move exactly them (it has neither UIDPLUS nor MOVE)",
+                }),
             ),
             _ => Ok(()),
         }

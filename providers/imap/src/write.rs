@@ -33,7 +33,10 @@ pub fn validate_tag(caps: &Capabilities, tag: &str, new: bool) -> Result<()> {
     if new && !caps.custom_tags {
         return Err(Error::unsupported(format!(
             "this server does not accept new keywords (no \\* in PERMANENTFLAGS), so tag {tag:?} cannot be created"
-        )));
+        ))
+        .with_next_step(
+            "leave the tag out: this server keeps only read, flagged and its other system flags",
+        ));
     }
     Ok(())
 }
