@@ -423,6 +423,48 @@ async fn one_label_change_for_a_mailbox_takes_the_fewest_batch_modify_calls() {
     assert!(calls(&since(&mock, before), "/messages/batchModify").is_empty());
 }
 
+/// A label change over several mailboxes is one batch: Gmail's `batchModify` takes ids of
+/// any mailbox, so 400 messages in INBOX, SENT and All Mail tagged in one request take one
+/// call and one history read on each side of it, not three of each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_label_change_across_mailboxes_is_one_batch() {
+    let mock = GmailMock::start("me@mock.example").await.unwrap();
+    mock.seed(200, &["INBOX"], Some("carol@example.test"));
+    mock.seed(100, &["SENT"], Some("carol@example.test"));
+    mock.seed(100, &[], Some("carol@example.test"));
+    let home = tempfile::tempdir().unwrap();
+    add_account(&mock, home.path(), "g", &[]).await;
+    ok(home.path(), &["sync"]);
+    let args = update("from:carol", &["--add-tag", "Carol", "--yes"]);
+    let before = mock.requests().len();
+    let run = ok(home.path(), &args);
+    assert_eq!(run["applied"], 400, "{run}");
+    let log = since(&mock, before);
+    assert_eq!(
+        calls(&log, "/messages/batchModify").len(),
+        1,
+        "{:?}",
+        run["plan"]
+    );
+    assert_eq!(calls(&log, "/history").len(), 2, "{:?}", run["plan"]);
+    assert!(
+        run["plan"][1].as_str().unwrap().contains("all mailboxes"),
+        "{run}"
+    );
+    for (place, n) in [("in:inbox", 200), ("in:sent", 100), ("in:archive", 100)] {
+        assert_eq!(
+            count(home.path(), &format!("tag:Carol {place}")),
+            n,
+            "{place}"
+        );
+    }
+    let labelled = mock.ids_with(None);
+    let labelled = labelled
+        .iter()
+        .filter(|id| mock.label_names(id).iter().any(|l| l == "Carol"));
+    assert_eq!(labelled.count(), 400);
+}
+
 /// A staged message another client archived (out of INBOX) before the run was still
 /// trashed or deleted for good. It is left alone and reported moved, in both modes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,6 +8,11 @@ use sqlx::{QueryBuilder, Sqlite, Transaction};
 
 use super::{ROWS_PER_STATEMENT, Store, db_error, now_secs};
 
+/// What the journal says of a message whose write was sent (or about to be) and whose result
+/// is not recorded: an intent's line, stored without text and said on reading.
+pub const UNRECORDED: &str =
+    "the result of this write was not recorded; the next request re-reads the server first";
+
 /// A message's place and state, as the journal records it before and after a change.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MessageState {
@@ -285,9 +290,9 @@ impl Store {
             items.push(JournalItem {
                 message_id,
                 account: account.parse()?,
+                error: error.or_else(|| (outcome == Outcome::Unknown).then(|| UNRECORDED.into())),
                 outcome,
                 error_type,
-                error,
                 before: state_at(before, before_id)?,
                 after,
                 observed: None,

@@ -88,15 +88,17 @@ pub enum Operation {
     Delete(DeleteMode),
 }
 
-/// How the planner groups the messages of one mailbox into batches.
+/// How the planner groups a request's messages into batches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Grouping {
     /// By what each message still needs: a batch carries one exact operation (an IMAP
     /// STORE's flags; Graph's per-message PATCH).
     Exact,
-    /// Every message that needs anything gets the request's whole operation: the provider's
-    /// edits are idempotent and one call carries many messages with one operation (Gmail's
-    /// `batchModify`), so fewer, fuller calls beat exact ones.
+    /// Every message that needs anything gets the request's whole operation, and where
+    /// nothing moves one batch carries the account's messages of every mailbox: the
+    /// provider's edits are idempotent and one call carries many messages of any mailbox
+    /// with one operation (Gmail's `batchModify`), so fewer, fuller calls beat exact ones.
+    /// (A move's source differs by mailbox, so a move's batches stay per mailbox.)
     Whole,
 }
 

@@ -145,6 +145,8 @@ pub struct WriteTarget {
 /// Messages of one mailbox that get the same operation: one provider round of commands.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WriteBatch {
+    /// Their mailbox; empty for a batch that spans the account's mailboxes (a provider that
+    /// groups `Grouping::Whole`, when nothing moves).
     pub mailbox: MailboxName,
     /// The mailbox's cursor when a sync last caught the index up with it (empty when
     /// unknown). A server that has changed nothing since has every target as indexed.

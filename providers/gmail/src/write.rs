@@ -103,20 +103,18 @@ pub fn plan(cursor: &Cursor, batch: &WriteBatch) -> Vec<String> {
         Err(e) => format!("refused: {}", e.message()),
     };
     let calls = batch.targets.len().div_ceil(MAX_BATCH);
+    // A batch that moves nothing carries the account's messages of every mailbox.
+    let place = match batch.mailbox.as_str() {
+        "" => "all mailboxes",
+        mailbox => mailbox,
+    };
     vec![
+        format!("gmail {place}: history.list since the indexed history id (precondition)"),
         format!(
-            "gmail {}: history.list since the indexed history id (precondition)",
-            batch.mailbox
-        ),
-        format!(
-            "gmail {}: batchModify ×{calls} ({} ids, ≤ {MAX_BATCH} each) {change}",
-            batch.mailbox,
+            "gmail {place}: batchModify ×{calls} ({} ids, ≤ {MAX_BATCH} each) {change}",
             batch.targets.len()
         ),
-        format!(
-            "gmail {}: history.list since the pre-write history id (verify)",
-            batch.mailbox
-        ),
+        format!("gmail {place}: history.list since the pre-write history id (verify)"),
     ]
 }
 

@@ -272,7 +272,9 @@ async fn execute(
         .iter()
         .zip(&results)
         .filter(|(intent, _)| !intent.changes_something())
-        .map(|(intent, result)| journal_item(intent, result_of(intent, result)))
+        .map(|(intent, result)| {
+            journal_item(intent, result.clone().unwrap_or_else(|| unchanged(intent)))
+        })
         .collect();
     let closed = store.close_change(change_id, &rest).await;
     closed.map_err(|e| unrecorded(e, change_id))?;

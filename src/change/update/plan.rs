@@ -43,7 +43,7 @@ pub(super) type BatchKey = (AccountId, String, FlagOp, Option<String>);
 /// Groups intents into provider batches: same account, mailbox, operation and target. The
 /// operation is what each message still needs, or, for an account in `whole` (its adapter
 /// groups `Grouping::Whole`), the request's whole operation for every message that needs
-/// anything.
+/// anything, in one batch across its mailboxes where nothing moves (an empty mailbox).
 pub(super) fn batches(
     intents: &[Intent],
     whole: &HashMap<AccountId, FlagOp>,
@@ -53,10 +53,15 @@ pub(super) fn batches(
         if !it.changes_something() {
             continue;
         }
-        let op = whole.get(&it.row.account).unwrap_or(&it.op);
+        let whole_op = whole.get(&it.row.account);
+        let mailbox = match (whole_op, &it.move_to) {
+            (Some(_), None) => String::new(),
+            _ => it.row.mailbox.clone(),
+        };
+        let op = whole_op.unwrap_or(&it.op);
         let key = (
             it.row.account.clone(),
-            it.row.mailbox.clone(),
+            mailbox,
             op.clone(),
             it.move_to.clone(),
         );

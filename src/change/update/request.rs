@@ -137,13 +137,17 @@ pub(crate) async fn plan(
     let mut groups: Vec<(BatchKey, Vec<usize>, WriteBatch)> = Vec::new();
     let mut plan = Vec::new();
     for (key, members) in batches(&intents, &whole) {
-        let synced = store.mailbox_cursor(&key.0, &key.1).await?;
+        let synced = match key.1.is_empty() {
+            true => common_cursor(store, &key.0, &intents, &members).await?,
+            false => store.mailbox_cursor(&key.0, &key.1).await?,
+        };
         let move_synced = match &key.3 {
             Some(target) => store.mailbox_cursor(&key.0, target).await?,
             None => MailboxCursor::default(),
         };
         let mut batch = batch_of(&key, &intents, &members, (synced, move_synced));
         let named: Vec<&str> = std::iter::once(key.1.as_str())
+            .filter(|m| !m.is_empty())
             .chain(key.3.as_deref())
             .collect();
         batch.folders = store.folder_ids(&key.0, &named).await?;
@@ -225,4 +229,27 @@ impl ResolvedRequest {
         add_stale(&mut report, &self.stale);
         Ok(report)
     }
+}
+
+/// The cursor a batch across mailboxes (`members`, of `account`) was synced at: the one its
+/// mailboxes share, as an account-wide sync leaves them; else none (cursors are opaque, so
+/// no older one can be picked), and the provider checks from its targets' versions.
+async fn common_cursor(
+    store: &Store,
+    account: &AccountId,
+    intents: &[Intent],
+    members: &[usize],
+) -> Result<MailboxCursor> {
+    let mailboxes: std::collections::BTreeSet<&str> = members
+        .iter()
+        .map(|i| intents[*i].row.mailbox.as_str())
+        .collect();
+    let mut cursors = std::collections::BTreeSet::new();
+    for mailbox in mailboxes {
+        cursors.insert(store.mailbox_cursor(account, mailbox).await?);
+    }
+    Ok(match cursors.len() {
+        1 => cursors.into_iter().next().unwrap_or_default(),
+        _ => MailboxCursor::default(),
+    })
 }

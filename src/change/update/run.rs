@@ -108,27 +108,28 @@ struct Writes<'a> {
 }
 
 impl Writes<'_> {
-    /// Keeps `results` (of the batch of `members`) and journals them.
+    /// Journals `results` (of the batch of `members`) and keeps what the report needs of
+    /// each (not the state read back, which only the journal and the index take).
     async fn put(&mut self, results: Vec<ItemResult>, members: &[usize]) -> Result<()> {
-        let by_id: HashMap<&mailbroker_core::RemoteId, usize> = members
+        tracing::debug!(results = results.len(), "write: batch answered");
+        let at: HashMap<&mailbroker_core::RemoteId, usize> = members
             .iter()
-            .map(|i| (&self.intents[*i].row.remote_id, *i))
+            .enumerate()
+            .map(|(at, i)| (&self.intents[*i].row.remote_id, at))
             .collect();
+        let mut by_member: Vec<Option<ItemResult>> = vec![None; members.len()];
         for item in results {
-            if let Some(i) = by_id.get(&item.id) {
-                self.results[*i] = Some(item);
+            if let Some(at) = at.get(&item.id) {
+                by_member[*at] = Some(item);
             }
         }
-        let batch: Vec<(&Intent, JournalItem)> = members
-            .iter()
-            .map(|i| {
-                let intent = &self.intents[*i];
-                (
-                    intent,
-                    journal_item(intent, result_of(intent, &self.results[*i])),
-                )
-            })
-            .collect();
+        let mut batch: Vec<(&Intent, JournalItem)> = Vec::with_capacity(members.len());
+        for (i, result) in members.iter().zip(by_member) {
+            let intent = &self.intents[*i];
+            let result = result.unwrap_or_else(|| unchanged(intent));
+            self.results[*i] = Some(reported(&result));
+            batch.push((intent, journal_item(intent, result)));
+        }
         let intended = as_intended(batch.iter().map(|(intent, item)| (*intent, item)));
         let items: Vec<JournalItem> = batch.into_iter().map(|(_, item)| item).collect();
         self.store
