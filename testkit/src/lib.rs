@@ -7,6 +7,7 @@
 
 pub mod applescript;
 mod certs;
+pub mod cyrus;
 mod dovecot;
 mod imap;
 pub mod imap4d;

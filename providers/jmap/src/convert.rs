@@ -1,0 +1,227 @@
+//! JMAP objects in our terms: a mailbox's unique display path and role, an email's index
+//! row, keywords as flags and tags.
+
+use std::collections::{BTreeMap, HashMap};
+
+use mailbroker_core::{
+    MailboxInfo, MessageFlags, MessageMeta, RemoteId, Role, RoleSource, Version, path,
+};
+use serde_json::Value;
+
+/// The email properties a sync reads.
+pub const EMAIL_PROPERTIES: [&str; 14] = [
+    "id",
+    "mailboxIds",
+    "keywords",
+    "size",
+    "receivedAt",
+    "sentAt",
+    "messageId",
+    "from",
+    "to",
+    "cc",
+    "subject",
+    "preview",
+    "hasAttachment",
+    "threadId",
+];
+
+/// Keywords that are our read and flagged state, not tags.
+const SEEN: &str = "$seen";
+const FLAGGED: &str = "$flagged";
+/// System keywords (RFC 8621 §4.1.1) that are neither state we show nor tags.
+const SYSTEM: [&str; 4] = ["$draft", "$answered", "$forwarded", "$phishing"];
+
+/// One JMAP mailbox: its id, unique display path and role.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mailbox {
+    pub id: String,
+    pub path: String,
+    pub role: Option<Role>,
+}
+
+impl Mailbox {
+    pub fn info(&self) -> MailboxInfo {
+        MailboxInfo {
+            name: self.path.clone(),
+            role: self.role,
+            role_source: self.role.map(|_| RoleSource::Server),
+            delimiter: Some("/".into()),
+            selectable: true,
+            remote: Some(self.id.clone()),
+        }
+    }
+}
+
+/// The mailboxes of a `Mailbox/get` list, each with the path of its parents' names (names
+/// holding the separator escaped, so two mailboxes never share a path).
+pub fn mailboxes(list: &[Value]) -> Vec<Mailbox> {
+    let by_id: HashMap<&str, &Value> = list
+        .iter()
+        .filter_map(|m| Some((m["id"].as_str()?, m)))
+        .collect();
+    let mut out: Vec<Mailbox> = by_id
+        .iter()
+        .map(|(id, m)| Mailbox {
+            id: id.to_string(),
+            path: path_of(m, &by_id, 0),
+            role: m["role"].as_str().and_then(role_of),
+        })
+        .collect();
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    out
+}
+
+fn path_of(m: &Value, by_id: &HashMap<&str, &Value>, depth: usize) -> String {
+    let name = m["name"].as_str().unwrap_or_default();
+    // A cycle or a very deep tree (a broken server) stops at the mailbox itself.
+    let parent = m["parentId"]
+        .as_str()
+        .and_then(|p| by_id.get(p))
+        .filter(|_| depth < 64)
+        .map(|p| path_of(p, by_id, depth + 1));
+    path::child_path(parent.as_deref(), name)
+}
+
+/// Our role for a JMAP mailbox role (RFC 8621 §2, the IANA registry).
+pub fn role_of(role: &str) -> Option<Role> {
+    match role {
+        "inbox" => Some(Role::Inbox),
+        "archive" => Some(Role::Archive),
+        "drafts" => Some(Role::Drafts),
+        "sent" => Some(Role::Sent),
+        "junk" => Some(Role::Junk),
+        "trash" => Some(Role::Trash),
+        _ => None,
+    }
+}
+
+/// Flags from an email's `keywords` (true values only, as RFC 8621 stores them).
+pub fn flags_of(keywords: &Value) -> MessageFlags {
+    let mut raw: Vec<String> = keywords
+        .as_object()
+        .map(|k| {
+            k.iter()
+                .filter(|(_, on)| on.as_bool() == Some(true))
+                .map(|(kw, _)| kw.clone())
+                .collect()
+        })
+        .unwrap_or_default();
+    raw.sort();
+    let has = |k: &str| raw.iter().any(|x| x.eq_ignore_ascii_case(k));
+    let tags = raw
+        .iter()
+        .filter(|k| {
+            !k.eq_ignore_ascii_case(SEEN)
+                && !k.eq_ignore_ascii_case(FLAGGED)
+                && !SYSTEM.iter().any(|s| k.eq_ignore_ascii_case(s))
+        })
+        .cloned()
+        .collect();
+    MessageFlags {
+        read: has(SEEN),
+        flagged: has(FLAGGED),
+        tags,
+        raw,
+    }
+}
+
+/// The one mailbox an email is indexed in: the index keeps a message in one place, and an
+/// email in several mailboxes (a label-style server) is shown where it matters most: trash,
+/// then junk, then the inbox, then the first by path.
+pub fn place_of<'a>(
+    email: &Value,
+    mailboxes: &'a BTreeMap<String, Mailbox>,
+) -> Option<&'a Mailbox> {
+    let of_email: Vec<&Mailbox> = email["mailboxIds"]
+        .as_object()?
+        .iter()
+        .filter(|(_, on)| on.as_bool() == Some(true))
+        .filter_map(|(id, _)| mailboxes.get(id))
+        .collect();
+    let rank = |m: &&Mailbox| match m.role {
+        Some(Role::Trash) => 0,
+        Some(Role::Junk) => 1,
+        Some(Role::Inbox) => 2,
+        _ => 3,
+    };
+    of_email
+        .into_iter()
+        .min_by(|a, b| rank(a).cmp(&rank(b)).then(a.path.cmp(&b.path)))
+}
+
+/// The index row of an email (its `EMAIL_PROPERTIES`), versioned by the account's email
+/// state it was read at.
+pub fn meta_of(email: &Value, state: &str) -> Option<MessageMeta> {
+    let id = email["id"].as_str()?;
+    // The Date header (`sentAt`), else when the server received it.
+    let date = ["sentAt", "receivedAt"]
+        .iter()
+        .filter_map(|k| mail_parser::DateTime::parse_rfc3339(email[*k].as_str()?))
+        .find(|d| d.is_valid())
+        .map(|d| d.to_timestamp())
+        .filter(|t| mailbroker_core::plausible_date(*t));
+    Some(MessageMeta {
+        id: RemoteId::new(id),
+        version: Version::new(state),
+        flags: flags_of(&email["keywords"]),
+        message_id: email["messageId"][0]
+            .as_str()
+            .map(|m| format!("<{}>", m.trim_matches(['<', '>']))),
+        from: addresses(&email["from"]),
+        to: addresses(&email["to"]),
+        cc: addresses(&email["cc"]),
+        subject: email["subject"].as_str().unwrap_or_default().to_string(),
+        date,
+        size: email["size"].as_u64().unwrap_or(0),
+        has_attachments: email["hasAttachment"].as_bool().unwrap_or(false),
+        snippet: email["preview"].as_str().unwrap_or_default().to_string(),
+        body_prefix: email["preview"].as_str().unwrap_or_default().to_string(),
+        text_pending: false,
+    })
+}
+
+fn addresses(list: &Value) -> String {
+    list.as_array()
+        .map(|all| {
+            all.iter()
+                .filter_map(|a| {
+                    let email = a["email"].as_str()?;
+                    Some(match a["name"].as_str().filter(|n| !n.is_empty()) {
+                        Some(name) => format!("{name} <{email}>"),
+                        None => email.to_string(),
+                    })
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn nested_mailboxes_get_unique_paths_and_roles() {
+        let list = [
+            json!({ "id": "a", "name": "Inbox", "role": "inbox", "parentId": null }),
+            json!({ "id": "b", "name": "Work", "role": null, "parentId": null }),
+            json!({ "id": "c", "name": "a/b", "role": null, "parentId": "b" }),
+        ];
+        let boxes = mailboxes(&list);
+        let paths: Vec<&str> = boxes.iter().map(|m| m.path.as_str()).collect();
+        assert_eq!(paths, ["Inbox", "Work", "Work/a\\/b"]);
+        assert_eq!(boxes[0].role, Some(Role::Inbox));
+        assert_eq!(boxes[2].info().remote.as_deref(), Some("c"));
+    }
+
+    #[test]
+    fn keywords_are_read_flagged_and_tags() {
+        let flags = flags_of(&json!({ "$seen": true, "work/clients": true, "$draft": true }));
+        assert!(flags.read && !flags.flagged);
+        assert_eq!(flags.tags, ["work/clients"]);
+        assert_eq!(flags.raw, ["$draft", "$seen", "work/clients"]);
+    }
+}

@@ -1,0 +1,86 @@
+//! mailbroker's JMAP adapter (RFC 8620, RFC 8621): one JMAP session (`client`), its mailboxes
+//! and emails in our terms (`convert`), synced by `Email/changes` from the account's email
+//! state (`sync`).
+//!
+//! Ids are the server's email ids: account-wide, and kept when an email moves, so a moved
+//! email keeps its index row. The account-wide cursor is the email state the last sync
+//! reached. Writes, staged deletions and account setup come next; until then a session
+//! answers `unsupported` to them (the `Provider` defaults).
+
+pub mod client;
+pub mod convert;
+mod sync;
+
+use async_trait::async_trait;
+use mailbroker_core::{
+    Capabilities, MailboxInfo, MailboxSyncReport, Provider, Result, SyncRequest, SyncSink,
+};
+use serde_json::json;
+
+pub use client::{Auth, Client};
+
+/// A session with one JMAP account.
+pub struct JmapProvider {
+    client: Client,
+    capabilities: Capabilities,
+    /// The email state the last sync reached (the account cursor), empty before the first.
+    state: String,
+}
+
+impl JmapProvider {
+    /// Opens the session at `url` (the session resource, or a server whose
+    /// `/.well-known/jmap` leads to it), resuming from the account cursor `cursor`.
+    pub async fn connect(url: &str, auth: Auth, cursor: Option<&str>) -> Result<JmapProvider> {
+        let client = Client::connect(url, auth).await?;
+        Ok(JmapProvider {
+            client,
+            capabilities: Capabilities {
+                extensions: vec!["JMAP".into()],
+                custom_tags: true,
+                max_tag_len: None,
+            },
+            state: cursor.unwrap_or_default().to_string(),
+        })
+    }
+
+    /// The email state the last sync reached (what the account cursor stores).
+    pub fn state(&self) -> &str {
+        &self.state
+    }
+}
+
+#[async_trait]
+impl Provider for JmapProvider {
+    fn capabilities(&self) -> &Capabilities {
+        &self.capabilities
+    }
+
+    async fn list_mailboxes(&mut self) -> Result<Vec<MailboxInfo>> {
+        let answers = self
+            .client
+            .call(vec![("Mailbox/get", json!({ "ids": null }))])
+            .await?;
+        let list = client::method(&answers[0], "Mailbox/get")?;
+        let list = list["list"].as_array().map_or(&[][..], Vec::as_slice);
+        Ok(convert::mailboxes(list)
+            .iter()
+            .map(convert::Mailbox::info)
+            .collect())
+    }
+
+    async fn sync(
+        &mut self,
+        request: &SyncRequest,
+        sink: &mut dyn SyncSink,
+    ) -> Result<Vec<MailboxSyncReport>> {
+        let since = sync::state_of(Some(&self.state)).map(str::to_string);
+        let (reports, state) =
+            sync::sync(&mut self.client, request, since.as_deref(), sink).await?;
+        self.state = state;
+        Ok(reports)
+    }
+
+    fn commands_sent(&self) -> u64 {
+        self.client.sent()
+    }
+}

@@ -1,0 +1,229 @@
+//! Sync: the mailbox list by `Mailbox/get` every time (one call beside the changes, in the
+//! same request), then either every email (`Email/query` pages with `Email/get` by back
+//! reference, one request a page) or only what `Email/changes` lists since the account's
+//! stored email state. A state the server can no longer calculate changes from
+//! (`cannotCalculateChanges`) means a full sync.
+//!
+//! Ids are account-wide and survive a move, so an email is put in place with
+//! `mailbroker_core::place` (a moved one keeps its index row), and a destroyed one is gone
+//! from whichever mailbox held it. Every page is applied before the checkpoint that follows
+//! it, so nothing read before a checkpoint is applied after it.
+
+use std::collections::BTreeMap;
+
+use mailbroker_core::{
+    MailboxCursor, MailboxSyncReport, RemoteId, Result, Seen, SyncMode, SyncRequest, SyncSink,
+};
+use serde_json::{Value, json};
+
+use crate::client::{Client, method};
+use crate::convert::{self, EMAIL_PROPERTIES, Mailbox};
+
+/// Reports by mailbox path.
+type Reports = BTreeMap<String, MailboxSyncReport>;
+
+/// Brings the index up to date from `since` (the account's email state at the last sync);
+/// returns the reports and the email state to store.
+pub async fn sync(
+    client: &mut Client,
+    request: &SyncRequest,
+    since: Option<&str>,
+    sink: &mut dyn SyncSink,
+) -> Result<(Vec<MailboxSyncReport>, String)> {
+    let since = since.filter(|_| !request.full);
+    let mut calls = vec![("Mailbox/get", json!({ "ids": null }))];
+    if let Some(state) = since {
+        calls.push(("Email/changes", changes_args(state, client)));
+    }
+    let answers = client.call(calls).await?;
+    let list = method(&answers[0], "Mailbox/get")?;
+    let boxes = convert::mailboxes(list["list"].as_array().map_or(&[][..], Vec::as_slice));
+    let infos = boxes.iter().map(Mailbox::info).collect();
+    sink.apply(Seen::Mailboxes(infos)).await?;
+    let by_id: BTreeMap<String, Mailbox> = boxes.into_iter().map(|m| (m.id.clone(), m)).collect();
+    let changes = answers.get(1).map(|a| method(a, "Email/changes"));
+    let (mut reports, state) = match changes {
+        Some(Ok(first)) => incremental(client, &by_id, first, sink).await?,
+        // The stored state is too old for the server: start over.
+        Some(Err(e)) if e.is_not_found() => full(client, &by_id, sink, true).await?,
+        Some(Err(e)) => return Err(e),
+        None => full(client, &by_id, sink, false).await?,
+    };
+    for m in by_id.values() {
+        let cursor = MailboxCursor::new(&state);
+        sink.apply(Seen::Done {
+            mailbox: m.path.clone(),
+            cursor,
+        })
+        .await?;
+        reports
+            .entry(m.path.clone())
+            .or_insert_with(|| MailboxSyncReport::new(&m.path, SyncMode::Unchanged));
+    }
+    sink.apply(Seen::AccountCursor(state.clone())).await?;
+    Ok((reports.into_values().collect(), state))
+}
+
+fn changes_args(since: &str, client: &Client) -> Value {
+    json!({ "sinceState": since, "maxChanges": client.limits.max_objects_in_get })
+}
+
+/// Every email, page by page; `voided` when a stored state was refused.
+async fn full(
+    client: &mut Client,
+    boxes: &BTreeMap<String, Mailbox>,
+    sink: &mut dyn SyncSink,
+    voided: bool,
+) -> Result<(Reports, String)> {
+    let mut reports = Reports::new();
+    for m in boxes.values() {
+        let mut report = MailboxSyncReport::new(&m.path, SyncMode::Full);
+        report.cursor_voided = voided;
+        reports.insert(m.path.clone(), report);
+        sink.apply(Seen::Voided {
+            mailbox: m.path.clone(),
+        })
+        .await?;
+    }
+    let page = client.limits.max_objects_in_get;
+    let mut state: Option<String> = None;
+    let mut position = 0;
+    loop {
+        let answers = client
+            .call(vec![
+                (
+                    "Email/query",
+                    json!({ "position": position, "limit": page, "calculateTotal": false }),
+                ),
+                (
+                    "Email/get",
+                    json!({
+                        "#ids": { "resultOf": "0", "name": "Email/query", "path": "/ids" },
+                        "properties": EMAIL_PROPERTIES,
+                    }),
+                ),
+            ])
+            .await?;
+        let ids = method(&answers[0], "Email/query")?["ids"]
+            .as_array()
+            .map_or(0, Vec::len);
+        let got = method(&answers[1], "Email/get")?;
+        // Changes from the first page's state on are read by the next sync: a change made
+        // while paging is read twice at worst.
+        let at = state.get_or_insert_with(|| got["state"].as_str().unwrap_or_default().into());
+        let at = at.clone();
+        put_in_place(&got, &at, boxes, sink, &mut reports, true).await?;
+        sink.checkpoint().await?;
+        if ids < page {
+            break;
+        }
+        position += ids;
+    }
+    Ok((reports, state.unwrap_or_default()))
+}
+
+/// What changed since the stored state: created and updated emails read and put in place,
+/// destroyed ones removed, until the server has no more changes.
+async fn incremental(
+    client: &mut Client,
+    boxes: &BTreeMap<String, Mailbox>,
+    mut changes: Value,
+    sink: &mut dyn SyncSink,
+) -> Result<(Reports, String)> {
+    let mut reports: Reports = boxes
+        .values()
+        .map(|m| {
+            (
+                m.path.clone(),
+                MailboxSyncReport::new(&m.path, SyncMode::Delta),
+            )
+        })
+        .collect();
+    let mut any = false;
+    loop {
+        let state = changes["newState"].as_str().unwrap_or_default().to_string();
+        for (list, added) in [("created", true), ("updated", false)] {
+            let ids: Vec<Value> = changes[list].as_array().cloned().unwrap_or_default();
+            for chunk in ids.chunks(client.limits.max_objects_in_get) {
+                any = true;
+                let args = json!({ "ids": chunk, "properties": EMAIL_PROPERTIES });
+                let answers = client.call(vec![("Email/get", args)]).await?;
+                let got = method(&answers[0], "Email/get")?;
+                put_in_place(&got, &state, boxes, sink, &mut reports, added).await?;
+            }
+        }
+        let gone: Vec<RemoteId> = changes["destroyed"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|id| id.as_str().map(RemoteId::new))
+            .collect();
+        if !gone.is_empty() {
+            any = true;
+            for m in boxes.values() {
+                let removed = sink
+                    .apply(Seen::Gone {
+                        mailbox: m.path.clone(),
+                        ids: gone.clone(),
+                    })
+                    .await?;
+                if let Some(r) = reports.get_mut(&m.path) {
+                    r.removed += removed;
+                }
+            }
+        }
+        sink.checkpoint().await?;
+        if changes["hasMoreChanges"].as_bool() != Some(true) {
+            if !any {
+                reports
+                    .values_mut()
+                    .for_each(|r| r.mode = SyncMode::Unchanged);
+            }
+            return Ok((reports, state));
+        }
+        let answers = client
+            .call(vec![("Email/changes", changes_args(&state, client))])
+            .await?;
+        changes = method(&answers[0], "Email/changes")?;
+    }
+}
+
+/// Puts the emails of an `Email/get` answer in their places, counting each in its
+/// mailbox's report as added or changed.
+async fn put_in_place(
+    got: &Value,
+    state: &str,
+    boxes: &BTreeMap<String, Mailbox>,
+    sink: &mut dyn SyncSink,
+    reports: &mut Reports,
+    added: bool,
+) -> Result<()> {
+    let mut by_place: BTreeMap<&str, Vec<mailbroker_core::MessageMeta>> = BTreeMap::new();
+    for email in got["list"].as_array().into_iter().flatten() {
+        let (Some(place), Some(meta)) = (
+            convert::place_of(email, boxes),
+            convert::meta_of(email, state),
+        ) else {
+            continue;
+        };
+        by_place.entry(&place.path).or_default().push(meta);
+    }
+    for (place, metas) in by_place {
+        if let Some(r) = reports.get_mut(place) {
+            match added {
+                true => r.added += metas.len() as u64,
+                false => r.changed += metas.len() as u64,
+            }
+        }
+        mailbroker_core::place(sink, place, metas).await?;
+    }
+    if got["notFound"].as_array().is_some_and(|n| !n.is_empty()) {
+        tracing::debug!(not_found = %got["notFound"], "jmap: emails gone while reading");
+    }
+    Ok(())
+}
+
+/// The email state a cursor holds (the account cursor is the email state itself).
+pub fn state_of(cursor: Option<&str>) -> Option<&str> {
+    cursor.filter(|c| !c.is_empty())
+}
