@@ -26,11 +26,42 @@ const FOLDERS: [(&str, &str); 5] = [
     ("Trash", "trash"),
 ];
 
+static SHARED: std::sync::OnceLock<Option<Cyrus>> = std::sync::OnceLock::new();
+
+/// The Cyrus a test binary shares, started once on a runtime of its own (a test's runtime
+/// ends with the test); `None` where it is not installed outside CI, where a missing one
+/// fails the test instead.
+pub fn shared() -> Option<&'static Cyrus> {
+    SHARED
+        .get_or_init(|| {
+            if !Cyrus::available() {
+                assert!(
+                    !crate::dovecot_required(),
+                    "CI=true but cyrus is not installed: .ci/run must install cyrus-common, cyrus-caldav and sasl2-bin"
+                );
+                eprintln!("skipping: cyrus is not installed, or this is not root");
+                return None;
+            }
+            let start = || tokio::runtime::Runtime::new()?.block_on(Cyrus::start());
+            let server = std::thread::spawn(start)
+                .join()
+                .map_err(|_| anyhow!("starting cyrus panicked"))
+                .and_then(|started| started)
+                .expect("start cyrus");
+            server.stop_at_exit();
+            Some(server)
+        })
+        .as_ref()
+}
+
 pub struct Cyrus {
     dir: tempfile::TempDir,
     child: Option<Child>,
     /// The JMAP (HTTP) port; the session resource is `/jmap`, found from `/.well-known/jmap`.
     pub port: u16,
+    /// Held while a user is set up or seeded: Cyrus 3.6 refuses some emails created in a
+    /// user's mailboxes while another user's are being made.
+    setup: tokio::sync::Mutex<()>,
 }
 
 impl Cyrus {
@@ -76,6 +107,7 @@ impl Cyrus {
             dir,
             child: Some(child),
             port,
+            setup: tokio::sync::Mutex::new(()),
         };
         server.wait_ready().await?;
         Ok(server)
@@ -97,6 +129,7 @@ impl Cyrus {
     /// Adds `user` (password `crate::PASSWORD`) with an empty INBOX and the special folders,
     /// each with its JMAP role.
     pub async fn add_user(&self, user: &str) -> Result<()> {
+        let _one_at_a_time = self.setup.lock().await;
         let d = self.dir.path();
         let mut sasl = Command::new("/usr/sbin/saslpasswd2")
             .args(["-p", "-c", "-f"])
@@ -174,6 +207,7 @@ impl Cyrus {
         from: &str,
         keywords: &[&str],
     ) -> Result<Vec<String>> {
+        let _one_at_a_time = self.setup.lock().await;
         let boxes = self.mailboxes(user).await?;
         let target = boxes
             .get(mailbox)

@@ -23,6 +23,8 @@ pub struct Row {
 #[derive(Debug, Default)]
 pub struct Indexed {
     pub roles: BTreeMap<String, Option<Role>>,
+    /// The provider's own mailbox ids (`MailboxInfo::remote`), by name.
+    pub remotes: BTreeMap<String, String>,
     pub mailboxes: BTreeMap<String, BTreeMap<RemoteId, Row>>,
     pub cursors: BTreeMap<String, MailboxCursor>,
     /// The account-wide cursor the sync stored last.
@@ -46,6 +48,11 @@ impl Indexed {
         self.mailboxes
             .values()
             .find_map(|m| m.get(&RemoteId::new(id)).map(|row| &row.meta))
+    }
+
+    /// The provider's own id of `mailbox`, where it has one.
+    pub fn remote_of(&self, mailbox: &str) -> Option<String> {
+        self.remotes.get(mailbox).cloned()
     }
 
     pub fn count(&self, mailbox: &str) -> usize {
@@ -137,6 +144,9 @@ impl ApplyEach for MemoryIndex {
         self.cursors.retain(|k, _| names.contains(k.as_str()));
         for m in list {
             self.indexed.roles.insert(m.name.clone(), m.role);
+            if let Some(remote) = &m.remote {
+                self.indexed.remotes.insert(m.name.clone(), remote.clone());
+            }
             self.indexed.mailboxes.entry(m.name.clone()).or_default();
         }
         Ok(())

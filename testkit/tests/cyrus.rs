@@ -1,20 +1,13 @@
 //! The Cyrus harness serves real JMAP: a user with roles on the special folders, and
 //! messages seeded through `Email/set`.
 
-use mailbroker_testkit::cyrus::Cyrus;
 use serde_json::json;
 
 #[tokio::test]
 async fn a_user_gets_folders_with_roles_and_seeded_mail() {
-    if !Cyrus::available() {
-        assert!(
-            !mailbroker_testkit::dovecot_required(),
-            "CI=true but cyrus is not installed: .ci/run must install cyrus-common, cyrus-caldav and sasl2-bin"
-        );
-        eprintln!("skipping: cyrus is not installed");
+    let Some(cyrus) = mailbroker_testkit::cyrus::shared() else {
         return;
-    }
-    let cyrus = Cyrus::start().await.unwrap();
+    };
     cyrus.add_user("alice").await.unwrap();
     let ids = cyrus
         .seed("alice", "Inbox", 20, "bob@example.test", &["$seen"])

@@ -4,16 +4,19 @@
 //!
 //! Ids are the server's email ids: account-wide, and kept when an email moves, so a moved
 //! email keeps its index row. The account-wide cursor is the email state the last sync
-//! reached. Writes, staged deletions and account setup come next; until then a session
-//! answers `unsupported` to them (the `Provider` defaults).
+//! reached. Writes go as `Email/set` patches with preconditions from `Email/changes` and a
+//! read-back in the same request (`write`). Staged deletions and account setup come next;
+//! until then a session answers `unsupported` to a deletion (the `Provider` default).
 
 pub mod client;
 pub mod convert;
 mod sync;
+mod write;
 
 use async_trait::async_trait;
 use mailbroker_core::{
-    Capabilities, MailboxInfo, MailboxSyncReport, Provider, Result, SyncRequest, SyncSink,
+    Capabilities, ItemResult, MailboxInfo, MailboxSyncReport, Provider, Result, SyncRequest,
+    SyncSink, WriteBatch,
 };
 use serde_json::json;
 
@@ -78,6 +81,10 @@ impl Provider for JmapProvider {
             sync::sync(&mut self.client, request, since.as_deref(), sink).await?;
         self.state = state;
         Ok(reports)
+    }
+
+    async fn apply(&mut self, batch: &WriteBatch) -> Result<Vec<ItemResult>> {
+        write::apply(&mut self.client, batch).await
     }
 
     fn commands_sent(&self) -> u64 {

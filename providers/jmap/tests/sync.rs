@@ -4,7 +4,6 @@
 //! email keeping its row, and a resync with nothing to do in one request.
 
 use std::collections::BTreeSet;
-use std::sync::OnceLock;
 
 use mailbroker_core::{Provider, SyncMode, SyncRequest};
 use mailbroker_jmap::{Auth, JmapProvider};
@@ -12,27 +11,8 @@ use mailbroker_testkit::cyrus::Cyrus;
 use mailbroker_testkit::memory::MemoryIndex;
 use serde_json::{Value, json};
 
-static CYRUS: OnceLock<Option<Cyrus>> = OnceLock::new();
-
-/// The shared Cyrus, started once per test binary on a runtime of its own (its HTTP client
-/// outlives each test's runtime); `None` where it is not installed outside CI.
 fn cyrus() -> Option<&'static Cyrus> {
-    CYRUS
-        .get_or_init(|| {
-            if !Cyrus::available() {
-                assert!(
-                    !mailbroker_testkit::dovecot_required(),
-                    "CI=true but cyrus is not installed: .ci/run must install cyrus-common, cyrus-caldav and sasl2-bin"
-                );
-                eprintln!("skipping: cyrus is not installed");
-                return None;
-            }
-            let start = || tokio::runtime::Runtime::new()?.block_on(Cyrus::start());
-            let server = std::thread::spawn(start).join().unwrap().unwrap();
-            server.stop_at_exit();
-            Some(server)
-        })
-        .as_ref()
+    mailbroker_testkit::cyrus::shared()
 }
 
 fn auth(user: &str) -> Auth {

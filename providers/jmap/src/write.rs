@@ -1,0 +1,421 @@
+//! Writes: read (`$seen`), flagged (`$flagged`), tags (other keywords) and moves
+//! (`mailboxIds`) as `Email/set` patches, at most `maxObjectsInSet` a call, each call followed
+//! in the same request by an `Email/get` of what it wrote: methods of one request run in
+//! order (RFC 8620 §3.3), so that read-back sees the write.
+//!
+//! - Preconditions: `Email/changes` since the email state the index was synced at (the
+//!   batch's `synced`): only emails changed since are read again; one that already shows
+//!   the request is `unchanged`, one that shows something else is `stale_state` and left
+//!   alone. Without a usable state every target is read again. `ifInState` is not used: it
+//!   is account-wide and would refuse a whole batch for one stranger's change.
+//! - Keyword patches set `true` or remove with `null` (Cyrus and Fastmail refuse `false`).
+//!   A tag holding `/` or `~` goes as the email's whole `keywords` object instead of a
+//!   JSON-pointer patch: Cyrus 3.6 stores an escaped `~1` literally.
+//! - A request whose answer is lost leaves its emails `outcome_unknown`; a rerun's
+//!   preconditions find what landed.
+
+use std::collections::{BTreeMap, HashSet};
+
+use mailbroker_core::{
+    Error, FlagOp, ItemResult, Outcome, RemoteId, Result, Version, WriteBatch, WriteTarget,
+};
+use serde_json::{Map, Value, json};
+
+use crate::client::{Client, method};
+use crate::convert;
+
+/// A result with the state the server showed.
+trait Observed {
+    fn observed(self, observed: (Version, mailbroker_core::MessageFlags)) -> Self;
+}
+
+impl Observed for ItemResult {
+    fn observed(mut self, observed: (Version, mailbroker_core::MessageFlags)) -> ItemResult {
+        self.observed = Some(observed);
+        self
+    }
+}
+
+/// Properties a precondition or a read-back reads.
+const STATE: [&str; 3] = ["id", "keywords", "mailboxIds"];
+
+/// What the server holds of an email: its keywords and mailboxes.
+struct Now {
+    flags: mailbroker_core::MessageFlags,
+    mailboxes: HashSet<String>,
+}
+
+impl Now {
+    fn of(email: &Value) -> Now {
+        Now {
+            flags: convert::flags_of(&email["keywords"]),
+            mailboxes: email["mailboxIds"]
+                .as_object()
+                .map(|m| {
+                    m.iter()
+                        .filter(|(_, on)| on.as_bool() == Some(true))
+                        .map(|(id, _)| id.clone())
+                        .collect()
+                })
+                .unwrap_or_default(),
+        }
+    }
+}
+
+/// The mailbox ids a batch names: its own and its move target's.
+struct Places {
+    from: Option<String>,
+    to: Option<(String, String)>,
+}
+
+impl Places {
+    fn of(batch: &WriteBatch) -> Result<Places> {
+        let id = |name: &str| batch.folders.get(name).cloned();
+        let to = match &batch.move_to {
+            Some(target) => Some((
+                target.clone(),
+                id(target).ok_or_else(|| {
+                    Error::not_found(format!("jmap: no mailbox {target:?} in the index"))
+                        .with_next_step("sync the account, then try again")
+                })?,
+            )),
+            None => None,
+        };
+        Ok(Places {
+            from: id(&batch.mailbox),
+            to,
+        })
+    }
+
+    /// Whether `now` shows the request done: the operation, and the email in the target.
+    fn done(&self, op: &FlagOp, now: &Now) -> bool {
+        op.holds_in(&now.flags)
+            && self.to.as_ref().is_none_or(|(_, to)| {
+                now.mailboxes.contains(to)
+                    && self
+                        .from
+                        .as_ref()
+                        .is_none_or(|f| !now.mailboxes.contains(f))
+            })
+    }
+}
+
+/// Applies one batch: preconditions, `Email/set` with its read-back, each email's result.
+pub async fn apply(client: &mut Client, batch: &WriteBatch) -> Result<Vec<ItemResult>> {
+    let places = Places::of(batch)?;
+    let (mut results, to_write) = preconditions(client, batch, &places).await?;
+    for chunk in to_write.chunks(client.limits.max_objects_in_set) {
+        results.extend(write_chunk(client, batch, &places, chunk).await);
+    }
+    Ok(results)
+}
+
+/// The targets to write, and the results of those already settled: changed since the sync
+/// (`stale_state`, or `unchanged` where the request already shows), or gone.
+async fn preconditions<'a>(
+    client: &mut Client,
+    batch: &'a WriteBatch,
+    places: &Places,
+) -> Result<(Vec<ItemResult>, Vec<&'a WriteTarget>)> {
+    let changed = match changed_since(client, batch.synced.as_str()).await? {
+        Some(changed) => changed,
+        None => batch
+            .targets
+            .iter()
+            .map(|t| t.id.as_str().to_string())
+            .collect(),
+    };
+    let suspects: Vec<&WriteTarget> = batch
+        .targets
+        .iter()
+        .filter(|t| changed.contains(t.id.as_str()))
+        .collect();
+    let now = read(
+        client,
+        &suspects.iter().map(|t| t.id.clone()).collect::<Vec<_>>(),
+    )
+    .await?;
+    let mut results = Vec::new();
+    let mut to_write = Vec::new();
+    for target in &batch.targets {
+        if !changed.contains(target.id.as_str()) {
+            to_write.push(target);
+            continue;
+        }
+        let Some((state, now)) = now.get(target.id.as_str()) else {
+            results.push(
+                ItemResult::new(target.id.clone(), Outcome::Stale)
+                    .with_error(Error::stale_state("the email is gone from the server")),
+            );
+            continue;
+        };
+        let as_indexed = now.flags.read == target.flags.read
+            && now.flags.flagged == target.flags.flagged
+            && same_tags(&now.flags.tags, &target.flags.tags)
+            && places
+                .from
+                .as_ref()
+                .is_none_or(|f| now.mailboxes.contains(f));
+        let observed = (Version::new(state), now.flags.clone());
+        if places.done(&batch.op, now) {
+            results.push(ItemResult::new(target.id.clone(), Outcome::Unchanged).observed(observed));
+        } else if as_indexed {
+            to_write.push(target);
+        } else {
+            results.push(
+                ItemResult::new(target.id.clone(), Outcome::Stale)
+                    .observed(observed)
+                    .with_error(Error::stale_state(
+                        "changed on the server since the last sync",
+                    )),
+            );
+        }
+    }
+    Ok((results, to_write))
+}
+
+/// The ids of emails changed (or destroyed) since `state`; `None` when that cannot be told
+/// (no state, or one the server can no longer calculate changes from).
+async fn changed_since(client: &mut Client, state: &str) -> Result<Option<HashSet<String>>> {
+    if state.is_empty() {
+        return Ok(None);
+    }
+    let mut changed = HashSet::new();
+    let mut since = state.to_string();
+    loop {
+        let args = json!({ "sinceState": since, "maxChanges": client.limits.max_objects_in_get });
+        let answers = client.call(vec![("Email/changes", args)]).await?;
+        let changes = match method(&answers[0], "Email/changes") {
+            Ok(changes) => changes,
+            Err(e) if e.is_not_found() => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        for list in ["created", "updated", "destroyed"] {
+            let ids = changes[list].as_array().into_iter().flatten();
+            changed.extend(ids.filter_map(|id| id.as_str().map(str::to_string)));
+        }
+        if changes["hasMoreChanges"].as_bool() != Some(true) {
+            return Ok(Some(changed));
+        }
+        since = changes["newState"].as_str().unwrap_or_default().to_string();
+    }
+}
+
+/// What the server holds now of `ids`, with the email state it was read at.
+async fn read(client: &mut Client, ids: &[RemoteId]) -> Result<BTreeMap<String, (String, Now)>> {
+    let mut out = BTreeMap::new();
+    for chunk in ids.chunks(client.limits.max_objects_in_get) {
+        let args = json!({ "ids": chunk.iter().map(RemoteId::as_str).collect::<Vec<_>>(), "properties": STATE });
+        let answers = client.call(vec![("Email/get", args)]).await?;
+        let got = method(&answers[0], "Email/get")?;
+        collect(&got, &mut out);
+    }
+    Ok(out)
+}
+
+fn collect(got: &Value, out: &mut BTreeMap<String, (String, Now)>) {
+    let state = got["state"].as_str().unwrap_or_default();
+    for email in got["list"].as_array().into_iter().flatten() {
+        if let Some(id) = email["id"].as_str() {
+            out.insert(id.to_string(), (state.to_string(), Now::of(email)));
+        }
+    }
+}
+
+/// Writes one chunk and reads it back in the same request; each email's result.
+async fn write_chunk(
+    client: &mut Client,
+    batch: &WriteBatch,
+    places: &Places,
+    chunk: &[&WriteTarget],
+) -> Vec<ItemResult> {
+    let update: Map<String, Value> = chunk
+        .iter()
+        .map(|t| (t.id.as_str().to_string(), patch(&batch.op, places, t)))
+        .collect();
+    let ids: Vec<&str> = chunk.iter().map(|t| t.id.as_str()).collect();
+    let sent = client
+        .call(vec![
+            ("Email/set", json!({ "update": update })),
+            ("Email/get", json!({ "ids": ids, "properties": STATE })),
+        ])
+        .await;
+    let answers = match sent {
+        Ok(answers) => answers,
+        Err(e) => {
+            let e = Error::outcome_unknown(format!("jmap Email/set: {}", e.message()));
+            return unknown(chunk, &e);
+        }
+    };
+    let set = match method(&answers[0], "Email/set") {
+        Ok(set) => set,
+        Err(e) => {
+            let e = Error::provider_write_failed(e.message().to_string());
+            return chunk
+                .iter()
+                .map(|t| ItemResult::new(t.id.clone(), Outcome::Failed).with_error(e.clone()))
+                .collect();
+        }
+    };
+    let mut now = BTreeMap::new();
+    if let Some(Ok(got)) = answers.get(1).map(|a| method(a, "Email/get")) {
+        collect(&got, &mut now);
+    }
+    chunk
+        .iter()
+        .map(|t| result_of(t, &set, &now, batch, places))
+        .collect()
+}
+
+fn unknown(chunk: &[&WriteTarget], e: &Error) -> Vec<ItemResult> {
+    chunk
+        .iter()
+        .map(|t| ItemResult::new(t.id.clone(), Outcome::Unknown).with_error(e.clone()))
+        .collect()
+}
+
+/// One email's result: refused by the server, or applied as its read-back shows.
+fn result_of(
+    target: &WriteTarget,
+    set: &Value,
+    now: &BTreeMap<String, (String, Now)>,
+    batch: &WriteBatch,
+    places: &Places,
+) -> ItemResult {
+    let id = target.id.as_str();
+    if let Some(refused) = set["notUpdated"].get(id) {
+        let kind = refused["type"].as_str().unwrap_or("refused");
+        let why = refused["description"].as_str().unwrap_or_default();
+        return ItemResult::new(target.id.clone(), Outcome::Failed).with_error(
+            Error::provider_write_failed(format!("jmap Email/set refused it: {kind} {why}")),
+        );
+    }
+    let Some((state, after)) = now.get(id) else {
+        return ItemResult::new(target.id.clone(), Outcome::Unknown).with_error(
+            Error::outcome_unknown("jmap: the email could not be read back after the write"),
+        );
+    };
+    let observed = (Version::new(state), after.flags.clone());
+    if !places.done(&batch.op, after) {
+        return ItemResult::new(target.id.clone(), Outcome::Failed)
+            .observed(observed)
+            .with_error(Error::verification_failed(
+                "jmap: the read-back does not show the write",
+            ));
+    }
+    let mut result = ItemResult::new(target.id.clone(), Outcome::Applied).observed(observed);
+    if let Some((name, _)) = &places.to {
+        result.moved_to = Some((name.clone(), target.id.clone()));
+    }
+    result
+}
+
+/// The `Email/set` patch for one email.
+fn patch(op: &FlagOp, places: &Places, target: &WriteTarget) -> Value {
+    let mut p = Map::new();
+    let awkward = |t: &String| t.contains('/') || t.contains('~');
+    if op.add_tags.iter().chain(&op.remove_tags).any(awkward) {
+        // The whole object, as the index knows it with the change applied.
+        let mut keywords: Map<String, Value> = target
+            .flags
+            .raw
+            .iter()
+            .map(|k| (k.clone(), json!(true)))
+            .collect();
+        let mut set = |k: &str, on: bool| match on {
+            true => {
+                keywords.insert(k.to_string(), json!(true));
+            }
+            false => {
+                keywords.retain(|x, _| !x.eq_ignore_ascii_case(k));
+            }
+        };
+        op.read.inspect(|r| set("$seen", *r));
+        op.flagged.inspect(|f| set("$flagged", *f));
+        op.add_tags.iter().for_each(|t| set(t, true));
+        op.remove_tags.iter().for_each(|t| set(t, false));
+        p.insert("keywords".into(), Value::Object(keywords));
+    } else {
+        let mut keyword = |k: &str, on: bool| {
+            let value = if on { json!(true) } else { Value::Null };
+            p.insert(format!("keywords/{}", pointer(k)), value);
+        };
+        op.read.inspect(|r| keyword("$seen", *r));
+        op.flagged.inspect(|f| keyword("$flagged", *f));
+        op.add_tags.iter().for_each(|t| keyword(t, true));
+        op.remove_tags.iter().for_each(|t| keyword(t, false));
+    }
+    if let Some((_, to)) = &places.to {
+        if let Some(from) = &places.from {
+            p.insert(format!("mailboxIds/{}", pointer(from)), Value::Null);
+        }
+        p.insert(format!("mailboxIds/{}", pointer(to)), json!(true));
+    }
+    Value::Object(p)
+}
+
+/// A JSON-pointer segment (RFC 6901): `~` as `~0`, `/` as `~1`.
+fn pointer(segment: &str) -> String {
+    segment.replace('~', "~0").replace('/', "~1")
+}
+
+fn same_tags(a: &[String], b: &[String]) -> bool {
+    let fold = |t: &[String]| -> HashSet<String> { t.iter().map(|x| x.to_lowercase()).collect() };
+    fold(a) == fold(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_patch_sets_true_and_removes_with_null() {
+        let op = FlagOp {
+            read: Some(true),
+            flagged: Some(false),
+            add_tags: vec!["Work".into()],
+            remove_tags: vec![],
+        };
+        let places = Places {
+            from: Some("in".into()),
+            to: Some(("Archive".into(), "ar".into())),
+        };
+        let target = WriteTarget {
+            id: RemoteId::new("e1"),
+            version: Version::default(),
+            message_id: None,
+            size: None,
+            flags: Default::default(),
+        };
+        assert_eq!(
+            patch(&op, &places, &target),
+            json!({ "keywords/$seen": true, "keywords/$flagged": null, "keywords/Work": true,
+                "mailboxIds/in": null, "mailboxIds/ar": true })
+        );
+    }
+
+    #[test]
+    fn a_tag_with_a_slash_goes_as_the_whole_keywords_object() {
+        let op = FlagOp {
+            add_tags: vec!["work/clients".into()],
+            ..FlagOp::default()
+        };
+        let places = Places {
+            from: None,
+            to: None,
+        };
+        let mut target = WriteTarget {
+            id: RemoteId::new("e1"),
+            version: Version::default(),
+            message_id: None,
+            size: None,
+            flags: Default::default(),
+        };
+        target.flags.raw = vec!["$seen".into()];
+        assert_eq!(
+            patch(&op, &places, &target),
+            json!({ "keywords": { "$seen": true, "work/clients": true } })
+        );
+        assert_eq!(pointer("a/b~c"), "a~1b~0c");
+    }
+}
