@@ -9,11 +9,12 @@ use mailbroker_core::{
 
 use crate::store::{AccountRecord, Store};
 
-static ADAPTERS: [&(dyn Adapter + 'static); 4] = [
+static ADAPTERS: [&(dyn Adapter + 'static); 5] = [
     &mailbroker_imap::Imap,
     &mailbroker_gmail::Gmail,
     &mailbroker_graph::Graph,
     &mailbroker_applescript::AppleScript,
+    &mailbroker_jmap::Jmap,
 ];
 
 /// The adapter of an account's provider.

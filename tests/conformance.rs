@@ -1,6 +1,6 @@
 //! One scenario set every provider passes, through the real binary: IMAP on Dovecot and on
-//! the worst-case IMAP server (GNU Mailutils imap4d), Gmail and Microsoft Graph on their
-//! mocks, Mail.app (AppleScript) on the fake `osascript`, each
+//! the worst-case IMAP server (GNU Mailutils imap4d), JMAP on Cyrus, Gmail and Microsoft
+//! Graph on their mocks, Mail.app (AppleScript) on the fake `osascript`, each
 //! from four unread INBOX messages ("Message 0" … "Message 3", from
 //! alice) in a freshly synced account. A new provider adds a `Remote` variant (how to look at
 //! its server and act on it as another client) and a line to `conformance!`.
@@ -9,8 +9,8 @@
 //! nothing, a message changed elsewhere is stale and not overwritten, a lost answer is
 //! never resent blindly, a move and its undo, and a staged deletion and its undo. A scenario
 //! a provider's adapter refuses (tags on the Mail.app route; tags, moves and deletions on
-//! imap4d, which has no keywords and neither MOVE nor UIDPLUS) asserts the refusal, before
-//! anything is sent, instead of being left out.
+//! imap4d, which has no keywords and neither MOVE nor UIDPLUS; staged deletion on JMAP, not
+//! built yet) asserts the refusal, before anything is sent, instead of being left out.
 
 mod common;
 
@@ -21,6 +21,7 @@ use common::mb_with;
 use mailbroker_mock_gmail::GmailMock;
 use mailbroker_mock_graph::GraphMock;
 use mailbroker_testkit::applescript::FakeMail;
+use mailbroker_testkit::cyrus::Cyrus;
 use mailbroker_testkit::{ImapClient, Proxy, message};
 use serde_json::{Value, json};
 
@@ -36,6 +37,13 @@ enum Remote {
     Graph { mock: GraphMock, ids: Vec<String> },
     /// Mail.app, played by the fake `osascript`; "Message n" has Mail's id 100 + n.
     Mail { fake: FakeMail, seen: usize },
+    /// Cyrus's JMAP behind a proxy that shows the requests; `ids[n]` is "Message n"'s id.
+    Jmap {
+        cyrus: &'static Cyrus,
+        user: String,
+        proxy: Proxy,
+        ids: Vec<String>,
+    },
 }
 
 /// What the server holds of the four messages.
@@ -55,6 +63,8 @@ struct Refuses {
     tags: bool,
     /// Moves, and so deletions (trash mode moves; permanent mode expunges).
     moves: bool,
+    /// Staged deletions alone.
+    deletions: bool,
 }
 
 struct Fixture {
@@ -110,7 +120,45 @@ impl Fixture {
         fixture.refuses = Refuses {
             tags: true,
             moves: true,
+            deletions: true,
         };
+        Some(fixture)
+    }
+
+    async fn jmap(user: &str) -> Option<Fixture> {
+        let cyrus = mailbroker_testkit::cyrus::shared()?;
+        let user = user.replace('_', "-");
+        cyrus.add_user(&user).await.unwrap();
+        let ids = cyrus
+            .seed(&user, "Inbox", MESSAGES, "alice@example.test", &[])
+            .await
+            .unwrap();
+        let home = tempfile::tempdir().unwrap();
+        let proxy = Proxy::start(cyrus.port, std::time::Duration::ZERO).unwrap();
+        let url = format!("http://127.0.0.1:{}", proxy.port);
+        let add = [
+            "account",
+            "add",
+            "jmap",
+            "--id",
+            "c",
+            "--url",
+            &url,
+            "--username",
+            &user,
+            "--password-env",
+            "MB_TEST_PW",
+        ];
+        let added = common::mb(home.path(), &add);
+        assert_eq!(added.code, 0, "{}", added.stdout);
+        let remote = Remote::Jmap {
+            cyrus,
+            user,
+            proxy,
+            ids,
+        };
+        let mut fixture = Fixture::synced(home, remote);
+        fixture.refuses.deletions = true;
         Some(fixture)
     }
 
@@ -218,6 +266,11 @@ impl Fixture {
         self.refuses.moves && self.refused(request)
     }
 
+    /// Whether this provider refuses staged deletions.
+    fn refuses_deletions(&self) -> bool {
+        self.refuses.moves || self.refuses.deletions
+    }
+
     /// Asserts that `request` is refused as `unsupported`, with a next step, and that
     /// nothing reached the server; true.
     fn refused(&mut self, request: &[&str]) -> bool {
@@ -271,6 +324,7 @@ impl Fixture {
                 self.writes_seen = total;
                 new
             }
+            Remote::Jmap { proxy, .. } => proxy.take_sent().matches("\"Email/set\"").count(),
             Remote::Mail { fake, seen } => {
                 let kinds = fake.kinds();
                 let writes = kinds[(*seen).min(kinds.len())..]
@@ -309,6 +363,16 @@ impl Fixture {
             Remote::Mail { fake, .. } => fake.update(|s| {
                 s["accounts"]["Work"]["mailboxes"]["INBOX"][n]["flagged"] = json!(true);
             }),
+            Remote::Jmap {
+                cyrus, user, ids, ..
+            } => {
+                let flag = json!({ "accountId": user, "update": {
+                    ids[n].clone(): { "keywords/$flagged": true } } });
+                cyrus
+                    .call(user, json!([["Email/set", flag, "f"]]))
+                    .await
+                    .unwrap();
+            }
         }
     }
 
@@ -324,6 +388,7 @@ impl Fixture {
                 mailbroker_testkit::oauth::control(&mock.url, "faults", fault).await;
             }
             Remote::Mail { .. } => panic!("the Mail.app route refuses this scenario's tag"),
+            Remote::Jmap { proxy, .. } => proxy.cut_after("Email/set"),
         }
     }
 
@@ -394,6 +459,36 @@ impl Fixture {
                             .as_array()
                             .is_some_and(|c| c.iter().any(|x| x == tag))
                     }),
+                }
+            }
+            Remote::Jmap { cyrus, user, .. } => {
+                let boxes = cyrus.mailboxes(user).await.unwrap();
+                let (mut sizes, mut all) = (Vec::new(), Vec::new());
+                for name in ["Inbox", "Archive", "Trash"] {
+                    let query = json!({ "accountId": user,
+                        "filter": { "inMailbox": boxes[name] }, "limit": 1000 });
+                    let get = json!({ "accountId": user, "properties": ["keywords"],
+                        "#ids": { "resultOf": "q", "name": "Email/query", "path": "/ids" } });
+                    let calls = json!([["Email/query", query, "q"], ["Email/get", get, "g"]]);
+                    let got = cyrus.call(user, calls).await.unwrap();
+                    let list = got[1][1]["list"].as_array().cloned().unwrap_or_default();
+                    sizes.push(list.len());
+                    all.extend(list);
+                }
+                let with = |k: &str| {
+                    let has = |m: &&Value| {
+                        let keys = m["keywords"].as_object();
+                        keys.is_some_and(|o| o.keys().any(|x| x.eq_ignore_ascii_case(k)))
+                    };
+                    all.iter().filter(has).count()
+                };
+                Counts {
+                    inbox: sizes[0],
+                    archive: sizes[1],
+                    trash: sizes[2],
+                    unread: all.len() - with("$seen"),
+                    flagged: with("$flagged"),
+                    tagged: with(tag),
                 }
             }
             Remote::Mail { fake, .. } => {
@@ -561,7 +656,7 @@ async fn move_and_undo(mut f: Fixture) {
 /// undo brings the messages back as they were.
 async fn staged_deletion_and_undo(mut f: Fixture) {
     let request = ["stage-delete", "from:alice", "subject:Message"];
-    if f.refuses.moves {
+    if f.refuses_deletions() {
         // Both modes: trash mode moves, permanent mode expunges.
         f.refused(&request);
         f.refused(&[&request[..], &["--permanent"]].concat());
@@ -585,6 +680,7 @@ async fn staged_deletion_and_undo(mut f: Fixture) {
 enum Kind {
     Imap,
     Imap4d,
+    Jmap,
     Gmail,
     Graph,
     Mail,
@@ -596,6 +692,7 @@ async fn setup(kind: Kind, user: &str) -> Option<Fixture> {
     match kind {
         Kind::Imap => Fixture::imap(user).await,
         Kind::Imap4d => Fixture::imap4d(user).await,
+        Kind::Jmap => Fixture::jmap(user).await,
         Kind::Gmail => Fixture::gmail().await,
         Kind::Graph => Fixture::graph().await,
         Kind::Mail => Fixture::mail().await,
@@ -627,6 +724,7 @@ macro_rules! conformance {
 conformance! {
     imap: Kind::Imap;
     imap4d: Kind::Imap4d;
+    jmap: Kind::Jmap;
     gmail: Kind::Gmail;
     graph: Kind::Graph;
     applescript: Kind::Mail;

@@ -18,6 +18,7 @@ pub(super) async fn add(store: &Store, cmd: AddCommand, json: bool) -> Result<()
         AddCommand::Imap(args) => add_imap(store, &args, json).await,
         AddCommand::Gmail(args) => add_gmail(store, &args, json).await,
         AddCommand::Graph(args) => add_graph(store, &args, json).await,
+        AddCommand::Jmap(args) => add_jmap(store, &args, json).await,
         AddCommand::Applescript(args) => {
             let id: AccountId = args.id.parse()?;
             accounts::check_new(store, &id).await?;
@@ -79,6 +80,34 @@ pub enum AddCommand {
     /// A Microsoft account (Outlook.com, Microsoft 365) over Microsoft Graph, signed in by
     /// the device code flow (a code to type on any device), or in a browser with --browser.
     Graph(GraphArgs),
+    /// A JMAP account (Fastmail with an API token, a Cyrus or Stalwart server with a
+    /// password). Staged deletion is not built for JMAP accounts yet.
+    Jmap(JmapArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct JmapArgs {
+    /// Short name for the account (letters, digits, '-', '_').
+    #[arg(long)]
+    pub id: String,
+    /// The JMAP session URL, or the server's (its /.well-known/jmap leads to the session).
+    /// Plain http:// only to this machine.
+    #[arg(long)]
+    pub url: String,
+    #[arg(long)]
+    pub username: String,
+    /// Read the password (Basic auth) from this environment variable.
+    #[arg(long, value_name = "VAR", conflicts_with_all = ["password_stdin", "token_env"])]
+    pub password_env: Option<String>,
+    /// Read the password from the first line of standard input.
+    #[arg(long, conflicts_with = "token_env")]
+    pub password_stdin: bool,
+    /// Read an API token (Bearer auth, as Fastmail's) from this environment variable.
+    #[arg(long, value_name = "VAR")]
+    pub token_env: Option<String>,
+    /// The account's address, for display (the user name when it is one).
+    #[arg(long)]
+    pub email: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -158,7 +187,7 @@ pub struct ImapArgs {
 }
 
 fn read_password(args: &ImapArgs) -> Result<String> {
-    let password = password_given(args)?;
+    let password = password_given(args.password_env.as_deref(), args.password_stdin)?;
     mailbroker_core::secrets::register(&password);
     if password.contains(['\r', '\n']) {
         return Err(
@@ -169,14 +198,15 @@ fn read_password(args: &ImapArgs) -> Result<String> {
     Ok(password)
 }
 
-fn password_given(args: &ImapArgs) -> Result<String> {
-    if let Some(var) = &args.password_env {
+/// The password from the variable `env`, or from the first line of stdin.
+fn password_given(env: Option<&str>, stdin: bool) -> Result<String> {
+    if let Some(var) = env {
         return std::env::var(var).map_err(|_| {
             Error::validation(format!("environment variable {var} is not set"))
                 .with_next_step(format!("export {var}=… or use --password-stdin"))
         });
     }
-    if args.password_stdin {
+    if stdin {
         let mut line = String::new();
         std::io::stdin()
             .lock()
@@ -320,5 +350,26 @@ async fn add_graph(store: &Store, args: &GraphArgs, json: bool) -> Result<()> {
     };
     let how = args.consent.consent();
     let new = mailbroker_graph::setup(&id, args.email.clone(), settings, how).await?;
+    print_account(&accounts::add(store, id, new).await?, json)
+}
+
+async fn add_jmap(store: &Store, args: &JmapArgs, json: bool) -> Result<()> {
+    let id: AccountId = args.id.parse()?;
+    let (auth, secret) = match &args.token_env {
+        Some(var) => ("bearer", password_given(Some(var), false)?),
+        None => (
+            "basic",
+            password_given(args.password_env.as_deref(), args.password_stdin)?,
+        ),
+    };
+    mailbroker_core::secrets::register(&secret);
+    let settings = mailbroker_jmap::JmapSettings {
+        url: args.url.clone(),
+        username: args.username.clone(),
+        auth: auth.to_string(),
+    };
+    settings.check_plaintext()?;
+    accounts::check_new(store, &id).await?;
+    let new = mailbroker_jmap::setup(settings, secret, args.email.clone()).await?;
     print_account(&accounts::add(store, id, new).await?, json)
 }

@@ -238,6 +238,14 @@ impl Cyrus {
         Ok(ids)
     }
 
+    /// What the server holds of email `id` of `user`: its keywords and mailbox ids.
+    pub async fn email(&self, user: &str, id: &str) -> Result<Value> {
+        let get =
+            json!({ "accountId": user, "ids": [id], "properties": ["keywords", "mailboxIds"] });
+        let got = self.call(user, json!([["Email/get", get, "g"]])).await?;
+        Ok(got[0][1]["list"][0].clone())
+    }
+
     /// Sends `calls` (a JMAP `methodCalls` array) as `user`, "another client"; the
     /// `methodResponses`.
     pub async fn call(&self, user: &str, calls: Value) -> Result<Value> {
@@ -384,4 +392,23 @@ fn chown_tree(path: &Path) -> Result<()> {
         bail!("chown cyrus:mail {} failed", path.display());
     }
     Ok(())
+}
+
+/// `mailbroker account add jmap` arguments for `user` at `url`, the password read from the
+/// environment variable `password_env`.
+pub fn account_add_args(id: &str, url: &str, user: &str, password_env: &str) -> Vec<String> {
+    let args = [
+        "account",
+        "add",
+        "jmap",
+        "--id",
+        id,
+        "--url",
+        url,
+        "--username",
+        user,
+    ];
+    let mut args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    args.extend(["--password-env".to_string(), password_env.to_string()]);
+    args
 }

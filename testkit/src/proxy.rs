@@ -257,7 +257,9 @@ async fn pipe(
             if silenced.load(Ordering::SeqCst) {
                 // Swallow the answer but keep the connection open until the up side closes
                 // it, so the server finishes the command undisturbed.
-                if String::from_utf8_lossy(&buf[..n]).contains(" OK ") {
+                // An IMAP tagged OK, or an HTTP status line.
+                let answer = String::from_utf8_lossy(&buf[..n]);
+                if answer.contains(" OK ") || answer.starts_with("HTTP/1.1 ") {
                     answered.notify_one();
                 }
                 continue;

@@ -116,6 +116,7 @@ pub enum ProviderKind {
     Gmail,
     Graph,
     Applescript,
+    Jmap,
 }
 
 impl ProviderKind {
@@ -125,6 +126,7 @@ impl ProviderKind {
             ProviderKind::Gmail => "gmail",
             ProviderKind::Graph => "graph",
             ProviderKind::Applescript => "applescript",
+            ProviderKind::Jmap => "jmap",
         }
     }
 }
@@ -137,6 +139,7 @@ impl FromStr for ProviderKind {
             "gmail" => Ok(ProviderKind::Gmail),
             "graph" => Ok(ProviderKind::Graph),
             "applescript" => Ok(ProviderKind::Applescript),
+            "jmap" => Ok(ProviderKind::Jmap),
             other => Err(Error::validation(format!("unknown provider {other:?}"))),
         }
     }

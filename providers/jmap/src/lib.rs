@@ -8,6 +8,7 @@
 //! read-back in the same request (`write`). Staged deletions and account setup come next;
 //! until then a session answers `unsupported` to a deletion (the `Provider` default).
 
+mod adapter;
 pub mod client;
 pub mod convert;
 mod sync;
@@ -20,6 +21,7 @@ use mailbroker_core::{
 };
 use serde_json::json;
 
+pub use adapter::{Jmap, JmapSettings, setup};
 pub use client::{Auth, Client};
 
 /// A session with one JMAP account.

@@ -75,14 +75,7 @@ fn batch(index: &MemoryIndex, ids: &[String], op: FlagOp, move_to: Option<&str>)
 
 /// The server's keywords and mailbox ids of `id`.
 async fn on_server(cyrus: &Cyrus, user: &str, id: &str) -> Value {
-    let got = cyrus
-        .call(
-            user,
-            json!([["Email/get", { "accountId": user, "ids": [id], "properties": ["keywords", "mailboxIds"] }, "g"]]),
-        )
-        .await
-        .unwrap();
-    got[0][1]["list"][0].clone()
+    cyrus.email(user, id).await.unwrap()
 }
 
 fn tag(name: &str) -> FlagOp {

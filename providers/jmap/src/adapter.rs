@@ -1,0 +1,245 @@
+//! The JMAP adapter's offline half: setup (the session and the mailbox list), the connector
+//! (settings and the stored password or token), the doctor, keyword rules and plans.
+
+use async_trait::async_trait;
+use mailbroker_core::{
+    AccountInfo, Adapter, Capabilities, Connector, DeleteBatch, DoctorReport, Error, NewAccount,
+    Operation, Provider, ProviderKind, Ready, Result, Secrets, WriteBatch,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::{Auth, JmapProvider};
+
+/// The secret's kind in the store: the password (Basic) or the token (Bearer).
+pub const SECRET_KIND: &str = "jmap";
+/// RFC 8621 §4.1.1: a keyword is 1–255 characters.
+const MAX_KEYWORD_LEN: u32 = 255;
+/// Characters a keyword may not hold (it is an IMAP atom: RFC 8621 §4.1.1).
+const KEYWORD_SPECIALS: &[char] = &['(', ')', '{', ']', '%', '*', '"', '\\'];
+
+/// What `setup` stores of a JMAP account (no secret).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct JmapSettings {
+    /// The session resource, or a server whose `/.well-known/jmap` leads to it.
+    pub url: String,
+    pub username: String,
+    /// `basic` (a password) or `bearer` (a token).
+    pub auth: String,
+}
+
+impl JmapSettings {
+    fn auth(&self, secret: String) -> Auth {
+        match self.auth.as_str() {
+            "bearer" => Auth::Bearer(secret),
+            _ => Auth::Basic {
+                username: self.username.clone(),
+                password: secret,
+            },
+        }
+    }
+
+    /// Refuses plain `http://` to any host but this machine: the secret would cross the
+    /// network in clear text.
+    pub fn check_plaintext(&self) -> Result<()> {
+        let Some(rest) = self.url.strip_prefix("http://") else {
+            return match self.url.starts_with("https://") {
+                true => Ok(()),
+                false => Err(
+                    Error::validation(format!("{:?} is not an http(s) URL", self.url))
+                        .with_next_step(
+                            "give the JMAP session URL, e.g. https://api.fastmail.com/jmap/session",
+                        ),
+                ),
+            };
+        };
+        let host = rest.split(['/', '?']).next().unwrap_or_default();
+        let host = host.rsplit_once(':').map_or(host, |(h, _)| h);
+        match matches!(host, "localhost" | "127.0.0.1" | "[::1]") {
+            true => Ok(()),
+            false => Err(Error::validation(format!(
+                "plain http to {host} would send the password in clear text"
+            ))
+            .with_next_step("use https://, or a JMAP server on this machine")),
+        }
+    }
+}
+
+fn capabilities() -> Capabilities {
+    Capabilities {
+        extensions: vec!["JMAP".into()],
+        custom_tags: true,
+        max_tag_len: Some(MAX_KEYWORD_LEN),
+    }
+}
+
+/// Opens the session (which checks the credentials) and reads the mailbox list: an account
+/// to store.
+pub async fn setup(
+    settings: JmapSettings,
+    secret: String,
+    email: Option<String>,
+) -> Result<NewAccount> {
+    settings.check_plaintext()?;
+    let mut jmap =
+        JmapProvider::connect(&settings.url, settings.auth(secret.clone()), None).await?;
+    let mailboxes = jmap.list_mailboxes().await?;
+    let address = settings
+        .username
+        .contains('@')
+        .then(|| settings.username.clone());
+    Ok(NewAccount {
+        provider: ProviderKind::Jmap,
+        email: email.or(address),
+        settings: serde_json::to_value(&settings).map_err(|e| Error::internal(e.to_string()))?,
+        capabilities: capabilities(),
+        cursor: None,
+        secret: Some((SECRET_KIND.to_string(), secret)),
+        mailboxes,
+    })
+}
+
+pub struct Jmap;
+
+#[async_trait]
+impl Adapter for Jmap {
+    fn kind(&self) -> ProviderKind {
+        ProviderKind::Jmap
+    }
+
+    fn validate_tag(&self, _account: &AccountInfo<'_>, tag: &str, _new: bool) -> Result<()> {
+        let bad = tag
+            .chars()
+            .find(|c| !c.is_ascii_graphic() || KEYWORD_SPECIALS.contains(c));
+        if tag.is_empty() || tag.len() > MAX_KEYWORD_LEN as usize || bad.is_some() {
+            return Err(Error::validation(format!(
+                "tag {tag:?} cannot be a JMAP keyword: 1–255 printable ASCII characters, no \
+                 spaces and none of ( ) {{ ] % * \" \\"
+            ))
+            .with_next_step("choose a tag of letters, digits and - _ / . only"));
+        }
+        if tag.starts_with('$') {
+            return Err(Error::validation(format!(
+                "tag {tag:?} starts with $, which JMAP keeps for system keywords"
+            ))
+            .with_next_step(
+                "use --read or --flag for $seen and $flagged; choose a tag without $",
+            ));
+        }
+        Ok(())
+    }
+
+    fn check(&self, account: &AccountInfo<'_>, op: Operation) -> Result<()> {
+        match op {
+            Operation::Delete(_) => Err(Error::unsupported(format!(
+                "account {}: staged deletion is not built for JMAP accounts yet",
+                account.id
+            ))
+            .with_next_step("move the messages to the trash instead: update --move-to trash")),
+            _ => Ok(()),
+        }
+    }
+
+    fn plan(&self, _account: &AccountInfo<'_>, batch: &WriteBatch) -> Vec<String> {
+        let n = batch.targets.len();
+        let mut what = Vec::new();
+        if let Some(read) = batch.op.read {
+            what.push(format!("$seen {}", if read { "true" } else { "null" }));
+        }
+        if let Some(flagged) = batch.op.flagged {
+            what.push(format!(
+                "$flagged {}",
+                if flagged { "true" } else { "null" }
+            ));
+        }
+        what.extend(batch.op.add_tags.iter().map(|t| format!("{t} true")));
+        what.extend(batch.op.remove_tags.iter().map(|t| format!("{t} null")));
+        if let Some(to) = &batch.move_to {
+            what.push(format!("move to {to}"));
+        }
+        vec![
+            format!(
+                "jmap {}: Email/changes since the synced state (precondition)",
+                batch.mailbox
+            ),
+            format!(
+                "jmap {}: Email/set of {n} ({}) with its Email/get read-back",
+                batch.mailbox,
+                what.join(", ")
+            ),
+        ]
+    }
+
+    fn plan_delete(&self, _account: &AccountInfo<'_>, batch: &DeleteBatch) -> Vec<String> {
+        vec![format!(
+            "jmap {}: staged deletion is not built for JMAP accounts yet",
+            batch.mailbox
+        )]
+    }
+
+    async fn connector(
+        &self,
+        account: &AccountInfo<'_>,
+        secrets: &dyn Secrets,
+    ) -> Result<Box<dyn Connector>> {
+        let settings: JmapSettings = account.settings()?;
+        let secret = secrets.get(SECRET_KIND).await?;
+        let provider =
+            JmapProvider::connect(&settings.url, settings.auth(secret), account.cursor).await?;
+        Ok(Box::new(Ready(Box::new(provider))))
+    }
+
+    async fn doctor(
+        &self,
+        account: &AccountInfo<'_>,
+        secrets: &dyn Secrets,
+    ) -> Result<DoctorReport> {
+        let settings: JmapSettings = account.settings()?;
+        let mut jmap = self.connector(account, secrets).await?.connect().await?;
+        let mailboxes = jmap.list_mailboxes().await?.len();
+        Ok(DoctorReport {
+            summary: format!(
+                "{}: session ok at {} as {}, {mailboxes} mailboxes",
+                account.id, settings.url, settings.username
+            ),
+            details: serde_json::json!({
+                "account": account.id,
+                "url": settings.url,
+                "username": settings.username,
+                "mailboxes": mailboxes,
+            }),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(url: &str) -> JmapSettings {
+        JmapSettings {
+            url: url.into(),
+            username: "me".into(),
+            auth: "basic".into(),
+        }
+    }
+
+    #[test]
+    fn plain_http_only_to_this_machine() {
+        assert!(
+            settings("http://127.0.0.1:8080/jmap")
+                .check_plaintext()
+                .is_ok()
+        );
+        assert!(settings("http://localhost/").check_plaintext().is_ok());
+        assert!(
+            settings("https://api.fastmail.com/jmap/session")
+                .check_plaintext()
+                .is_ok()
+        );
+        let e = settings("http://mail.example.com/jmap")
+            .check_plaintext()
+            .unwrap_err();
+        assert_eq!(e.error_type(), "validation_error");
+        assert!(settings("ftp://x").check_plaintext().is_err());
+    }
+}

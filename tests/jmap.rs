@@ -1,0 +1,141 @@
+//! A JMAP account through the real binary, against a real JMAP server (a private Cyrus 3.6):
+//! added with a password, synced, searched, tagged (read back on the server), undone, moved
+//! to the archive; what is not built for JMAP yet is refused before anything is sent.
+
+mod common;
+
+use common::{mb, ok};
+use mailbroker_testkit::cyrus::Cyrus;
+use serde_json::{Value, json};
+
+/// A Cyrus user with `n` Inbox emails from Erin, and account `j` for it, synced.
+async fn account(user: &str, n: usize) -> Option<(&'static Cyrus, tempfile::TempDir, Vec<String>)> {
+    let cyrus = mailbroker_testkit::cyrus::shared()?;
+    cyrus.add_user(user).await.unwrap();
+    let ids = cyrus
+        .seed(user, "Inbox", n, "erin@example.test", &[])
+        .await
+        .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let add = mailbroker_testkit::cyrus::account_add_args("j", &cyrus.url(), user, "MB_TEST_PW");
+    let added = common::mb_args(home.path(), &add);
+    assert_eq!(added.code, 0, "{}", added.stdout);
+    let added = added.json;
+    assert_eq!(added["account"]["provider"], "jmap", "{added}");
+    ok(home.path(), &["sync"]);
+    Some((cyrus, home, ids))
+}
+
+/// The server's keywords and mailboxes of email `id`.
+async fn keywords(cyrus: &Cyrus, user: &str, id: &str) -> Value {
+    cyrus.email(user, id).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_jmap_account_syncs_tags_undoes_and_moves() {
+    let Some((cyrus, home, ids)) = account("e2e", 30).await else {
+        return;
+    };
+    let found = ok(
+        home.path(),
+        &["search", "--limit", "100", "from:erin in:inbox"],
+    );
+    assert_eq!(found["total"], 30, "{found}");
+
+    let tagged = ok(
+        home.path(),
+        &[
+            "update",
+            "--query",
+            "from:erin",
+            "--add-tag",
+            "Invoice",
+            "--read",
+            "--yes",
+        ],
+    );
+    assert_eq!(tagged["applied"], 30, "{tagged}");
+    let email = keywords(cyrus, "e2e", &ids[7]).await;
+    let has = |k: &str| {
+        email["keywords"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .any(|x| x.eq_ignore_ascii_case(k))
+    };
+    assert!(has("invoice") && has("$seen"), "{email}");
+    assert_eq!(
+        ok(home.path(), &["search", "tag:Invoice is:read"])["total"],
+        30
+    );
+
+    let undone = ok(
+        home.path(),
+        &["undo", &tagged["change_id"].to_string(), "--yes"],
+    );
+    assert_eq!(undone["applied"], 30, "{undone}");
+    let email = keywords(cyrus, "e2e", &ids[7]).await;
+    assert!(email["keywords"].as_object().unwrap().is_empty(), "{email}");
+
+    let one = ok(home.path(), &["search", "subject:\"Message 3\""]);
+    let local = one["messages"][0]["id"].to_string();
+    let moved = ok(
+        home.path(),
+        &["update", &local, "--move-to", "archive", "--yes"],
+    );
+    assert_eq!(moved["applied"], 1, "{moved}");
+    let boxes = cyrus.mailboxes("e2e").await.unwrap();
+    let email = keywords(cyrus, "e2e", &ids[3]).await;
+    assert_eq!(
+        email["mailboxIds"],
+        json!({ boxes["Archive"].clone(): true }),
+        "{email}"
+    );
+    assert_eq!(ok(home.path(), &["search", "in:archive"])["total"], 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_jmap_accounts_cannot_do_yet_is_refused_before_anything_is_sent() {
+    let Some((_, home, _)) = account("refusals", 3).await else {
+        return;
+    };
+    let staged = mb(home.path(), &["stage-delete", "from:erin"]);
+    assert_eq!(staged.code, 2, "{}", staged.stdout);
+    assert_eq!(
+        staged.json["error_type"], "unsupported",
+        "{}",
+        staged.stdout
+    );
+    assert!(
+        staged.json["next_step"]
+            .as_str()
+            .unwrap()
+            .contains("--move-to trash")
+    );
+    let tag = mb(
+        home.path(),
+        &[
+            "update",
+            "--query",
+            "from:erin",
+            "--add-tag",
+            "$Junk",
+            "--yes",
+        ],
+    );
+    assert_eq!(tag.code, 2, "{}", tag.stdout);
+    assert_eq!(tag.json["error_type"], "validation_error", "{}", tag.stdout);
+    let doctor = ok(home.path(), &["account", "doctor", "j"]);
+    assert_eq!(doctor["doctor"]["mailboxes"], 6, "{doctor}");
+}
+
+#[test]
+fn plain_http_to_another_host_is_refused() {
+    let home = tempfile::tempdir().unwrap();
+    let url = "http://mail.example.com/jmap";
+    let add = mailbroker_testkit::cyrus::account_add_args("j", url, "me", "MB_TEST_PW");
+    let run = common::mb_args(home.path(), &add);
+    assert_eq!(run.code, 2, "{}", run.stdout);
+    assert_eq!(run.json["error_type"], "validation_error", "{}", run.stdout);
+    assert!(run.json["error"].as_str().unwrap().contains("clear text"));
+}
