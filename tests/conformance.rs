@@ -9,8 +9,8 @@
 //! nothing, a message changed elsewhere is stale and not overwritten, a lost answer is
 //! never resent blindly, a move and its undo, and a staged deletion and its undo. A scenario
 //! a provider's adapter refuses (tags on the Mail.app route; tags, moves and deletions on
-//! imap4d, which has no keywords and neither MOVE nor UIDPLUS; staged deletion on JMAP, not
-//! built yet) asserts the refusal, before anything is sent, instead of being left out.
+//! imap4d, which has no keywords and neither MOVE nor UIDPLUS) asserts the refusal, before
+//! anything is sent, instead of being left out.
 
 mod common;
 
@@ -63,8 +63,6 @@ struct Refuses {
     tags: bool,
     /// Moves, and so deletions (trash mode moves; permanent mode expunges).
     moves: bool,
-    /// Staged deletions alone.
-    deletions: bool,
 }
 
 struct Fixture {
@@ -120,7 +118,6 @@ impl Fixture {
         fixture.refuses = Refuses {
             tags: true,
             moves: true,
-            deletions: true,
         };
         Some(fixture)
     }
@@ -157,9 +154,7 @@ impl Fixture {
             proxy,
             ids,
         };
-        let mut fixture = Fixture::synced(home, remote);
-        fixture.refuses.deletions = true;
-        Some(fixture)
+        Some(Fixture::synced(home, remote))
     }
 
     async fn gmail() -> Option<Fixture> {
@@ -264,11 +259,6 @@ impl Fixture {
     /// `refuses_tags` says.
     fn refuses_moves(&mut self, request: &[&str]) -> bool {
         self.refuses.moves && self.refused(request)
-    }
-
-    /// Whether this provider refuses staged deletions.
-    fn refuses_deletions(&self) -> bool {
-        self.refuses.moves || self.refuses.deletions
     }
 
     /// Asserts that `request` is refused as `unsupported`, with a next step, and that
@@ -656,7 +646,7 @@ async fn move_and_undo(mut f: Fixture) {
 /// undo brings the messages back as they were.
 async fn staged_deletion_and_undo(mut f: Fixture) {
     let request = ["stage-delete", "from:alice", "subject:Message"];
-    if f.refuses_deletions() {
+    if f.refuses.moves {
         // Both modes: trash mode moves, permanent mode expunges.
         f.refused(&request);
         f.refused(&[&request[..], &["--permanent"]].concat());

@@ -1,6 +1,6 @@
 //! A JMAP account through the real binary, against a real JMAP server (a private Cyrus 3.6):
 //! added with a password, synced, searched, tagged (read back on the server), undone, moved
-//! to the archive; what is not built for JMAP yet is refused before anything is sent.
+//! to the archive; staged deletions in both modes.
 
 mod common;
 
@@ -94,24 +94,57 @@ async fn a_jmap_account_syncs_tags_undoes_and_moves() {
     assert_eq!(ok(home.path(), &["search", "in:archive"])["total"], 1);
 }
 
+/// A staged deletion in trash mode moves exactly the staged emails to the trash and undoes;
+/// one in permanent mode destroys exactly the staged ones. A `$` tag is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn what_jmap_accounts_cannot_do_yet_is_refused_before_anything_is_sent() {
-    let Some((_, home, _)) = account("refusals", 3).await else {
+async fn staged_deletions_delete_exactly_the_staged_emails() {
+    let Some((cyrus, home, ids)) = account("deletions", 6).await else {
         return;
     };
-    let staged = mb(home.path(), &["stage-delete", "from:erin"]);
-    assert_eq!(staged.code, 2, "{}", staged.stdout);
+    let user = "deletions";
+    let boxes = cyrus.mailboxes(user).await.unwrap();
+    let staged = ok(home.path(), &["stage-delete", "subject:\"Message 1\""]);
+    let manifest = staged["manifest"]["id"].to_string();
+    let run = ok(home.path(), &["delete-staged", &manifest, "--yes"]);
+    assert_eq!(run["counts"]["done"], 1, "{run}");
+    let trashed = keywords(cyrus, user, &ids[1]).await;
     assert_eq!(
-        staged.json["error_type"], "unsupported",
-        "{}",
-        staged.stdout
+        trashed["mailboxIds"],
+        json!({ boxes["Trash"].clone(): true }),
+        "{trashed}"
     );
-    assert!(
-        staged.json["next_step"]
-            .as_str()
-            .unwrap()
-            .contains("--move-to trash")
+    let undone = ok(
+        home.path(),
+        &["undo", &run["change_id"].to_string(), "--yes"],
     );
+    assert_eq!(undone["applied"], 1, "{undone}");
+    let back = keywords(cyrus, user, &ids[1]).await;
+    assert_eq!(
+        back["mailboxIds"],
+        json!({ boxes["Inbox"].clone(): true }),
+        "{back}"
+    );
+
+    common::allow_unattended(home.path(), "j");
+    let query = "subject:\"Message 2\" OR subject:\"Message 4\"";
+    let staged = ok(home.path(), &["stage-delete", query, "--permanent"]);
+    let manifest = staged["manifest"]["id"].to_string();
+    let run = ok(home.path(), &["delete-staged", &manifest, "--yes"]);
+    assert_eq!(run["counts"]["done"], 2, "{run}");
+    let left = cyrus
+        .call(user, json!([["Email/query", { "accountId": user }, "q"]]))
+        .await
+        .unwrap();
+    let left: Vec<&str> = left[0][1]["ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v.as_str())
+        .collect();
+    assert_eq!(left.len(), 4, "{left:?}");
+    assert!(!left.contains(&ids[2].as_str()) && !left.contains(&ids[4].as_str()));
+    assert_eq!(ok(home.path(), &["search", "from:erin"])["total"], 4);
+
     let tag = mb(
         home.path(),
         &[

@@ -81,7 +81,7 @@ pub enum AddCommand {
     /// the device code flow (a code to type on any device), or in a browser with --browser.
     Graph(GraphArgs),
     /// A JMAP account (Fastmail with an API token, a Cyrus or Stalwart server with a
-    /// password). Staged deletion is not built for JMAP accounts yet.
+    /// password).
     Jmap(JmapArgs),
 }
 

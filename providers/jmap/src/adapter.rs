@@ -3,8 +3,8 @@
 
 use async_trait::async_trait;
 use mailbroker_core::{
-    AccountInfo, Adapter, Capabilities, Connector, DeleteBatch, DoctorReport, Error, NewAccount,
-    Operation, Provider, ProviderKind, Ready, Result, Secrets, WriteBatch,
+    AccountInfo, Adapter, Capabilities, Connector, DeleteBatch, DeleteMode, DoctorReport, Error,
+    NewAccount, Provider, ProviderKind, Ready, Result, Secrets, WriteBatch,
 };
 use serde::{Deserialize, Serialize};
 
@@ -128,17 +128,6 @@ impl Adapter for Jmap {
         Ok(())
     }
 
-    fn check(&self, account: &AccountInfo<'_>, op: Operation) -> Result<()> {
-        match op {
-            Operation::Delete(_) => Err(Error::unsupported(format!(
-                "account {}: staged deletion is not built for JMAP accounts yet",
-                account.id
-            ))
-            .with_next_step("move the messages to the trash instead: update --move-to trash")),
-            _ => Ok(()),
-        }
-    }
-
     fn plan(&self, _account: &AccountInfo<'_>, batch: &WriteBatch) -> Vec<String> {
         let n = batch.targets.len();
         let mut what = Vec::new();
@@ -170,10 +159,24 @@ impl Adapter for Jmap {
     }
 
     fn plan_delete(&self, _account: &AccountInfo<'_>, batch: &DeleteBatch) -> Vec<String> {
-        vec![format!(
-            "jmap {}: staged deletion is not built for JMAP accounts yet",
-            batch.mailbox
-        )]
+        let n = batch.targets.len();
+        let what = match batch.mode {
+            DeleteMode::Trash => format!(
+                "Email/set moving {n} to {:?}",
+                batch.trash.as_deref().unwrap_or("(no trash mailbox)")
+            ),
+            DeleteMode::Permanent => format!("Email/set destroying {n}"),
+        };
+        vec![
+            format!(
+                "jmap {}: Email/get of {n} (each still where it was staged)",
+                batch.mailbox
+            ),
+            format!(
+                "jmap {}: {what} with its Email/get read-back",
+                batch.mailbox
+            ),
+        ]
     }
 
     async fn connector(

@@ -5,19 +5,21 @@
 //! Ids are the server's email ids: account-wide, and kept when an email moves, so a moved
 //! email keeps its index row. The account-wide cursor is the email state the last sync
 //! reached. Writes go as `Email/set` patches with preconditions from `Email/changes` and a
-//! read-back in the same request (`write`). Staged deletions and account setup come next;
-//! until then a session answers `unsupported` to a deletion (the `Provider` default).
+//! read-back in the same request (`write`); staged deletions move to the trash or destroy,
+//! each email checked first and read back after (`delete`). Accounts are set up with a
+//! password or a token (`adapter`).
 
 mod adapter;
 pub mod client;
 pub mod convert;
+mod delete;
 mod sync;
 mod write;
 
 use async_trait::async_trait;
 use mailbroker_core::{
-    Capabilities, ItemResult, MailboxInfo, MailboxSyncReport, Provider, Result, SyncRequest,
-    SyncSink, WriteBatch,
+    Capabilities, DeleteBatch, ItemResult, MailboxInfo, MailboxSyncReport, Provider, Result,
+    SyncRequest, SyncSink, WriteBatch,
 };
 use serde_json::json;
 
@@ -87,6 +89,10 @@ impl Provider for JmapProvider {
 
     async fn apply(&mut self, batch: &WriteBatch) -> Result<Vec<ItemResult>> {
         write::apply(&mut self.client, batch).await
+    }
+
+    async fn delete(&mut self, batch: &DeleteBatch) -> Result<Vec<ItemResult>> {
+        delete::delete(&mut self.client, batch).await
     }
 
     fn commands_sent(&self) -> u64 {

@@ -1,0 +1,174 @@
+//! Staged deletion: each email is read first and deleted only if it is still in the mailbox
+//! it was staged in (one gone counts as done, one moved since is left alone); then trash
+//! mode moves it to the `trash` role's mailbox (its id stays, so the run undoes) and
+//! permanent mode destroys it, each `Email/set` followed in the same request by an
+//! `Email/get` of the same emails: in the trash, or not found.
+
+use std::collections::BTreeMap;
+
+use mailbroker_core::{
+    DeleteBatch, DeleteMode, Error, ItemResult, MOVED_SINCE_STAGED, Outcome, RemoteId, Result,
+    Version, WriteTarget,
+};
+use serde_json::{Map, Value, json};
+
+use crate::client::{Client, method};
+use crate::convert;
+
+/// Deletes one batch of a staged manifest.
+pub async fn delete(client: &mut Client, batch: &DeleteBatch) -> Result<Vec<ItemResult>> {
+    let source = folder(batch, &batch.mailbox)?;
+    let trash = match (batch.mode, &batch.trash) {
+        (DeleteMode::Trash, Some(path)) => Some((path.clone(), folder(batch, path)?)),
+        (DeleteMode::Trash, None) => {
+            return Err(
+                Error::not_found("this account has no mailbox with the trash role")
+                    .with_next_step("run: mailbroker sync, or stage the deletion with --permanent"),
+            );
+        }
+        (DeleteMode::Permanent, _) => None,
+    };
+    let mut results = Vec::new();
+    let mut live = Vec::new();
+    for chunk in batch.targets.chunks(client.limits.max_objects_in_get) {
+        let ids: Vec<&str> = chunk.iter().map(|t| t.id.as_str()).collect();
+        let args = json!({ "ids": ids, "properties": ["mailboxIds", "keywords"] });
+        let answers = client.call(vec![("Email/get", args)]).await?;
+        let now = found(&method(&answers[0], "Email/get")?);
+        for t in chunk {
+            match now.get(t.id.as_str()) {
+                None => results.push(ItemResult::new(t.id.clone(), Outcome::Unchanged)),
+                Some(email) if !in_mailbox(email, &source) => results.push(moved_since(t)),
+                Some(_) => live.push(t),
+            }
+        }
+    }
+    for chunk in live.chunks(client.limits.max_objects_in_set) {
+        results.extend(send(client, chunk, &source, trash.as_ref()).await);
+    }
+    Ok(results)
+}
+
+/// The provider id of mailbox `path`, as the batch carries it.
+fn folder(batch: &DeleteBatch, path: &str) -> Result<String> {
+    batch.folders.get(path).cloned().ok_or_else(|| {
+        Error::not_found(format!("jmap: no mailbox {path:?} in the index"))
+            .with_next_step("run: mailbroker sync, then try again")
+    })
+}
+
+/// The emails of an `Email/get` answer, by id.
+fn found(got: &Value) -> BTreeMap<String, Value> {
+    got["list"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| Some((e["id"].as_str()?.to_string(), e.clone())))
+        .collect()
+}
+
+fn in_mailbox(email: &Value, id: &str) -> bool {
+    email["mailboxIds"][id].as_bool() == Some(true)
+}
+
+fn moved_since(t: &WriteTarget) -> ItemResult {
+    ItemResult::new(t.id.clone(), Outcome::Stale).with_error(
+        Error::stale_state(format!("{MOVED_SINCE_STAGED}; left alone"))
+            .with_next_step("run: mailbroker sync, then stage it again where it is now"),
+    )
+}
+
+/// Sends one chunk's deletion with its read-back; each email's result.
+async fn send(
+    client: &mut Client,
+    chunk: &[&WriteTarget],
+    source: &str,
+    trash: Option<&(String, String)>,
+) -> Vec<ItemResult> {
+    let ids: Vec<&str> = chunk.iter().map(|t| t.id.as_str()).collect();
+    let set = match trash {
+        Some((_, to)) => {
+            let update: Map<String, Value> = ids
+                .iter()
+                .map(|id| {
+                    let patch = json!({ format!("mailboxIds/{source}"): null,
+                        format!("mailboxIds/{to}"): true });
+                    (id.to_string(), patch)
+                })
+                .collect();
+            json!({ "update": update })
+        }
+        None => json!({ "destroy": ids }),
+    };
+    let get = json!({ "ids": ids, "properties": ["mailboxIds", "keywords"] });
+    let answers = match client
+        .call(vec![("Email/set", set), ("Email/get", get)])
+        .await
+    {
+        Ok(answers) => answers,
+        Err(e) => {
+            let e = Error::outcome_unknown(format!("jmap Email/set: {}", e.message()))
+                .with_next_step("run: mailbroker delete-staged again: it checks first");
+            return every(chunk, Outcome::Unknown, &e);
+        }
+    };
+    let set = match method(&answers[0], "Email/set") {
+        Ok(set) => set,
+        Err(e) => return every(chunk, Outcome::Failed, &e),
+    };
+    let got = answers.get(1).map(|a| method(a, "Email/get"));
+    let Some(Ok(got)) = got else {
+        let e = Error::outcome_unknown("jmap: the deletion was sent, but not read back")
+            .with_next_step("run: mailbroker delete-staged again: it checks first");
+        return every(chunk, Outcome::Unknown, &e);
+    };
+    let state = got["state"].as_str().unwrap_or_default().to_string();
+    let now = found(&got);
+    chunk
+        .iter()
+        .map(|t| deleted(t, &set, now.get(t.id.as_str()), trash, &state))
+        .collect()
+}
+
+fn every(chunk: &[&WriteTarget], outcome: Outcome, e: &Error) -> Vec<ItemResult> {
+    chunk
+        .iter()
+        .map(|t| ItemResult::new(t.id.clone(), outcome).with_error(e.clone()))
+        .collect()
+}
+
+/// One email as the server answered its deletion and read it back.
+fn deleted(
+    t: &WriteTarget,
+    set: &Value,
+    now: Option<&Value>,
+    trash: Option<&(String, String)>,
+    state: &str,
+) -> ItemResult {
+    let id = t.id.as_str();
+    let refused = set["notUpdated"].get(id).or(set["notDestroyed"].get(id));
+    if let Some(refused) = refused {
+        return match refused["type"].as_str() {
+            // Gone meanwhile: what was asked.
+            Some("notFound") => ItemResult::new(t.id.clone(), Outcome::Unchanged),
+            kind => ItemResult::new(t.id.clone(), Outcome::Failed).with_error(
+                Error::provider_write_failed(format!(
+                    "jmap Email/set refused it: {}",
+                    kind.unwrap_or("refused")
+                )),
+            ),
+        };
+    }
+    match (trash, now) {
+        (None, None) => ItemResult::new(t.id.clone(), Outcome::Applied),
+        (Some((path, to)), Some(email)) if in_mailbox(email, to) => {
+            let mut r = ItemResult::new(t.id.clone(), Outcome::Applied);
+            r.moved_to = Some((path.clone(), RemoteId::new(id)));
+            r.observed = Some((Version::new(state), convert::flags_of(&email["keywords"])));
+            r
+        }
+        _ => ItemResult::new(t.id.clone(), Outcome::Failed).with_error(Error::verification_failed(
+            "jmap: the email is not where the deletion should have put it",
+        )),
+    }
+}
