@@ -59,6 +59,8 @@ pub struct Cyrus {
     child: Option<Child>,
     /// The JMAP (HTTP) port; the session resource is `/jmap`, found from `/.well-known/jmap`.
     pub port: u16,
+    /// Plain IMAP to the same mail, Cyrus's own imapd (`private_imapd`).
+    pub imap_port: u16,
     /// Held while a user is set up or seeded: Cyrus 3.6 refuses some emails created in a
     /// user's mailboxes while another user's are being made.
     setup: tokio::sync::Mutex<()>,
@@ -89,9 +91,11 @@ impl Cyrus {
         for sub in ["conf", "spool", "run", "sieve"] {
             std::fs::create_dir_all(d.join(sub))?;
         }
-        let port = crate::dovecot::free_port()?;
+        let (port, imap_port) = (crate::dovecot::free_port()?, crate::dovecot::free_port()?);
+        std::fs::create_dir_all(d.join("bin"))?;
+        std::fs::copy(private_imapd()?, d.join("bin/imapd"))?;
         std::fs::write(d.join("imapd.conf"), imapd_conf(d))?;
-        std::fs::write(d.join("cyrus.conf"), cyrus_conf(d, port))?;
+        std::fs::write(d.join("cyrus.conf"), cyrus_conf(d, port, imap_port))?;
         chown_tree(d)?;
         std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755))?;
         let mut cmd = Command::new(Path::new(BIN).join("master"));
@@ -107,6 +111,7 @@ impl Cyrus {
             dir,
             child: Some(child),
             port,
+            imap_port,
             setup: tokio::sync::Mutex::new(()),
         };
         server.wait_ready().await?;
@@ -366,7 +371,7 @@ syslog_prefix: mailbroker-cyrus
     )
 }
 
-fn cyrus_conf(d: &Path, port: u16) -> String {
+fn cyrus_conf(d: &Path, port: u16, imap_port: u16) -> String {
     let d = d.display();
     format!(
         "START {{
@@ -375,11 +380,53 @@ fn cyrus_conf(d: &Path, port: u16) -> String {
 SERVICES {{
   http cmd=\"{BIN}/httpd -C {d}/imapd.conf\" listen=\"127.0.0.1:{port}\" prefork=1
   lmtpunix cmd=\"{BIN}/lmtpd -C {d}/imapd.conf\" listen=\"{d}/run/lmtp\" prefork=0
+  imap cmd=\"{d}/bin/imapd -C {d}/imapd.conf\" listen=\"127.0.0.1:{imap_port}\" prefork=0
 }}
 EVENTS {{
 }}
 "
     )
+}
+
+/// Cyrus's own imapd, so a test can act on a JMAP user's mail over IMAP too. The package
+/// `cyrus-imapd` declares a conflict with other IMAP servers (Dovecot), so it is not
+/// installed: the version matching the installed `cyrus-common` is fetched from the package
+/// registry once (`apt-get download`) and unpacked under `target/`.
+fn private_imapd() -> Result<std::path::PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/cyrus-imapd");
+    let imapd = dir.join("x/usr/lib/cyrus/bin/imapd");
+    let _making = crate::made_once(&dir);
+    if imapd.exists() {
+        return Ok(imapd);
+    }
+    std::fs::create_dir_all(&dir)?;
+    let version = Command::new("dpkg-query")
+        .args(["-W", "-f=${Version}", "cyrus-common"])
+        .output()?;
+    let version = String::from_utf8_lossy(&version.stdout).trim().to_string();
+    let fetched = Command::new("apt-get")
+        .args(["download", "-qq"])
+        .arg(format!("cyrus-imapd={version}"))
+        .current_dir(&dir)
+        .stderr(Stdio::null())
+        .status()?;
+    if !fetched.success() {
+        bail!("apt-get download cyrus-imapd={version} failed");
+    }
+    let deb = std::fs::read_dir(&dir)?
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "deb"))
+        .ok_or_else(|| anyhow!("no cyrus-imapd package in {}", dir.display()))?;
+    let unpacked = Command::new("dpkg")
+        .arg("-x")
+        .arg(&deb)
+        .arg(dir.join("x"))
+        .status()?;
+    if !unpacked.success() || !imapd.exists() {
+        bail!("dpkg -x {} gave no imapd", deb.display());
+    }
+    Ok(imapd)
 }
 
 /// Gives the tree at `path` to the `cyrus` user (the master drops to it).

@@ -61,7 +61,7 @@ pub fn account_add_args(
 
 /// An exclusive lock on making `dir`, held until the value is dropped: tests of one binary
 /// run in parallel, and two making the same venv at once break it for both.
-fn made_once(dir: &std::path::Path) -> std::fs::File {
+pub(crate) fn made_once(dir: &std::path::Path) -> std::fs::File {
     if let Some(parent) = dir.parent() {
         std::fs::create_dir_all(parent).expect("make the directory's parent");
     }

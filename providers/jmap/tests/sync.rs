@@ -165,3 +165,40 @@ async fn a_full_sync_then_exactly_the_changes_another_client_made() {
     );
     assert_eq!(requests, 2);
 }
+
+/// Mail changed over IMAP on the same server (Cyrus's own imapd) shows up: a keyword another
+/// client stored is seen by the next JMAP sync.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keyword_stored_over_imap_is_seen_by_the_next_sync() {
+    let Some(cyrus) = cyrus() else { return };
+    let user = "imapside";
+    cyrus.add_user(user).await.unwrap();
+    cyrus
+        .seed(user, "Inbox", 5, "gus@example.test", &[])
+        .await
+        .unwrap();
+    let mut index = MemoryIndex::new();
+    sync(cyrus, user, &mut index).await;
+    let mut imap = mailbroker_testkit::ImapClient::connect_port(cyrus.imap_port, user)
+        .await
+        .unwrap();
+    let uid = *imap.flags("INBOX").await.unwrap().keys().next().unwrap();
+    imap.store("INBOX", uid, "+FLAGS", "Imapside")
+        .await
+        .unwrap();
+    imap.logout().await.unwrap();
+    let (reports, _) = sync(cyrus, user, &mut index).await;
+    let tagged = index.mailboxes["Inbox"]
+        .values()
+        .filter(|row| {
+            row.meta
+                .flags
+                .tags
+                .iter()
+                .any(|t| t.eq_ignore_ascii_case("imapside"))
+        })
+        .count();
+    assert_eq!(tagged, 1, "{reports:?}");
+    let inbox = reports.iter().find(|r| r.0 == "Inbox").unwrap();
+    assert_eq!((inbox.1, inbox.3), (SyncMode::Delta, 1), "{reports:?}");
+}
