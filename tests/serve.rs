@@ -4,7 +4,7 @@
 //! proxy), a restarted Dovecot is reconnected to, and SIGTERM while an update is in flight
 //! finishes that write, journals it, and exits 0 within 5 s. A write waits only for the
 //! background sync's batch in flight, and the sync goes on after it without undoing it. An
-//! announcement costs one sync; a server without IDLE is polled, as are Gmail (history) and
+//! announcement costs one sync; a server without IDLE is polled, as are JMAP (changes), Gmail (history) and
 //! Graph (delta) accounts on their mocks; a revoked account is
 //! reported with its next step while the others stay fresh; SIGKILL mid-sync loses nothing
 //! and the next start resumes by delta.
@@ -363,6 +363,45 @@ async fn gmail_and_graph_accounts_are_polled_by_history_and_delta() {
     for account in accounts["accounts"].as_array().unwrap() {
         assert_eq!(account["watching"], "polling", "{accounts}");
     }
+}
+
+/// A JMAP account (a real Cyrus, which answers its event stream with 204) is polled by
+/// `Email/changes`: another client's new email and keyword are found within the deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_jmap_account_is_polled_by_its_changes() {
+    let Some(cyrus) = mailbroker_testkit::cyrus::shared() else {
+        return;
+    };
+    let user = "serve-jmap";
+    cyrus.add_user(user).await.unwrap();
+    let old = cyrus
+        .seed(user, "Inbox", 2, "old@jmap.example", &[])
+        .await
+        .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let add = mailbroker_testkit::cyrus::account_add_args("j", &cyrus.url(), user, "MB_TEST_PW");
+    assert_eq!(mb_args(home.path(), &add).code, 0);
+    let serve = Serve::start_with(home.path(), &["--poll", "1"]);
+    let session = http_session(&serve.url, HTTP_TOKEN).await;
+    let query = "from:old@jmap.example";
+    let synced = || async { total(&session, query).await == 2 };
+    within(Duration::from_secs(10), "the first sync", synced).await;
+
+    cyrus
+        .seed(user, "Inbox", 1, "new@jmap.example", &[])
+        .await
+        .unwrap();
+    let flag =
+        json!({ "accountId": user, "update": { old[0].clone(): { "keywords/$flagged": true } } });
+    cyrus
+        .call(user, json!([["Email/set", flag, "f"]]))
+        .await
+        .unwrap();
+    for query in ["from:new@jmap.example", "from:old@jmap.example is:flagged"] {
+        found_once(&session, query, Duration::from_secs(3)).await;
+    }
+    let accounts = ok_call(&session, "list_accounts", json!({})).await;
+    assert_eq!(accounts["accounts"][0]["watching"], "polling", "{accounts}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
