@@ -172,3 +172,36 @@ fn plain_http_to_another_host_is_refused() {
     assert_eq!(run.json["error_type"], "validation_error", "{}", run.stdout);
     assert!(run.json["error"].as_str().unwrap().contains("clear text"));
 }
+
+/// A JMAP server with a private CA over TLS: trusted with `--ca-file`, refused without it
+/// with a next step that says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_private_ca_is_trusted_with_ca_file() {
+    let Some(cyrus) = mailbroker_testkit::cyrus::shared() else {
+        return;
+    };
+    let user = "tls";
+    cyrus.add_user(user).await.unwrap();
+    cyrus
+        .seed(user, "Inbox", 2, "tls@example.test", &[])
+        .await
+        .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let mut add =
+        mailbroker_testkit::cyrus::account_add_args("t", &cyrus.https_url(), user, "MB_TEST_PW");
+    let refused = common::mb_args(home.path(), &add);
+    assert_eq!(refused.code, 4, "{}", refused.stdout);
+    let step = refused.json["next_step"].as_str().unwrap_or_default();
+    assert!(step.contains("--ca-file"), "{}", refused.stdout);
+    add.extend([
+        "--ca-file".to_string(),
+        cyrus.ca.ca_pem.display().to_string(),
+    ]);
+    let added = common::mb_args(home.path(), &add);
+    assert_eq!(added.code, 0, "{}", added.stdout);
+    ok(home.path(), &["sync"]);
+    assert_eq!(
+        ok(home.path(), &["search", "from:tls@example.test"])["total"],
+        2
+    );
+}

@@ -105,6 +105,9 @@ pub struct JmapArgs {
     /// Read an API token (Bearer auth, as Fastmail's) from this environment variable.
     #[arg(long, value_name = "VAR")]
     pub token_env: Option<String>,
+    /// Trust this CA (PEM) in addition to the public roots.
+    #[arg(long, value_name = "PEM")]
+    pub ca_file: Option<PathBuf>,
     /// The account's address, for display (the user name when it is one).
     #[arg(long)]
     pub email: Option<String>,
@@ -367,9 +370,21 @@ async fn add_jmap(store: &Store, args: &JmapArgs, json: bool) -> Result<()> {
         url: args.url.clone(),
         username: args.username.clone(),
         auth: auth.to_string(),
+        ca_file: match &args.ca_file {
+            Some(path) => Some(absolute(path)?),
+            None => None,
+        },
     };
     settings.check_plaintext()?;
     accounts::check_new(store, &id).await?;
     let new = mailbroker_jmap::setup(settings, secret, args.email.clone()).await?;
     print_account(&accounts::add(store, id, new).await?, json)
+}
+
+/// `path` as an absolute path, as it is stored for later sessions run from anywhere.
+fn absolute(path: &std::path::Path) -> Result<String> {
+    let full = std::path::absolute(path).map_err(|e| {
+        Error::validation(format!("cannot use the CA file {}: {e}", path.display()))
+    })?;
+    Ok(full.display().to_string())
 }

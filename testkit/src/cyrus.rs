@@ -61,6 +61,9 @@ pub struct Cyrus {
     pub port: u16,
     /// Plain IMAP to the same mail, Cyrus's own imapd (`private_imapd`).
     pub imap_port: u16,
+    /// JMAP over TLS, with a certificate for `localhost` from `ca`.
+    pub https_port: u16,
+    pub ca: crate::TestCa,
     /// Held while a user is set up or seeded: Cyrus 3.6 refuses some emails created in a
     /// user's mailboxes while another user's are being made.
     setup: tokio::sync::Mutex<()>,
@@ -92,10 +95,15 @@ impl Cyrus {
             std::fs::create_dir_all(d.join(sub))?;
         }
         let (port, imap_port) = (crate::dovecot::free_port()?, crate::dovecot::free_port()?);
+        let https_port = crate::dovecot::free_port()?;
+        let ca = crate::TestCa::generate(d)?;
         std::fs::create_dir_all(d.join("bin"))?;
         std::fs::copy(private_imapd()?, d.join("bin/imapd"))?;
         std::fs::write(d.join("imapd.conf"), imapd_conf(d))?;
-        std::fs::write(d.join("cyrus.conf"), cyrus_conf(d, port, imap_port))?;
+        std::fs::write(
+            d.join("cyrus.conf"),
+            cyrus_conf(d, (port, imap_port, https_port)),
+        )?;
         chown_tree(d)?;
         std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755))?;
         let mut cmd = Command::new(Path::new(BIN).join("master"));
@@ -112,6 +120,8 @@ impl Cyrus {
             child: Some(child),
             port,
             imap_port,
+            https_port,
+            ca,
             setup: tokio::sync::Mutex::new(()),
         };
         server.wait_ready().await?;
@@ -129,6 +139,11 @@ impl Cyrus {
     /// Where the JMAP session is found (`/.well-known/jmap` leads to it).
     pub fn url(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// The same over TLS, trusted with `ca`.
+    pub fn https_url(&self) -> String {
+        format!("https://localhost:{}", self.https_port)
     }
 
     /// Adds `user` (password `crate::PASSWORD`) with an empty INBOX and the special folders,
@@ -367,11 +382,14 @@ autocreate_quota: 0
 autocreate_post: 1
 autocreate_inbox_folders: Archive|Drafts|Junk|Sent|Trash
 syslog_prefix: mailbroker-cyrus
+tls_server_cert: {d}/server.pem
+tls_server_key: {d}/server.key
 "
     )
 }
 
-fn cyrus_conf(d: &Path, port: u16, imap_port: u16) -> String {
+/// The master's services on (JMAP, IMAP, JMAP over TLS) ports.
+fn cyrus_conf(d: &Path, (port, imap_port, https_port): (u16, u16, u16)) -> String {
     let d = d.display();
     format!(
         "START {{
@@ -381,6 +399,7 @@ SERVICES {{
   http cmd=\"{BIN}/httpd -C {d}/imapd.conf\" listen=\"127.0.0.1:{port}\" prefork=1
   lmtpunix cmd=\"{BIN}/lmtpd -C {d}/imapd.conf\" listen=\"{d}/run/lmtp\" prefork=0
   imap cmd=\"{d}/bin/imapd -C {d}/imapd.conf\" listen=\"127.0.0.1:{imap_port}\" prefork=0
+  https cmd=\"{BIN}/httpd -s -C {d}/imapd.conf\" listen=\"127.0.0.1:{https_port}\" prefork=0
 }}
 EVENTS {{
 }}

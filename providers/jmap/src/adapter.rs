@@ -25,6 +25,9 @@ pub struct JmapSettings {
     pub username: String,
     /// `basic` (a password) or `bearer` (a token).
     pub auth: String,
+    /// A CA (PEM) trusted beside the public roots, for a server with a private one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_file: Option<String>,
 }
 
 impl JmapSettings {
@@ -80,8 +83,9 @@ pub async fn setup(
     email: Option<String>,
 ) -> Result<NewAccount> {
     settings.check_plaintext()?;
-    let mut jmap =
-        JmapProvider::connect(&settings.url, settings.auth(secret.clone()), None).await?;
+    let auth = settings.auth(secret.clone());
+    let ca_file = settings.ca_file.as_deref();
+    let mut jmap = JmapProvider::connect_with(&settings.url, auth, ca_file, None).await?;
     let mailboxes = jmap.list_mailboxes().await?;
     let address = settings
         .username
@@ -186,8 +190,9 @@ impl Adapter for Jmap {
     ) -> Result<Box<dyn Connector>> {
         let settings: JmapSettings = account.settings()?;
         let secret = secrets.get(SECRET_KIND).await?;
+        let (auth, ca_file) = (settings.auth(secret), settings.ca_file.as_deref());
         let provider =
-            JmapProvider::connect(&settings.url, settings.auth(secret), account.cursor).await?;
+            JmapProvider::connect_with(&settings.url, auth, ca_file, account.cursor).await?;
         Ok(Box::new(Ready(Box::new(provider))))
     }
 
@@ -223,6 +228,7 @@ mod tests {
             url: url.into(),
             username: "me".into(),
             auth: "basic".into(),
+            ca_file: None,
         }
     }
 

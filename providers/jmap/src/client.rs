@@ -35,10 +35,22 @@ pub struct Client {
 
 impl Client {
     /// Opens the session at `url`: the session resource itself, or a server whose
-    /// `/.well-known/jmap` leads to it.
-    pub async fn connect(url: &str, auth: Auth) -> Result<Client> {
-        let http = reqwest::Client::builder()
-            .timeout(std::time::Duration::from_secs(120))
+    /// `/.well-known/jmap` leads to it; `ca_file` is a CA (PEM) trusted beside the public
+    /// roots.
+    pub async fn connect(url: &str, auth: Auth, ca_file: Option<&str>) -> Result<Client> {
+        let mut builder = reqwest::Client::builder().timeout(std::time::Duration::from_secs(120));
+        if let Some(path) = ca_file {
+            let pem = std::fs::read(path).map_err(|e| {
+                Error::validation(format!("cannot read the CA file {path}: {e}"))
+                    .with_next_step("pass a PEM file with --ca-file")
+            })?;
+            let ca = reqwest::Certificate::from_pem(&pem).map_err(|e| {
+                Error::validation(format!("{path} is not a PEM certificate: {e}"))
+                    .with_next_step("pass a PEM file with --ca-file")
+            })?;
+            builder = builder.add_root_certificate(ca);
+        }
+        let http = builder
             .build()
             .map_err(|e| Error::internal(format!("jmap http client: {e}")))?;
         let base = url.trim_end_matches('/');
@@ -146,8 +158,17 @@ fn answer(
     sent: std::result::Result<reqwest::Response, reqwest::Error>,
     what: &str,
 ) -> Result<reqwest::Response> {
-    let response =
-        sent.map_err(|e| Error::provider_unavailable(format!("{what}: {}", e.without_url())))?;
+    let response = sent.map_err(|e| {
+        let connect = e.is_connect();
+        let refused = Error::provider_unavailable(format!("{what}: {}", e.without_url()));
+        // A certificate the roots do not know fails the connection; say what fixes it.
+        match connect {
+            true => refused.with_next_step(
+                "check the URL; for a server with a private CA, pass it with --ca-file PEM",
+            ),
+            false => refused,
+        }
+    })?;
     let status = response.status();
     if status.is_success() {
         return Ok(response);

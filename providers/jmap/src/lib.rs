@@ -38,7 +38,17 @@ impl JmapProvider {
     /// Opens the session at `url` (the session resource, or a server whose
     /// `/.well-known/jmap` leads to it), resuming from the account cursor `cursor`.
     pub async fn connect(url: &str, auth: Auth, cursor: Option<&str>) -> Result<JmapProvider> {
-        let client = Client::connect(url, auth).await?;
+        JmapProvider::connect_with(url, auth, None, cursor).await
+    }
+
+    /// The same, trusting the CA in `ca_file` (PEM) beside the public roots.
+    pub async fn connect_with(
+        url: &str,
+        auth: Auth,
+        ca_file: Option<&str>,
+        cursor: Option<&str>,
+    ) -> Result<JmapProvider> {
+        let client = Client::connect(url, auth, ca_file).await?;
         Ok(JmapProvider {
             client,
             capabilities: Capabilities {
