@@ -126,6 +126,34 @@ pub fn flags_of(keywords: &Value) -> MessageFlags {
     }
 }
 
+/// What the server holds of an email, as an `Email/get` of `keywords` and `mailboxIds`
+/// reads it: its flags and the ids of its mailboxes.
+pub struct Held {
+    pub flags: MessageFlags,
+    pub mailboxes: std::collections::HashSet<String>,
+}
+
+/// The emails of an `Email/get` answer, by id.
+pub fn held(got: &Value) -> BTreeMap<String, Held> {
+    got["list"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|email| {
+            let mailboxes = email["mailboxIds"].as_object()?;
+            let held = Held {
+                flags: flags_of(&email["keywords"]),
+                mailboxes: mailboxes
+                    .iter()
+                    .filter(|(_, on)| on.as_bool() == Some(true))
+                    .map(|(id, _)| id.clone())
+                    .collect(),
+            };
+            Some((email["id"].as_str()?.to_string(), held))
+        })
+        .collect()
+}
+
 /// The one mailbox an email is indexed in: the index keeps a message in one place, and an
 /// email in several mailboxes (a label-style server) is shown where it matters most: trash,
 /// then junk, then the inbox, then the first by path.

@@ -4,8 +4,6 @@
 //! permanent mode destroys it, each `Email/set` followed in the same request by an
 //! `Email/get` of the same emails: in the trash, or not found.
 
-use std::collections::BTreeMap;
-
 use mailbroker_core::{
     DeleteBatch, DeleteMode, Error, ItemResult, MOVED_SINCE_STAGED, Outcome, RemoteId, Result,
     Version, WriteTarget,
@@ -34,11 +32,11 @@ pub async fn delete(client: &mut Client, batch: &DeleteBatch) -> Result<Vec<Item
         let ids: Vec<&str> = chunk.iter().map(|t| t.id.as_str()).collect();
         let args = json!({ "ids": ids, "properties": ["mailboxIds", "keywords"] });
         let answers = client.call(vec![("Email/get", args)]).await?;
-        let now = found(&method(&answers[0], "Email/get")?);
+        let now = convert::held(&method(&answers[0], "Email/get")?);
         for t in chunk {
             match now.get(t.id.as_str()) {
                 None => results.push(ItemResult::new(t.id.clone(), Outcome::Unchanged)),
-                Some(email) if !in_mailbox(email, &source) => results.push(moved_since(t)),
+                Some(email) if !email.mailboxes.contains(&source) => results.push(moved_since(t)),
                 Some(_) => live.push(t),
             }
         }
@@ -55,20 +53,6 @@ fn folder(batch: &DeleteBatch, path: &str) -> Result<String> {
         Error::not_found(format!("jmap: no mailbox {path:?} in the index"))
             .with_next_step("run: mailbroker sync, then try again")
     })
-}
-
-/// The emails of an `Email/get` answer, by id.
-fn found(got: &Value) -> BTreeMap<String, Value> {
-    got["list"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|e| Some((e["id"].as_str()?.to_string(), e.clone())))
-        .collect()
-}
-
-fn in_mailbox(email: &Value, id: &str) -> bool {
-    email["mailboxIds"][id].as_bool() == Some(true)
 }
 
 fn moved_since(t: &WriteTarget) -> ItemResult {
@@ -123,7 +107,7 @@ async fn send(
         return every(chunk, Outcome::Unknown, &e);
     };
     let state = got["state"].as_str().unwrap_or_default().to_string();
-    let now = found(&got);
+    let now = convert::held(&got);
     chunk
         .iter()
         .map(|t| deleted(t, &set, now.get(t.id.as_str()), trash, &state))
@@ -141,7 +125,7 @@ fn every(chunk: &[&WriteTarget], outcome: Outcome, e: &Error) -> Vec<ItemResult>
 fn deleted(
     t: &WriteTarget,
     set: &Value,
-    now: Option<&Value>,
+    now: Option<&convert::Held>,
     trash: Option<&(String, String)>,
     state: &str,
 ) -> ItemResult {
@@ -161,10 +145,10 @@ fn deleted(
     }
     match (trash, now) {
         (None, None) => ItemResult::new(t.id.clone(), Outcome::Applied),
-        (Some((path, to)), Some(email)) if in_mailbox(email, to) => {
+        (Some((path, to)), Some(email)) if email.mailboxes.contains(to) => {
             let mut r = ItemResult::new(t.id.clone(), Outcome::Applied);
             r.moved_to = Some((path.clone(), RemoteId::new(id)));
-            r.observed = Some((Version::new(state), convert::flags_of(&email["keywords"])));
+            r.observed = Some((Version::new(state), email.flags.clone()));
             r
         }
         _ => ItemResult::new(t.id.clone(), Outcome::Failed).with_error(Error::verification_failed(

@@ -90,7 +90,7 @@ impl Provider for JmapProvider {
         request: &SyncRequest,
         sink: &mut dyn SyncSink,
     ) -> Result<Vec<MailboxSyncReport>> {
-        let since = sync::state_of(Some(&self.state)).map(str::to_string);
+        let since = (!self.state.is_empty()).then(|| self.state.clone());
         let (reports, state) =
             sync::sync(&mut self.client, request, since.as_deref(), sink).await?;
         self.state = state;

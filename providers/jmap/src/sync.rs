@@ -222,8 +222,3 @@ async fn put_in_place(
     }
     Ok(())
 }
-
-/// The email state a cursor holds (the account cursor is the email state itself).
-pub fn state_of(cursor: Option<&str>) -> Option<&str> {
-    cursor.filter(|c| !c.is_empty())
-}

@@ -22,7 +22,7 @@ use mailbroker_core::{
 use serde_json::{Map, Value, json};
 
 use crate::client::{Client, method};
-use crate::convert;
+use crate::convert::{self, Held};
 
 /// A result with the state the server showed.
 trait Observed {
@@ -38,29 +38,6 @@ impl Observed for ItemResult {
 
 /// Properties a precondition or a read-back reads.
 const STATE: [&str; 3] = ["id", "keywords", "mailboxIds"];
-
-/// What the server holds of an email: its keywords and mailboxes.
-struct Now {
-    flags: mailbroker_core::MessageFlags,
-    mailboxes: HashSet<String>,
-}
-
-impl Now {
-    fn of(email: &Value) -> Now {
-        Now {
-            flags: convert::flags_of(&email["keywords"]),
-            mailboxes: email["mailboxIds"]
-                .as_object()
-                .map(|m| {
-                    m.iter()
-                        .filter(|(_, on)| on.as_bool() == Some(true))
-                        .map(|(id, _)| id.clone())
-                        .collect()
-                })
-                .unwrap_or_default(),
-        }
-    }
-}
 
 /// The mailbox ids a batch names: its own and its move target's.
 struct Places {
@@ -88,7 +65,7 @@ impl Places {
     }
 
     /// Whether `now` shows the request done: the operation, and the email in the target.
-    fn done(&self, op: &FlagOp, now: &Now) -> bool {
+    fn done(&self, op: &FlagOp, now: &Held) -> bool {
         op.holds_in(&now.flags)
             && self.to.as_ref().is_none_or(|(_, to)| {
                 now.mailboxes.contains(to)
@@ -202,7 +179,7 @@ async fn changed_since(client: &mut Client, state: &str) -> Result<Option<HashSe
 }
 
 /// What the server holds now of `ids`, with the email state it was read at.
-async fn read(client: &mut Client, ids: &[RemoteId]) -> Result<BTreeMap<String, (String, Now)>> {
+async fn read(client: &mut Client, ids: &[RemoteId]) -> Result<BTreeMap<String, (String, Held)>> {
     let mut out = BTreeMap::new();
     for chunk in ids.chunks(client.limits.max_objects_in_get) {
         let args = json!({ "ids": chunk.iter().map(RemoteId::as_str).collect::<Vec<_>>(), "properties": STATE });
@@ -213,12 +190,10 @@ async fn read(client: &mut Client, ids: &[RemoteId]) -> Result<BTreeMap<String, 
     Ok(out)
 }
 
-fn collect(got: &Value, out: &mut BTreeMap<String, (String, Now)>) {
+fn collect(got: &Value, out: &mut BTreeMap<String, (String, Held)>) {
     let state = got["state"].as_str().unwrap_or_default();
-    for email in got["list"].as_array().into_iter().flatten() {
-        if let Some(id) = email["id"].as_str() {
-            out.insert(id.to_string(), (state.to_string(), Now::of(email)));
-        }
+    for (id, held) in convert::held(got) {
+        out.insert(id, (state.to_string(), held));
     }
 }
 
@@ -278,7 +253,7 @@ fn unknown(chunk: &[&WriteTarget], e: &Error) -> Vec<ItemResult> {
 fn result_of(
     target: &WriteTarget,
     set: &Value,
-    now: &BTreeMap<String, (String, Now)>,
+    now: &BTreeMap<String, (String, Held)>,
     batch: &WriteBatch,
     places: &Places,
 ) -> ItemResult {
