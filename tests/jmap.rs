@@ -205,3 +205,122 @@ async fn a_private_ca_is_trusted_with_ca_file() {
         2
     );
 }
+
+/// The mailboxes of email `id` on the server, by name.
+async fn mailboxes_of(cyrus: &Cyrus, user: &str, id: &str) -> Vec<String> {
+    let names: std::collections::BTreeMap<String, String> = cyrus
+        .mailboxes(user)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(name, id)| (id, name))
+        .collect();
+    let email = keywords(cyrus, user, id).await;
+    let mut of: Vec<String> = email["mailboxIds"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(|id| names[id].clone())
+        .collect();
+    of.sort();
+    of
+}
+
+/// With `--tags mailboxes` (Fastmail's labels mode) a tag is a mailbox the email is in
+/// beside its others: added and removed (and undone) without the email leaving its inbox,
+/// a new label created on the way, and one left in no mailbox put in the archive.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tags_as_mailboxes_add_and_remove_membership_without_moving() {
+    let Some(cyrus) = mailbroker_testkit::cyrus::shared() else {
+        return;
+    };
+    let user = "labels";
+    cyrus.add_user(user).await.unwrap();
+    let made = json!([["Mailbox/set", { "accountId": user,
+        "create": { "w": { "name": "Work", "parentId": null } } }, "m"]]);
+    let made = cyrus.call(user, made).await.unwrap();
+    let work = made[0][1]["created"]["w"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let ids = cyrus
+        .seed(user, "Inbox", 4, "lena@example.test", &[])
+        .await
+        .unwrap();
+    let only_work = cyrus
+        .seed(user, "Work", 1, "work@example.test", &[])
+        .await
+        .unwrap();
+    let join = json!([["Email/set", { "accountId": user,
+        "update": { ids[0].clone(): { format!("mailboxIds/{work}"): true } } }, "s"]]);
+    cyrus.call(user, join).await.unwrap();
+
+    let home = tempfile::tempdir().unwrap();
+    let mut add =
+        mailbroker_testkit::cyrus::account_add_args("l", &cyrus.url(), user, "MB_TEST_PW");
+    add.extend(["--tags".to_string(), "mailboxes".to_string()]);
+    let added = common::mb_args(home.path(), &add);
+    assert_eq!(added.code, 0, "{}", added.stdout);
+    ok(home.path(), &["sync"]);
+    assert_eq!(ok(home.path(), &["search", "in:inbox"])["total"], 4);
+    assert_eq!(ok(home.path(), &["search", "tag:Work"])["total"], 2);
+
+    // A new label, nested: its mailboxes are made, and the emails stay in the inbox.
+    let query = "subject:\"Message 1\" in:inbox";
+    let tagged = ok(
+        home.path(),
+        &[
+            "update",
+            "--query",
+            query,
+            "--add-tag",
+            "Clients/Acme",
+            "--yes",
+        ],
+    );
+    assert_eq!(tagged["applied"], 1, "{tagged}");
+    assert_eq!(mailboxes_of(cyrus, user, &ids[1]).await, ["Acme", "Inbox"]);
+    assert_eq!(
+        ok(home.path(), &["search", "tag:Clients/Acme in:inbox"])["total"],
+        1
+    );
+
+    let query = "tag:Work in:inbox";
+    let removed = ok(
+        home.path(),
+        &["update", "--query", query, "--remove-tag", "work", "--yes"],
+    );
+    assert_eq!(removed["applied"], 1, "{removed}");
+    assert_eq!(mailboxes_of(cyrus, user, &ids[0]).await, ["Inbox"]);
+    let change = removed["change_id"].to_string();
+    let undone = ok(home.path(), &["undo", &change, "--yes"]);
+    assert_eq!(undone["applied"], 1, "{undone}");
+    assert_eq!(mailboxes_of(cyrus, user, &ids[0]).await, ["Inbox", "Work"]);
+
+    // The last label of an email in no other mailbox: it goes to the archive.
+    let query = "in:Work";
+    let removed = ok(
+        home.path(),
+        &["update", "--query", query, "--remove-tag", "Work", "--yes"],
+    );
+    assert_eq!(removed["applied"], 1, "{removed}");
+    assert_eq!(mailboxes_of(cyrus, user, &only_work[0]).await, ["Archive"]);
+    assert_eq!(ok(home.path(), &["search", "in:archive"])["total"], 1);
+
+    let place = mb(
+        home.path(),
+        &[
+            "update",
+            "--query",
+            "in:inbox",
+            "--add-tag",
+            "Trash",
+            "--yes",
+        ],
+    );
+    assert_eq!(
+        place.json["error_type"], "validation_error",
+        "{}",
+        place.stdout
+    );
+}

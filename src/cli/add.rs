@@ -108,6 +108,11 @@ pub struct JmapArgs {
     /// Trust this CA (PEM) in addition to the public roots.
     #[arg(long, value_name = "PEM")]
     pub ca_file: Option<PathBuf>,
+    /// What a tag is on the server: a keyword of the message, or a mailbox it is in beside
+    /// its others (Fastmail's labels mode).
+    #[arg(long, value_name = "KIND", default_value = "keywords",
+          value_parser = ["keywords", "mailboxes"])]
+    pub tags: String,
     /// The account's address, for display (the user name when it is one).
     #[arg(long)]
     pub email: Option<String>,
@@ -374,6 +379,7 @@ async fn add_jmap(store: &Store, args: &JmapArgs, json: bool) -> Result<()> {
             Some(path) => Some(absolute(path)?),
             None => None,
         },
+        tags: mailbroker_jmap::TagMode::parse(&args.tags)?,
     };
     settings.check_plaintext()?;
     accounts::check_new(store, &id).await?;

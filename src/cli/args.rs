@@ -15,12 +15,25 @@ use mailbroker_core::Error;
 use super::Cli;
 
 /// Parses the process's arguments. An unknown option of a query command is a
-/// `validation_error` (with whether `--json` was asked for, to print it as asked); clap's
-/// own errors and `--help` end the process as clap does.
+/// `validation_error` (with whether `--json` was asked for, to print it as asked); so is any
+/// other error clap finds when `--json` was asked for. Without `--json`, clap's errors and
+/// `--help` end the process as clap does.
 pub fn parse_args(args: Vec<OsString>) -> Result<Cli, (Error, bool)> {
     let json = args.iter().any(|a| a == "--json");
     let sorted = sort_query_args(&Cli::command(), args).map_err(|e| (e, json))?;
-    Ok(<Cli as clap::Parser>::parse_from(sorted))
+    match <Cli as clap::Parser>::try_parse_from(sorted) {
+        Ok(cli) => Ok(cli),
+        Err(e) if json && e.use_stderr() => Err((usage_error(&e), json)),
+        Err(e) => e.exit(),
+    }
+}
+
+/// Clap's error as ours: its first line, without clap's `error: `.
+fn usage_error(e: &clap::Error) -> Error {
+    let text = e.to_string();
+    let line = text.lines().next().unwrap_or_default();
+    Error::validation(line.trim_start_matches("error: ").to_string())
+        .with_next_step("nothing was run; see `mailbroker --help`")
 }
 
 /// `args` with a query command's options moved ahead of its query words, which follow `--`.
@@ -152,6 +165,21 @@ mod tests {
             .into_iter()
             .map(|a| a.into_string().unwrap())
             .collect())
+    }
+
+    #[test]
+    fn with_json_a_usage_error_is_a_validation_error() {
+        let args = ["mailbroker", "--json", "update", "from:x", "--read"];
+        let Err((e, json)) = parse_args(args.iter().map(OsString::from).collect()) else {
+            panic!("a query given as an id was accepted");
+        };
+        assert!(json);
+        assert_eq!(e.error_type(), "validation_error");
+        assert!(
+            e.message().contains("--query \"from:x\""),
+            "{}",
+            e.message()
+        );
     }
 
     #[test]

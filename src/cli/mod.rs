@@ -113,10 +113,18 @@ pub enum Command {
     },
 }
 
+/// A message id as `search` prints it; anything else is most likely a query typed without
+/// `--query`, and the error says so.
+fn message_id(s: &str) -> std::result::Result<i64, String> {
+    s.parse().map_err(|_| {
+        format!("{s:?} is not a message id; to select messages by a query, pass --query {s:?}")
+    })
+}
+
 #[derive(Debug, Args)]
 pub struct UpdateArgs {
     /// Message ids (from `search`).
-    #[arg(required_unless_present = "query", conflicts_with = "query")]
+    #[arg(required_unless_present = "query", conflicts_with = "query", value_parser = message_id)]
     pub ids: Vec<i64>,
     /// Select messages by a search query instead of ids.
     #[arg(long, allow_hyphen_values = true)]

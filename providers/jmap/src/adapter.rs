@@ -8,7 +8,7 @@ use mailbroker_core::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::{Auth, JmapProvider};
+use crate::{Auth, JmapProvider, TagMode};
 
 /// The secret's kind in the store: the password (Basic) or the token (Bearer).
 pub const SECRET_KIND: &str = "jmap";
@@ -28,6 +28,9 @@ pub struct JmapSettings {
     /// A CA (PEM) trusted beside the public roots, for a server with a private one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ca_file: Option<String>,
+    /// What a tag is: a keyword, or a mailbox beside the email's others.
+    #[serde(default)]
+    pub tags: TagMode,
 }
 
 impl JmapSettings {
@@ -85,7 +88,9 @@ pub async fn setup(
     settings.check_plaintext()?;
     let auth = settings.auth(secret.clone());
     let ca_file = settings.ca_file.as_deref();
-    let mut jmap = JmapProvider::connect_with(&settings.url, auth, ca_file, None).await?;
+    let mut jmap = JmapProvider::connect_with(&settings.url, auth, ca_file, None)
+        .await?
+        .with_tags(settings.tags);
     let mailboxes = jmap.list_mailboxes().await?;
     let address = settings
         .username
@@ -110,56 +115,19 @@ impl Adapter for Jmap {
         ProviderKind::Jmap
     }
 
-    fn validate_tag(&self, _account: &AccountInfo<'_>, tag: &str, _new: bool) -> Result<()> {
-        let bad = tag
-            .chars()
-            .find(|c| !c.is_ascii_graphic() || KEYWORD_SPECIALS.contains(c));
-        if tag.is_empty() || tag.len() > MAX_KEYWORD_LEN as usize || bad.is_some() {
-            return Err(Error::validation(format!(
-                "tag {tag:?} cannot be a JMAP keyword: 1–255 printable ASCII characters, no \
-                 spaces and none of ( ) {{ ] % * \" \\"
-            ))
-            .with_next_step("choose a tag of letters, digits and - _ / . only"));
+    fn validate_tag(&self, account: &AccountInfo<'_>, tag: &str, _new: bool) -> Result<()> {
+        let settings: JmapSettings = account.settings()?;
+        match settings.tags {
+            TagMode::Keywords => validate_keyword(tag),
+            TagMode::Mailboxes => validate_label(tag),
         }
-        if tag.starts_with('$') {
-            return Err(Error::validation(format!(
-                "tag {tag:?} starts with $, which JMAP keeps for system keywords"
-            ))
-            .with_next_step(
-                "use --read or --flag for $seen and $flagged; choose a tag without $",
-            ));
-        }
-        Ok(())
     }
 
-    fn plan(&self, _account: &AccountInfo<'_>, batch: &WriteBatch) -> Vec<String> {
-        let n = batch.targets.len();
-        let mut what = Vec::new();
-        if let Some(read) = batch.op.read {
-            what.push(format!("$seen {}", if read { "true" } else { "null" }));
-        }
-        if let Some(flagged) = batch.op.flagged {
-            what.push(format!(
-                "$flagged {}",
-                if flagged { "true" } else { "null" }
-            ));
-        }
-        what.extend(batch.op.add_tags.iter().map(|t| format!("{t} true")));
-        what.extend(batch.op.remove_tags.iter().map(|t| format!("{t} null")));
-        if let Some(to) = &batch.move_to {
-            what.push(format!("move to {to}"));
-        }
-        vec![
-            format!(
-                "jmap {}: Email/changes since the synced state (precondition)",
-                batch.mailbox
-            ),
-            format!(
-                "jmap {}: Email/set of {n} ({}) with its Email/get read-back",
-                batch.mailbox,
-                what.join(", ")
-            ),
-        ]
+    fn plan(&self, account: &AccountInfo<'_>, batch: &WriteBatch) -> Vec<String> {
+        let tags = account
+            .settings::<JmapSettings>()
+            .map_or(TagMode::Keywords, |s| s.tags);
+        plan(batch, tags)
     }
 
     fn plan_delete(&self, _account: &AccountInfo<'_>, batch: &DeleteBatch) -> Vec<String> {
@@ -191,8 +159,9 @@ impl Adapter for Jmap {
         let settings: JmapSettings = account.settings()?;
         let secret = secrets.get(SECRET_KIND).await?;
         let (auth, ca_file) = (settings.auth(secret), settings.ca_file.as_deref());
-        let provider =
-            JmapProvider::connect_with(&settings.url, auth, ca_file, account.cursor).await?;
+        let provider = JmapProvider::connect_with(&settings.url, auth, ca_file, account.cursor)
+            .await?
+            .with_tags(settings.tags);
         Ok(Box::new(Ready(Box::new(provider))))
     }
 
@@ -219,6 +188,87 @@ impl Adapter for Jmap {
     }
 }
 
+/// A tag as a keyword: RFC 8621 §4.1.1's rules, and not one of the system keywords.
+fn validate_keyword(tag: &str) -> Result<()> {
+    let bad = tag
+        .chars()
+        .find(|c| !c.is_ascii_graphic() || KEYWORD_SPECIALS.contains(c));
+    if tag.is_empty() || tag.len() > MAX_KEYWORD_LEN as usize || bad.is_some() {
+        return Err(Error::validation(format!(
+            "tag {tag:?} cannot be a JMAP keyword: 1–255 printable ASCII characters, no \
+             spaces and none of ( ) {{ ] % * \" \\"
+        ))
+        .with_next_step("choose a tag of letters, digits and - _ / . only"));
+    }
+    if tag.starts_with('$') {
+        return Err(Error::validation(format!(
+            "tag {tag:?} starts with $, which JMAP keeps for system keywords"
+        ))
+        .with_next_step("use --read or --flag for $seen and $flagged; choose a tag without $"));
+    }
+    Ok(())
+}
+
+/// A tag as a label mailbox's path: a name a mailbox can have, and not a place (a role's
+/// usual name); the write refuses any other mailbox with a role by the name it has there.
+fn validate_label(tag: &str) -> Result<()> {
+    const PLACES: [&str; 7] = [
+        "inbox", "archive", "drafts", "sent", "junk", "spam", "trash",
+    ];
+    let problem = if tag.trim().is_empty() || tag.split('/').any(|s| s.trim().is_empty()) {
+        Some("has an empty mailbox name")
+    } else if tag.chars().any(char::is_control) {
+        Some("contains a control character")
+    } else if PLACES.iter().any(|p| p.eq_ignore_ascii_case(tag)) {
+        Some("names a place, not a label")
+    } else {
+        None
+    };
+    match problem {
+        Some(p) => Err(
+            Error::validation(format!("tag {tag:?} {p}")).with_next_step(
+                "choose a label name; use move_to (or --to) to change where a message is",
+            ),
+        ),
+        None => Ok(()),
+    }
+}
+
+/// What a write batch sends, in words.
+fn plan(batch: &WriteBatch, tags: TagMode) -> Vec<String> {
+    let n = batch.targets.len();
+    let on = |b: bool| if b { "true" } else { "null" };
+    let mut what = Vec::new();
+    batch
+        .op
+        .read
+        .inspect(|r| what.push(format!("$seen {}", on(*r))));
+    batch
+        .op
+        .flagged
+        .inspect(|f| what.push(format!("$flagged {}", on(*f))));
+    let (add, remove) = match tags {
+        TagMode::Keywords => ("true", "null"),
+        TagMode::Mailboxes => ("mailbox joined", "mailbox left"),
+    };
+    what.extend(batch.op.add_tags.iter().map(|t| format!("{t} {add}")));
+    what.extend(batch.op.remove_tags.iter().map(|t| format!("{t} {remove}")));
+    if let Some(to) = &batch.move_to {
+        what.push(format!("move to {to}"));
+    }
+    vec![
+        format!(
+            "jmap {}: Email/changes since the synced state (precondition)",
+            batch.mailbox
+        ),
+        format!(
+            "jmap {}: Email/set of {n} ({}) with its Email/get read-back",
+            batch.mailbox,
+            what.join(", ")
+        ),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -229,6 +279,7 @@ mod tests {
             username: "me".into(),
             auth: "basic".into(),
             ca_file: None,
+            tags: TagMode::Keywords,
         }
     }
 

@@ -155,27 +155,35 @@ pub fn held(got: &Value) -> BTreeMap<String, Held> {
 }
 
 /// The one mailbox an email is indexed in: the index keeps a message in one place, and an
-/// email in several mailboxes (a label-style server) is shown where it matters most: trash,
-/// then junk, then the inbox, then the first by path.
+/// email in several mailboxes (a label-style server) is shown where it matters most.
 pub fn place_of<'a>(
     email: &Value,
     mailboxes: &'a BTreeMap<String, Mailbox>,
 ) -> Option<&'a Mailbox> {
-    let of_email: Vec<&Mailbox> = email["mailboxIds"]
-        .as_object()?
-        .iter()
-        .filter(|(_, on)| on.as_bool() == Some(true))
-        .filter_map(|(id, _)| mailboxes.get(id))
-        .collect();
+    place_among(mailbox_ids(email).filter_map(|id| mailboxes.get(id)))
+}
+
+/// The place among an email's mailboxes: trash, then junk, then the inbox, then another
+/// mailbox with a role, then the first by path.
+pub fn place_among<'a>(of_email: impl Iterator<Item = &'a Mailbox>) -> Option<&'a Mailbox> {
     let rank = |m: &&Mailbox| match m.role {
         Some(Role::Trash) => 0,
         Some(Role::Junk) => 1,
         Some(Role::Inbox) => 2,
-        _ => 3,
+        Some(_) => 3,
+        None => 4,
     };
-    of_email
+    of_email.min_by(|a, b| rank(a).cmp(&rank(b)).then(a.path.cmp(&b.path)))
+}
+
+/// The ids of the mailboxes an email is in.
+pub fn mailbox_ids(email: &Value) -> impl Iterator<Item = &String> {
+    email["mailboxIds"]
+        .as_object()
         .into_iter()
-        .min_by(|a, b| rank(a).cmp(&rank(b)).then(a.path.cmp(&b.path)))
+        .flatten()
+        .filter(|(_, on)| on.as_bool() == Some(true))
+        .map(|(id, _)| id)
 }
 
 /// The index row of an email (its `EMAIL_PROPERTIES`), versioned by the account's email

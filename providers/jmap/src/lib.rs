@@ -6,13 +6,15 @@
 //! email keeps its index row. The account-wide cursor is the email state the last sync
 //! reached. Writes go as `Email/set` patches with preconditions from `Email/changes` and a
 //! read-back in the same request (`write`); staged deletions move to the trash or destroy,
-//! each email checked first and read back after (`delete`). Accounts are set up with a
-//! password or a token (`adapter`).
+//! each email checked first and read back after (`delete`). Tags are keywords, or with
+//! `--tags mailboxes` the label mailboxes an email is in (`labels`). Accounts are set up with
+//! a password or a token (`adapter`).
 
 mod adapter;
 pub mod client;
 pub mod convert;
 mod delete;
+pub mod labels;
 mod sync;
 mod write;
 
@@ -25,6 +27,7 @@ use serde_json::json;
 
 pub use adapter::{Jmap, JmapSettings, setup};
 pub use client::{Auth, Client};
+pub use labels::TagMode;
 
 /// A session with one JMAP account.
 pub struct JmapProvider {
@@ -32,6 +35,9 @@ pub struct JmapProvider {
     capabilities: Capabilities,
     /// The email state the last sync reached (the account cursor), empty before the first.
     state: String,
+    tags: TagMode,
+    /// With tags as mailboxes: the mailbox list as last read, for writes.
+    labels: Option<labels::Labels>,
 }
 
 impl JmapProvider {
@@ -57,7 +63,15 @@ impl JmapProvider {
                 max_tag_len: None,
             },
             state: cursor.unwrap_or_default().to_string(),
+            tags: TagMode::Keywords,
+            labels: None,
         })
+    }
+
+    /// The same session with tags read and written as `tags` says.
+    pub fn with_tags(mut self, tags: TagMode) -> JmapProvider {
+        self.tags = tags;
+        self
     }
 
     /// The email state the last sync reached (what the account cursor stores).
@@ -91,14 +105,26 @@ impl Provider for JmapProvider {
         sink: &mut dyn SyncSink,
     ) -> Result<Vec<MailboxSyncReport>> {
         let since = (!self.state.is_empty()).then(|| self.state.clone());
-        let (reports, state) =
-            sync::sync(&mut self.client, request, since.as_deref(), sink).await?;
-        self.state = state;
-        Ok(reports)
+        let client = &mut self.client;
+        let synced = sync::sync(client, request, since.as_deref(), self.tags, sink).await?;
+        self.state = synced.state;
+        self.labels = (self.tags == TagMode::Mailboxes).then_some(synced.labels);
+        Ok(synced.reports)
     }
 
     async fn apply(&mut self, batch: &WriteBatch) -> Result<Vec<ItemResult>> {
-        write::apply(&mut self.client, batch).await
+        if self.tags == TagMode::Keywords {
+            return write::apply(&mut self.client, batch, None).await;
+        }
+        let labels = match self.labels.take() {
+            Some(labels) => labels,
+            None => labels::Labels::read(&mut self.client).await?,
+        };
+        let labels = self.labels.insert(labels);
+        labels
+            .create_missing(&mut self.client, &batch.op.add_tags)
+            .await?;
+        write::apply(&mut self.client, batch, Some(labels)).await
     }
 
     async fn delete(&mut self, batch: &DeleteBatch) -> Result<Vec<ItemResult>> {

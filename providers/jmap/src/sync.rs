@@ -18,18 +18,27 @@ use serde_json::{Value, json};
 
 use crate::client::{Client, method};
 use crate::convert::{self, EMAIL_PROPERTIES, Mailbox};
+use crate::labels::{Labels, TagMode};
 
 /// Reports by mailbox path.
 type Reports = BTreeMap<String, MailboxSyncReport>;
 
-/// Brings the index up to date from `since` (the account's email state at the last sync);
-/// returns the reports and the email state to store.
+/// What a sync read: its reports, the email state to store, and the mailboxes.
+pub struct Synced {
+    pub reports: Vec<MailboxSyncReport>,
+    pub state: String,
+    pub labels: Labels,
+}
+
+/// Brings the index up to date from `since` (the account's email state at the last sync),
+/// with tags read as `tags` says.
 pub async fn sync(
     client: &mut Client,
     request: &SyncRequest,
     since: Option<&str>,
+    tags: TagMode,
     sink: &mut dyn SyncSink,
-) -> Result<(Vec<MailboxSyncReport>, String)> {
+) -> Result<Synced> {
     let since = since.filter(|_| !request.full);
     let mut calls = vec![("Mailbox/get", json!({ "ids": null }))];
     if let Some(state) = since {
@@ -40,16 +49,20 @@ pub async fn sync(
     let boxes = convert::mailboxes(list["list"].as_array().map_or(&[][..], Vec::as_slice));
     let infos = boxes.iter().map(Mailbox::info).collect();
     sink.apply(Seen::Mailboxes(infos)).await?;
-    let by_id: BTreeMap<String, Mailbox> = boxes.into_iter().map(|m| (m.id.clone(), m)).collect();
+    let labels = Labels::new(boxes);
+    let read = Reading {
+        labels: &labels,
+        tags,
+    };
     let changes = answers.get(1).map(|a| method(a, "Email/changes"));
     let (mut reports, state) = match changes {
-        Some(Ok(first)) => incremental(client, &by_id, first, sink).await?,
+        Some(Ok(first)) => incremental(client, &read, first, sink).await?,
         // The stored state is too old for the server: start over.
-        Some(Err(e)) if e.is_not_found() => full(client, &by_id, sink, true).await?,
+        Some(Err(e)) if e.is_not_found() => full(client, &read, sink, true).await?,
         Some(Err(e)) => return Err(e),
-        None => full(client, &by_id, sink, false).await?,
+        None => full(client, &read, sink, false).await?,
     };
-    for m in by_id.values() {
+    for m in labels.boxes().values() {
         let cursor = MailboxCursor::new(&state);
         sink.apply(Seen::Done {
             mailbox: m.path.clone(),
@@ -61,7 +74,17 @@ pub async fn sync(
             .or_insert_with(|| MailboxSyncReport::new(&m.path, SyncMode::Unchanged));
     }
     sink.apply(Seen::AccountCursor(state.clone())).await?;
-    Ok((reports.into_values().collect(), state))
+    Ok(Synced {
+        reports: reports.into_values().collect(),
+        state,
+        labels,
+    })
+}
+
+/// The mailboxes, and what a tag is, for reading emails.
+struct Reading<'a> {
+    labels: &'a Labels,
+    tags: TagMode,
 }
 
 fn changes_args(since: &str, client: &Client) -> Value {
@@ -71,12 +94,12 @@ fn changes_args(since: &str, client: &Client) -> Value {
 /// Every email, page by page; `voided` when a stored state was refused.
 async fn full(
     client: &mut Client,
-    boxes: &BTreeMap<String, Mailbox>,
+    read: &Reading<'_>,
     sink: &mut dyn SyncSink,
     voided: bool,
 ) -> Result<(Reports, String)> {
     let mut reports = Reports::new();
-    for m in boxes.values() {
+    for m in read.labels.boxes().values() {
         let mut report = MailboxSyncReport::new(&m.path, SyncMode::Full);
         report.cursor_voided = voided;
         reports.insert(m.path.clone(), report);
@@ -112,7 +135,7 @@ async fn full(
         // while paging is read twice at worst.
         let at = state.get_or_insert_with(|| got["state"].as_str().unwrap_or_default().into());
         let at = at.clone();
-        put_in_place(&got, &at, boxes, sink, &mut reports, true).await?;
+        put_in_place(&got, &at, read, sink, &mut reports, true).await?;
         sink.checkpoint().await?;
         if ids < page {
             break;
@@ -126,10 +149,11 @@ async fn full(
 /// destroyed ones removed, until the server has no more changes.
 async fn incremental(
     client: &mut Client,
-    boxes: &BTreeMap<String, Mailbox>,
+    read: &Reading<'_>,
     mut changes: Value,
     sink: &mut dyn SyncSink,
 ) -> Result<(Reports, String)> {
+    let boxes = read.labels.boxes();
     let mut reports: Reports = boxes
         .values()
         .map(|m| {
@@ -149,7 +173,7 @@ async fn incremental(
                 let args = json!({ "ids": chunk, "properties": EMAIL_PROPERTIES });
                 let answers = client.call(vec![("Email/get", args)]).await?;
                 let got = method(&answers[0], "Email/get")?;
-                put_in_place(&got, &state, boxes, sink, &mut reports, added).await?;
+                put_in_place(&got, &state, read, sink, &mut reports, added).await?;
             }
         }
         let gone: Vec<RemoteId> = changes["destroyed"]
@@ -193,19 +217,22 @@ async fn incremental(
 async fn put_in_place(
     got: &Value,
     state: &str,
-    boxes: &BTreeMap<String, Mailbox>,
+    read: &Reading<'_>,
     sink: &mut dyn SyncSink,
     reports: &mut Reports,
     added: bool,
 ) -> Result<()> {
     let mut by_place: BTreeMap<&str, Vec<mailbroker_core::MessageMeta>> = BTreeMap::new();
     for email in got["list"].as_array().into_iter().flatten() {
-        let (Some(place), Some(meta)) = (
-            convert::place_of(email, boxes),
+        let (Some(place), Some(mut meta)) = (
+            convert::place_of(email, read.labels.boxes()),
             convert::meta_of(email, state),
         ) else {
             continue;
         };
+        if read.tags == TagMode::Mailboxes {
+            meta.flags.tags = read.labels.tags_of(convert::mailbox_ids(email));
+        }
         by_place.entry(&place.path).or_default().push(meta);
     }
     for (place, metas) in by_place {

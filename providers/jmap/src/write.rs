@@ -23,6 +23,7 @@ use serde_json::{Map, Value, json};
 
 use crate::client::{Client, method};
 use crate::convert::{self, Held};
+use crate::labels::Labels;
 
 /// A result with the state the server showed.
 trait Observed {
@@ -39,14 +40,16 @@ impl Observed for ItemResult {
 /// Properties a precondition or a read-back reads.
 const STATE: [&str; 3] = ["id", "keywords", "mailboxIds"];
 
-/// The mailbox ids a batch names: its own and its move target's.
-struct Places {
+/// The mailbox ids a batch names: its own and its move target's, and with tags as
+/// mailboxes, every label's.
+struct Places<'a> {
     from: Option<String>,
     to: Option<(String, String)>,
+    labels: Option<&'a Labels>,
 }
 
-impl Places {
-    fn of(batch: &WriteBatch) -> Result<Places> {
+impl<'a> Places<'a> {
+    fn of(batch: &WriteBatch, labels: Option<&'a Labels>) -> Result<Places<'a>> {
         let id = |name: &str| batch.folders.get(name).cloned();
         let to = match &batch.move_to {
             Some(target) => Some((
@@ -61,7 +64,25 @@ impl Places {
         Ok(Places {
             from: id(&batch.mailbox),
             to,
+            labels,
         })
+    }
+
+    /// What the server holds, in our terms: with tags as mailboxes, the tags are its
+    /// label mailboxes, not its keywords.
+    fn held(&self, mut held: Held) -> Held {
+        if let Some(labels) = self.labels {
+            held.flags.tags = labels.tags_of(&held.mailboxes);
+        }
+        held
+    }
+
+    /// Where an email in `mailboxes` is indexed now, when that is not the batch's mailbox
+    /// (a label removed from the email it was indexed in).
+    fn moved(&self, batch: &WriteBatch, mailboxes: &HashSet<String>) -> Option<String> {
+        let labels = self.labels?;
+        let place = convert::place_among(mailboxes.iter().filter_map(|id| labels.get(id)))?;
+        (place.path != batch.mailbox).then(|| place.path.clone())
     }
 
     /// Whether `now` shows the request done: the operation, and the email in the target.
@@ -78,8 +99,12 @@ impl Places {
 }
 
 /// Applies one batch: preconditions, `Email/set` with its read-back, each email's result.
-pub async fn apply(client: &mut Client, batch: &WriteBatch) -> Result<Vec<ItemResult>> {
-    let places = Places::of(batch)?;
+pub async fn apply(
+    client: &mut Client,
+    batch: &WriteBatch,
+    labels: Option<&Labels>,
+) -> Result<Vec<ItemResult>> {
+    let places = Places::of(batch, labels)?;
     let (mut results, to_write) = preconditions(client, batch, &places).await?;
     for chunk in to_write.chunks(client.limits.max_objects_in_set) {
         results.extend(write_chunk(client, batch, &places, chunk).await);
@@ -92,7 +117,7 @@ pub async fn apply(client: &mut Client, batch: &WriteBatch) -> Result<Vec<ItemRe
 async fn preconditions<'a>(
     client: &mut Client,
     batch: &'a WriteBatch,
-    places: &Places,
+    places: &Places<'_>,
 ) -> Result<(Vec<ItemResult>, Vec<&'a WriteTarget>)> {
     let changed = match changed_since(client, batch.synced.as_str()).await? {
         Some(changed) => changed,
@@ -107,11 +132,8 @@ async fn preconditions<'a>(
         .iter()
         .filter(|t| changed.contains(t.id.as_str()))
         .collect();
-    let now = read(
-        client,
-        &suspects.iter().map(|t| t.id.clone()).collect::<Vec<_>>(),
-    )
-    .await?;
+    let ids: Vec<RemoteId> = suspects.iter().map(|t| t.id.clone()).collect();
+    let now = read(client, &ids, places).await?;
     let mut results = Vec::new();
     let mut to_write = Vec::new();
     for target in &batch.targets {
@@ -179,21 +201,25 @@ async fn changed_since(client: &mut Client, state: &str) -> Result<Option<HashSe
 }
 
 /// What the server holds now of `ids`, with the email state it was read at.
-async fn read(client: &mut Client, ids: &[RemoteId]) -> Result<BTreeMap<String, (String, Held)>> {
+async fn read(
+    client: &mut Client,
+    ids: &[RemoteId],
+    places: &Places<'_>,
+) -> Result<BTreeMap<String, (String, Held)>> {
     let mut out = BTreeMap::new();
     for chunk in ids.chunks(client.limits.max_objects_in_get) {
         let args = json!({ "ids": chunk.iter().map(RemoteId::as_str).collect::<Vec<_>>(), "properties": STATE });
         let answers = client.call(vec![("Email/get", args)]).await?;
         let got = method(&answers[0], "Email/get")?;
-        collect(&got, &mut out);
+        collect(&got, &mut out, places);
     }
     Ok(out)
 }
 
-fn collect(got: &Value, out: &mut BTreeMap<String, (String, Held)>) {
+fn collect(got: &Value, out: &mut BTreeMap<String, (String, Held)>, places: &Places<'_>) {
     let state = got["state"].as_str().unwrap_or_default();
     for (id, held) in convert::held(got) {
-        out.insert(id, (state.to_string(), held));
+        out.insert(id, (state.to_string(), places.held(held)));
     }
 }
 
@@ -201,7 +227,7 @@ fn collect(got: &Value, out: &mut BTreeMap<String, (String, Held)>) {
 async fn write_chunk(
     client: &mut Client,
     batch: &WriteBatch,
-    places: &Places,
+    places: &Places<'_>,
     chunk: &[&WriteTarget],
 ) -> Vec<ItemResult> {
     let update: Map<String, Value> = chunk
@@ -234,7 +260,7 @@ async fn write_chunk(
     };
     let mut now = BTreeMap::new();
     if let Some(Ok(got)) = answers.get(1).map(|a| method(a, "Email/get")) {
-        collect(&got, &mut now);
+        collect(&got, &mut now, places);
     }
     chunk
         .iter()
@@ -255,7 +281,7 @@ fn result_of(
     set: &Value,
     now: &BTreeMap<String, (String, Held)>,
     batch: &WriteBatch,
-    places: &Places,
+    places: &Places<'_>,
 ) -> ItemResult {
     let id = target.id.as_str();
     if let Some(refused) = set["notUpdated"].get(id) {
@@ -279,15 +305,59 @@ fn result_of(
             ));
     }
     let mut result = ItemResult::new(target.id.clone(), Outcome::Applied).observed(observed);
-    if let Some((name, _)) = &places.to {
-        result.moved_to = Some((name.clone(), target.id.clone()));
+    let moved = places.to.as_ref().map(|(name, _)| name.clone());
+    if let Some(name) = moved.or_else(|| places.moved(batch, &after.mailboxes)) {
+        result.moved_to = Some((name, target.id.clone()));
     }
     result
 }
 
 /// The `Email/set` patch for one email.
-fn patch(op: &FlagOp, places: &Places, target: &WriteTarget) -> Value {
+fn patch(op: &FlagOp, places: &Places<'_>, target: &WriteTarget) -> Value {
     let mut p = Map::new();
+    let mut mailbox = |id: &str, on: bool| {
+        let value = if on { json!(true) } else { Value::Null };
+        p.insert(format!("mailboxIds/{}", pointer(id)), value);
+    };
+    if let Some((_, to)) = &places.to {
+        if let Some(from) = &places.from {
+            mailbox(from, false);
+        }
+        mailbox(to, true);
+    }
+    // With tags as mailboxes, only read and flagged remain keywords.
+    let keywords = match places.labels {
+        Some(labels) => {
+            let now = indexed_mailboxes(places, labels, target);
+            let labels = labels.after(&now, &op.add_tags, &op.remove_tags);
+            labels.add.iter().for_each(|id| mailbox(id, true));
+            labels.remove.iter().for_each(|id| mailbox(id, false));
+            FlagOp {
+                read: op.read,
+                flagged: op.flagged,
+                ..FlagOp::default()
+            }
+        }
+        None => op.clone(),
+    };
+    keyword_patch(&keywords, target, &mut p);
+    Value::Object(p)
+}
+
+/// The mailboxes the index has an email in: its place and its labels.
+fn indexed_mailboxes(
+    places: &Places<'_>,
+    labels: &Labels,
+    target: &WriteTarget,
+) -> HashSet<String> {
+    let tags = target.flags.tags.iter();
+    let ids = tags.filter_map(|t| labels.id_of(t).ok().flatten().map(str::to_string));
+    places.from.iter().cloned().chain(ids).collect()
+}
+
+/// Keyword patches for `op`: each keyword set `true` or removed with `null`, or the whole
+/// `keywords` object where a tag holds `/` or `~`.
+fn keyword_patch(op: &FlagOp, target: &WriteTarget, p: &mut Map<String, Value>) {
     let awkward = |t: &String| t.contains('/') || t.contains('~');
     if op.add_tags.iter().chain(&op.remove_tags).any(awkward) {
         // The whole object, as the index knows it with the change applied.
@@ -320,13 +390,6 @@ fn patch(op: &FlagOp, places: &Places, target: &WriteTarget) -> Value {
         op.add_tags.iter().for_each(|t| keyword(t, true));
         op.remove_tags.iter().for_each(|t| keyword(t, false));
     }
-    if let Some((_, to)) = &places.to {
-        if let Some(from) = &places.from {
-            p.insert(format!("mailboxIds/{}", pointer(from)), Value::Null);
-        }
-        p.insert(format!("mailboxIds/{}", pointer(to)), json!(true));
-    }
-    Value::Object(p)
 }
 
 /// A JSON-pointer segment (RFC 6901): `~` as `~0`, `/` as `~1`.
@@ -354,6 +417,7 @@ mod tests {
         let places = Places {
             from: Some("in".into()),
             to: Some(("Archive".into(), "ar".into())),
+            labels: None,
         };
         let target = WriteTarget {
             id: RemoteId::new("e1"),
@@ -378,6 +442,7 @@ mod tests {
         let places = Places {
             from: None,
             to: None,
+            labels: None,
         };
         let mut target = WriteTarget {
             id: RemoteId::new("e1"),
