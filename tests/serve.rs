@@ -4,8 +4,9 @@
 //! proxy), a restarted Dovecot is reconnected to, and SIGTERM while an update is in flight
 //! finishes that write, journals it, and exits 0 within 5 s. A write waits only for the
 //! background sync's batch in flight, and the sync goes on after it without undoing it. An
-//! announcement costs one sync; a server without IDLE is polled, as are JMAP (changes), Gmail (history) and
-//! Graph (delta) accounts on their mocks; a revoked account is
+//! announcement costs one sync; a server without IDLE is polled, as are JMAP without push
+//! (changes), Gmail (history) and Graph (delta) accounts on their mocks, and a JMAP server
+//! that pushes is synced at its event stream's announcements; a revoked account is
 //! reported with its next step while the others stay fresh; SIGKILL mid-sync loses nothing
 //! and the next start resumes by delta.
 
@@ -402,6 +403,65 @@ async fn a_jmap_account_is_polled_by_its_changes() {
     }
     let accounts = ok_call(&session, "list_accounts", json!({})).await;
     assert_eq!(accounts["accounts"][0]["watching"], "polling", "{accounts}");
+}
+
+/// A JMAP server that pushes (a front for Cyrus with an event stream of its own): serve
+/// waits on the stream, ignores the states it opens with (those the last sync reached), and
+/// syncs when a new one comes, long before its 10-minute poll would.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_jmap_account_that_pushes_is_synced_when_its_event_stream_announces() {
+    let Some(cyrus) = mailbroker_testkit::cyrus::shared() else {
+        return;
+    };
+    let user = "serve-push";
+    cyrus.add_user(user).await.unwrap();
+    let old = cyrus
+        .seed(user, "Inbox", 2, "old@push.example", &[])
+        .await
+        .unwrap();
+    let front = mailbroker_testkit::jmap_push::PushFront::start(cyrus, user)
+        .await
+        .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let add = mailbroker_testkit::cyrus::account_add_args("p", &front.url(), user, "MB_TEST_PW");
+    assert_eq!(mb_args(home.path(), &add).code, 0);
+    let serve = Serve::start_with(home.path(), &["--poll", "600"]);
+    let session = http_session(&serve.url, HTTP_TOKEN).await;
+    let synced = || async { total(&session, "from:old@push.example").await == 2 };
+    within(Duration::from_secs(10), "the first sync", synced).await;
+    within(Duration::from_secs(5), "an event stream", || async {
+        front.streams() > 0
+    })
+    .await;
+    // The states a stream opens with are the synced ones: no sync follows them.
+    let requests = front.api_requests();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        front.api_requests(),
+        requests,
+        "a sync ran without a change"
+    );
+    assert!(
+        front.event_query().contains("types=Email,Mailbox"),
+        "{}",
+        front.event_query()
+    );
+
+    cyrus
+        .seed(user, "Inbox", 1, "new@push.example", &[])
+        .await
+        .unwrap();
+    let flag =
+        json!({ "accountId": user, "update": { old[0].clone(): { "keywords/$flagged": true } } });
+    cyrus
+        .call(user, json!([["Email/set", flag, "f"]]))
+        .await
+        .unwrap();
+    for query in ["from:new@push.example", "from:old@push.example is:flagged"] {
+        found_once(&session, query, Duration::from_secs(3)).await;
+    }
+    let accounts = ok_call(&session, "list_accounts", json!({})).await;
+    assert_eq!(accounts["accounts"][0]["watching"], "idle", "{accounts}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -11,6 +11,7 @@ pub mod cyrus;
 mod dovecot;
 mod imap;
 pub mod imap4d;
+pub mod jmap_push;
 mod proxy;
 
 pub mod memory;

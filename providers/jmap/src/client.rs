@@ -30,6 +30,8 @@ pub struct Client {
     /// The account holding the mail (the session's primary mail account).
     pub account_id: String,
     pub limits: Limits,
+    /// The session's `eventSourceUrl` (RFC 8620 §7.3), absolute, its template unexpanded.
+    pub event_source: Option<String>,
     sent: u64,
 }
 
@@ -83,14 +85,35 @@ impl Client {
             max_objects_in_set: limit("maxObjectsInSet", 500),
             max_calls_in_request: limit("maxCallsInRequest", 16),
         };
+        let event_source = session["eventSourceUrl"]
+            .as_str()
+            .map(|url| absolute(&session_url, url));
         Ok(Client {
             http,
             auth,
             api_url,
             account_id,
             limits,
+            event_source,
             sent: 1,
         })
+    }
+
+    /// Opens the server's event stream at `url`; `None` when it answers 204 (No Content),
+    /// as a server that does not push does. The request may last up to `timeout`.
+    pub async fn events(
+        &mut self,
+        url: &str,
+        timeout: std::time::Duration,
+    ) -> Result<Option<reqwest::Response>> {
+        self.sent += 1;
+        let request = self
+            .http
+            .get(url)
+            .header(reqwest::header::ACCEPT, "text/event-stream")
+            .timeout(timeout);
+        let response = answer(authorized(request, &self.auth).send().await, "jmap events")?;
+        Ok((response.status() != reqwest::StatusCode::NO_CONTENT).then_some(response))
     }
 
     /// Sends `calls` (`[name, arguments, call id]` each; the account id is added to every

@@ -7,7 +7,8 @@
 //! reached. Writes go as `Email/set` patches with preconditions from `Email/changes` and a
 //! read-back in the same request (`write`); staged deletions move to the trash or destroy,
 //! each email checked first and read back after (`delete`). Tags are keywords, or with
-//! `--tags mailboxes` the label mailboxes an email is in (`labels`). Accounts are set up with
+//! `--tags mailboxes` the label mailboxes an email is in (`labels`). `serve` waits on the
+//! session's event source where the server pushes (`push`). Accounts are set up with
 //! a password or a token (`adapter`).
 
 mod adapter;
@@ -15,13 +16,14 @@ pub mod client;
 pub mod convert;
 mod delete;
 pub mod labels;
+mod push;
 mod sync;
 mod write;
 
 use async_trait::async_trait;
 use mailbroker_core::{
     Capabilities, DeleteBatch, ItemResult, MailboxInfo, MailboxSyncReport, Provider, Result,
-    SyncRequest, SyncSink, WriteBatch,
+    SyncRequest, SyncSink, Watched, WriteBatch,
 };
 use serde_json::json;
 
@@ -35,6 +37,8 @@ pub struct JmapProvider {
     capabilities: Capabilities,
     /// The email state the last sync reached (the account cursor), empty before the first.
     state: String,
+    /// The mailbox state the last sync read the list at (what push compares with).
+    mailbox_state: String,
     tags: TagMode,
     /// With tags as mailboxes: the mailbox list as last read, for writes.
     labels: Option<labels::Labels>,
@@ -63,6 +67,7 @@ impl JmapProvider {
                 max_tag_len: None,
             },
             state: cursor.unwrap_or_default().to_string(),
+            mailbox_state: String::new(),
             tags: TagMode::Keywords,
             labels: None,
         })
@@ -108,6 +113,7 @@ impl Provider for JmapProvider {
         let client = &mut self.client;
         let synced = sync::sync(client, request, since.as_deref(), self.tags, sink).await?;
         self.state = synced.state;
+        self.mailbox_state = synced.mailbox_state;
         self.labels = (self.tags == TagMode::Mailboxes).then_some(synced.labels);
         Ok(synced.reports)
     }
@@ -129,6 +135,20 @@ impl Provider for JmapProvider {
 
     async fn delete(&mut self, batch: &DeleteBatch) -> Result<Vec<ItemResult>> {
         delete::delete(&mut self.client, batch).await
+    }
+
+    /// Waits on the session's event source (push) for a change since the last sync.
+    async fn watch(
+        &mut self,
+        _mailbox: &str,
+        timeout: std::time::Duration,
+        stop: std::pin::Pin<&mut (dyn std::future::Future<Output = ()> + Send)>,
+    ) -> Result<Watched> {
+        let known = push::Known {
+            email: self.state.clone(),
+            mailbox: self.mailbox_state.clone(),
+        };
+        push::watch(&mut self.client, &known, timeout, stop).await
     }
 
     fn commands_sent(&self) -> u64 {

@@ -23,11 +23,13 @@ use crate::labels::{Labels, TagMode};
 /// Reports by mailbox path.
 type Reports = BTreeMap<String, MailboxSyncReport>;
 
-/// What a sync read: its reports, the email state to store, and the mailboxes.
+/// What a sync read: its reports, the email state to store, and the mailboxes with the
+/// state they were read at.
 pub struct Synced {
     pub reports: Vec<MailboxSyncReport>,
     pub state: String,
     pub labels: Labels,
+    pub mailbox_state: String,
 }
 
 /// Brings the index up to date from `since` (the account's email state at the last sync),
@@ -46,6 +48,7 @@ pub async fn sync(
     }
     let answers = client.call(calls).await?;
     let list = method(&answers[0], "Mailbox/get")?;
+    let mailbox_state = list["state"].as_str().unwrap_or_default().to_string();
     let boxes = convert::mailboxes(list["list"].as_array().map_or(&[][..], Vec::as_slice));
     let infos = boxes.iter().map(Mailbox::info).collect();
     sink.apply(Seen::Mailboxes(infos)).await?;
@@ -78,6 +81,7 @@ pub async fn sync(
         reports: reports.into_values().collect(),
         state,
         labels,
+        mailbox_state,
     })
 }
 
