@@ -388,21 +388,33 @@ async fn a_jmap_account_is_polled_by_its_changes() {
     let synced = || async { total(&session, query).await == 2 };
     within(Duration::from_secs(10), "the first sync", synced).await;
 
-    cyrus
-        .seed(user, "Inbox", 1, "new@jmap.example", &[])
-        .await
-        .unwrap();
-    let flag =
-        json!({ "accountId": user, "update": { old[0].clone(): { "keywords/$flagged": true } } });
+    another_jmap_client(cyrus, user, &old[0], "jmap.example", &session).await;
+    let accounts = ok_call(&session, "list_accounts", json!({})).await;
+    assert_eq!(accounts["accounts"][0]["watching"], "polling", "{accounts}");
+}
+
+/// Another client of `user` adds an email from new@`domain` and flags `old` (from
+/// old@`domain`); both are searchable within 3 s.
+async fn another_jmap_client(
+    cyrus: &mailbroker_testkit::cyrus::Cyrus,
+    user: &str,
+    old: &str,
+    domain: &str,
+    session: &Session,
+) {
+    let new = format!("new@{domain}");
+    cyrus.seed(user, "Inbox", 1, &new, &[]).await.unwrap();
+    let flag = json!({ "accountId": user, "update": { old: { "keywords/$flagged": true } } });
     cyrus
         .call(user, json!([["Email/set", flag, "f"]]))
         .await
         .unwrap();
-    for query in ["from:new@jmap.example", "from:old@jmap.example is:flagged"] {
-        found_once(&session, query, Duration::from_secs(3)).await;
+    for query in [
+        format!("from:{new}"),
+        format!("from:old@{domain} is:flagged"),
+    ] {
+        found_once(session, &query, Duration::from_secs(3)).await;
     }
-    let accounts = ok_call(&session, "list_accounts", json!({})).await;
-    assert_eq!(accounts["accounts"][0]["watching"], "polling", "{accounts}");
 }
 
 /// A JMAP server that pushes (a front for Cyrus with an event stream of its own): serve
@@ -447,19 +459,7 @@ async fn a_jmap_account_that_pushes_is_synced_when_its_event_stream_announces() 
         front.event_query()
     );
 
-    cyrus
-        .seed(user, "Inbox", 1, "new@push.example", &[])
-        .await
-        .unwrap();
-    let flag =
-        json!({ "accountId": user, "update": { old[0].clone(): { "keywords/$flagged": true } } });
-    cyrus
-        .call(user, json!([["Email/set", flag, "f"]]))
-        .await
-        .unwrap();
-    for query in ["from:new@push.example", "from:old@push.example is:flagged"] {
-        found_once(&session, query, Duration::from_secs(3)).await;
-    }
+    another_jmap_client(cyrus, user, &old[0], "push.example", &session).await;
     let accounts = ok_call(&session, "list_accounts", json!({})).await;
     assert_eq!(accounts["accounts"][0]["watching"], "idle", "{accounts}");
 }
