@@ -16,6 +16,8 @@ mod delete;
 mod gmail;
 #[path = "bench/graph.rs"]
 mod graph;
+#[path = "bench/jmap.rs"]
+mod jmap;
 #[path = "bench/mcp.rs"]
 mod mcp;
 #[path = "bench/search.rs"]
@@ -87,24 +89,17 @@ fn logged<L>(
     Ok((measured, log().split_off(before)))
 }
 
-/// A cloud bench's write: `update --query in:inbox --add-tag Bench --yes` (every one of the
-/// `n` messages must be applied), then the same request again; each with the requests it made.
+/// A bench's write: `update --query in:inbox --add-tag TAG --yes` (every one of the `n`
+/// messages must be applied), then the same request again; each with the requests it made.
 type Logged<L> = (Measured, Vec<L>);
 
 fn tag_inbox_twice<L>(
     log: impl Fn() -> Vec<L>,
     bin: &Path,
     home: &Path,
-    n: usize,
+    (n, tag): (usize, &str),
 ) -> Result<(Logged<L>, Logged<L>)> {
-    let args = [
-        "update",
-        "--query",
-        "in:inbox",
-        "--add-tag",
-        "Bench",
-        "--yes",
-    ];
+    let args = ["update", "--query", "in:inbox", "--add-tag", tag, "--yes"];
     let write = logged(&log, bin, home, &args)?;
     if write.0.json["applied"].as_u64() != Some(n as u64) {
         bail!("not all applied: {}", write.0.json);
@@ -271,9 +266,12 @@ async fn main() -> Result<()> {
         Some("delete") => delete::bench_delete(messages.unwrap_or(10_000)).await,
         Some("gmail") => gmail::bench_gmail(messages.unwrap_or(10_000)).await,
         Some("graph") => graph::bench_graph(messages.unwrap_or(10_000)).await,
+        Some("jmap") => jmap::bench_jmap(messages.unwrap_or(10_000)).await,
         Some("search") => search::bench_search(messages.unwrap_or(100_000)).await,
         Some("serve") => serve::bench_serve(messages.unwrap_or(50)).await,
-        _ => bail!("usage: bench sync|write|mcp|delete|gmail|graph|search|serve [--messages N]"),
+        _ => {
+            bail!("usage: bench sync|write|mcp|delete|gmail|graph|jmap|search|serve [--messages N]")
+        }
     }
 }
 

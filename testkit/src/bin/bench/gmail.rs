@@ -55,7 +55,7 @@ pub async fn bench_gmail(n: usize) -> Result<()> {
 
     let (sync, sync_log) = super::logged(|| mock.requests(), &bin, home.path(), &["sync"])?;
     let ((write, write_log), (again, again_log)) =
-        super::tag_inbox_twice(|| mock.requests(), &bin, home.path(), n)?;
+        super::tag_inbox_twice(|| mock.requests(), &bin, home.path(), (n, "Bench"))?;
     let new_label = [
         "update",
         "--query",
