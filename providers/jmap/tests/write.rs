@@ -115,17 +115,32 @@ async fn a_thousand_keyword_edits_take_two_requests_after_the_session() {
     assert_eq!(server["keywords"]["$seen"], true, "{server}");
 }
 
+/// An email another client changed over IMAP between the sync and the write is
+/// `stale_state` and left as that client left it; the others are written.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_email_changed_elsewhere_is_stale_and_untouched() {
     let Some(cyrus) = cyrus() else { return };
     let user = "w-stale";
     let (index, ids) = synced(cyrus, user, 4).await;
-    let other =
-        json!({ "accountId": user, "update": { ids[2].clone(): { "keywords/$flagged": true } } });
-    cyrus
-        .call(user, json!([["Email/set", other, "o"]]))
+    // Another client flags the third email over IMAP (Cyrus's own imapd, the same mail).
+    let mut imap = mailbroker_testkit::ImapClient::connect_port(cyrus.imap_port, user)
         .await
         .unwrap();
+    let uids: Vec<u32> = imap.flags("INBOX").await.unwrap().keys().copied().collect();
+    imap.store("INBOX", uids[2], "+FLAGS", "\\Flagged")
+        .await
+        .unwrap();
+    imap.logout().await.unwrap();
+    let mut changed = Vec::new();
+    for id in &ids {
+        if on_server(cyrus, user, id).await["keywords"]["$flagged"] == true {
+            changed.push(id.clone());
+        }
+    }
+    let [changed] = &changed[..] else {
+        panic!("one email should be flagged over IMAP: {changed:?}");
+    };
+    let other = ids.iter().find(|id| *id != changed).unwrap();
     let mut jmap = session(cyrus, user, &index).await;
     let results = jmap
         .apply(&batch(&index, &ids, tag("Later"), None))
@@ -138,9 +153,9 @@ async fn an_email_changed_elsewhere_is_stale_and_untouched() {
             .unwrap()
             .outcome
     };
-    assert_eq!(outcome(&ids[2]), Outcome::Stale);
-    assert_eq!(outcome(&ids[0]), Outcome::Applied);
-    let untouched = on_server(cyrus, user, &ids[2]).await;
+    assert_eq!(outcome(changed), Outcome::Stale);
+    assert_eq!(outcome(other), Outcome::Applied);
+    let untouched = on_server(cyrus, user, changed).await;
     assert!(untouched["keywords"].get("Later").is_none(), "{untouched}");
     assert!(untouched["keywords"].get("later").is_none(), "{untouched}");
 }
