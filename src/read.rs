@@ -81,9 +81,19 @@ pub fn text_of(source: &[u8]) -> Result<MessageText> {
     Ok(MessageText { body, attachments })
 }
 
+/// One message asked for: its row and text, or why it could not be read.
+pub struct Read {
+    pub id: i64,
+    /// Its account, where the index knows the id.
+    pub account: Option<AccountId>,
+    pub result: Result<(MessageRow, MessageText)>,
+}
+
 /// Reads up to `MAX_MESSAGES` messages: index rows plus their text from the server, in the
-/// order asked. One connection per account, one fetch per mailbox.
-pub async fn read_messages(store: &Store, ids: &[i64]) -> Result<Vec<(MessageRow, MessageText)>> {
+/// order asked. One connection per account, one fetch per mailbox. A message that cannot be
+/// read (an unknown id, an account that cannot be reached, a route without body reads)
+/// costs only itself and the others of its account or mailbox: its error names the account.
+pub async fn read_messages(store: &Store, ids: &[i64]) -> Result<Vec<Read>> {
     if ids.is_empty() || ids.len() > MAX_MESSAGES {
         return Err(Error::validation(format!(
             "give between 1 and {MAX_MESSAGES} message ids (got {})",
@@ -92,53 +102,81 @@ pub async fn read_messages(store: &Store, ids: &[i64]) -> Result<Vec<(MessageRow
     }
     let mut rows = Vec::with_capacity(ids.len());
     for id in ids {
-        rows.push(store.message(*id).await?);
+        rows.push((*id, store.message(*id).await));
     }
-    let mut groups: BTreeMap<(AccountId, String), Vec<RemoteId>> = BTreeMap::new();
-    for r in &rows {
+    let mut groups: BTreeMap<AccountId, BTreeMap<String, Vec<RemoteId>>> = BTreeMap::new();
+    for r in rows.iter().filter_map(|(_, r)| r.as_ref().ok()) {
         let p = &r.place;
-        groups
-            .entry((p.account.clone(), p.mailbox.clone()))
+        let mailboxes = groups.entry(p.account.clone()).or_default();
+        mailboxes
+            .entry(p.mailbox.clone())
             .or_default()
             .push(p.remote_id.clone());
     }
-    let mut sources: BTreeMap<(AccountId, String, RemoteId), Vec<u8>> = BTreeMap::new();
-    let mut current: Option<(AccountId, Box<dyn mailbroker_core::Provider>)> = None;
-    for ((account, mailbox), ids) in groups {
-        if current.as_ref().is_none_or(|(a, _)| *a != account) {
-            if let Some((_, mut old)) = current.take() {
-                old.close().await;
+    let mut sources = Sources::new();
+    for (account, mailboxes) in groups {
+        read_account(store, &account, mailboxes, &mut sources).await;
+    }
+    Ok(rows
+        .into_iter()
+        .map(|(id, row)| Read {
+            id,
+            account: row.as_ref().ok().map(|r| r.place.account.clone()),
+            result: row.and_then(|row| text_from(&sources, row)),
+        })
+        .collect())
+}
+
+/// What each mailbox of each account answered: its sources by id, or the error that
+/// stopped it.
+type Sources = BTreeMap<(AccountId, String), Result<BTreeMap<RemoteId, Vec<u8>>>>;
+
+/// Reads one account's messages, mailbox by mailbox, on one session.
+async fn read_account(
+    store: &Store,
+    account: &AccountId,
+    mailboxes: BTreeMap<String, Vec<RemoteId>>,
+    sources: &mut Sources,
+) {
+    let connected = match store.account(account).await {
+        Ok(record) => registry::connect(store, &record).await,
+        Err(e) => Err(e),
+    };
+    let mut provider = match connected {
+        Ok(provider) => provider,
+        Err(e) => {
+            for mailbox in mailboxes.into_keys() {
+                sources.insert((account.clone(), mailbox), Err(e.clone()));
             }
-            let record = store.account(&account).await?;
-            current = Some((account.clone(), registry::connect(store, &record).await?));
+            return;
         }
-        let Some((_, provider)) = current.as_mut() else {
-            continue;
-        };
-        for (id, source) in provider.fetch_sources(&mailbox, &ids).await? {
-            sources.insert((account.clone(), mailbox.clone(), id), source);
-        }
+    };
+    for (mailbox, ids) in mailboxes {
+        let got = provider.fetch_sources(&mailbox, &ids).await;
+        let got = got.map(|list| list.into_iter().collect());
+        sources.insert((account.clone(), mailbox), got);
     }
-    if let Some((_, mut provider)) = current {
-        provider.close().await;
+    provider.close().await;
+}
+
+/// A row's text from what its mailbox answered; an error names the account.
+fn text_from(sources: &Sources, row: MessageRow) -> Result<(MessageRow, MessageText)> {
+    let p = &row.place;
+    let answered = sources.get(&(p.account.clone(), p.mailbox.clone()));
+    let source = match answered {
+        Some(Ok(found)) => found.get(&p.remote_id).ok_or_else(|| {
+            Error::stale_state(format!("message {} is no longer on the server", p.id))
+                .with_next_step("run: mailbroker sync")
+        }),
+        Some(Err(e)) => Err(e.clone()),
+        None => Err(Error::internal("the message's mailbox was not read")),
+    };
+    let account = p.account.clone();
+    let text = source.and_then(|s| text_of(s));
+    match text {
+        Ok(text) => Ok((row, text)),
+        Err(e) => Err(e.in_account(&account)),
     }
-    let mut out = Vec::with_capacity(rows.len());
-    for row in rows {
-        let key = (
-            row.place.account.clone(),
-            row.place.mailbox.clone(),
-            row.place.remote_id.clone(),
-        );
-        let Some(source) = sources.get(&key) else {
-            return Err(Error::stale_state(format!(
-                "message {} is no longer on the server",
-                row.place.id
-            ))
-            .with_next_step("run: mailbroker sync"));
-        };
-        out.push((row, text_of(source)?));
-    }
-    Ok(out)
 }
 
 #[cfg(test)]

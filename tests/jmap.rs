@@ -324,3 +324,50 @@ async fn tags_as_mailboxes_add_and_remove_membership_without_moving() {
         place.stdout
     );
 }
+
+/// `get_messages` over MCP with ids of two accounts, one of which cannot be reached: the
+/// JMAP emails are read (their blobs downloaded), and the other id comes back in `failed`
+/// with its account named, without costing the rest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_unreadable_account_costs_only_its_own_messages() {
+    let Some((cyrus, home, _)) = account("mixed", 2).await else {
+        return;
+    };
+    let proxy =
+        mailbroker_testkit::Proxy::start(cyrus.imap_port, std::time::Duration::ZERO).unwrap();
+    let mut add =
+        mailbroker_testkit::account_add_args("i", "127.0.0.1", proxy.port, "mixed", "MB_TEST_PW");
+    add.extend(["--tls".to_string(), "none".to_string()]);
+    assert_eq!(common::mb_args(home.path(), &add).code, 0);
+    ok(home.path(), &["sync", "i"]);
+    let id_in = |account: &str| {
+        let found = ok(home.path(), &["search", &format!("account:{account}")]);
+        found["messages"][0]["id"].as_i64().unwrap()
+    };
+    let (jmap, imap) = (id_in("j"), id_in("i"));
+    drop(proxy);
+
+    let client = common::mcp::client(None, rmcp::model::ProtocolVersion::V_2025_11_25);
+    let session = common::mcp::connect(home.path(), client).await;
+    let ids = json!({ "ids": [jmap, imap] });
+    let read = common::mcp::ok_call(&session, "get_messages", ids).await;
+    let messages = read["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 1, "{read}");
+    assert_eq!(messages[0]["account"], "j");
+    assert!(
+        messages[0]["body"]
+            .as_str()
+            .unwrap()
+            .contains("Body of message"),
+        "{read}"
+    );
+    let failed = &read["failed"][0];
+    assert_eq!(failed["id"], imap, "{read}");
+    assert_eq!(failed["account"], "i", "{read}");
+    assert_eq!(failed["error_type"], "provider_unavailable", "{read}");
+    assert!(
+        failed["error"].as_str().unwrap().contains("account i"),
+        "{read}"
+    );
+    session.cancel().await.ok();
+}

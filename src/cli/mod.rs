@@ -46,9 +46,12 @@ pub enum Command {
     Account(account::AccountCommand),
     /// Bring the local index up to date with the server (incremental unless --full).
     Sync {
-        /// Only this account (default: every account).
+        /// Only this account (default: every account); also given as `sync ACCOUNT`.
         #[arg(long)]
         account: Option<String>,
+        /// The account, as `--account` gives it.
+        #[arg(value_name = "ACCOUNT", conflicts_with = "account")]
+        only: Option<String>,
         /// Refetch every message instead of only what changed.
         #[arg(long)]
         full: bool,
@@ -202,8 +205,12 @@ async fn dispatch(home: &Home, store: &Store, command: Command, json: bool) -> R
             yes,
         } => return update::undo(home, store, change, (dry_run, yes), json).await,
         Command::Account(cmd) => account::account(store, cmd, json).await,
-        Command::Sync { account, full } => {
-            return sync::run(home, store, account, full, json).await;
+        Command::Sync {
+            account,
+            only,
+            full,
+        } => {
+            return sync::run(home, store, account.or(only), full, json).await;
         }
         Command::Search { query, limit } => search_messages(store, &query, limit, json).await,
         Command::Changes { id, limit } => changes(store, id, limit, json).await,
@@ -304,9 +311,10 @@ async fn show_body(
     json: bool,
 ) -> Result<()> {
     let read = crate::read::read_messages(store, &[id]).await?;
-    let Some((row, text)) = read.into_iter().next() else {
+    let Some(read) = read.into_iter().next() else {
         return Err(Error::not_found(format!("no message with id {id}")));
     };
+    let (row, text) = read.result?;
     let (body, total, has_more) = crate::read::window(&text.body, offset, max_chars);
     if json {
         return print_json(

@@ -161,7 +161,23 @@ impl McpServer {
         let mut budget = at_least_one("max_total_chars", args.max_total_chars, 16000)?;
         let offset = args.offset.unwrap_or(0) as usize;
         let mut messages = Vec::new();
-        for (row, text) in read::read_messages(&self.store, &args.ids).await? {
+        let mut failed = Vec::new();
+        let mut reads_failed = Vec::new();
+        for read in read::read_messages(&self.store, &args.ids).await? {
+            let (row, text) = match read.result {
+                Ok(read) => read,
+                Err(e) => {
+                    failed.push(ReadFailureView {
+                        id: read.id,
+                        account: read.account.map(|a| a.to_string()),
+                        error_type: e.error_type().to_string(),
+                        error: e.message().to_string(),
+                        next_step: e.next_step().map(str::to_string),
+                    });
+                    reads_failed.push(e);
+                    continue;
+                }
+            };
             let (body, total, has_more) = read::window(&text.body, offset, max.min(budget));
             let read_to = offset + body.chars().count();
             budget = budget.saturating_sub(read_to - offset);
@@ -192,9 +208,16 @@ impl McpServer {
                 next_offset: has_more.then_some(read_to as u64),
             });
         }
+        // Nothing read at all is the call's error, as one id's would be.
+        if messages.is_empty()
+            && let Some(first) = reads_failed.into_iter().next()
+        {
+            return Err(first);
+        }
         Ok(MessagesOut {
             success: true,
             messages,
+            failed,
         })
     }
 

@@ -298,6 +298,21 @@ pub struct MessageView {
 pub struct MessagesOut {
     pub success: bool,
     pub messages: Vec<MessageView>,
+    /// Ids that could not be read, each with why (the others are in `messages`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub failed: Vec<ReadFailureView>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ReadFailureView {
+    pub id: i64,
+    /// The message's account, where the index knows it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub account: Option<String>,
+    pub error_type: String,
+    pub error: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_step: Option<String>,
 }
 
 #[derive(Debug, Default, Serialize, JsonSchema)]

@@ -116,6 +116,17 @@ impl Error {
         self.detail().next_step.as_deref()
     }
 
+    /// The same error, its message saying which account it came from (`account work: …`).
+    #[must_use]
+    pub fn in_account(mut self, account: &impl std::fmt::Display) -> Self {
+        let prefix = format!("account {account}: ");
+        let detail = self.detail_mut();
+        if !detail.message.starts_with(&prefix) {
+            detail.message = format!("{prefix}{}", detail.message);
+        }
+        self
+    }
+
     /// Attaches the step the user should take next (`run: mailbroker account add …`).
     #[must_use]
     pub fn with_next_step(mut self, step: impl Into<String>) -> Self {

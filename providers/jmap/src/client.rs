@@ -32,6 +32,8 @@ pub struct Client {
     pub limits: Limits,
     /// The session's `eventSourceUrl` (RFC 8620 §7.3), absolute, its template unexpanded.
     pub event_source: Option<String>,
+    /// The session's `downloadUrl` (RFC 8620 §6.2), absolute, its template unexpanded.
+    download: Option<String>,
     sent: u64,
 }
 
@@ -88,6 +90,9 @@ impl Client {
         let event_source = session["eventSourceUrl"]
             .as_str()
             .map(|url| absolute(&session_url, url));
+        let download = session["downloadUrl"]
+            .as_str()
+            .map(|url| absolute(&session_url, url));
         Ok(Client {
             http,
             auth,
@@ -95,6 +100,7 @@ impl Client {
             account_id,
             limits,
             event_source,
+            download,
             sent: 1,
         })
     }
@@ -142,6 +148,28 @@ impl Client {
             .iter()
             .map(|r| (r[0].as_str().unwrap_or_default().to_string(), r[1].clone()))
             .collect())
+    }
+
+    /// The blob `blob_id` (a whole message, as `message/rfc822`) from the download URL.
+    pub async fn download(&mut self, blob_id: &str) -> Result<Vec<u8>> {
+        let Some(template) = &self.download else {
+            return Err(Error::unsupported(
+                "this JMAP session has no download URL, so messages cannot be read",
+            ));
+        };
+        // RFC 6570 simple expansion: each value percent-encoded.
+        let url = template
+            .replace("{accountId}", &encode(&self.account_id))
+            .replace("{blobId}", &encode(blob_id))
+            .replace("{type}", "message%2Frfc822")
+            .replace("{name}", "message.eml");
+        self.sent += 1;
+        let request = authorized(self.http.get(&url), &self.auth);
+        let body = answer(request.send().await, "jmap download")?
+            .bytes()
+            .await
+            .map_err(|e| Error::provider_unavailable(format!("jmap download: {e}")))?;
+        Ok(body.to_vec())
     }
 
     /// Requests sent on this session (the session resource included).
@@ -204,6 +232,20 @@ fn answer(
         429 => Error::rate_limited(message),
         _ => Error::provider_unavailable(message),
     })
+}
+
+/// A template value as RFC 6570's simple expansion writes it: unreserved characters as they
+/// are, every other byte percent-encoded.
+fn encode(value: &str) -> String {
+    value
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }
 
 /// `reference` (the session's `apiUrl`, often a path) made absolute against `session_url`.
