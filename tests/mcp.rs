@@ -648,3 +648,72 @@ async fn delete_only_stages_a_manifest_for_the_user() {
     assert!(!names.iter().any(|n| n.contains("delete")), "{names:?}");
     session.cancel().await.ok();
 }
+
+/// The confirmation threshold is a budget per account over a window, spent by every write an
+/// assistant runs without a yes: 20 then 6 messages ask on the second call (declined, nothing
+/// written), from a new session too; a person's CLI writes spend none of it; another
+/// account has its own.
+#[tokio::test]
+async fn the_confirmation_budget_cannot_be_split_across_calls() {
+    let Some((home, _imap)) = setup("mcp-budget").await else {
+        return;
+    };
+    let server = common::server().unwrap();
+    common::seed(server, "mcp-budget-b", "INBOX", 6).await;
+    common::add_account(server, home.path(), "b", "mcp-budget-b", &[]);
+    common::ok(home.path(), &["sync", "b"]);
+    let tag = |ids: &[i64], tag: &str| json!({ "ids": ids, "add_tags": [tag], "create_missing_tags": true });
+    let no = || {
+        client(
+            Some(ElicitationAction::Decline),
+            ProtocolVersion::V_2025_11_25,
+        )
+    };
+
+    let first = no();
+    let asked = first.asked.clone();
+    let session = connect(home.path(), first).await;
+    let ids_m = ids(&session, "account:m").await;
+    let done = ok_call(&session, "update_message", tag(&ids_m[..20], "Budget1")).await;
+    assert_eq!(done["applied"], 20, "{done}");
+    assert_eq!(asked.load(Ordering::SeqCst), 0);
+    session.cancel().await.ok();
+
+    // A new session: 6 more on account m would make 26 in the window.
+    let second = no();
+    let asked = second.asked.clone();
+    let session = connect(home.path(), second).await;
+    let declined = err_call(&session, "update_message", tag(&ids_m[20..26], "Budget2")).await;
+    assert_eq!(
+        declined["error_type"], "confirmation_declined",
+        "{declined}"
+    );
+    assert!(
+        declined["error"].as_str().unwrap().contains("account m"),
+        "{declined}"
+    );
+    assert_eq!(asked.load(Ordering::SeqCst), 1);
+    let none = ok_call(
+        &session,
+        "search_messages",
+        json!({ "query": "tag:Budget2" }),
+    )
+    .await;
+    assert_eq!(none["total"], 0, "{none}");
+
+    // Account b has its own budget.
+    let ids_b = ids(&session, "account:b").await;
+    let other = ok_call(&session, "update_message", tag(&ids_b[..6], "Budget3")).await;
+    assert_eq!(other["applied"], 6, "{other}");
+    assert_eq!(asked.load(Ordering::SeqCst), 1);
+
+    // A person's writes at the CLI spend nothing: 5 more from the assistant still fit.
+    let cli: Vec<String> = ids_m[20..30].iter().map(i64::to_string).collect();
+    let mut args = vec!["update", "--add-tag", "Budget4", "--yes"];
+    args.extend(cli.iter().map(String::as_str));
+    common::ok(home.path(), &args);
+    let fits = ok_call(&session, "update_message", tag(&ids_m[20..25], "Budget5")).await;
+    assert_eq!(fits["applied"], 5, "{fits}");
+    assert_eq!(asked.load(Ordering::SeqCst), 1);
+    session.cancel().await.ok();
+}

@@ -80,7 +80,20 @@ pub struct ChangeRequest {
     pub origin: String,
     /// Writes over this many messages need a person's yes.
     pub confirm_above: u64,
+    /// For an assistant: `confirm_above` is a budget per account over a window, spent by
+    /// every write that runs without a yes, so it cannot be split across calls.
+    pub budget: Option<Budget>,
 }
+
+/// Messages per account that may change without a person's yes within a sliding window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budget {
+    pub messages: u64,
+    pub window_secs: i64,
+}
+
+/// The default window of an assistant's budget: ten minutes.
+pub const DEFAULT_BUDGET_WINDOW_SECS: i64 = 600;
 
 /// What a change would do, as a dry run shows it and a person is asked about.
 #[derive(Debug, Clone)]
@@ -158,6 +171,7 @@ pub async fn request<C: Confirmation>(
     confirmation: &mut C,
 ) -> Result<Outcome<C::Answer>> {
     let (dry_run, origin, confirm_above) = (req.dry_run, req.origin, req.confirm_above);
+    let budget = req.budget;
     let (resolved, sessions, ids) = match req.operation {
         Operation::Stage {
             selection,
@@ -193,7 +207,14 @@ pub async fn request<C: Confirmation>(
             Vec::new(),
         ),
     };
-    let reason = resolved.preview().confirmation_reason(confirm_above);
+    let mut reason = resolved.preview().confirmation_reason(confirm_above);
+    if let (None, Some(budget)) = (&reason, budget) {
+        let asked = resolved.planned_by_account();
+        let over = cx
+            .store
+            .spend_budget(&asked, (budget.messages, budget.window_secs), !dry_run);
+        reason = over.await?.map(|over| over_budget(&over, budget));
+    }
     if dry_run {
         return Ok(Outcome::DryRun {
             preview: Preview::Change(Box::new(resolved.into_preview())),
@@ -220,6 +241,19 @@ pub async fn request<C: Confirmation>(
         .await
         .map_err(|e| Error::internal(format!("the change's task: {e}")))??;
     Ok(Outcome::Done(report))
+}
+
+/// Why a write that would cross an assistant's budget needs a yes, in words.
+fn over_budget(over: &crate::store::Over, budget: Budget) -> String {
+    format!(
+        "changes {} message(s) of account {}, where {} changed without confirmation in the \
+         last {} minutes already (more than {} in that time)",
+        over.asked,
+        over.account,
+        over.spent,
+        budget.window_secs / 60,
+        budget.messages
+    )
 }
 
 /// Stages a deletion of `rows` after the person's yes; a dry run only counts them.

@@ -55,6 +55,8 @@ pub(super) async fn change(
         dry_run,
         origin: "cli".into(),
         confirm_above: change::DEFAULT_CONFIRM_ABOVE,
+        // A person at the CLI confirms each write as it comes; no budget is spent.
+        budget: None,
     };
     change::request(&cx, request, &mut AtTerminal { yes }).await
 }

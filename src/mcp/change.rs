@@ -76,7 +76,19 @@ impl Confirmation for ByClient<'_> {
             call.token.as_deref(),
             (state.as_deref(), responses.as_ref()),
         )
-        .await?;
+        .await
+        .map_err(|e| match e.error_type() {
+            // Say what was declined: the assistant tells the user why it asked.
+            "confirmation_declined" => Error::confirmation_declined(format!(
+                "the user did not confirm this write, which {}; nothing was changed",
+                asking.reason
+            ))
+            .with_next_step(
+                e.next_step()
+                    .unwrap_or("ask the user what they want instead"),
+            ),
+            _ => e,
+        })?;
         Ok(match asked {
             Asked::Confirmed => Confirmed::Yes,
             Asked::InputRequired(r) => Confirmed::Answer(r.into()),
@@ -102,6 +114,10 @@ impl McpServer {
             dry_run: call.dry_run,
             origin: origin_of(ctx),
             confirm_above: self.options.confirm_above,
+            budget: Some(change::Budget {
+                messages: self.options.confirm_above,
+                window_secs: self.options.confirm_window,
+            }),
         };
         let mut by_client = ByClient {
             server: self,

@@ -23,9 +23,13 @@ pub struct McpArgs {
     pub http: Option<String>,
     #[command(flatten)]
     pub controls: HttpControls,
-    /// Writes touching more messages than this need the user's confirmation.
+    /// Messages per account the assistant may change without the user's confirmation within
+    /// --confirm-window, over all its calls (a call that would go over asks).
     #[arg(long, value_name = "N", default_value_t = crate::change::DEFAULT_CONFIRM_ABOVE)]
     pub confirm_above: u64,
+    /// The window of --confirm-above, in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = crate::change::DEFAULT_BUDGET_WINDOW_SECS)]
+    pub confirm_window: i64,
     /// Let a dry run's confirm_token run the write by itself, for clients that cannot ask
     /// the user: the assistant can then approve its own writes. Without it the person
     /// approves each token with `mailbroker approve TOKEN`.
@@ -69,6 +73,7 @@ pub async fn run(home: &Home, store: &Store, args: McpArgs, json: bool) -> Resul
             let mcp = McpOptions {
                 allow_writes: args.http.is_none() || args.controls.http_allow_writes,
                 confirm_above: args.confirm_above,
+                confirm_window: args.confirm_window,
                 confirm_with_token: args.confirm_with_token,
                 ..McpOptions::default()
             };

@@ -46,8 +46,10 @@ wants a change reverted. Deletion is only ever staged for the user to run themse
 pub struct McpOptions {
     /// Whether write tools are offered (always over stdio; by flag over HTTP).
     pub allow_writes: bool,
-    /// Writes touching more messages than this need confirmation.
+    /// Messages per account the assistant may change without confirmation within
+    /// `confirm_window` seconds, over all its calls, sessions and processes.
     pub confirm_above: u64,
+    pub confirm_window: i64,
     /// A dry run's confirm token runs the write by itself, without the person's `mailbroker
     /// approve` (`--confirm-with-token`): the assistant can then approve its own writes.
     pub confirm_with_token: bool,
@@ -63,6 +65,7 @@ impl Default for McpOptions {
         McpOptions {
             allow_writes: true,
             confirm_above: crate::change::DEFAULT_CONFIRM_ABOVE,
+            confirm_window: crate::change::DEFAULT_BUDGET_WINDOW_SECS,
             confirm_with_token: false,
             freshness: None,
             work: tokio_util::task::TaskTracker::new(),

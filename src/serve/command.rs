@@ -32,9 +32,13 @@ pub struct ServeArgs {
     /// history, Graph's delta links, IMAP without IDLE).
     #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
     pub poll: u64,
-    /// Writes touching more messages than this need the user's confirmation.
+    /// Messages per account the assistant may change without the user's confirmation within
+    /// --confirm-window, over all its calls (a call that would go over asks).
     #[arg(long, value_name = "N", default_value_t = crate::change::DEFAULT_CONFIRM_ABOVE)]
     pub confirm_above: u64,
+    /// The window of --confirm-above, in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = crate::change::DEFAULT_BUDGET_WINDOW_SECS)]
+    pub confirm_window: i64,
 }
 
 #[derive(Debug, Subcommand)]
@@ -55,6 +59,7 @@ pub async fn serve(home: &Home, store: &Store, args: ServeArgs, json: bool) -> R
             mcp: McpOptions {
                 allow_writes: args.controls.http_allow_writes,
                 confirm_above: args.confirm_above,
+                confirm_window: args.confirm_window,
                 ..McpOptions::default()
             },
             sessions: SessionLimits::default(),

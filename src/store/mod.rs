@@ -7,6 +7,7 @@
 mod accounts;
 mod approvals;
 mod batches;
+mod budget;
 mod journal;
 mod manifests;
 mod messages;
@@ -22,6 +23,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 
 pub use accounts::{AccountRecord, Fallback, MailboxRecord};
 pub use approvals::Approval;
+pub use budget::Over;
 pub use journal::{ChangeRecord, ChangeStatus, JournalItem, MessageState};
 pub use manifests::{ItemOutcome, ItemStatus, Manifest, ManifestItem, ManifestStatus};
 pub use messages::{MessageRef, MessageRow, SearchPage};

@@ -200,6 +200,15 @@ impl ResolvedRequest {
         self.preview.move_role = role;
     }
 
+    /// Messages that need a change, by account.
+    pub fn planned_by_account(&self) -> BTreeMap<AccountId, u64> {
+        let mut out = BTreeMap::new();
+        for intent in self.intents.iter().filter(|i| i.changes_something()) {
+            *out.entry(intent.row.account.clone()).or_default() += 1;
+        }
+        out
+    }
+
     /// The local ids of every message the request selected.
     pub fn ids(&self) -> Vec<i64> {
         self.intents.iter().map(|i| i.row.id).collect()
