@@ -115,6 +115,18 @@ async fn read_tools_answer_small_and_typed() {
     )
     .await;
     assert_eq!(bad["error_type"], "validation_error");
+    // A wrong JSON type names the argument and the type it takes.
+    let bad = err_call(
+        &session,
+        "search_messages",
+        json!({ "query": "x", "limit": "five" }),
+    )
+    .await;
+    assert_eq!(bad["error_type"], "validation_error");
+    assert_eq!(
+        bad["error"], "search_messages: limit must be an integer, not the string \"five\"",
+        "{bad}"
+    );
 
     // The HTML mail reads as text, with its attachment listed, in windows.
     let id = ids(&session, "subject:\"Big sale\"").await[0];
@@ -251,11 +263,31 @@ async fn small_writes_run_at_once_and_can_be_undone() {
     assert_eq!(again["unchanged"], 1, "{again}");
     assert!(again["change_id"].is_null());
 
+    // A dry run that needs no confirmation says what it would do in words too.
+    let dry = ok_call(
+        &session,
+        "update_message",
+        json!({ "ids": [id], "flagged": true, "dry_run": true }),
+    )
+    .await;
+    let text = dry["summary"]["text"].as_str().unwrap_or_default();
+    assert!(text.starts_with("flag (1 message(s) to change)"), "{dry}");
+    assert!(dry["confirm_token"].is_null(), "{dry}");
+
+    // The list is one line per change; the commands come with one change by id.
     let listed = ok_call(&session, "list_changes", json!({})).await;
-    assert_eq!(listed["changes"][0]["id"], change);
-    assert_eq!(listed["changes"][0]["origin"], "mcp:mcp-test");
+    let line = &listed["changes"][0];
+    assert_eq!(line["id"], change);
+    assert_eq!(line["origin"], "mcp:mcp-test");
+    assert_eq!(
+        line["summary"], "mark read, add tag Triage (1 id)",
+        "{line}"
+    );
+    assert_eq!(line["undoable"], true, "{line}");
+    assert!(line.get("plan").is_none(), "{line}");
     let one = ok_call(&session, "list_changes", json!({ "id": change })).await;
     assert_eq!(one["items"][0]["outcome"], "applied");
+    assert!(one["changes"][0]["plan"].is_array(), "{one}");
     let undone = ok_call(&session, "undo_change", json!({ "change_id": change })).await;
     assert_eq!(undone["applied"], 1, "{undone}");
     assert!(imap.flags("INBOX").await.unwrap()[&5].is_empty());
@@ -266,6 +298,11 @@ async fn small_writes_run_at_once_and_can_be_undone() {
     assert_eq!(undo["changes"][0]["undo_of"], change);
     let original = ok_call(&session, "list_changes", json!({ "id": change })).await;
     assert_eq!(original["changes"][0]["undone_by"], undo_id, "{original}");
+    assert_eq!(original["changes"][0]["undoable"], false, "{original}");
+    assert_eq!(
+        undo["changes"][0]["summary"],
+        format!("undo change {change}")
+    );
     // A second undo of the same change says so, and how to redo instead.
     let twice = err_call(&session, "undo_change", json!({ "change_id": change })).await;
     assert_eq!(twice["error_type"], "stale_state", "{twice}");
@@ -715,5 +752,45 @@ async fn the_confirmation_budget_cannot_be_split_across_calls() {
     let fits = ok_call(&session, "update_message", tag(&ids_m[20..25], "Budget5")).await;
     assert_eq!(fits["applied"], 5, "{fits}");
     assert_eq!(asked.load(Ordering::SeqCst), 1);
+    session.cancel().await.ok();
+}
+
+/// What a model reads before it calls anything says how the person confirms, with the
+/// budget this server was started with.
+#[tokio::test]
+async fn descriptions_say_how_the_person_confirms() {
+    let Some((home, _imap)) = setup("mcp-words").await else {
+        return;
+    };
+    let options = mailbroker::mcp::McpOptions {
+        confirm_above: 7,
+        confirm_window: 300,
+        ..Default::default()
+    };
+    let session = common::mcp::connect_with(
+        home.path(),
+        client(None, ProtocolVersion::V_2025_11_25),
+        options,
+    )
+    .await;
+    let budget = "over 7 messages an account in 5 minutes";
+    let tools = session.list_all_tools().await.unwrap();
+    let update = tools.iter().find(|t| t.name == "update_message").unwrap();
+    let text = update.description.as_deref().unwrap_or_default();
+    assert!(text.contains("mailbroker approve TOKEN"), "{text}");
+    assert!(text.contains(budget), "{text}");
+    let info = session.peer_info().expect("server info");
+    let instructions = info.instructions.as_deref().unwrap_or_default();
+    assert!(instructions.contains(budget), "{instructions}");
+    assert!(
+        instructions.contains("mailbroker approve"),
+        "{instructions}"
+    );
+    // The schema a model reads is the compact one, and no argument may be null-typed.
+    let schema = serde_json::to_string(&update.input_schema).unwrap();
+    assert!(
+        !schema.contains("$schema") && !schema.contains("null"),
+        "{schema}"
+    );
     session.cancel().await.ok();
 }

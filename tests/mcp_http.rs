@@ -154,6 +154,11 @@ async fn http_needs_the_token_a_local_origin_and_a_flag_for_writes() {
     )
     .await;
     assert_eq!(refused["error_type"], "writes_disabled");
+    let step = refused["next_step"].as_str().unwrap_or_default();
+    assert!(
+        step.contains("mailbroker mcp --http ADDR --http-allow-writes"),
+        "{refused}"
+    );
     session.cancel().await.ok();
     let _ = stop.send(());
 

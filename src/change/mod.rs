@@ -24,6 +24,7 @@ pub mod delete;
 mod selection;
 pub mod undo;
 mod update;
+pub mod words;
 
 pub use selection::Selection;
 pub(crate) use update::CheckedRequest;

@@ -172,6 +172,11 @@ impl McpServer {
             dry.next_step = Some(self.confirmations.token_step(&token));
             dry.confirm_token = Some(token);
             dry.confirmation_required = Some(reason);
+        } else if dry.planned > 0 {
+            // The same sentence a confirmation shows, so the plan reads in words as well.
+            let words = crate::change::words::patch_words(&call.args);
+            let action = format!("{words} ({} message(s) to change)", dry.planned);
+            dry.summary = self.described(&action, ids, &call.args).await?.1;
         }
         Ok(success(&dry))
     }

@@ -1,58 +1,15 @@
 //! How a tool's answer is shaped for every client: the data once, as structured content,
-//! with one line of text beside it; an error as the same kind of result, with the SPEC §10
-//! fields; and output schemas that both shapes satisfy.
-//!
-//! A client built on the TypeScript SDK validates structured content against the tool's
-//! output schema, error results included, and throws on a mismatch instead of showing the
-//! error. So every output schema lists the error fields beside the tool's own and requires
-//! `success` alone. Its properties carry their JSON type only: the descriptions live in the
-//! tool's description, and the full nested schemas were three quarters of `tools/list`.
+//! with one line of text beside it; and an error as the same kind of result, with the SPEC
+//! §10 fields (the output schemas in `schema.rs` admit both).
 
-use std::sync::Arc;
-
-use rmcp::handler::server::common::schema_for_output;
-use rmcp::model::{CallToolResult, ContentBlock, JsonObject};
-use schemars::JsonSchema;
-use serde_json::{Value, json};
+use rmcp::model::{CallToolResult, ContentBlock};
+use serde_json::json;
 
 use mailbroker_core::{Error, Result};
 
 /// One line saying what a result holds, for the text beside its structured content.
 pub trait Brief {
     fn brief(&self) -> String;
-}
-
-/// The output schema of a tool answering `T`: its top-level fields by JSON type, and the
-/// error fields; only `success` is required.
-pub fn output_schema<T: JsonSchema + std::any::Any>() -> Arc<JsonObject> {
-    let full = schema_for_output::<T>();
-    let mut properties = serde_json::Map::new();
-    if let Some(Value::Object(fields)) = full.get("properties") {
-        for (name, field) in fields {
-            properties.insert(name.clone(), type_only(field));
-        }
-    }
-    for (name, kind) in [
-        ("error", json!("string")),
-        ("error_type", json!("string")),
-        ("next_step", json!(["string", "null"])),
-    ] {
-        properties.insert(name.into(), json!({ "type": kind }));
-    }
-    let mut schema = JsonObject::new();
-    schema.insert("type".into(), json!("object"));
-    schema.insert("properties".into(), Value::Object(properties));
-    schema.insert("required".into(), json!(["success"]));
-    Arc::new(schema)
-}
-
-/// A property's schema reduced to its JSON type (a reference or a union: any object).
-fn type_only(field: &Value) -> Value {
-    match field.get("type") {
-        Some(kind) => json!({ "type": kind }),
-        None if field.get("$ref").is_some() => json!({ "type": "object" }),
-        None => json!({}),
-    }
 }
 
 /// A tool's success: the typed output as structured content (it carries `success`), and
@@ -202,66 +159,9 @@ pub fn argument_error(tool: &str, result: CallToolResult) -> CallToolResult {
     )
 }
 
-/// Refuses an argument the tool does not take (a typo like `dryRun` would otherwise be
-/// ignored, and a write would run for real), naming the closest one it does take.
-pub fn unknown_argument(
-    tool: &str,
-    input_schema: &JsonObject,
-    arguments: Option<&JsonObject>,
-) -> Option<Error> {
-    let known: Vec<&String> = match input_schema.get("properties") {
-        Some(Value::Object(p)) => p.keys().collect(),
-        _ => Vec::new(),
-    };
-    let unknown = arguments?.keys().find(|k| !known.contains(k))?;
-    let closest = known
-        .iter()
-        .map(|k| (strsim::jaro_winkler(unknown, k), *k))
-        .filter(|(score, _)| *score > 0.7)
-        .max_by(|a, b| a.0.total_cmp(&b.0))
-        .map(|(_, k)| k.clone());
-    let hint = closest.map_or(String::new(), |k| format!("; did you mean {k}?"));
-    let names: Vec<&str> = known.iter().map(|k| k.as_str()).collect();
-    Some(
-        Error::validation(format!("{tool} takes no argument {unknown:?}{hint}"))
-            .with_next_step(format!("use only: {}", names.join(", "))),
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[derive(serde::Serialize, JsonSchema)]
-    struct Out {
-        success: bool,
-        rows: Vec<Row>,
-        next: Option<String>,
-    }
-
-    #[derive(serde::Serialize, JsonSchema)]
-    struct Row {
-        id: i64,
-    }
-
-    #[test]
-    fn output_schemas_admit_the_error_shape_and_name_their_fields() {
-        let schema = output_schema::<Out>();
-        assert_eq!(schema["required"], json!(["success"]));
-        let props = schema["properties"].as_object().unwrap();
-        for name in [
-            "success",
-            "rows",
-            "next",
-            "error",
-            "error_type",
-            "next_step",
-        ] {
-            assert!(props.contains_key(name), "{name}: {schema:?}");
-        }
-        assert_eq!(props["rows"], json!({ "type": "array" }));
-        assert!(!serde_json::to_string(&*schema).unwrap().contains("$defs"));
-    }
 
     #[test]
     fn next_steps_name_tools_or_ask_the_person() {
@@ -285,25 +185,5 @@ mod tests {
         assert_eq!(for_mcp(asked), asked);
         let e = failure(&Error::validation("bad"));
         assert!(e.structured_content.unwrap()["next_step"].is_string());
-    }
-
-    #[test]
-    fn unknown_arguments_name_the_closest_known_one() {
-        let schema: JsonObject = serde_json::from_value(json!({
-            "properties": { "ids": {}, "dry_run": {}, "flagged": {} }
-        }))
-        .unwrap();
-        let args: JsonObject =
-            serde_json::from_value(json!({ "ids": [3], "dryRun": true })).unwrap();
-        let e = unknown_argument("update_message", &schema, Some(&args)).unwrap();
-        assert_eq!(e.error_type(), "validation_error");
-        assert!(e.message().contains("\"dryRun\""), "{}", e.message());
-        assert!(
-            e.message().contains("did you mean dry_run?"),
-            "{}",
-            e.message()
-        );
-        let fine: JsonObject = serde_json::from_value(json!({ "ids": [3] })).unwrap();
-        assert!(unknown_argument("update_message", &schema, Some(&fine)).is_none());
     }
 }

@@ -16,20 +16,18 @@ pub use crate::output::rfc3339;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ListMailboxesArgs {
-    /// Only this account (an id from list_accounts); all accounts when left out.
+    /// Only this account.
     pub account: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct SearchArgs {
-    /// Query in mailbroker's search language (see the tool description), e.g.
-    /// `from:linkedin in:inbox is:unread newer_than:30d`.
     pub query: String,
     /// Only this account.
     pub account: Option<String>,
-    /// Rows per page, 1 to 100 (default 20).
+    /// 1 to 100 (default 20).
     pub limit: Option<u32>,
-    /// `next_cursor` from the previous page, to continue.
+    /// The previous page's next_cursor.
     pub cursor: Option<Cursor>,
 }
 
@@ -57,53 +55,45 @@ impl Cursor {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct GetMessagesArgs {
-    /// 1 to 20 message ids from search_messages.
+    /// 1 to 20 message ids.
     pub ids: Vec<i64>,
-    /// Most body characters to return per message (default 4000).
+    /// Body characters per message (default 4000).
     pub max_body_chars: Option<u32>,
-    /// Most body characters across all messages together (default 16000); later messages get
-    /// what earlier ones left.
+    /// Body characters in all (default 16000).
     pub max_total_chars: Option<u32>,
-    /// Body character to start at, to read on where `has_more` was true (default 0).
+    /// Body character to start at.
     pub offset: Option<u32>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct UpdateArgs {
-    /// Message ids to change (from search_messages). Give `ids` or `query`, not both.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ids: Vec<i64>,
-    /// Change every message matching this query instead of listing ids.
+    /// A search query, instead of ids.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub query: Option<String>,
-    /// true: mark read; false: mark unread; left out: unchanged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub read: Option<bool>,
-    /// true: flag (star); false: unflag; left out: unchanged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flagged: Option<bool>,
-    /// Tags (labels, keywords) to add.
+    /// Tags (labels) to add.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub add_tags: Vec<String>,
-    /// Tags to remove.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub remove_tags: Vec<String>,
-    /// Mailbox name or role (`inbox`, `archive`, `junk`, `trash`) to move to.
+    /// Mailbox name or role, e.g. archive.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub move_to: Option<String>,
-    /// `trash` or `permanent`, on its own: stages a deletion manifest for the user to run
-    /// with the CLI; never deletes. Always needs the user's confirmation.
+    /// Alone: stage a deletion.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delete: Option<DeleteArg>,
-    /// Return the plan and change nothing. For a write that needs confirmation the answer
-    /// also carries a `confirm_token` for the real call.
+    /// Plan only; change nothing.
     #[serde(default)]
     pub dry_run: bool,
-    /// Allow adding tags the account does not have yet (they are created): a tag it has is one
-    /// an indexed message carries or, on Gmail, a label Gmail had at the last sync.
+    /// Allow tags not in use yet (else refused as typos).
     #[serde(default)]
     pub create_missing_tags: bool,
-    /// The token a dry run returned, after the user approved its plan.
+    /// From a dry run the user approved.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub confirm_token: Option<String>,
 }
@@ -126,27 +116,27 @@ impl From<DeleteArg> for mailbroker_core::DeleteMode {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ListChangesArgs {
-    /// One change with its per-message outcomes; the latest changes when left out.
+    /// One change in full.
     pub id: Option<i64>,
-    /// How many changes to list (default 20).
+    /// Default 20.
     pub limit: Option<u32>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct UndoArgs {
-    /// The change to undo (an id from list_changes or update_message).
+    /// From list_changes or update_message.
     pub change_id: i64,
-    /// Return the plan and change nothing.
+    /// Plan only; change nothing.
     #[serde(default)]
     pub dry_run: bool,
-    /// The token a dry run returned, after the user approved its plan.
+    /// From a dry run the user approved.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub confirm_token: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct SyncArgs {
-    /// Only this account; all accounts when left out.
+    /// Only this account.
     pub account: Option<String>,
 }
 
@@ -350,8 +340,10 @@ pub struct ChangeOut {
     pub summary: Option<serde_json::Value>,
     /// What the user does next, when something is left to them.
     pub next_step: Option<String>,
-    /// Messages a fallback route carried (the account's own was unavailable), by route.
+    /// Messages a fallback route carried (the account's own was unavailable), by route. Not
+    /// in the output schema: it is rare, and every conversation would pay for it.
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    #[schemars(skip)]
     pub routes: std::collections::BTreeMap<String, Vec<i64>>,
 }
 
@@ -401,40 +393,69 @@ impl ChangeOut {
     }
 }
 
-/// A journal entry; `selection` and `patch` are as the request gave them.
+/// A journal entry: in a list, one line (`summary`, counts, whether it can be undone); by
+/// id, also the request as it came (`selection`, `patch`) and what was sent (`plan`).
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct ChangeView {
     pub id: i64,
     pub created_at: String,
     pub origin: String,
-    pub selection: serde_json::Value,
-    pub patch: serde_json::Value,
-    pub plan: Vec<String>,
-    pub undo_of: Option<i64>,
-    /// The change that undid this one, if any.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub undone_by: Option<i64>,
+    /// What it did, in words: "flag, add tag Finance (query \"from:shop\")".
+    pub summary: String,
     pub applied: i64,
     pub unchanged: i64,
     pub stale: i64,
     pub failed: i64,
+    /// Whether undo_change can revert it (it changed something, is not undone yet, and is
+    /// not a deletion).
+    pub undoable: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub undo_of: Option<i64>,
+    /// The change that undid this one, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub undone_by: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub selection: Option<serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub patch: Option<serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plan: Option<Vec<String>>,
 }
 
-impl From<&ChangeRecord> for ChangeView {
-    fn from(c: &ChangeRecord) -> ChangeView {
+impl ChangeView {
+    /// The change as one line of a list.
+    pub fn line(c: &ChangeRecord) -> ChangeView {
+        use crate::change::words::{patch_words, selection_words};
+        let words = patch_words(&c.patch);
+        let summary = match selection_words(&c.selection).filter(|_| c.undo_of.is_none()) {
+            Some(chosen) => format!("{words} ({chosen})"),
+            None => words,
+        };
         ChangeView {
             id: c.id,
             created_at: rfc3339(c.created_at),
             origin: c.origin.clone(),
-            selection: c.selection.clone(),
-            patch: c.patch.clone(),
-            plan: c.plan.clone(),
-            undo_of: c.undo_of,
-            undone_by: c.undone_by,
+            summary,
             applied: c.applied,
             unchanged: c.unchanged,
             stale: c.stale,
             failed: c.failed,
+            undoable: c.applied > 0 && c.undone_by.is_none() && c.patch.get("delete").is_none(),
+            undo_of: c.undo_of,
+            undone_by: c.undone_by,
+            selection: None,
+            patch: None,
+            plan: None,
+        }
+    }
+
+    /// The change in full: also the request and the commands sent.
+    pub fn full(c: &ChangeRecord) -> ChangeView {
+        ChangeView {
+            selection: Some(c.selection.clone()),
+            patch: Some(c.patch.clone()),
+            plan: Some(c.plan.clone()),
+            ..ChangeView::line(c)
         }
     }
 }
@@ -450,7 +471,7 @@ pub struct ChangeItemView {
     pub route: Option<String>,
 }
 
-/// A staged deletion as list_changes shows it.
+/// A staged deletion as list_changes shows it: one line.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct ManifestView {
     pub id: i64,
@@ -459,7 +480,7 @@ pub struct ManifestView {
     pub mode: String,
     /// `pending`, `executing`, `done`, `failed` or `cancelled`.
     pub status: String,
-    pub summary: serde_json::Value,
+    pub messages: u64,
     /// Items by status.
     pub counts: serde_json::Value,
 }
@@ -472,7 +493,7 @@ impl From<&crate::store::Manifest> for ManifestView {
             origin: m.origin.clone(),
             mode: m.mode.as_str().to_string(),
             status: m.status.to_string(),
-            summary: m.summary.clone(),
+            messages: m.summary["count"].as_u64().unwrap_or(0),
             counts: m.counts.clone(),
         }
     }

@@ -90,16 +90,65 @@ async fn time_calls(
     ))
 }
 
+/// An HTML newsletter as shops send them: a table layout, styles, links, an unsubscribe
+/// footer.
+fn newsletter() -> Vec<u8> {
+    let items: String = (1..=8)
+        .map(|i| {
+            format!(
+                "<tr><td style=\"padding:12px;font-family:Arial\"><a href=\"https://shop.example/p/{i}?utm_source=news&amp;utm_medium=email\">\
+                 <img src=\"https://cdn.shop.example/{i}.jpg\" width=\"120\" alt=\"Product {i}\"></a></td>\
+                 <td style=\"padding:12px\"><h3>Product {i}: winter jacket, model {i}</h3><p>Now {i}9.99 instead of {i}9.99 + 20.\
+                 Free delivery over 50. <a href=\"https://shop.example/p/{i}\">See it</a></p></td></tr>"
+            )
+        })
+        .collect();
+    format!(
+        "From: Shop <news@shop.example>\r\nTo: user@example.test\r\nSubject: Winter sale: up to 50% off\r\n\
+         Date: Mon, 2 Nov 2026 09:00:00 +0000\r\nMessage-ID: <newsletter1@shop.example>\r\n\
+         List-Id: Shop news <news.shop.example>\r\nList-Unsubscribe: <https://shop.example/unsub?u=1>\r\n\
+         MIME-Version: 1.0\r\nContent-Type: text/html; charset=utf-8\r\n\r\n\
+         <html><head><style>body{{font-family:Arial}} .x{{color:#333}}</style></head><body>\
+         <table width=\"600\"><tr><td><h1>Winter sale</h1><p>Up to 50% off everything this week.</p></td></tr>\
+         {items}<tr><td><p style=\"font-size:10px\">You receive this because you subscribed. \
+         <a href=\"https://shop.example/unsub?u=1\">Unsubscribe</a> · Shop Ltd, 1 High Street</p></td></tr>\
+         </table></body></html>\r\n"
+    )
+    .into_bytes()
+}
+
 pub async fn bench_mcp(messages: usize) -> Result<()> {
     let bin = super::mailbroker_binary()?;
     let server = Dovecot::start()?;
-    server.import_messages("bm", (0..messages).map(super::bench_message))?;
+    let corpus = (0..messages).map(super::bench_message);
+    server.import_messages("bm", corpus.chain(std::iter::once(newsletter())))?;
     let home = tempfile::tempdir()?;
     super::add_and_sync(&bin, home.path(), "bm", server.imap_port)?;
+    twenty_changes(&bin, home.path())?;
     println!("MCP over Streamable HTTP (loopback), {messages} messages indexed:");
-    let session = Session::start(&bin, home.path()).await?;
-    report_tokens(&session.http, &session.url, &session.id).await?;
+    let read_only = Session::start(&bin, home.path()).await?;
+    let list = tools_list(&read_only).await?;
+    println!("read-only tool list (HTTP without --http-allow-writes): {list} tokens");
+    drop(read_only);
+    let args = ["mcp", "--http", "0", "--http-allow-writes"];
+    let session = Session::start_with(&bin, home.path(), &args).await?;
+    report_tokens(&session).await?;
     session.time(&["from:alice invoices"], CALLS).await
+}
+
+/// Twenty changes in the journal, one message each, made at the CLI.
+fn twenty_changes(bin: &Path, home: &Path) -> Result<()> {
+    let found = super::run_mailbroker(bin, home, &["search", "--limit", "20", "from:alice"])?;
+    let ids: Vec<String> = found.json["messages"]
+        .as_array()
+        .context("no messages")?
+        .iter()
+        .map(|m| m["id"].to_string())
+        .collect();
+    for id in &ids {
+        super::run_mailbroker(bin, home, &["update", id, "--flag", "--yes"])?;
+    }
+    Ok(())
 }
 
 /// Serves `home` over MCP and times `list_accounts` and a `search_messages` for each of
@@ -200,40 +249,87 @@ fn tokens(bpe: &tiktoken_rs::CoreBPE, value: &Value) -> usize {
     bpe.encode_with_special_tokens(&value.to_string()).len()
 }
 
-/// What an assistant's context pays: tools/list (and the output schemas' share of it), and
-/// one 20-row search result (and its structured content and text content apart).
-async fn report_tokens(http: &reqwest::Client, url: &str, session: &str) -> Result<()> {
+/// The tokens of `tools/list` as `session` gets it.
+async fn tools_list(session: &Session) -> Result<usize> {
     let bpe = tiktoken_rs::o200k_base()?;
     let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
-    let (_, listed) = rpc(http, url, Some(session), list).await?;
-    let tools = &listed["result"]["tools"];
-    let schemas: usize = tools
-        .as_array()
-        .context("no tools")?
-        .iter()
-        .map(|t| tokens(&bpe, &t["outputSchema"]))
-        .sum();
-    let total = tokens(&bpe, tools);
+    let (_, listed) = rpc(&session.http, &session.url, Some(&session.id), list).await?;
+    Ok(tokens(&bpe, &listed["result"]["tools"]))
+}
+
+/// One tool call's result.
+async fn call(session: &Session, tool: &str, arguments: Value) -> Result<Value> {
+    let body = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": tool, "arguments": arguments}});
+    let (_, answer) = rpc(&session.http, &session.url, Some(&session.id), body).await?;
+    if answer["result"]["structuredContent"]["success"] != true {
+        bail!("{tool} failed: {answer}");
+    }
+    Ok(answer["result"].clone())
+}
+
+/// What an assistant's context pays: the full tool list a stdio client gets (each tool's
+/// share, and the output schemas'), a 20-row search, one HTML newsletter read, and the
+/// journal's 20 newest changes.
+async fn report_tokens(session: &Session) -> Result<()> {
+    let bpe = tiktoken_rs::o200k_base()?;
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+    let (_, listed) = rpc(&session.http, &session.url, Some(&session.id), list).await?;
+    let tools = listed["result"]["tools"].as_array().context("no tools")?;
+    let schemas: usize = tools.iter().map(|t| tokens(&bpe, &t["outputSchema"])).sum();
+    let total = tokens(&bpe, &listed["result"]["tools"]);
     println!(
-        "tools/list: {total} tokens ({} characters); output schemas {schemas} tokens ({:.0}%)",
-        tools.to_string().len(),
+        "full tool list (stdio, or HTTP with --http-allow-writes), {} tools: {total} tokens; output schemas {schemas} ({:.0}%)",
+        tools.len(),
         100.0 * schemas as f64 / total as f64
     );
-    let search = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
-        "params": {"name": "search_messages", "arguments": {"query": "invoices", "limit": 20}}});
-    let (_, answer) = rpc(http, url, Some(session), search).await?;
-    let result = &answer["result"];
+    for tool in tools {
+        println!(
+            "  {}: {} tokens",
+            tool["name"].as_str().unwrap_or("?"),
+            tokens(&bpe, tool)
+        );
+    }
+    let result = call(
+        session,
+        "search_messages",
+        json!({"query": "invoices", "limit": 20}),
+    )
+    .await?;
     let rows = result["structuredContent"]["messages"]
         .as_array()
         .map_or(0, Vec::len);
     if rows != 20 {
-        bail!("the search found {rows} rows, not 20: {answer}");
+        bail!("the search found {rows} rows, not 20");
     }
     println!(
         "search_messages, 20 rows: {} tokens (structured content {}, text content {})",
-        tokens(&bpe, result),
+        tokens(&bpe, &result),
         tokens(&bpe, &result["structuredContent"]),
         tokens(&bpe, &result["content"])
+    );
+    let found = call(
+        session,
+        "search_messages",
+        json!({"query": "from:news@shop.example"}),
+    )
+    .await?;
+    let id = found["structuredContent"]["messages"][0]["id"].clone();
+    let read = call(session, "get_messages", json!({"ids": [id]})).await?;
+    println!(
+        "get_messages of one HTML newsletter: {} tokens",
+        tokens(&bpe, &read)
+    );
+    let changes = call(session, "list_changes", json!({})).await?;
+    let listed = changes["structuredContent"]["changes"]
+        .as_array()
+        .map_or(0, Vec::len);
+    if listed != 20 {
+        bail!("list_changes listed {listed} changes, not 20");
+    }
+    println!(
+        "list_changes, 20 changes: {} tokens",
+        tokens(&bpe, &changes)
     );
     Ok(())
 }
