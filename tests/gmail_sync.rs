@@ -501,3 +501,39 @@ async fn a_staged_message_moved_since_is_left_alone_in_both_modes() {
         assert_eq!(trashed, if mode == "trash" { 2 } else { 0 }, "{mode}");
     }
 }
+
+/// Mail from lists is found by `list:` and `is:list`: Gmail's metadata headers carry List-Id
+/// and List-Unsubscribe when asked for them, and the mock gives only what is asked for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mail_from_lists_is_found_by_its_list() {
+    let mock = GmailMock::start("me@mock.example").await.unwrap();
+    mock.seed(3, &["INBOX"], None);
+    let headers = |extra: (&'static str, &'static str)| {
+        vec![
+            ("From", "news@lists.example"),
+            ("Subject", "Digest"),
+            ("Date", "Mon, 2 Nov 2026 10:00:00 +0000"),
+            extra,
+        ]
+    };
+    let news = mock.add_message(
+        &headers(("List-Id", "Example News <news.lists.example>")),
+        "Digest",
+        &["INBOX"],
+    );
+    mock.add_message(
+        &headers(("List-Unsubscribe", "<https://shop.example/u?1>")),
+        "Sale",
+        &["INBOX"],
+    );
+    let home = tempfile::tempdir().unwrap();
+    add_account(&mock, home.path(), "g", &[]).await;
+    ok(home.path(), &["sync"]);
+    assert_eq!(count(home.path(), "is:list"), 2);
+    assert_eq!(count(home.path(), "-list:*"), 3);
+    let found = ok(home.path(), &["search", "list:news.lists.example"]);
+    assert_eq!(found["total"], 1, "{found}");
+    assert_eq!(found["messages"][0]["remote_id"], news, "{found}");
+    assert_eq!(found["messages"][0]["list"], "news.lists.example");
+    assert_eq!(count(home.path(), "list:shop.example"), 1);
+}

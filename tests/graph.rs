@@ -606,3 +606,25 @@ async fn a_write_after_a_revoked_grant_asks_for_login() {
     assert_eq!(run.json["error_type"], "auth_required", "{}", run.stdout);
     assert_eq!(run.json["next_step"], "run: mailbroker account login ms");
 }
+
+/// Graph has no List-Id, only the List-Unsubscribe links it parsed: a message offering them
+/// is from the list of the host they lead to.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mail_with_unsubscribe_links_is_found_by_its_list() {
+    let mock = GraphMock::start("me@mock.example").await.unwrap();
+    let plain = mock.seed(2, "inbox", "friend@example.test", true);
+    let news = mock.seed(1, "inbox", "news@shop.example", true);
+    assert!(mock.set_unsubscribe(
+        &news[0],
+        &["<mailto:out@esp.example>", "<https://shop.example/u?1>"]
+    ));
+    let home = tempfile::tempdir().unwrap();
+    add_account(&mock, home.path()).await;
+    ok(home.path(), &["sync"]);
+    let found = ok(home.path(), &["search", "list:shop.example"]);
+    assert_eq!(found["total"], 1, "{found}");
+    assert_eq!(found["messages"][0]["list"], "shop.example", "{found}");
+    assert_eq!(found["messages"][0]["remote_id"], news[0], "{found}");
+    let other = ok(home.path(), &["search", "-is:list"]);
+    assert_eq!(other["total"], plain.len(), "{other}");
+}

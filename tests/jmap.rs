@@ -371,3 +371,34 @@ async fn one_unreadable_account_costs_only_its_own_messages() {
     );
     session.cancel().await.ok();
 }
+
+/// Mail from lists, delivered over Cyrus's IMAP after the first sync, is found by `list:`:
+/// the JMAP sync reads List-Id and List-Unsubscribe as header properties.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mail_from_lists_is_found_by_its_list() {
+    let Some((cyrus, home, _)) = account("lists", 2).await else {
+        return;
+    };
+    let mut imap = mailbroker_testkit::ImapClient::connect_port(cyrus.imap_port, "lists")
+        .await
+        .unwrap();
+    let news = "From: news@lists.example\r\nTo: lists@localhost\r\nSubject: Digest\r\n\
+                List-Id: Example News <news.lists.example>\r\n\
+                Message-ID: <l1@lists.example>\r\n\r\nDigest\r\n";
+    let sale = "From: deals@shop.example\r\nTo: lists@localhost\r\nSubject: Sale\r\n\
+                List-Unsubscribe: <mailto:out@esp.example>, <https://shop.example/u?1>\r\n\
+                Message-ID: <l2@shop.example>\r\n\r\nSale\r\n";
+    for raw in [news, sale] {
+        imap.append("INBOX", "", raw.as_bytes()).await.unwrap();
+    }
+    imap.logout().await.unwrap();
+    ok(home.path(), &["sync"]);
+    let found = ok(home.path(), &["search", "list:news.lists.example"]);
+    assert_eq!(found["total"], 1, "{found}");
+    assert_eq!(found["messages"][0]["subject"], "Digest", "{found}");
+    assert_eq!(found["messages"][0]["list"], "news.lists.example");
+    let sale = ok(home.path(), &["search", "list:shop.example"]);
+    assert_eq!(sale["messages"][0]["subject"], "Sale", "{sale}");
+    assert_eq!(ok(home.path(), &["search", "is:list"])["total"], 2);
+    assert_eq!(ok(home.path(), &["search", "-list:*"])["total"], 2);
+}

@@ -34,6 +34,8 @@ pub struct MessageJson<'a> {
     pub flags: &'a [String],
     pub tags: &'a [String],
     pub snippet: &'a str,
+    /// The mailing list it came from (`list:`); null for mail from no list.
+    pub list: Option<&'a str>,
 }
 
 impl<'a> From<&'a MessageRow> for MessageJson<'a> {
@@ -57,6 +59,7 @@ impl<'a> From<&'a MessageRow> for MessageJson<'a> {
             flags: &r.flags,
             tags: &r.place.tags,
             snippet: &r.snippet,
+            list: r.list.as_deref(),
         }
     }
 }

@@ -225,6 +225,9 @@ pub struct SearchRow {
     pub tags: Vec<String>,
     /// Start of the text (untrusted content), at most 160 characters.
     pub snippet: String,
+    /// The mailing list it came from, if any (`list:`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub list: Option<String>,
 }
 
 impl From<MessageRow> for SearchRow {
@@ -239,6 +242,7 @@ impl From<MessageRow> for SearchRow {
             flags: state_words(r.place.read, r.place.flagged),
             tags: r.place.tags,
             snippet: r.snippet.chars().take(SNIPPET_CHARS).collect(),
+            list: r.list,
         }
     }
 }

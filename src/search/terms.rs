@@ -138,14 +138,17 @@ pub(super) fn term_of(token: &str, now: i64) -> Result<Term, Error> {
         "in" | "mailbox" if value.eq_ignore_ascii_case("anywhere") => Term::Anywhere,
         "in" | "mailbox" => Term::Mailbox(value),
         "account" => Term::Account(value),
+        "list" if value == "*" => Term::List(None),
+        "list" => Term::List(Some(value)),
         "is" => match value.to_ascii_lowercase().as_str() {
             "unread" => Term::Read(false),
             "read" => Term::Read(true),
             "flagged" | "starred" => Term::Flagged(true),
             "unflagged" | "unstarred" => Term::Flagged(false),
+            "list" => Term::List(None),
             _ => {
                 return Err(Error::validation(format!(
-                    "{token:?}: is: takes unread, read, flagged, starred or unflagged"
+                    "{token:?}: is: takes unread, read, flagged, starred, unflagged or list"
                 )));
             }
         },
@@ -170,7 +173,7 @@ pub(super) fn term_of(token: &str, now: i64) -> Result<Term, Error> {
         _ => {
             return Err(Error::validation(format!(
                 "unknown search term {token:?}: known keys are from to cc subject tag label in \
-                 mailbox account is has before after older_than newer_than larger smaller"
+                 mailbox account list is has before after older_than newer_than larger smaller"
             )));
         }
     };

@@ -226,3 +226,15 @@ fn a_query_restricted_to_an_account() {
     assert!(parse(" ", 0).unwrap().is_empty());
     assert!(!parse(" ", 0).unwrap().in_account("w").is_empty());
 }
+
+#[test]
+fn lists_by_id_or_any() {
+    assert_eq!(
+        root("list:news.example.org"),
+        t(Term::List(Some("news.example.org".into())))
+    );
+    assert_eq!(root("list:*"), t(Term::List(None)));
+    assert_eq!(root("is:list"), t(Term::List(None)));
+    assert_eq!(root("-list:news"), not(t(Term::List(Some("news".into())))));
+    refused("list:");
+}

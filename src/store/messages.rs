@@ -30,6 +30,8 @@ pub struct MessageRow {
     /// The provider's raw flag values (IMAP system flags and keywords).
     pub flags: Vec<String>,
     pub snippet: String,
+    /// The mailing list it came from (`list:`).
+    pub list: Option<String>,
 }
 
 #[derive(sqlx::FromRow)]
@@ -46,12 +48,13 @@ struct Row {
     has_attachments: bool,
     flags: String,
     snippet: String,
+    list_id: Option<String>,
 }
 
 const SELECT: &str = "SELECT m.id, b.account_id, b.name, m.remote_id, s.version,
     m.message_id,
     m.from_addr, m.to_addr, m.cc_addr, m.subject, m.date, m.size, m.has_attachments, s.is_read,
-    s.is_flagged, s.flags, s.tags, coalesce(t.snippet, '') AS snippet
+    s.is_flagged, s.flags, s.tags, coalesce(t.snippet, '') AS snippet, m.list_id
     FROM messages m JOIN mailboxes b ON b.id = m.mailbox_id JOIN message_state s ON s.id = m.id
     LEFT JOIN message_text t ON t.id = m.id
     WHERE 1 = 1";
@@ -71,6 +74,7 @@ fn row_of(r: Row) -> MessageRow {
         has_attachments: r.has_attachments,
         flags: serde_json::from_str(&r.flags).unwrap_or_default(),
         snippet: r.snippet,
+        list: r.list_id,
     }
 }
 
@@ -322,6 +326,15 @@ fn push_term(q: &mut QueryBuilder<Sqlite>, term: &Term) {
         }
         Term::Flagged(f) => {
             q.push("s.is_flagged = ").push_bind(*f);
+        }
+        // A message from no list has no list_id: `-list:x` must still match it.
+        Term::List(Some(v)) => {
+            q.push("(m.list_id IS NOT NULL AND ");
+            push_like(q, "m.list_id", v);
+            q.push(")");
+        }
+        Term::List(None) => {
+            q.push("m.list_id IS NOT NULL");
         }
         Term::HasAttachment => {
             q.push("m.has_attachments = 1");

@@ -451,7 +451,7 @@ async fn insert_batch(store: &Store, mailbox_id: i64, messages: &[MessageMeta]) 
     for chunk in messages.chunks(INSERT_CHUNK) {
         let mut q = QueryBuilder::<Sqlite>::new(
             "INSERT INTO messages (mailbox_id, remote_id, message_id, from_addr,
-                   to_addr, cc_addr, subject, date, size, has_attachments, text_pending) ",
+                   to_addr, cc_addr, subject, date, size, has_attachments, text_pending, list_id) ",
         );
         q.push_values(chunk, |mut row, m| {
             row.push_bind(mailbox_id)
@@ -464,7 +464,8 @@ async fn insert_batch(store: &Store, mailbox_id: i64, messages: &[MessageMeta]) 
                 .push_bind(m.date)
                 .push_bind(m.size as i64)
                 .push_bind(m.has_attachments)
-                .push_bind(m.text_pending);
+                .push_bind(m.text_pending)
+                .push_bind(m.list.clone());
         });
         // A message indexed before keeps its row and id; the no-op update makes RETURNING
         // report that id too.

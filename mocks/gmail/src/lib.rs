@@ -262,6 +262,15 @@ impl GmailMock {
         lock(&self.state).seed(count, &labels, &from)
     }
 
+    /// Adds one message with these headers, body and label ids; returns its id.
+    pub fn add_message(&self, headers: &[(&str, &str)], body: &str, labels: &[&str]) -> String {
+        let headers = headers
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect();
+        lock(&self.state).add_message(headers, body, labels)
+    }
+
     /// Ids of the messages that have this label id (all messages for `None`).
     pub fn ids_with(&self, label: Option<&str>) -> Vec<String> {
         let s = lock(&self.state);

@@ -444,6 +444,18 @@ impl GraphMock {
         lock(&self.state).seed(count, folder, from, unread)
     }
 
+    /// Gives message `id` these `List-Unsubscribe` links (a change, as a new header would
+    /// be for a message delivered again); whether it exists.
+    pub fn set_unsubscribe(&self, id: &str, links: &[&str]) -> bool {
+        let mut state = lock(&self.state);
+        let Some(m) = state.messages.get_mut(id) else {
+            return false;
+        };
+        m.unsubscribe = links.iter().map(|l| l.to_string()).collect();
+        state.touch(id);
+        true
+    }
+
     /// Adds a folder under `parent` (top level for `None`); returns its id.
     pub fn add_folder(&self, name: &str, parent: Option<&str>) -> Option<String> {
         lock(&self.state).add_folder(name, parent)

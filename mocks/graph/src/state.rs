@@ -40,6 +40,8 @@ pub struct Message {
     pub flag: String,
     pub categories: Vec<String>,
     pub internet_message_id: String,
+    /// Its `List-Unsubscribe` links, as Graph parses them into `unsubscribeData`.
+    pub unsubscribe: Vec<String>,
     /// The sequence number of its last change; its changeKey is derived from it.
     pub changed: u64,
 }
@@ -51,8 +53,12 @@ impl Message {
 
     /// Its MIME source, as `GET /me/messages/{id}/$value` returns it.
     pub fn mime(&self) -> String {
+        let unsubscribe = match self.unsubscribe.as_slice() {
+            [] => String::new(),
+            links => format!("List-Unsubscribe: {}\r\n", links.join(", ")),
+        };
         format!(
-            "From: {from}\r\nTo: me@mock.example\r\nSubject: {subject}\r\n\
+            "From: {from}\r\nTo: me@mock.example\r\nSubject: {subject}\r\n{unsubscribe}\
              Message-ID: {mid}\r\nMIME-Version: 1.0\r\n\
              Content-Type: text/plain; charset=utf-8\r\n\r\nBody of {subject}.\r\n",
             from = self.from,
@@ -81,6 +87,8 @@ impl Message {
             "conversationId": format!("conv-{}", self.id),
             "hasAttachments": false,
             "bodyPreview": format!("Preview of {}", self.subject),
+            "unsubscribeEnabled": !self.unsubscribe.is_empty(),
+            "unsubscribeData": self.unsubscribe,
         })
     }
 }
@@ -267,6 +275,7 @@ impl State {
                         flag: "notFlagged".into(),
                         categories: Vec::new(),
                         internet_message_id: format!("<m{n}@mock.example>"),
+                        unsubscribe: Vec::new(),
                         changed,
                     },
                 );

@@ -118,5 +118,6 @@ fn meta_of(m: &Value) -> Option<MessageMeta> {
         snippet: String::new(),
         body_prefix: String::new(),
         text_pending: false,
+        list: None,
     })
 }

@@ -286,6 +286,9 @@ pub struct MessageMeta {
     pub snippet: String,
     /// A longer prefix of the text body, indexed for full-text search but not stored.
     pub body_prefix: String,
+    /// The mailing list it came from (`list_of`), for `list:`.
+    #[serde(default)]
+    pub list: Option<String>,
     /// The text (snippet, body prefix, attachments) is still to be fetched: a first pass
     /// brings headers only, so the index is usable sooner, and `SyncSink::fill_text` brings
     /// the rest.

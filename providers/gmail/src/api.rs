@@ -44,7 +44,16 @@ pub const MAX_BATCH: usize = 1000;
 /// The largest page messages.list and history.list give.
 const PAGE: u32 = 500;
 /// Headers `format=metadata` asks for: what the index keeps.
-pub const HEADERS: [&str; 6] = ["Subject", "From", "To", "Cc", "Date", "Message-ID"];
+pub const HEADERS: [&str; 8] = [
+    "Subject",
+    "From",
+    "To",
+    "Cc",
+    "Date",
+    "Message-ID",
+    "List-Id",
+    "List-Unsubscribe",
+];
 
 #[derive(Debug, Clone)]
 pub struct Label {

@@ -165,6 +165,11 @@ impl Cursor {
             body_prefix: String::new(),
             // Gmail's metadata carries the snippet: there is no second pass.
             text_pending: false,
+            list: {
+                let unsubscribe = header("List-Unsubscribe");
+                let links: Vec<&str> = unsubscribe.iter().map(String::as_str).collect();
+                mailbroker_core::list_of(header("List-Id").as_deref(), &links)
+            },
         })
     }
 }

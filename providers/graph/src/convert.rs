@@ -125,7 +125,22 @@ pub fn meta_of(m: &Value) -> Option<MessageMeta> {
         snippet: text(m, "bodyPreview").to_string(),
         body_prefix: text(m, "bodyPreview").to_string(),
         text_pending: false,
+        list: list_of(m),
     })
+}
+
+/// The list a message came from: Graph offers no `List-Id`, only the parsed
+/// `List-Unsubscribe` links, so the host they lead to.
+fn list_of(m: &Value) -> Option<String> {
+    if m["unsubscribeEnabled"].as_bool() != Some(true) {
+        return None;
+    }
+    let links: Vec<&str> = m["unsubscribeData"]
+        .as_array()?
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    mailbroker_core::list_of(None, &links)
 }
 
 /// Seconds since the epoch of an RFC 3339 time as Graph writes it (`2026-11-02T10:00:00Z`).

@@ -24,7 +24,8 @@ use crate::convert::{self, Folder};
 
 /// What the index keeps of a message: the delta's `$select`.
 const SELECT: &str = "id,subject,from,toRecipients,ccRecipients,receivedDateTime,isRead,flag,\
-categories,parentFolderId,changeKey,internetMessageId,hasAttachments,bodyPreview,conversationId";
+categories,parentFolderId,changeKey,internetMessageId,hasAttachments,bodyPreview,conversationId,\
+unsubscribeEnabled,unsubscribeData";
 /// Messages per delta page.
 pub const PAGE: usize = 200;
 

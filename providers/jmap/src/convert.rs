@@ -9,7 +9,7 @@ use mailbroker_core::{
 use serde_json::Value;
 
 /// The email properties a sync reads.
-pub const EMAIL_PROPERTIES: [&str; 14] = [
+pub const EMAIL_PROPERTIES: [&str; 16] = [
     "id",
     "mailboxIds",
     "keywords",
@@ -24,7 +24,14 @@ pub const EMAIL_PROPERTIES: [&str; 14] = [
     "preview",
     "hasAttachment",
     "threadId",
+    LIST_ID,
+    LIST_UNSUBSCRIBE,
 ];
+
+/// The list headers, as RFC 8621 header properties (absent: `null`) in the forms it allows
+/// them: List-Id as text, List-Unsubscribe only raw or as its URLs (a server refuses text).
+const LIST_ID: &str = "header:List-Id:asText";
+const LIST_UNSUBSCRIBE: &str = "header:List-Unsubscribe:asURLs";
 
 /// Keywords that are our read and flagged state, not tags.
 const SEEN: &str = "$seen";
@@ -214,6 +221,15 @@ pub fn meta_of(email: &Value, state: &str) -> Option<MessageMeta> {
         snippet: email["preview"].as_str().unwrap_or_default().to_string(),
         body_prefix: email["preview"].as_str().unwrap_or_default().to_string(),
         text_pending: false,
+        list: mailbroker_core::list_of(
+            email[LIST_ID].as_str(),
+            &email[LIST_UNSUBSCRIBE]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect::<Vec<_>>(),
+        ),
     })
 }
 

@@ -1,0 +1,75 @@
+//! Which mailing list a message came from, as the index keeps it for `list:`: the list's
+//! identifier from `List-Id` (RFC 2919), else, for a sender that only offers a way out
+//! (`List-Unsubscribe`, RFC 2369 and 8058: most newsletters), the host that way out leads
+//! to. Every provider reads the same two headers (or, on Graph, the parsed unsubscribe
+//! links), so the same message gets the same value everywhere.
+
+/// The list of a message with these header values: `news.example.org` for `List-Id: News
+/// <news.example.org>`, `shop.example` for `List-Unsubscribe:
+/// <https://shop.example/u?1>` alone; `None` for mail from no list. Lowercase.
+pub fn list_of(list_id: Option<&str>, unsubscribe: &[&str]) -> Option<String> {
+    if let Some(id) = list_id.and_then(list_identifier) {
+        return Some(id);
+    }
+    let links = unsubscribe.iter().flat_map(|value| value.split(','));
+    let hosts: Vec<String> = links.filter_map(link_host).collect();
+    // The web link names the sender's own host; a mailto often names its mail provider's.
+    let web = hosts.iter().find(|h| !h.starts_with('@'));
+    let chosen = web.or(hosts.first())?;
+    Some(chosen.trim_start_matches('@').to_string())
+}
+
+/// `Description <id>` → `id`; a bare `id` as it is.
+fn list_identifier(value: &str) -> Option<String> {
+    let value = value.trim();
+    let inner = match (value.rfind('<'), value.rfind('>')) {
+        (Some(open), Some(close)) if open < close => &value[open + 1..close],
+        _ => value,
+    };
+    let id = inner.trim().to_ascii_lowercase();
+    (!id.is_empty() && !id.contains(char::is_whitespace)).then_some(id)
+}
+
+/// The host of one unsubscribe link (`<https://host/…>`, `<mailto:a@host?…>`, with or
+/// without the brackets); a mail domain is returned as `@host`, to tell it apart.
+fn link_host(link: &str) -> Option<String> {
+    let link = link
+        .trim()
+        .trim_start_matches('<')
+        .trim_end_matches('>')
+        .trim();
+    let url = url::Url::parse(link).ok()?;
+    match url.scheme() {
+        "http" | "https" => url.host_str().map(str::to_ascii_lowercase),
+        "mailto" => {
+            let (_, domain) = url.path().rsplit_once('@')?;
+            Some(format!("@{}", domain.to_ascii_lowercase()))
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::list_of;
+
+    #[test]
+    fn the_list_id_wins_then_the_unsubscribe_host() {
+        let news = Some("Example News <News.Example.ORG>");
+        assert_eq!(list_of(news, &[]).as_deref(), Some("news.example.org"));
+        assert_eq!(
+            list_of(Some("bare.list.id"), &[]).as_deref(),
+            Some("bare.list.id")
+        );
+        let both = ["<mailto:leave@esp.example?subject=out>, <https://Shop.Example/u?1>"];
+        assert_eq!(list_of(None, &both).as_deref(), Some("shop.example"));
+        assert_eq!(list_of(news, &both).as_deref(), Some("news.example.org"));
+        let mail_only = ["<mailto:leave@lists.example>"];
+        assert_eq!(list_of(None, &mail_only).as_deref(), Some("lists.example"));
+        // Graph gives the links one by one, without brackets.
+        let graph = ["mailto:x@lists.example", "https://www.shop.example/unsub"];
+        assert_eq!(list_of(None, &graph).as_deref(), Some("www.shop.example"));
+        assert_eq!(list_of(Some("  "), &["not a link"]), None);
+        assert_eq!(list_of(None, &[]), None);
+    }
+}
