@@ -93,6 +93,22 @@ pub struct Read {
 /// order asked. One connection per account, one fetch per mailbox. A message that cannot be
 /// read (an unknown id, an account that cannot be reached, a route without body reads)
 /// costs only itself and the others of its account or mailbox: its error names the account.
+/// The ids of a conversation's newest messages (at most as many as one read takes), oldest
+/// first, as a conversation is read.
+pub async fn thread_ids(store: &Store, thread: &str) -> Result<Vec<i64>> {
+    let query = crate::search::Query {
+        root: crate::search::Expr::Term(crate::search::Term::Thread(thread.to_string())),
+    };
+    let rows = store.search(&query, MAX_MESSAGES as u32, 0).await?;
+    if rows.is_empty() {
+        return Err(
+            Error::not_found(format!("no conversation {thread:?} in the index"))
+                .with_next_step("take the thread id from a search row's thread field"),
+        );
+    }
+    Ok(rows.iter().rev().map(|r| r.place.id).collect())
+}
+
 pub async fn read_messages(store: &Store, ids: &[i64]) -> Result<Vec<Read>> {
     if ids.is_empty() || ids.len() > MAX_MESSAGES {
         return Err(Error::validation(format!(

@@ -537,3 +537,24 @@ async fn mail_from_lists_is_found_by_its_list() {
     assert_eq!(found["messages"][0]["list"], "news.lists.example");
     assert_eq!(count(home.path(), "list:shop.example"), 1);
 }
+
+/// A Gmail thread is one conversation: `thread:` with the id its rows carry selects it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thread_is_found_and_changed_by_its_id() {
+    let mock = GmailMock::start("me@mock.example").await.unwrap();
+    let ids = mock.seed(5, &["INBOX"], None);
+    for id in &ids[1..3] {
+        assert!(mock.set_thread(id, &ids[0]));
+    }
+    let home = tempfile::tempdir().unwrap();
+    add_account(&mock, home.path(), "g", &[]).await;
+    ok(home.path(), &["sync"]);
+    let first = ok(home.path(), &["search", "subject:\"Message 0\""]);
+    let thread = first["messages"][0]["thread"].as_str().unwrap().to_string();
+    assert_eq!(first["messages"][0]["thread_messages"], 3, "{first}");
+    let query = format!("thread:{thread}");
+    assert_eq!(count(home.path(), &query), 3);
+    let done = ok(home.path(), &update(&query, &["--flag", "--yes"]));
+    assert_eq!(done["applied"], 3, "{done}");
+    assert_eq!(count(home.path(), "is:flagged"), 3);
+}

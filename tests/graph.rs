@@ -628,3 +628,32 @@ async fn mail_with_unsubscribe_links_is_found_by_its_list() {
     let other = ok(home.path(), &["search", "-is:list"]);
     assert_eq!(other["total"], plain.len(), "{other}");
 }
+
+/// An Outlook conversation (conversationId) is one thread for `thread:`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conversation_is_found_by_its_thread() {
+    let mock = GraphMock::start("me@mock.example").await.unwrap();
+    let ids = mock.seed(4, "inbox", "dana@example.test", true);
+    let sent = mock.seed(1, "sentitems", "me@mock.example", false);
+    for id in [&ids[0], &ids[1], &sent[0]] {
+        assert!(mock.set_conversation(id, "AAQkADAwATM0MDAAMS1hZGU5LTU3="));
+    }
+    let home = tempfile::tempdir().unwrap();
+    add_account(&mock, home.path()).await;
+    ok(home.path(), &["sync"]);
+    let found = ok(home.path(), &["search", "in:sent"]);
+    let row = &found["messages"][0];
+    assert_eq!(row["thread_messages"], 3, "{found}");
+    let query = format!("thread:{}", row["thread"].as_str().unwrap());
+    let thread = ok(home.path(), &["search", &query]);
+    let mut found: Vec<String> = thread["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["remote_id"].as_str().unwrap().to_string())
+        .collect();
+    found.sort();
+    let mut expected = vec![ids[0].clone(), ids[1].clone(), sent[0].clone()];
+    expected.sort();
+    assert_eq!(found, expected);
+}

@@ -402,3 +402,44 @@ async fn mail_from_lists_is_found_by_its_list() {
     assert_eq!(ok(home.path(), &["search", "is:list"])["total"], 2);
     assert_eq!(ok(home.path(), &["search", "-list:*"])["total"], 2);
 }
+
+/// A conversation over Inbox and Sent, delivered over Cyrus's IMAP, is one JMAP thread: its
+/// rows carry it and `thread:` archives the whole of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conversation_is_one_thread() {
+    let Some((cyrus, home, _)) = account("threads", 2).await else {
+        return;
+    };
+    let mut imap = mailbroker_testkit::ImapClient::connect_port(cyrus.imap_port, "threads")
+        .await
+        .unwrap();
+    let mut refs = Vec::new();
+    for i in 0..4 {
+        let (mailbox, from) = match i % 2 {
+            0 => ("INBOX", "dana@example.test"),
+            _ => ("Sent", "threads@localhost"),
+        };
+        let raw = mailbroker_testkit::reply(i, from, "Lunch on Friday?", &refs);
+        imap.append(mailbox, "", raw.as_bytes()).await.unwrap();
+        refs.push(format!("<lunch{i}@example.test>"));
+    }
+    imap.logout().await.unwrap();
+    ok(home.path(), &["sync"]);
+    let found = ok(home.path(), &["search", "subject:lunch in:anywhere"]);
+    let rows = found["messages"].as_array().unwrap();
+    assert_eq!(rows.len(), 4, "{found}");
+    let thread = rows[0]["thread"].as_str().unwrap();
+    assert!(
+        rows.iter()
+            .all(|r| r["thread"] == thread && r["thread_messages"] == 4),
+        "{found}"
+    );
+    let query = format!("thread:{thread}");
+    let done = ok(
+        home.path(),
+        &["update", "--query", &query, "--move-to", "archive", "--yes"],
+    );
+    assert_eq!(done["applied"], 4, "{done}");
+    let archived = ok(home.path(), &["search", "in:archive subject:lunch"]);
+    assert_eq!(archived["total"], 4, "{archived}");
+}

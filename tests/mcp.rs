@@ -794,3 +794,96 @@ async fn descriptions_say_how_the_person_confirms() {
     );
     session.cancel().await.ok();
 }
+
+/// A conversation of five messages, three received in INBOX and two sent (in Sent), is one
+/// thread: its rows say so, get_messages reads it oldest first, and one update_message with
+/// `thread:` archives all five. The same with the server's THREAD extension turned off:
+/// conversations are threaded from the headers, across mailboxes, on any IMAP server.
+#[tokio::test]
+async fn a_conversation_across_inbox_and_sent_is_archived_at_once() {
+    let Some(server) = common::server() else {
+        return;
+    };
+    for (n, extra) in [&[][..], &["--disable-extension", "THREAD=REFERENCES"]]
+        .into_iter()
+        .enumerate()
+    {
+        let user = format!("mcp-thread{n}");
+        let mut imap = common::seed(server, &user, "INBOX", 3).await;
+        let mut refs = Vec::new();
+        for i in 0..5 {
+            let (mailbox, from) = match i % 2 {
+                0 => ("INBOX", "Dana <dana@example.test>"),
+                _ => ("Sent", "user@example.test"),
+            };
+            let raw = mailbroker_testkit::reply(i, from, "Lunch on Friday?", &refs);
+            imap.append(mailbox, "\\Seen", raw.as_bytes())
+                .await
+                .unwrap();
+            refs.push(format!("<lunch{i}@example.test>"));
+        }
+        let home = tempfile::tempdir().unwrap();
+        common::add_account(server, home.path(), "m", &user, extra);
+        common::ok(home.path(), &["sync"]);
+        let session = connect(home.path(), client(None, ProtocolVersion::V_2025_11_25)).await;
+        let found = ok_call(
+            &session,
+            "search_messages",
+            json!({ "query": "subject:lunch in:anywhere" }),
+        )
+        .await;
+        let rows = found["messages"].as_array().unwrap();
+        assert_eq!(rows.len(), 5, "{found}");
+        let thread = rows[0]["thread"].as_str().unwrap().to_string();
+        assert!(
+            rows.iter()
+                .all(|r| r["thread"] == thread.as_str() && r["thread_messages"] == 5),
+            "{found}"
+        );
+        // A message on its own carries no thread.
+        let alone = ok_call(
+            &session,
+            "search_messages",
+            json!({ "query": "from:alice" }),
+        )
+        .await;
+        assert!(alone["messages"][0].get("thread").is_none(), "{alone}");
+
+        let read = ok_call(&session, "get_messages", json!({ "thread": thread })).await;
+        let bodies: Vec<&str> = read["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["body"].as_str().unwrap().trim())
+            .collect();
+        assert_eq!(
+            bodies,
+            ["Part 0", "Part 1", "Part 2", "Part 3", "Part 4"],
+            "{read}"
+        );
+
+        let query = format!("thread:{thread}");
+        let done = ok_call(
+            &session,
+            "update_message",
+            json!({ "query": query, "move_to": "archive" }),
+        )
+        .await;
+        assert_eq!(done["applied"], 5, "{done}");
+        let archived = imap.uid_search("Archive", "SUBJECT lunch").await.unwrap();
+        assert_eq!(archived.len(), 5, "{extra:?}");
+        assert!(
+            imap.uid_search("INBOX", "SUBJECT lunch")
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        assert!(
+            imap.uid_search("Sent", "SUBJECT lunch")
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        session.cancel().await.ok();
+    }
+}

@@ -36,6 +36,9 @@ pub struct MessageJson<'a> {
     pub snippet: &'a str,
     /// The mailing list it came from (`list:`); null for mail from no list.
     pub list: Option<&'a str>,
+    /// Its conversation (`thread:`) and how many indexed messages it has.
+    pub thread: Option<&'a str>,
+    pub thread_messages: u64,
 }
 
 impl<'a> From<&'a MessageRow> for MessageJson<'a> {
@@ -60,6 +63,8 @@ impl<'a> From<&'a MessageRow> for MessageJson<'a> {
             tags: &r.place.tags,
             snippet: &r.snippet,
             list: r.list.as_deref(),
+            thread: r.thread.as_deref(),
+            thread_messages: r.thread_messages,
         }
     }
 }

@@ -56,7 +56,10 @@ impl Cursor {
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct GetMessagesArgs {
     /// 1 to 20 message ids.
+    #[serde(default)]
     pub ids: Vec<i64>,
+    /// Or a conversation: its messages, oldest first.
+    pub thread: Option<String>,
     /// Body characters per message (default 4000).
     pub max_body_chars: Option<u32>,
     /// Body characters in all (default 16000).
@@ -228,6 +231,11 @@ pub struct SearchRow {
     /// The mailing list it came from, if any (`list:`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub list: Option<String>,
+    /// Its conversation (`thread:`) and how many messages it has, when more than this one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thread: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thread_messages: Option<u64>,
 }
 
 impl From<MessageRow> for SearchRow {
@@ -243,6 +251,8 @@ impl From<MessageRow> for SearchRow {
             tags: r.place.tags,
             snippet: r.snippet.chars().take(SNIPPET_CHARS).collect(),
             list: r.list,
+            thread: r.thread.filter(|_| r.thread_messages > 1),
+            thread_messages: (r.thread_messages > 1).then_some(r.thread_messages),
         }
     }
 }
@@ -407,8 +417,13 @@ pub struct ChangeView {
     /// What it did, in words: "flag, add tag Finance (query \"from:shop\")".
     pub summary: String,
     pub applied: i64,
+    /// The other outcomes, where there were any: twenty lines of zeros cost an assistant's
+    /// context as much as the lines themselves.
+    #[serde(skip_serializing_if = "is_zero")]
     pub unchanged: i64,
+    #[serde(skip_serializing_if = "is_zero")]
     pub stale: i64,
+    #[serde(skip_serializing_if = "is_zero")]
     pub failed: i64,
     /// Whether undo_change can revert it (it changed something, is not undone yet, and is
     /// not a deletion).
@@ -424,6 +439,10 @@ pub struct ChangeView {
     pub patch: Option<serde_json::Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub plan: Option<Vec<String>>,
+}
+
+fn is_zero(n: &i64) -> bool {
+    *n == 0
 }
 
 impl ChangeView {

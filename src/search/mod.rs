@@ -3,7 +3,7 @@
 //! query is ever spliced into SQL text.
 //!
 //! Terms: `from:` `to:` `cc:` `subject:` `tag:`/`label:` `in:`/`mailbox:` `account:`
-//! `is:unread|read|flagged|starred|unflagged|list` `has:attachment` `list:` (`list:*`) `before:`/`after:` (YYYY-MM-DD)
+//! `is:unread|read|flagged|starred|unflagged|list` `has:attachment` `list:` (`list:*`) `thread:` `before:`/`after:` (YYYY-MM-DD)
 //! `older_than:`/`newer_than:` (`7d` `2w` `3m` `1y`) `larger:`/`smaller:` (`5M` `200K`),
 //! `"quoted phrases"` and bare words (full text). Words side by side must all hold (`AND` may
 //! be written); `OR` or `|` between them, `( … )` to group, `{a b}` for "any of", and `-`
@@ -34,6 +34,8 @@ pub enum Term {
     /// From a mailing list: this one (a part of its id, `list:news.example.org`), or any
     /// (`list:*`, `is:list`).
     List(Option<String>),
+    /// In this conversation (the `thread` id search rows carry).
+    Thread(String),
     /// Seconds since the epoch: the message date is before / on-or-after this instant.
     Before(i64),
     After(i64),

@@ -140,6 +140,7 @@ pub(super) fn term_of(token: &str, now: i64) -> Result<Term, Error> {
         "account" => Term::Account(value),
         "list" if value == "*" => Term::List(None),
         "list" => Term::List(Some(value)),
+        "thread" => Term::Thread(value),
         "is" => match value.to_ascii_lowercase().as_str() {
             "unread" => Term::Read(false),
             "read" => Term::Read(true),
@@ -173,7 +174,7 @@ pub(super) fn term_of(token: &str, now: i64) -> Result<Term, Error> {
         _ => {
             return Err(Error::validation(format!(
                 "unknown search term {token:?}: known keys are from to cc subject tag label in \
-                 mailbox account list is has before after older_than newer_than larger smaller"
+                 mailbox account list thread is has before after older_than newer_than larger smaller"
             )));
         }
     };

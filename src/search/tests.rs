@@ -228,7 +228,7 @@ fn a_query_restricted_to_an_account() {
 }
 
 #[test]
-fn lists_by_id_or_any() {
+fn lists_by_id_or_any_and_threads_by_id() {
     assert_eq!(
         root("list:news.example.org"),
         t(Term::List(Some("news.example.org".into())))
@@ -237,4 +237,9 @@ fn lists_by_id_or_any() {
     assert_eq!(root("is:list"), t(Term::List(None)));
     assert_eq!(root("-list:news"), not(t(Term::List(Some("news".into())))));
     refused("list:");
+    assert_eq!(
+        root("thread:0A1B2c3d4e5f from:dana"),
+        Expr::And(vec![t(Term::Thread("0A1B2c3d4e5f".into())), from("dana")])
+    );
+    refused("thread:");
 }

@@ -32,6 +32,9 @@ pub struct MessageRow {
     pub snippet: String,
     /// The mailing list it came from (`list:`).
     pub list: Option<String>,
+    /// Its conversation (`thread:`), and how many indexed messages it has.
+    pub thread: Option<String>,
+    pub thread_messages: u64,
 }
 
 #[derive(sqlx::FromRow)]
@@ -49,12 +52,15 @@ struct Row {
     flags: String,
     snippet: String,
     list_id: Option<String>,
+    thread_id: Option<String>,
+    thread_messages: i64,
 }
 
 const SELECT: &str = "SELECT m.id, b.account_id, b.name, m.remote_id, s.version,
     m.message_id,
     m.from_addr, m.to_addr, m.cc_addr, m.subject, m.date, m.size, m.has_attachments, s.is_read,
-    s.is_flagged, s.flags, s.tags, coalesce(t.snippet, '') AS snippet, m.list_id
+    s.is_flagged, s.flags, s.tags, coalesce(t.snippet, '') AS snippet, m.list_id, m.thread_id,
+    (SELECT count(*) FROM messages c WHERE c.thread_id = m.thread_id) AS thread_messages
     FROM messages m JOIN mailboxes b ON b.id = m.mailbox_id JOIN message_state s ON s.id = m.id
     LEFT JOIN message_text t ON t.id = m.id
     WHERE 1 = 1";
@@ -75,6 +81,8 @@ fn row_of(r: Row) -> MessageRow {
         flags: serde_json::from_str(&r.flags).unwrap_or_default(),
         snippet: r.snippet,
         list: r.list_id,
+        thread: r.thread_id,
+        thread_messages: r.thread_messages.max(0) as u64,
     }
 }
 
@@ -332,6 +340,9 @@ fn push_term(q: &mut QueryBuilder<Sqlite>, term: &Term) {
             q.push("(m.list_id IS NOT NULL AND ");
             push_like(q, "m.list_id", v);
             q.push(")");
+        }
+        Term::Thread(v) => {
+            q.push("m.thread_id = ").push_bind(v.to_ascii_lowercase());
         }
         Term::List(None) => {
             q.push("m.list_id IS NOT NULL");

@@ -47,6 +47,16 @@ pub(super) async fn upsert_mailbox(
     Ok(())
 }
 
+/// The id `thread:` and search rows name a conversation by: 12 hex digits of a SHA-256 of
+/// the provider's thread key. Short, since every search row carries it; stable across
+/// versions and machines, since a person may write it down; and free of the characters a
+/// Message-ID or a Graph conversationId may hold, which the query language would need quoted.
+pub fn thread_id(key: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(key.as_bytes());
+    digest[..6].iter().map(|b| format!("{b:02x}")).collect()
+}
+
 fn json_list(items: &[String]) -> String {
     serde_json::to_string(items).unwrap_or_else(|_| "[]".to_string())
 }
@@ -451,7 +461,8 @@ async fn insert_batch(store: &Store, mailbox_id: i64, messages: &[MessageMeta]) 
     for chunk in messages.chunks(INSERT_CHUNK) {
         let mut q = QueryBuilder::<Sqlite>::new(
             "INSERT INTO messages (mailbox_id, remote_id, message_id, from_addr,
-                   to_addr, cc_addr, subject, date, size, has_attachments, text_pending, list_id) ",
+                   to_addr, cc_addr, subject, date, size, has_attachments, text_pending, list_id,
+                   thread_id) ",
         );
         q.push_values(chunk, |mut row, m| {
             row.push_bind(mailbox_id)
@@ -465,7 +476,8 @@ async fn insert_batch(store: &Store, mailbox_id: i64, messages: &[MessageMeta]) 
                 .push_bind(m.size as i64)
                 .push_bind(m.has_attachments)
                 .push_bind(m.text_pending)
-                .push_bind(m.list.clone());
+                .push_bind(m.list.clone())
+                .push_bind(m.thread.as_deref().map(thread_id));
         });
         // A message indexed before keeps its row and id; the no-op update makes RETURNING
         // report that id too.

@@ -26,6 +26,24 @@ pub fn message(i: usize, from: &str, subject: &str, body: &str) -> Vec<u8> {
     .into_bytes()
 }
 
+/// Message `i` of a conversation about `subject`, from `from`, answering the messages whose
+/// ids `refs` holds (oldest first; `<lunch{i}@example.test>`-style ids); its body is
+/// `Part {i}`, its date `i` minutes after noon.
+pub fn reply(i: usize, from: &str, subject: &str, refs: &[String]) -> String {
+    let mut head = format!(
+        "From: {from}\r\nTo: dana@example.test\r\nSubject: {}{subject}\r\n\
+         Date: Mon, 2 Nov 2026 12:{i:02}:00 +0000\r\nMessage-ID: <lunch{i}@example.test>\r\n",
+        if refs.is_empty() { "" } else { "Re: " }
+    );
+    if let Some(last) = refs.last() {
+        head.push_str(&format!(
+            "In-Reply-To: {last}\r\nReferences: {}\r\n",
+            refs.join(" ")
+        ));
+    }
+    format!("{head}Content-Type: text/plain; charset=utf-8\r\n\r\nPart {i}\r\n")
+}
+
 fn flag_name(f: &Flag<'_>) -> Option<String> {
     Some(match f {
         Flag::Seen => "\\Seen".into(),

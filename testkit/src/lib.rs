@@ -23,7 +23,7 @@ pub mod oauth;
 
 pub use certs::TestCa;
 pub use dovecot::{Dovecot, PASSWORD};
-pub use imap::{ImapClient, message};
+pub use imap::{ImapClient, message, reply};
 pub use proxy::Proxy;
 
 /// Whether a missing Dovecot must fail the test run (CI) rather than skip.

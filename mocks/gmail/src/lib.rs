@@ -271,6 +271,19 @@ impl GmailMock {
         lock(&self.state).add_message(headers, body, labels)
     }
 
+    /// Puts message `id` in thread `thread` (Gmail threads a reply with what it answers);
+    /// whether it exists.
+    pub fn set_thread(&self, id: &str, thread: &str) -> bool {
+        let mut state = lock(&self.state);
+        match state.messages.get_mut(id) {
+            Some(m) => {
+                m.thread_id = thread.to_string();
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Ids of the messages that have this label id (all messages for `None`).
     pub fn ids_with(&self, label: Option<&str>) -> Vec<String> {
         let s = lock(&self.state);

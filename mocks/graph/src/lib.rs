@@ -456,6 +456,18 @@ impl GraphMock {
         true
     }
 
+    /// Puts message `id` in conversation `conversation` (Outlook's conversationId); whether
+    /// it exists.
+    pub fn set_conversation(&self, id: &str, conversation: &str) -> bool {
+        let mut state = lock(&self.state);
+        let Some(m) = state.messages.get_mut(id) else {
+            return false;
+        };
+        m.conversation = Some(conversation.to_string());
+        state.touch(id);
+        true
+    }
+
     /// Adds a folder under `parent` (top level for `None`); returns its id.
     pub fn add_folder(&self, name: &str, parent: Option<&str>) -> Option<String> {
         lock(&self.state).add_folder(name, parent)

@@ -40,6 +40,8 @@ pub struct Message {
     pub flag: String,
     pub categories: Vec<String>,
     pub internet_message_id: String,
+    /// The conversation it belongs to, when not one of its own.
+    pub conversation: Option<String>,
     /// Its `List-Unsubscribe` links, as Graph parses them into `unsubscribeData`.
     pub unsubscribe: Vec<String>,
     /// The sequence number of its last change; its changeKey is derived from it.
@@ -84,7 +86,7 @@ impl Message {
             "flag": { "flagStatus": self.flag },
             "categories": self.categories,
             "internetMessageId": self.internet_message_id,
-            "conversationId": format!("conv-{}", self.id),
+            "conversationId": self.conversation.clone().unwrap_or_else(|| format!("conv-{}", self.id)),
             "hasAttachments": false,
             "bodyPreview": format!("Preview of {}", self.subject),
             "unsubscribeEnabled": !self.unsubscribe.is_empty(),
@@ -276,6 +278,7 @@ impl State {
                         categories: Vec::new(),
                         internet_message_id: format!("<m{n}@mock.example>"),
                         unsubscribe: Vec::new(),
+                        conversation: None,
                         changed,
                     },
                 );

@@ -7,7 +7,7 @@
 
 mod adapter;
 mod error;
-mod list;
+mod headers;
 mod model;
 mod provider;
 mod write;
@@ -20,7 +20,7 @@ pub use adapter::{
     Secrets,
 };
 pub use error::{Error, ErrorFields, Result};
-pub use list::list_of;
+pub use headers::{conversation_root, list_of};
 pub use model::{
     AccountId, Capabilities, MailboxCursor, MailboxInfo, MailboxName, MessageFlags, MessageMeta,
     MessageText, ProviderKind, RemoteId, Role, RoleSource, SyncMode, Version, plausible_date,

@@ -286,6 +286,11 @@ pub struct MessageMeta {
     pub snippet: String,
     /// A longer prefix of the text body, indexed for full-text search but not stored.
     pub body_prefix: String,
+    /// The conversation it belongs to, as the provider names it (a Gmail threadId, a Graph
+    /// conversationId, a JMAP threadId; on IMAP the Message-ID that starts it,
+    /// `conversation_root`). The index keeps a short hash of it, for `thread:`.
+    #[serde(default)]
+    pub thread: Option<String>,
     /// The mailing list it came from (`list_of`), for `list:`.
     #[serde(default)]
     pub list: Option<String>,

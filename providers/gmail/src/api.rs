@@ -74,6 +74,7 @@ pub struct Profile {
 #[derive(Debug, Clone, Default)]
 pub struct Message {
     pub id: String,
+    pub thread_id: Option<String>,
     pub label_ids: Vec<String>,
     pub history_id: u64,
     /// Milliseconds since the epoch.
@@ -127,6 +128,7 @@ fn message_of(m: gmail::Message) -> Message {
         .collect();
     Message {
         id: m.id.unwrap_or_default(),
+        thread_id: m.thread_id,
         label_ids: m.label_ids.unwrap_or_default(),
         history_id: m.history_id.unwrap_or(0),
         internal_date: m.internal_date,

@@ -165,6 +165,7 @@ impl Cursor {
             body_prefix: String::new(),
             // Gmail's metadata carries the snippet: there is no second pass.
             text_pending: false,
+            thread: m.thread_id.clone(),
             list: {
                 let unsubscribe = header("List-Unsubscribe");
                 let links: Vec<&str> = unsubscribe.iter().map(String::as_str).collect();

@@ -336,6 +336,11 @@ pub(crate) fn meta_of(fetch: &Fetch, uidvalidity: UidValidity) -> Option<Message
         meta.subject = msg.subject().unwrap_or_default().to_string();
         let unsubscribe: Vec<&str> = msg.header_raw("List-Unsubscribe").into_iter().collect();
         meta.list = mailbroker_core::list_of(msg.header_raw("List-Id"), &unsubscribe);
+        meta.thread = mailbroker_core::conversation_root(
+            msg.header_raw("References"),
+            msg.header_raw("In-Reply-To"),
+            msg.header_raw("Message-ID"),
+        );
         // A Date header that names no real moment (garbage reads as year 10000) is no date:
         // the server's INTERNALDATE, set above, stands.
         if let Some(date) = msg

@@ -221,6 +221,7 @@ pub fn meta_of(email: &Value, state: &str) -> Option<MessageMeta> {
         snippet: email["preview"].as_str().unwrap_or_default().to_string(),
         body_prefix: email["preview"].as_str().unwrap_or_default().to_string(),
         text_pending: false,
+        thread: email["threadId"].as_str().map(str::to_string),
         list: mailbroker_core::list_of(
             email[LIST_ID].as_str(),
             &email[LIST_UNSUBSCRIBE]

@@ -1,8 +1,11 @@
-//! Which mailing list a message came from, as the index keeps it for `list:`: the list's
+//! Which mailing list and which conversation a message belongs to, from its headers.
+//!
+//! A list, as the index keeps it for `list:`, is the list's
 //! identifier from `List-Id` (RFC 2919), else, for a sender that only offers a way out
 //! (`List-Unsubscribe`, RFC 2369 and 8058: most newsletters), the host that way out leads
 //! to. Every provider reads the same two headers (or, on Graph, the parsed unsubscribe
-//! links), so the same message gets the same value everywhere.
+//! links), so the same message gets the same value everywhere. A conversation, on IMAP,
+//! which has no thread ids of its own that span mailboxes, is the Message-ID that starts it.
 
 /// The list of a message with these header values: `news.example.org` for `List-Id: News
 /// <news.example.org>`, `shop.example` for `List-Unsubscribe:
@@ -49,9 +52,56 @@ fn link_host(link: &str) -> Option<String> {
     }
 }
 
+/// The Message-ID that starts a message's conversation, from its own headers: the first of
+/// its `References` (RFC 5322 §3.6.4: they list the thread from its start), else the one it
+/// answers (`In-Reply-To`), else its own. Replies whose clients keep `References` share it,
+/// in whatever mailbox each copy is; a reply that drops them starts a conversation of its
+/// own.
+pub fn conversation_root(
+    references: Option<&str>,
+    in_reply_to: Option<&str>,
+    message_id: Option<&str>,
+) -> Option<String> {
+    let first_id = |value: &str| {
+        let start = value.find('<')?;
+        let end = start + value[start..].find('>')?;
+        let id = value[start + 1..end].trim();
+        (!id.is_empty()).then(|| id.to_string())
+    };
+    references
+        .and_then(first_id)
+        .or_else(|| in_reply_to.and_then(first_id))
+        .or_else(|| {
+            let own = message_id?.trim().trim_matches(['<', '>']).trim();
+            (!own.is_empty()).then(|| own.to_string())
+        })
+}
+
 #[cfg(test)]
 mod tests {
-    use super::list_of;
+    use super::{conversation_root, list_of};
+
+    #[test]
+    fn a_conversation_starts_at_its_first_reference() {
+        let refs = "<a@x>\r\n <b@x> <c@x>";
+        assert_eq!(
+            conversation_root(Some(refs), Some("<c@x>"), Some("<d@x>")).as_deref(),
+            Some("a@x")
+        );
+        assert_eq!(
+            conversation_root(None, Some("<c@x>"), Some("<d@x>")).as_deref(),
+            Some("c@x")
+        );
+        assert_eq!(
+            conversation_root(Some("garbage"), None, Some("d@x")).as_deref(),
+            Some("d@x")
+        );
+        assert_eq!(
+            conversation_root(None, None, Some("<d@x>")).as_deref(),
+            Some("d@x")
+        );
+        assert_eq!(conversation_root(None, None, None), None);
+    }
 
     #[test]
     fn the_list_id_wins_then_the_unsubscribe_host() {
