@@ -46,8 +46,8 @@ fn type_only(field: &Value) -> Value {
 
 /// An input schema as generated (draft 2020-12, `Option<T>` as `[T, "null"]`, enums behind
 /// `$ref`) made compact: references inlined, a left-out argument's `null` dropped (leaving
-/// it out says the same), `format` and `minimum` dropped (the server checks them and says
-/// which argument), and doc-comment line breaks joined.
+/// it out says the same), `format` dropped (`minimum` says what a model needs of it), and
+/// doc-comment line breaks joined.
 pub fn compact_input(schema: &JsonObject) -> JsonObject {
     let defs = schema.get("$defs").cloned().unwrap_or(Value::Null);
     let mut out = JsonObject::new();
@@ -82,7 +82,7 @@ fn compact_field(field: &Value, defs: &Value) -> Value {
     }
     for (key, value) in object {
         match key.as_str() {
-            "anyOf" | "$ref" | "format" | "minimum" | "title" => {}
+            "anyOf" | "$ref" | "format" | "title" => {}
             // A flag left out is false: saying so costs every conversation tokens.
             "default" if value == &json!(false) => {}
             "type" => {
@@ -211,6 +211,18 @@ fn mistyped(field: &Value, value: &Value) -> Option<String> {
         _ => return None,
     };
     if kinds.iter().any(|k| is_a(value, k)) {
+        if let Some(allowed) = field.get("enum").and_then(Value::as_array)
+            && !allowed.contains(value)
+        {
+            let names: Vec<String> = allowed.iter().map(Value::to_string).collect();
+            return Some(format!("one of {}", names.join(", ")));
+        }
+        if let (Some(least), Some(n)) =
+            (field.get("minimum").and_then(Value::as_f64), value.as_f64())
+            && n < least
+        {
+            return Some(format!("{} of at least {least}", with_article(kinds[0])));
+        }
         let (Value::Array(items), Some(item)) = (value, field.get("items")) else {
             return None;
         };
@@ -320,15 +332,13 @@ mod tests {
     fn input_schemas_lose_what_only_a_generator_needs() {
         let schema = args_schema();
         let text = serde_json::to_string(&schema).unwrap();
-        for gone in [
-            "$schema", "$defs", "$ref", "null", "format", "minimum", "\\n",
-        ] {
+        for gone in ["$schema", "$defs", "$ref", "null", "format", "\\n"] {
             assert!(!text.contains(gone), "{gone} in {text}");
         }
         let props = &schema["properties"];
         assert_eq!(
             props["limit"],
-            json!({"description": "How many, at most.", "type": "integer"})
+            json!({"description": "How many, at most.", "type": "integer", "minimum": 0})
         );
         assert_eq!(props["mode"]["enum"], json!(["trash", "permanent"]));
         assert_eq!(props["cursor"]["type"], json!(["integer", "string"]));
@@ -379,6 +389,16 @@ mod tests {
             e.message().contains("not the number 2.5"),
             "{}",
             e.message()
+        );
+        let e = check(json!({ "ids": [], "limit": -5 })).unwrap();
+        assert_eq!(
+            e.message(),
+            "update_message: limit must be an integer of at least 0, not the integer -5"
+        );
+        let e = check(json!({ "ids": [], "mode": "bin" })).unwrap();
+        assert_eq!(
+            e.message(),
+            "update_message: mode must be one of \"trash\", \"permanent\", not the string \"bin\""
         );
         assert!(check(json!({ "ids": [1], "cursor": "20" })).is_none());
         assert!(check(json!({ "ids": [1], "cursor": 20, "mode": "trash" })).is_none());

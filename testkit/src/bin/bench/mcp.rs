@@ -316,9 +316,12 @@ async fn report_tokens(session: &Session) -> Result<()> {
     .await?;
     let id = found["structuredContent"]["messages"][0]["id"].clone();
     let read = call(session, "get_messages", json!({"ids": [id]})).await?;
+    let message = &read["structuredContent"]["messages"][0];
     println!(
-        "get_messages of one HTML newsletter: {} tokens",
-        tokens(&bpe, &read)
+        "get_messages of one HTML newsletter: {} tokens (body {} characters, {} tokens)",
+        tokens(&bpe, &read),
+        message["body_chars"],
+        tokens(&bpe, &message["body"])
     );
     let changes = call(session, "list_changes", json!({})).await?;
     let listed = changes["structuredContent"]["changes"]
