@@ -311,9 +311,12 @@ async fn report_tokens(session: &Session) -> Result<()> {
     let found = call(
         session,
         "search_messages",
-        json!({"query": "from:news@shop.example"}),
+        json!({"query": "subject:\"Winter sale: up to 50%\""}),
     )
     .await?;
+    if found["structuredContent"]["total"] != 1 {
+        bail!("the newsletter is not the one message found: {found}");
+    }
     let id = found["structuredContent"]["messages"][0]["id"].clone();
     let read = call(session, "get_messages", json!({"ids": [id]})).await?;
     let message = &read["structuredContent"]["messages"][0];
