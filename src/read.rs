@@ -61,7 +61,7 @@ pub fn text_of(source: &[u8]) -> Result<MessageText> {
     for part in message.text_bodies() {
         let text = if part.is_text_html() {
             let html = part.text_contents().unwrap_or_default();
-            html_text(&html)
+            html_text(html)
         } else {
             part.text_contents().unwrap_or_default().to_string()
         };
