@@ -521,3 +521,40 @@ fn any_query_text_parses_or_is_refused_and_accepted_ones_run() {
         "accepted {accepted}, refused {refused}"
     );
 }
+
+/// An index made before lists and conversations were indexed (the columns empty, as the
+/// migration leaves them) learns both from one `sync --full`, keeping every local id.
+#[tokio::test]
+async fn an_older_index_learns_lists_and_threads_from_a_full_sync() {
+    use sqlx::{Connection, SqliteConnection};
+    let Some((home, _imap)) = setup("qry-backfill").await else {
+        return;
+    };
+    let ids = |query: &str| -> Vec<i64> {
+        let found = ok(home.path(), &["search", "--limit", "100", query]);
+        found["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["id"].as_i64().unwrap())
+            .collect()
+    };
+    let listed = ids("is:list");
+    assert_eq!(listed.len(), 3);
+    let all = ids("in:anywhere");
+    let db = home.path().join("index.sqlite3");
+    let mut conn = SqliteConnection::connect(&format!("sqlite://{}", db.display()))
+        .await
+        .unwrap();
+    sqlx::query("UPDATE messages SET list_id = NULL, thread_id = NULL")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    conn.close().await.unwrap();
+    assert!(ids("is:list").is_empty());
+    ok(home.path(), &["sync", "--full"]);
+    assert_eq!(ids("is:list"), listed);
+    assert_eq!(ids("in:anywhere"), all);
+    let alice = ok(home.path(), &["search", "from:alice", "--limit", "1"]);
+    assert_eq!(alice["messages"][0]["thread_messages"], 1, "{alice}");
+}

@@ -479,10 +479,12 @@ async fn insert_batch(store: &Store, mailbox_id: i64, messages: &[MessageMeta]) 
                 .push_bind(m.list.clone())
                 .push_bind(m.thread.as_deref().map(thread_id));
         });
-        // A message indexed before keeps its row and id; the no-op update makes RETURNING
-        // report that id too.
+        // A message indexed before keeps its row and id (the update makes RETURNING report
+        // that id too), and takes the list and conversation its headers say now: an index
+        // from before those columns learns them from a `sync --full`.
         q.push(
-            " ON CONFLICT(mailbox_id, remote_id) DO UPDATE SET remote_id = excluded.remote_id
+            " ON CONFLICT(mailbox_id, remote_id) DO UPDATE SET remote_id = excluded.remote_id,
+                 list_id = excluded.list_id, thread_id = excluded.thread_id
                  RETURNING id, remote_id",
         );
         let ids: Vec<(i64, String)> = q
