@@ -82,6 +82,38 @@ pub(crate) fn db_error(e: sqlx::Error) -> Error {
     }
 }
 
+/// The migrations, embedded at build time.
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+
+/// Brings the index's schema to this build's. The version it reached is kept in SQLite's own
+/// header field (`user_version`) as well as in sqlx's table: a search opens the index for a
+/// few milliseconds of work, and reading one number spares it the migration table and every
+/// migration's checksum. An index at another version (older, or never stamped) goes through
+/// sqlx, which checks and applies as before.
+async fn migrate(pool: &SqlitePool) -> Result<(), Error> {
+    let failed = |e: sqlx::Error| Error::internal(format!("index migration failed: {e}"));
+    let latest = MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0);
+    let stamped: i64 = sqlx::query_scalar("PRAGMA user_version")
+        .fetch_one(pool)
+        .await
+        .map_err(failed)?;
+    if stamped == latest {
+        return Ok(());
+    }
+    MIGRATOR
+        .run(pool)
+        .await
+        .map_err(|e| Error::internal(format!("index migration failed: {e}")))?;
+    // A PRAGMA takes no bound parameter; `latest` is this build's own number.
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "PRAGMA user_version = {latest}"
+    )))
+    .execute(pool)
+    .await
+    .map_err(failed)?;
+    Ok(())
+}
+
 impl Store {
     /// Opens (creating if needed) the database at `path`, applies migrations, and makes the
     /// file readable by its owner only.
@@ -110,10 +142,7 @@ impl Store {
         if !existed || !private(path) {
             crate::util::restrict_file(path)?;
         }
-        sqlx::migrate!("./migrations")
-            .run(&pool)
-            .await
-            .map_err(|e| Error::internal(format!("index migration failed: {e}")))?;
+        migrate(&pool).await?;
         Ok(Store {
             pool,
             reads: Default::default(),
@@ -262,5 +291,37 @@ mod tests {
         assert_eq!(e.error_type(), "provider_unavailable", "{e}");
         assert!(e.message().contains("busy"), "{e}");
         assert!(e.is_retryable());
+    }
+
+    /// A fresh index is stamped with the schema it reached; an index stamped at another
+    /// version goes through the migrations again (sqlx finds nothing to apply) and is stamped.
+    #[tokio::test]
+    async fn the_schema_version_is_stamped_and_an_unstamped_index_migrated() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("i.db");
+        let latest = MIGRATOR.iter().map(|m| m.version).max().unwrap();
+        let stamp = |store: &Store| {
+            let pool = store.pool().clone();
+            async move {
+                sqlx::query_scalar::<_, i64>("PRAGMA user_version")
+                    .fetch_one(&pool)
+                    .await
+                    .unwrap()
+            }
+        };
+        let store = Store::open(&path).await.unwrap();
+        assert_eq!(stamp(&store).await, latest);
+        sqlx::query("PRAGMA user_version = 3")
+            .execute(store.pool())
+            .await
+            .unwrap();
+        store.pool().close().await;
+        let again = Store::open(&path).await.unwrap();
+        assert_eq!(stamp(&again).await, latest);
+        let applied: i64 = sqlx::query_scalar("SELECT count(*) FROM _sqlx_migrations")
+            .fetch_one(again.pool())
+            .await
+            .unwrap();
+        assert_eq!(applied as usize, MIGRATOR.iter().count());
     }
 }
