@@ -135,6 +135,10 @@ async fn queries_and_mcp(
     let db = home.join("index.sqlite3");
     let store = mailbroker::store::Store::open(&db).await?;
     println!(
+        "index: {:.1} MB",
+        std::fs::metadata(&db)?.len() as f64 / 1_048_576.0
+    );
+    println!(
         "{messages} messages indexed; each query {RUNS} times in-process (page of 20 + total):"
     );
     for text in QUERIES {
