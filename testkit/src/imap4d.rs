@@ -22,6 +22,8 @@ pub struct Imap4d {
     pub port: u16,
     /// Who owns the mail: nobody when run as root, else the caller.
     owner: (u32, u32),
+    /// Held while the passwd file is rewritten: tests add users at once.
+    users: std::sync::Mutex<()>,
 }
 
 impl Imap4d {
@@ -65,6 +67,7 @@ server 127.0.0.1:{port} {{ transcript no; }}
             child: Some(child),
             port,
             owner,
+            users: std::sync::Mutex::new(()),
         };
         server.wait_ready()?;
         Ok(server)
@@ -96,10 +99,16 @@ server 127.0.0.1:{port} {{ transcript no; }}
             "{user}:{PASSWORD_HASH}:{uid}:{gid}::{home}:/bin/false\n",
             home = home.display()
         );
+        // One writer at a time (two tests adding users at once would each drop the other's
+        // line), and the file replaced whole by a rename: imap4d reads it at every LOGIN, and
+        // a file caught truncated mid-write refuses whoever logs in then.
+        let _one_at_a_time = self.users.lock().unwrap_or_else(|e| e.into_inner());
         let file = d.join("passwd").join(DOMAIN);
         let mut all = std::fs::read_to_string(&file)?;
         all.push_str(&line);
-        std::fs::write(&file, all)?;
+        let next = d.join("passwd.next");
+        std::fs::write(&next, all)?;
+        std::fs::rename(&next, &file)?;
         Ok(format!("{user}@{DOMAIN}"))
     }
 
