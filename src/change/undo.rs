@@ -7,6 +7,15 @@ use mailbroker_core::{AccountId, Error, FlagOp, Outcome, Result};
 use super::update::{Failure, Intent, ResolvedRequest, state_of};
 use crate::store::{JournalItem, MessageRef, MessageState, Store};
 
+/// Whether `resolve` can find something to revert in `change`, as far as its journal entry
+/// alone tells: it applied something, it is not undone (a redo, an undo undone in turn, makes
+/// it undoable again, which this does not follow), and it did not delete for good (a trash
+/// run is moved back).
+pub fn undoable(change: &crate::store::ChangeRecord) -> bool {
+    let permanent = change.patch.get("delete").and_then(|d| d.as_str()) == Some("permanent");
+    change.applied > 0 && change.undone_by.is_none() && !permanent
+}
+
 /// The inverse of a journaled change, for the messages whose current state still equals the
 /// change's after-state; the others are reported `stale_state` and left alone. Run it with
 /// the undo's own origin (`cli`, `mcp:<client>`), which the journal records.
@@ -216,5 +225,40 @@ mod tests {
             prop_assert!(op.holds_in(&back));
             prop_assert_eq!(move_to.is_some(), before.mailbox != after.mailbox);
         }
+    }
+
+    use crate::store::{ChangeRecord, ChangeStatus};
+    use serde_json::json;
+
+    fn change(patch: serde_json::Value, applied: i64, undone_by: Option<i64>) -> ChangeRecord {
+        ChangeRecord {
+            id: 1,
+            created_at: 0,
+            origin: "cli".into(),
+            selection: json!({ "ids": [1] }),
+            patch,
+            plan: Vec::new(),
+            undo_of: None,
+            undone_by,
+            applied,
+            unchanged: 0,
+            stale: 0,
+            failed: 0,
+            status: ChangeStatus::Done,
+            items: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_trash_run_is_undoable_and_a_permanent_one_is_not() {
+        assert!(undoable(&change(json!({ "flagged": true }), 1, None)));
+        assert!(undoable(&change(json!({ "delete": "trash" }), 3, None)));
+        assert!(!undoable(&change(
+            json!({ "delete": "permanent" }),
+            3,
+            None
+        )));
+        assert!(!undoable(&change(json!({ "flagged": true }), 0, None)));
+        assert!(!undoable(&change(json!({ "flagged": true }), 1, Some(2))));
     }
 }

@@ -158,12 +158,10 @@ impl McpServer {
         let mut messages = Vec::new();
         let mut failed = Vec::new();
         let mut reads_failed = Vec::new();
-        let ids = match (&args.thread, args.ids.is_empty()) {
-            (Some(thread), true) => read::thread_ids(&self.store, thread).await?,
-            (None, _) => args.ids.clone(),
-            (Some(_), false) => {
-                return Err(Error::validation("give ids or thread, not both"));
-            }
+        let ids = match (args.thread, args.ids) {
+            (Some(thread), ids) if ids.is_empty() => read::thread_ids(&self.store, &thread).await?,
+            (None, ids) => ids,
+            (Some(_), _) => return Err(Error::validation("give ids or thread, not both")),
         };
         for read in read::read_messages(&self.store, &ids).await? {
             let (row, text) = match read.result {

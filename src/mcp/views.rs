@@ -425,8 +425,7 @@ pub struct ChangeView {
     pub stale: i64,
     #[serde(skip_serializing_if = "is_zero")]
     pub failed: i64,
-    /// Whether undo_change can revert it (it changed something, is not undone yet, and is
-    /// not a deletion).
+    /// Whether undo_change can revert it (`change::undo::undoable`).
     pub undoable: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub undo_of: Option<i64>,
@@ -463,7 +462,7 @@ impl ChangeView {
             unchanged: c.unchanged,
             stale: c.stale,
             failed: c.failed,
-            undoable: c.applied > 0 && c.undone_by.is_none() && c.patch.get("delete").is_none(),
+            undoable: crate::change::undo::undoable(c),
             undo_of: c.undo_of,
             undone_by: c.undone_by,
             selection: None,
