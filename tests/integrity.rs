@@ -356,8 +356,8 @@ fn an_index_readable_by_others_is_made_private_again() {
     assert_eq!(mode, 0o600);
 }
 
-/// A home on a read-only filesystem answered `internal`; it says `writes_disabled` and what
-/// to do, for a read as for a write.
+/// A home on a read-only filesystem answered `internal`; a write says `writes_disabled` and
+/// what to do, and a search, which writes nothing, reads the index as it is.
 #[tokio::test]
 async fn a_read_only_home_is_writes_disabled() {
     let home = tempfile::tempdir().unwrap();
@@ -368,10 +368,8 @@ async fn a_read_only_home_is_writes_disabled() {
         return;
     }
     let _ro = Mount::read_only_file(home.path()).unwrap();
-    for args in [
-        vec!["search", "in:inbox"],
-        vec!["update", "--query", "in:inbox", "--read", "--yes"],
-    ] {
+    assert_eq!(ok(home.path(), &["search", "in:inbox"])["total"], 3);
+    for args in [vec!["update", "--query", "in:inbox", "--read", "--yes"]] {
         let run = mb(home.path(), &args);
         assert_ne!(run.code, 0, "{args:?}: {}", run.stdout);
         assert_eq!(

@@ -50,6 +50,9 @@ struct Expected {
     before: Ids,
     after: Ids,
     fts: Vec<i64>,
+    /// Unread messages in an archive, and messages from an address at `acme.example`.
+    unread_archived: u64,
+    from_domain: BTreeSet<i64>,
 }
 
 async fn expected(conn: &mut SqliteConnection) -> Expected {
@@ -103,7 +106,21 @@ async fn expected(conn: &mut SqliteConnection) -> Expected {
         "SELECT rowid FROM messages_fts WHERE messages_fts MATCH 'linkedin' ORDER BY rowid",
     )
     .await;
+    let unread_archived: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM messages m JOIN message_state s ON s.id = m.id
+         JOIN mailboxes b ON b.id = m.mailbox_id WHERE s.is_read = 0 AND b.role = 'archive'",
+    )
+    .fetch_one(&mut *conn)
+    .await
+    .unwrap();
+    let from_domain: Vec<(i64,)> = rows(
+        conn,
+        "SELECT id FROM messages WHERE from_addr LIKE '%@acme.example%'",
+    )
+    .await;
     Expected {
+        unread_archived: unread_archived as u64,
+        from_domain: from_domain.into_iter().map(|(id,)| id).collect(),
         messages: messages
             .into_iter()
             .map(|(id, p, v, uid, modseq)| {
@@ -172,6 +189,26 @@ async fn an_index_of_the_previous_release_upgrades_row_for_row() {
         .collect();
     assert_eq!(found, want.fts.iter().copied().collect(), "same messages");
 
+    // Read from the new indexes, the same messages as the old scans found.
+    let unread = ok(
+        home.path(),
+        &["search", "is:unread", "in:archive", "--limit", "1"],
+    );
+    assert!(want.unread_archived > 0);
+    assert_eq!(unread["total"], want.unread_archived, "{unread}");
+    let domain = ok(
+        home.path(),
+        &["search", "from:acme.example", "--limit", "500"],
+    );
+    let domain: BTreeSet<i64> = domain["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_i64().unwrap())
+        .collect();
+    assert!(!want.from_domain.is_empty());
+    assert_eq!(domain, want.from_domain);
+
     let mut conn = connect(&url).await;
     let messages: Vec<(i64, String, String)> = rows(
         &mut conn,
@@ -230,6 +267,22 @@ async fn an_index_of_the_previous_release_upgrades_row_for_row() {
         fts.into_iter().map(|(id,)| id).collect::<Vec<_>>(),
         want.fts
     );
+    // The header index was built from every row the old index had (FTS5 compares it with
+    // the messages table), and each state row knows its message's mailbox.
+    sqlx::query(
+        "INSERT INTO message_headers (message_headers, rank) VALUES ('integrity-check', 1)",
+    )
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    let astray: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM message_state s JOIN messages m ON m.id = s.id
+         WHERE s.mailbox_id IS NOT m.mailbox_id",
+    )
+    .fetch_one(&mut conn)
+    .await
+    .unwrap();
+    assert_eq!(astray, 0);
     let fk: Vec<(String, i64, String, i64)> = rows(&mut conn, "PRAGMA foreign_key_check").await;
     assert!(fk.is_empty(), "{fk:?}");
     conn.close().await.unwrap();

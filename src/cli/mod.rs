@@ -187,7 +187,10 @@ impl UpdateArgs {
 pub async fn run(cli: Cli) -> Result<u8> {
     let started = std::time::Instant::now();
     let home = Home::resolve(cli.home.as_deref())?;
-    let store = Store::open(&home.database()).await?;
+    let store = match cli.command {
+        Command::Search { .. } => Store::open_reader(&home.database()).await?,
+        _ => Store::open(&home.database()).await?,
+    };
     tracing::debug!(ms = started.elapsed().as_millis() as u64, "index opened");
     let outcome = dispatch(&home, &store, cli.command, cli.json).await;
     tracing::debug!(ms = started.elapsed().as_millis() as u64, "command done");

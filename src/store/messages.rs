@@ -4,8 +4,9 @@ use mailbroker_core::{AccountId, Error, RemoteId, Version};
 
 use sqlx::{QueryBuilder, Sqlite};
 
+use super::query::{count_sql, push_page_ids, push_terms};
 use super::{Store, db_error};
-use crate::search::{Expr, Query, Term};
+use crate::search::Query;
 
 /// A page of search results and how many messages match in all.
 #[derive(Debug)]
@@ -225,149 +226,6 @@ fn push_ids(q: &mut QueryBuilder<Sqlite>, ids: &[i64]) {
     q.push(")");
 }
 
-/// FTS5 query text for user words: each word becomes a quoted string, so punctuation and
-/// FTS operators in mail text are matched literally.
-fn fts_phrase(text: &str) -> String {
-    format!("\"{}\"", text.replace('"', "\"\""))
-}
-
-fn push_like(q: &mut QueryBuilder<Sqlite>, column: &str, value: &str) {
-    q.push(column).push(" LIKE ");
-    q.push_bind(format!(
-        "%{}%",
-        value
-            .replace('\\', "\\\\")
-            .replace('%', "\\%")
-            .replace('_', "\\_")
-    ));
-    q.push(" ESCAPE '\\'");
-}
-
-/// The tables a condition reads: `messages`, and the mailbox or state row only when a term
-/// asks for them. Leaving a join out never changes the matches: every message has exactly
-/// one mailbox (a NOT NULL key) and one state row (written with it, in `insert_batch`).
-fn tables_for(expr: &Expr) -> &'static str {
-    let (mut mailbox, mut state) = (false, false);
-    expr.for_each_term(&mut |term| match term {
-        Term::Mailbox(_) | Term::Account(_) => mailbox = true,
-        Term::Read(_) | Term::Flagged(_) => state = true,
-        _ => {}
-    });
-    match (mailbox, state) {
-        (false, false) => "FROM messages m",
-        (true, false) => "FROM messages m JOIN mailboxes b ON b.id = m.mailbox_id",
-        (false, true) => "FROM messages m JOIN message_state s ON s.id = m.id",
-        (true, true) => {
-            "FROM messages m JOIN mailboxes b ON b.id = m.mailbox_id \
-             JOIN message_state s ON s.id = m.id"
-        }
-    }
-}
-
-/// ` AND (the query's condition)`. Values are bound, never spliced into the SQL text.
-fn push_terms(q: &mut QueryBuilder<Sqlite>, query: &Query) {
-    q.push(" AND ");
-    push_expr(q, &query.root);
-}
-
-fn push_expr(q: &mut QueryBuilder<Sqlite>, expr: &Expr) {
-    let (items, joiner) = match expr {
-        Expr::Term(term) => return push_term(q, term),
-        Expr::Not(inner) => {
-            q.push("NOT (");
-            push_expr(q, inner);
-            q.push(")");
-            return;
-        }
-        Expr::And(items) if items.is_empty() => {
-            q.push("1 = 1");
-            return;
-        }
-        Expr::Or(items) if items.is_empty() => {
-            q.push("1 = 0");
-            return;
-        }
-        Expr::And(items) => (items, " AND "),
-        Expr::Or(items) => (items, " OR "),
-    };
-    push_joined(q, items, joiner);
-}
-
-/// `items` joined as a balanced tree, `((a OR b) OR (c OR d))`: SQLite refuses an expression
-/// more than 1,000 deep, which a flat chain of 1,000 terms is.
-fn push_joined(q: &mut QueryBuilder<Sqlite>, items: &[Expr], joiner: &str) {
-    if let [one] = items {
-        return push_expr(q, one);
-    }
-    let (left, right) = items.split_at(items.len() / 2);
-    q.push("(");
-    push_joined(q, left, joiner);
-    q.push(joiner);
-    push_joined(q, right, joiner);
-    q.push(")");
-}
-
-fn push_term(q: &mut QueryBuilder<Sqlite>, term: &Term) {
-    match term {
-        Term::From(v) => push_like(q, "m.from_addr", v),
-        Term::To(v) => push_like(q, "m.to_addr", v),
-        Term::Cc(v) => push_like(q, "m.cc_addr", v),
-        Term::Subject(v) => push_like(q, "m.subject", v),
-        Term::Tag(v) => {
-            q.push("m.id IN (SELECT message_id FROM message_tags WHERE tag = ");
-            q.push_bind(v.clone()).push(")");
-        }
-        Term::Mailbox(v) => {
-            q.push("(b.name = ");
-            q.push_bind(v.clone()).push(" COLLATE NOCASE OR b.role = ");
-            q.push_bind(v.to_ascii_lowercase()).push(")");
-        }
-        Term::Account(v) => {
-            q.push("b.account_id = ").push_bind(v.clone());
-        }
-        Term::Text(v) => {
-            q.push("m.id IN (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ");
-            q.push_bind(fts_phrase(v)).push(")");
-        }
-        Term::Read(r) => {
-            q.push("s.is_read = ").push_bind(*r);
-        }
-        Term::Flagged(f) => {
-            q.push("s.is_flagged = ").push_bind(*f);
-        }
-        // A message from no list has no list_id: `-list:x` must still match it.
-        Term::List(Some(v)) => {
-            q.push("(m.list_id IS NOT NULL AND ");
-            push_like(q, "m.list_id", v);
-            q.push(")");
-        }
-        Term::Thread(v) => {
-            q.push("m.thread_id = ").push_bind(v.to_ascii_lowercase());
-        }
-        Term::List(None) => {
-            q.push("m.list_id IS NOT NULL");
-        }
-        Term::HasAttachment => {
-            q.push("m.has_attachments = 1");
-        }
-        Term::Before(t) => {
-            q.push("m.date < ").push_bind(*t);
-        }
-        Term::After(t) => {
-            q.push("m.date >= ").push_bind(*t);
-        }
-        Term::Larger(n) => {
-            q.push("m.size > ").push_bind(*n as i64);
-        }
-        Term::Smaller(n) => {
-            q.push("m.size < ").push_bind(*n as i64);
-        }
-        Term::Anywhere => {
-            q.push("1 = 1");
-        }
-    }
-}
-
 impl Store {
     pub async fn message(&self, id: i64) -> Result<MessageRow, Error> {
         let mut q = QueryBuilder::<Sqlite>::new(SELECT);
@@ -454,10 +312,7 @@ impl Store {
 
     /// How many messages match the query in all.
     pub async fn count(&self, query: &Query) -> Result<u64, Error> {
-        let mut q = QueryBuilder::<Sqlite>::new("SELECT count(*) ");
-        q.push(tables_for(&query.root)).push(" WHERE 1 = 1");
-        push_terms(&mut q, query);
-        let n: i64 = q
+        let n: i64 = count_sql(query)
             .build_query_scalar()
             .fetch_one(self.pool())
             .await
@@ -465,15 +320,16 @@ impl Store {
         Ok(n as u64)
     }
 
-    /// One page of matches, newest first, and how many match in all. The two are read at
-    /// once, on two connections: a page costs about as much as its count.
+    /// One page of matches, newest first, and how many match in all. The count comes first:
+    /// how a page is best read depends on it (`query::push_page_ids`).
     pub async fn search_page(
         &self,
         query: &Query,
         limit: u32,
         offset: u64,
     ) -> Result<SearchPage, Error> {
-        let (rows, total) = tokio::try_join!(self.search(query, limit, offset), self.count(query))?;
+        let total = self.count(query).await?;
+        let rows = self.page(query, total, limit, offset).await?;
         // The two may read either side of a sync's commit; the page is what was shown.
         let total = total.max(offset + rows.len() as u64);
         Ok(SearchPage { rows, total })
@@ -486,17 +342,26 @@ impl Store {
         limit: u32,
         offset: u64,
     ) -> Result<Vec<MessageRow>, Error> {
-        // The page's ids are ordered first, alone; only its rows are then read whole.
+        let total = self.count(query).await?;
+        self.page(query, total, limit, offset).await
+    }
+
+    /// A page of a query with `matches` matches: its ids are found first, alone; only its
+    /// rows are then read whole.
+    async fn page(
+        &self,
+        query: &Query,
+        matches: u64,
+        limit: u32,
+        offset: u64,
+    ) -> Result<Vec<MessageRow>, Error> {
+        if offset >= matches {
+            return Ok(Vec::new());
+        }
         let mut q = QueryBuilder::<Sqlite>::new(SELECT);
-        q.push(" AND m.id IN (SELECT m.id ")
-            .push(tables_for(&query.root))
-            .push(" WHERE 1 = 1");
-        push_terms(&mut q, query);
-        q.push(" ORDER BY m.date DESC, m.id DESC LIMIT ")
-            .push_bind(i64::from(limit))
-            .push(" OFFSET ")
-            .push_bind(offset as i64)
-            .push(") ORDER BY m.date DESC, m.id DESC");
+        q.push(" AND m.id IN (");
+        push_page_ids(&mut q, query, matches, limit, offset);
+        q.push(") ORDER BY m.date DESC, m.id DESC");
         let rows: Vec<Row> = q
             .build_query_as()
             .fetch_all(self.pool())

@@ -11,6 +11,7 @@ mod budget;
 mod journal;
 mod manifests;
 mod messages;
+mod query;
 mod settle;
 mod sink;
 
@@ -92,7 +93,7 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 /// sqlx, which checks and applies as before.
 async fn migrate(pool: &SqlitePool) -> Result<(), Error> {
     let failed = |e: sqlx::Error| Error::internal(format!("index migration failed: {e}"));
-    let latest = MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0);
+    let latest = latest_version();
     let stamped: i64 = sqlx::query_scalar("PRAGMA user_version")
         .fetch_one(pool)
         .await
@@ -112,6 +113,11 @@ async fn migrate(pool: &SqlitePool) -> Result<(), Error> {
     .await
     .map_err(failed)?;
     Ok(())
+}
+
+/// The schema version this build migrates to.
+fn latest_version() -> i64 {
+    MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0)
 }
 
 impl Store {
@@ -144,6 +150,47 @@ impl Store {
         }
         migrate(&pool).await?;
         Ok(Store {
+            pool,
+            reads: Default::default(),
+        })
+    }
+
+    /// Opens an existing index for one command that only reads it (`search`): one read-only
+    /// connection, no migration check beyond SQLite's header, and nothing written on the way
+    /// out. A read-write connection that closes last checkpoints and removes the WAL and its
+    /// shared-memory file, which the next command then creates again: a fifth of an empty
+    /// search's time (BENCHMARKS.md). An index that is missing, not private, at another schema
+    /// version or not readable this way is opened by `open`, which mends all of those.
+    pub async fn open_reader(path: &Path) -> Result<Store, Error> {
+        if !private(path) {
+            return Store::open(path).await;
+        }
+        match Self::try_reader(path).await {
+            Some(store) => Ok(store),
+            None => Store::open(path).await,
+        }
+    }
+
+    async fn try_reader(path: &Path) -> Option<Store> {
+        let options = SqliteConnectOptions::new()
+            .filename(path)
+            .read_only(true)
+            .busy_timeout(Duration::from_secs(30))
+            .pragma("mmap_size", "1073741824");
+        let pool = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(options)
+            .await
+            .ok()?;
+        let stamped: i64 = sqlx::query_scalar("PRAGMA user_version")
+            .fetch_one(&pool)
+            .await
+            .ok()?;
+        if stamped != latest_version() {
+            pool.close().await;
+            return None;
+        }
+        Some(Store {
             pool,
             reads: Default::default(),
         })

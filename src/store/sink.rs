@@ -455,6 +455,16 @@ impl SyncSink for StoreSink {
     }
 }
 
+/// The snippet as the full-text index takes it, from a row `v` with `snippet` and `body`: only
+/// where the body text does not already begin with it. An IMAP snippet is the first words of
+/// the body text, indexed again in `body`; a Gmail snippet has no body text beside it and is
+/// indexed as itself. The same words match either way, in less index (BENCHMARKS.md).
+macro_rules! fts_snippet {
+    () => {
+        "CASE WHEN substr(v.body, 1, length(v.snippet)) = v.snippet THEN NULL ELSE v.snippet END"
+    };
+}
+
 /// Inserts (or refreshes) one batch of messages and their full-text rows in one transaction.
 async fn insert_batch(store: &Store, mailbox_id: i64, messages: &[MessageMeta]) -> Result<()> {
     let mut tx = store.write_tx().await?;
@@ -495,10 +505,11 @@ async fn insert_batch(store: &Store, mailbox_id: i64, messages: &[MessageMeta]) 
         let by_id: HashMap<String, i64> = ids.into_iter().map(|(id, r)| (r, id)).collect();
         let local = |m: &MessageMeta| by_id.get(m.id.as_str()).copied();
         let mut state = QueryBuilder::<Sqlite>::new(
-            "INSERT INTO message_state (id, version, is_read, is_flagged, flags, tags) ",
+            "INSERT INTO message_state (id, mailbox_id, version, is_read, is_flagged, flags, tags) ",
         );
         state.push_values(chunk, |mut row, m| {
             row.push_bind(local(m))
+                .push_bind(mailbox_id)
                 .push_bind(m.version.as_str())
                 .push_bind(m.flags.read)
                 .push_bind(m.flags.flagged)
@@ -506,7 +517,8 @@ async fn insert_batch(store: &Store, mailbox_id: i64, messages: &[MessageMeta]) 
                 .push_bind(json_list(&m.flags.tags));
         });
         state.push(
-            " ON CONFLICT(id) DO UPDATE SET version = excluded.version, is_read = excluded.is_read,
+            " ON CONFLICT(id) DO UPDATE SET mailbox_id = excluded.mailbox_id,
+               version = excluded.version, is_read = excluded.is_read,
                is_flagged = excluded.is_flagged, flags = excluded.flags, tags = excluded.tags",
         );
         state.build().execute(&mut *tx).await.map_err(db_error)?;
@@ -533,9 +545,8 @@ async fn insert_batch(store: &Store, mailbox_id: i64, messages: &[MessageMeta]) 
         if complete.is_empty() {
             continue;
         }
-        let mut fts = QueryBuilder::<Sqlite>::new(
-            "INSERT OR REPLACE INTO messages_fts (rowid, subject, addresses, snippet, body) ",
-        );
+        let mut fts =
+            QueryBuilder::<Sqlite>::new("WITH v(id, subject, addresses, snippet, body) AS (");
         fts.push_values(complete, |mut row, m| {
             row.push_bind(local(m))
                 .push_bind(m.subject.clone())
@@ -543,6 +554,12 @@ async fn insert_batch(store: &Store, mailbox_id: i64, messages: &[MessageMeta]) 
                 .push_bind(m.snippet.clone())
                 .push_bind(m.body_prefix.clone());
         });
+        fts.push(concat!(
+            ") INSERT OR REPLACE INTO messages_fts (rowid, subject, addresses, snippet, body)
+             SELECT v.id, v.subject, v.addresses, ",
+            fts_snippet!(),
+            ", v.body FROM v"
+        ));
         fts.build().execute(&mut *tx).await.map_err(db_error)?;
     }
     tx.commit().await.map_err(db_error)
@@ -566,10 +583,12 @@ async fn write_text(store: &Store, mailbox_id: i64, texts: &[MessageText]) -> Re
             false,
         ),
         (
-            "INSERT OR REPLACE INTO messages_fts (rowid, subject, addresses, snippet, body)
-             SELECT m.id, m.subject, m.from_addr || ' ' || m.to_addr || ' ' || m.cc_addr,
-               v.snippet, v.body
-             FROM v JOIN messages m ON m.remote_id = v.remote_id AND m.mailbox_id = ",
+            concat!(
+                "INSERT OR REPLACE INTO messages_fts (rowid, subject, addresses, snippet, body)
+                 SELECT m.id, m.subject, m.from_addr || ' ' || m.to_addr || ' ' || m.cc_addr, ",
+                fts_snippet!(),
+                ", v.body FROM v JOIN messages m ON m.remote_id = v.remote_id AND m.mailbox_id = "
+            ),
             true,
         ),
     ];

@@ -20,6 +20,8 @@ mod graph;
 mod jmap;
 #[path = "bench/mcp.rs"]
 mod mcp;
+#[path = "bench/notmuch.rs"]
+mod notmuch;
 #[path = "bench/search.rs"]
 mod search;
 #[path = "bench/serve.rs"]

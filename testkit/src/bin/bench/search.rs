@@ -101,8 +101,19 @@ async fn search_page(store: &mailbroker::store::Store, text: &str) -> Result<(us
 pub async fn bench_search(messages: usize) -> Result<()> {
     let bin = super::mailbroker_binary()?;
     if let Some(kept) = std::env::var_os("BENCH_HOME") {
-        // For looking into the queries by hand: an index kept by an earlier run.
-        return queries_and_mcp(&bin, std::path::Path::new(&kept), messages).await;
+        // For looking into the queries by hand: an index (and a notmuch database) kept by an
+        // earlier run.
+        let home = std::path::Path::new(&kept);
+        queries_and_mcp(&bin, home, messages).await?;
+        let db = match std::env::var_os("BENCH_NOTMUCH") {
+            Some(dir) => super::notmuch::Notmuch::kept(std::path::Path::new(&dir)),
+            None => {
+                let dir = tempfile::tempdir()?.keep();
+                println!("kept: BENCH_NOTMUCH={}", dir.display());
+                super::notmuch::Notmuch::index(&dir, messages)?
+            }
+        };
+        return super::notmuch::side_by_side(&bin, home, &db);
     }
     let server = Dovecot::start()?;
     server.import_flagged("bench", (0..messages).map(|i| varied_message(i, messages)))?;
@@ -121,8 +132,15 @@ pub async fn bench_search(messages: usize) -> Result<()> {
     );
     super::report_first_sync(&first, floor_warm);
     queries_and_mcp(&bin, home.path(), messages).await?;
+    let notmuch_dir = tempfile::tempdir()?;
+    let db = super::notmuch::Notmuch::index(notmuch_dir.path(), messages)?;
+    super::notmuch::side_by_side(&bin, home.path(), &db)?;
     if std::env::var_os("BENCH_KEEP").is_some() {
-        println!("kept: BENCH_HOME={}", home.keep().display());
+        println!(
+            "kept: BENCH_HOME={} BENCH_NOTMUCH={}",
+            home.keep().display(),
+            notmuch_dir.keep().display()
+        );
     }
     Ok(())
 }

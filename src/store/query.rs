@@ -1,0 +1,404 @@
+//! A parsed query as SQL. Every value is bound, never spliced into the SQL text.
+//!
+//! Each term reads an index (BENCHMARKS.md, "Search beside notmuch"): words the full-text
+//! index, senders, recipients and subjects the header index (`message_headers`), tags their
+//! table, read and flagged state the state index beside its mailbox, dates, sizes, lists,
+//! conversations and attachments their columns' indexes. A count reads those structures alone
+//! where the query allows it (`count_sql`), and a page either sorts its few matches or walks
+//! the date index from the newest message until it has enough (`page_sql`).
+
+use sqlx::{QueryBuilder, Sqlite};
+
+use crate::search::{Expr, Query, Term};
+
+/// Matches up to which a page reads each match and sorts; above it, walking the date index
+/// from the newest message finds a page after about `limit × all / matches` rows.
+pub(super) const SORTED_PAGE_UP_TO: u64 = 2_000;
+
+/// FTS5 query text for user words: each word becomes a quoted string, so punctuation and
+/// FTS operators in mail text are matched literally.
+fn fts_phrase(text: &str) -> String {
+    format!("\"{}\"", text.replace('"', "\"\""))
+}
+
+/// Whether the header index can answer a value: it has a word in it. A value of punctuation
+/// alone (`from:@`) is matched as a substring instead.
+fn has_words(value: &str) -> bool {
+    value.chars().any(char::is_alphanumeric)
+}
+
+/// `from:`, `to:`, `cc:` and `subject:` as the header index reads them: the value's words in
+/// that order in that field, the last one also as the start of a word (`from:ali` finds
+/// `alice@example.test`, `from:example.test` the whole domain).
+fn header_match(column: &str, value: &str) -> String {
+    format!("{column} : {} *", fts_phrase(value))
+}
+
+fn push_like(q: &mut QueryBuilder<Sqlite>, column: &str, value: &str) {
+    q.push(column).push(" LIKE ");
+    q.push_bind(format!(
+        "%{}%",
+        value
+            .replace('\\', "\\\\")
+            .replace('%', "\\%")
+            .replace('_', "\\_")
+    ));
+    q.push(" ESCAPE '\\'");
+}
+
+/// The header column a term reads, if it is a header term.
+fn header_column(term: &Term) -> Option<(&'static str, &str)> {
+    match term {
+        Term::From(v) => Some(("from_addr", v)),
+        Term::To(v) => Some(("to_addr", v)),
+        Term::Cc(v) => Some(("cc_addr", v)),
+        Term::Subject(v) => Some(("subject", v)),
+        _ => None,
+    }
+}
+
+/// A set of message ids read from one index: what a count can walk instead of messages.
+enum Posting {
+    /// One full-text expression (words and phrases joined by AND/OR).
+    Text(String),
+    /// One header-index expression.
+    Headers(String),
+    Tag(String),
+}
+
+impl Posting {
+    /// The SELECT of its ids, as `id`.
+    fn push_select(&self, q: &mut QueryBuilder<Sqlite>) {
+        match self {
+            Posting::Text(m) => {
+                q.push("SELECT rowid AS id FROM messages_fts WHERE messages_fts MATCH ");
+                q.push_bind(m.clone());
+            }
+            Posting::Headers(m) => {
+                q.push("SELECT rowid AS id FROM message_headers WHERE message_headers MATCH ");
+                q.push_bind(m.clone());
+            }
+            Posting::Tag(t) => {
+                q.push("SELECT message_id AS id FROM message_tags WHERE tag = ");
+                q.push_bind(t.clone());
+            }
+        }
+    }
+}
+
+/// The posting list of one term, if it has one.
+fn term_posting(term: &Term) -> Option<Posting> {
+    match term {
+        Term::Tag(t) => Some(Posting::Tag(t.clone())),
+        Term::Text(v) => Some(Posting::Text(fts_phrase(v))),
+        _ => {
+            let (column, value) = header_column(term)?;
+            has_words(value).then(|| Posting::Headers(header_match(column, value)))
+        }
+    }
+}
+
+/// The expression as one posting list, when it is a term with an index of ids, or AND/OR of
+/// terms of one full-text index (FTS5 joins them itself, without a second pass).
+fn posting_of(expr: &Expr) -> Option<Posting> {
+    match expr {
+        Expr::Term(term) => term_posting(term),
+        Expr::And(items) | Expr::Or(items) if !items.is_empty() => {
+            let joiner = if matches!(expr, Expr::And(_)) {
+                " AND "
+            } else {
+                " OR "
+            };
+            let parts: Vec<Posting> = items.iter().map(posting_of).collect::<Option<_>>()?;
+            let mut texts = Vec::with_capacity(parts.len());
+            for part in &parts {
+                match (&parts[0], part) {
+                    (Posting::Text(_), Posting::Text(m))
+                    | (Posting::Headers(_), Posting::Headers(m)) => texts.push(format!("({m})")),
+                    // Different indexes (or tags): a set algebra, not one expression.
+                    _ => return None,
+                }
+            }
+            let joined = texts.join(joiner);
+            Some(match parts[0] {
+                Posting::Text(_) => Posting::Text(joined),
+                _ => Posting::Headers(joined),
+            })
+        }
+        _ => None,
+    }
+}
+
+/// Whether the expression's matches are a set algebra of posting lists: every term has one,
+/// and every AND has a positive item to take the others from (`-tag:x` alone would need the
+/// set of all messages).
+fn is_set_algebra(expr: &Expr) -> bool {
+    match expr {
+        Expr::Term(term) => term_posting(term).is_some(),
+        Expr::Not(_) => false,
+        Expr::Or(items) => !items.is_empty() && items.iter().all(is_set_algebra),
+        Expr::And(items) => {
+            let (negative, positive): (Vec<&Expr>, Vec<&Expr>) =
+                items.iter().partition(|e| matches!(e, Expr::Not(_)));
+            !positive.is_empty()
+                && positive.iter().all(|e| is_set_algebra(e))
+                && negative.iter().all(|e| match e {
+                    Expr::Not(inner) => is_set_algebra(inner),
+                    _ => false,
+                })
+        }
+    }
+}
+
+/// The ids of a set-algebra expression as one compound SELECT: UNION for OR, INTERSECT for
+/// AND, EXCEPT for AND NOT, each operand a posting list (or a nested compound). SQLite
+/// evaluates these by merging sets of ids, without reading a message: for
+/// `newsletter -(from:shop OR tag:Work)` a third of testing each match against the others.
+fn push_set(q: &mut QueryBuilder<Sqlite>, expr: &Expr) {
+    if let Some(posting) = posting_of(expr) {
+        return posting.push_select(q);
+    }
+    // A posting list is an operand as it is; a compound within a compound is a subquery,
+    // which SQLite merges more slowly than a flat chain, so `a -(b OR c)` is written
+    // `a EXCEPT b EXCEPT c`.
+    let operand = |q: &mut QueryBuilder<Sqlite>, e: &Expr| match posting_of(e) {
+        Some(posting) => posting.push_select(q),
+        None => {
+            q.push("SELECT id FROM (");
+            push_set(q, e);
+            q.push(")");
+        }
+    };
+    match expr {
+        Expr::Or(items) => {
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    q.push(" UNION ");
+                }
+                operand(q, item);
+            }
+        }
+        Expr::And(items) => {
+            let (negative, positive): (Vec<&Expr>, Vec<&Expr>) =
+                items.iter().partition(|e| matches!(e, Expr::Not(_)));
+            for (i, item) in positive.iter().enumerate() {
+                if i > 0 {
+                    q.push(" INTERSECT ");
+                }
+                operand(q, item);
+            }
+            for item in negative {
+                let excluded = match item {
+                    Expr::Not(inner) => match inner.as_ref() {
+                        Expr::Or(any) => any.iter().collect(),
+                        one => vec![one],
+                    },
+                    _ => Vec::new(),
+                };
+                for e in excluded {
+                    q.push(" EXCEPT ");
+                    operand(q, e);
+                }
+            }
+        }
+        // `is_set_algebra` admits no other shape.
+        Expr::Term(_) | Expr::Not(_) => {
+            q.push("SELECT NULL AS id WHERE 0");
+        }
+    }
+}
+
+/// Whether a term reads only a message's state row and mailbox.
+fn on_state_alone(expr: &Expr) -> bool {
+    let mut alone = true;
+    expr.for_each_term(&mut |term| {
+        alone &= matches!(
+            term,
+            Term::Read(_) | Term::Flagged(_) | Term::Mailbox(_) | Term::Account(_) | Term::Anywhere
+        );
+    });
+    alone
+}
+
+/// `SELECT count(*) …` of the query's matches, reading as little as its terms allow: posting
+/// lists alone (one, or several merged); the state index; or messages.
+pub(super) fn count_sql(query: &Query) -> QueryBuilder<Sqlite> {
+    let mut q = QueryBuilder::<Sqlite>::new("SELECT count(*) FROM ");
+    let root = &query.root;
+    if is_set_algebra(root) {
+        q.push("(");
+        push_set(&mut q, root);
+        q.push(")");
+        return q;
+    }
+    if on_state_alone(root) {
+        q.push("message_state s WHERE ");
+        push_expr(&mut q, root, "s.id");
+        return q;
+    }
+    q.push(tables_for(root)).push(" WHERE ");
+    push_expr(&mut q, root, "m.id");
+    q
+}
+
+/// The ids of one page of matches, newest first. With few matches they are all read and
+/// sorted; with many, the date index is walked from the newest message, each tested, until
+/// the page is full: about `limit × all / matches` rows rather than every match.
+pub(super) fn push_page_ids(
+    q: &mut QueryBuilder<Sqlite>,
+    query: &Query,
+    matches: u64,
+    limit: u32,
+    offset: u64,
+) {
+    q.push("SELECT m.id FROM messages m");
+    if matches > SORTED_PAGE_UP_TO {
+        q.push(" INDEXED BY messages_date");
+    }
+    if needs_state(&query.root) {
+        q.push(" JOIN message_state s ON s.id = m.id");
+    }
+    q.push(" WHERE ");
+    // Term by term, not as the count's set algebra: testing each row walked against each
+    // posting list finds a page faster than merging the sets again (BENCHMARKS.md).
+    push_expr(q, &query.root, "m.id");
+    q.push(" ORDER BY m.date DESC, m.id DESC LIMIT ")
+        .push_bind(i64::from(limit))
+        .push(" OFFSET ")
+        .push_bind(offset as i64);
+}
+
+fn needs_state(expr: &Expr) -> bool {
+    let mut state = false;
+    expr.for_each_term(&mut |term| state |= matches!(term, Term::Read(_) | Term::Flagged(_)));
+    state
+}
+
+/// The tables a count over messages reads: `messages`, and the state row only when a term
+/// asks for it. Leaving the join out never changes the matches: every message has exactly one
+/// state row (written with it, in `insert_batch`).
+fn tables_for(expr: &Expr) -> &'static str {
+    match needs_state(expr) {
+        false => "messages m",
+        true => "messages m JOIN message_state s ON s.id = m.id",
+    }
+}
+
+/// ` AND (the query's condition)`, for statements that read `m` (and `s`).
+pub(super) fn push_terms(q: &mut QueryBuilder<Sqlite>, query: &Query) {
+    q.push(" AND ");
+    push_expr(q, &query.root, "m.id");
+}
+
+/// The condition of `expr`, with `id` naming the message id in this statement: `m.id` over
+/// messages, `s.id` over state rows.
+fn push_expr(q: &mut QueryBuilder<Sqlite>, expr: &Expr, id: &str) {
+    let (items, joiner) = match expr {
+        Expr::Term(term) => return push_term(q, term, id),
+        Expr::Not(inner) => {
+            q.push("NOT (");
+            push_expr(q, inner, id);
+            q.push(")");
+            return;
+        }
+        Expr::And(items) if items.is_empty() => {
+            q.push("1 = 1");
+            return;
+        }
+        Expr::Or(items) if items.is_empty() => {
+            q.push("1 = 0");
+            return;
+        }
+        Expr::And(items) => (items, " AND "),
+        Expr::Or(items) => (items, " OR "),
+    };
+    push_joined(q, items, joiner, id);
+}
+
+/// `items` joined as a balanced tree, `((a OR b) OR (c OR d))`: SQLite refuses an expression
+/// more than 1,000 deep, which a flat chain of 1,000 terms is.
+fn push_joined(q: &mut QueryBuilder<Sqlite>, items: &[Expr], joiner: &str, id: &str) {
+    if let [one] = items {
+        return push_expr(q, one, id);
+    }
+    let (left, right) = items.split_at(items.len() / 2);
+    q.push("(");
+    push_joined(q, left, joiner, id);
+    q.push(joiner);
+    push_joined(q, right, joiner, id);
+    q.push(")");
+}
+
+/// The mailbox column of this statement: the state row carries its message's mailbox, so a
+/// count over state rows needs no message.
+fn mailbox_column(id: &str) -> &'static str {
+    match id {
+        "s.id" => "s.mailbox_id",
+        _ => "m.mailbox_id",
+    }
+}
+
+fn push_term(q: &mut QueryBuilder<Sqlite>, term: &Term, id: &str) {
+    if let Some(posting) = term_posting(term) {
+        q.push(id).push(" IN (");
+        posting.push_select(q);
+        q.push(")");
+        return;
+    }
+    match term {
+        // Those with words are postings; these are punctuation alone.
+        Term::From(v) => push_like(q, "m.from_addr", v),
+        Term::To(v) => push_like(q, "m.to_addr", v),
+        Term::Cc(v) => push_like(q, "m.cc_addr", v),
+        Term::Subject(v) => push_like(q, "m.subject", v),
+        // Postings always.
+        Term::Text(_) | Term::Tag(_) => unreachable!("term_posting answers every Text and Tag"),
+        Term::Mailbox(v) => {
+            q.push(mailbox_column(id))
+                .push(" IN (SELECT id FROM mailboxes WHERE name = ");
+            q.push_bind(v.clone()).push(" COLLATE NOCASE OR role = ");
+            q.push_bind(v.to_ascii_lowercase()).push(")");
+        }
+        Term::Account(v) => {
+            q.push(mailbox_column(id))
+                .push(" IN (SELECT id FROM mailboxes WHERE account_id = ");
+            q.push_bind(v.clone()).push(")");
+        }
+        Term::Read(r) => {
+            q.push("s.is_read = ").push_bind(*r);
+        }
+        Term::Flagged(f) => {
+            q.push("s.is_flagged = ").push_bind(*f);
+        }
+        // A message from no list has no list_id: `-list:x` must still match it.
+        Term::List(Some(v)) => {
+            q.push("(m.list_id IS NOT NULL AND ");
+            push_like(q, "m.list_id", v);
+            q.push(")");
+        }
+        Term::Thread(v) => {
+            q.push("m.thread_id = ").push_bind(v.to_ascii_lowercase());
+        }
+        Term::List(None) => {
+            q.push("m.list_id IS NOT NULL");
+        }
+        Term::HasAttachment => {
+            q.push("m.has_attachments = 1");
+        }
+        Term::Before(t) => {
+            q.push("m.date < ").push_bind(*t);
+        }
+        Term::After(t) => {
+            q.push("m.date >= ").push_bind(*t);
+        }
+        Term::Larger(n) => {
+            q.push("m.size > ").push_bind(*n as i64);
+        }
+        Term::Smaller(n) => {
+            q.push("m.size < ").push_bind(*n as i64);
+        }
+        Term::Anywhere => {
+            q.push("1 = 1");
+        }
+    }
+}
