@@ -369,16 +369,13 @@ async fn a_read_only_home_is_writes_disabled() {
     }
     let _ro = Mount::read_only_file(home.path()).unwrap();
     assert_eq!(ok(home.path(), &["search", "in:inbox"])["total"], 3);
-    for args in [vec!["update", "--query", "in:inbox", "--read", "--yes"]] {
-        let run = mb(home.path(), &args);
-        assert_ne!(run.code, 0, "{args:?}: {}", run.stdout);
-        assert_eq!(
-            run.json["error_type"], "writes_disabled",
-            "{args:?}: {}",
-            run.stdout
-        );
-        assert!(run.json["next_step"].as_str().is_some(), "{}", run.stdout);
-    }
+    let run = mb(
+        home.path(),
+        &["update", "--query", "in:inbox", "--read", "--yes"],
+    );
+    assert_ne!(run.code, 0, "{}", run.stdout);
+    assert_eq!(run.json["error_type"], "writes_disabled", "{}", run.stdout);
+    assert!(run.json["next_step"].as_str().is_some(), "{}", run.stdout);
 }
 
 /// A move whose answer was lost stayed `unknown` for good, and could never be undone, even
