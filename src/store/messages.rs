@@ -4,8 +4,8 @@ use mailbroker_core::{AccountId, Error, RemoteId, Version};
 
 use sqlx::{QueryBuilder, Sqlite};
 
-use super::query::{count_sql, push_page_ids, push_terms};
-use super::{Store, db_error};
+use super::query::{count_sql, merged, push_page_ids, push_page_of_ids, push_terms};
+use super::{Store, db_error, postings};
 use crate::search::Query;
 
 /// A page of search results and how many messages match in all.
@@ -13,6 +13,22 @@ use crate::search::Query;
 pub struct SearchPage {
     pub rows: Vec<MessageRow>,
     pub total: u64,
+}
+
+/// What a query found before its page is read.
+enum Found {
+    Counted(u64),
+    /// The matches, sorted, when the count merged posting lists to find them.
+    Ids(Vec<i64>),
+}
+
+impl Found {
+    fn count(&self) -> u64 {
+        match self {
+            Found::Counted(n) => *n,
+            Found::Ids(ids) => ids.len() as u64,
+        }
+    }
 }
 
 /// One indexed message as the CLI and MCP show it: where it is and its state, then headers.
@@ -312,12 +328,21 @@ impl Store {
 
     /// How many messages match the query in all.
     pub async fn count(&self, query: &Query) -> Result<u64, Error> {
+        Ok(self.found(query).await?.count())
+    }
+
+    /// What a query finds before its page is read: the number of matches, or, when its posting
+    /// lists are merged here, the matches themselves.
+    async fn found(&self, query: &Query) -> Result<Found, Error> {
+        if let Some((expr, lists)) = merged(query) {
+            return Ok(Found::Ids(postings::matches(self, &expr, &lists).await?));
+        }
         let n: i64 = count_sql(query)
             .build_query_scalar()
             .fetch_one(self.pool())
             .await
             .map_err(db_error)?;
-        Ok(n as u64)
+        Ok(Found::Counted(n.max(0) as u64))
     }
 
     /// One page of matches, newest first, and how many match in all. The count comes first:
@@ -328,10 +353,10 @@ impl Store {
         limit: u32,
         offset: u64,
     ) -> Result<SearchPage, Error> {
-        let total = self.count(query).await?;
-        let rows = self.page(query, total, limit, offset).await?;
+        let found = self.found(query).await?;
+        let rows = self.page(query, &found, limit, offset).await?;
         // The two may read either side of a sync's commit; the page is what was shown.
-        let total = total.max(offset + rows.len() as u64);
+        let total = found.count().max(offset + rows.len() as u64);
         Ok(SearchPage { rows, total })
     }
 
@@ -342,25 +367,33 @@ impl Store {
         limit: u32,
         offset: u64,
     ) -> Result<Vec<MessageRow>, Error> {
-        let total = self.count(query).await?;
-        self.page(query, total, limit, offset).await
+        let found = self.found(query).await?;
+        self.page(query, &found, limit, offset).await
     }
 
-    /// A page of a query with `matches` matches: its ids are found first, alone; only its
-    /// rows are then read whole.
+    /// A page of what a query found: its ids are found first, alone; only its rows are then
+    /// read whole.
     async fn page(
         &self,
         query: &Query,
-        matches: u64,
+        found: &Found,
         limit: u32,
         offset: u64,
     ) -> Result<Vec<MessageRow>, Error> {
+        let matches = found.count();
         if offset >= matches {
             return Ok(Vec::new());
         }
         let mut q = QueryBuilder::<Sqlite>::new(SELECT);
         q.push(" AND m.id IN (");
-        push_page_ids(&mut q, query, matches, limit, offset);
+        match found {
+            Found::Ids(ids) => {
+                let ids = serde_json::to_string(ids)
+                    .map_err(|e| Error::internal(format!("index: page ids: {e}")))?;
+                push_page_of_ids(&mut q, ids, matches, limit, offset);
+            }
+            Found::Counted(_) => push_page_ids(&mut q, query, matches, limit, offset),
+        }
         q.push(") ORDER BY m.date DESC, m.id DESC");
         let rows: Vec<Row> = q
             .build_query_as()

@@ -11,6 +11,7 @@ mod budget;
 mod journal;
 mod manifests;
 mod messages;
+mod postings;
 mod query;
 mod settle;
 mod sink;

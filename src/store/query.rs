@@ -9,6 +9,7 @@
 
 use sqlx::{QueryBuilder, Sqlite};
 
+use super::postings::SetExpr;
 use crate::search::{Expr, Query, Term};
 
 /// Matches up to which a page reads each match and sorts; above it, walking the date index
@@ -58,7 +59,7 @@ fn header_column(term: &Term) -> Option<(&'static str, &str)> {
 }
 
 /// A set of message ids read from one index: what a count can walk instead of messages.
-enum Posting {
+pub(super) enum Posting {
     /// One full-text expression (words and phrases joined by AND/OR).
     Text(String),
     /// One header-index expression.
@@ -68,7 +69,7 @@ enum Posting {
 
 impl Posting {
     /// The SELECT of its ids, as `id`.
-    fn push_select(&self, q: &mut QueryBuilder<Sqlite>) {
+    pub(super) fn push_select(&self, q: &mut QueryBuilder<Sqlite>) {
         match self {
             Posting::Text(m) => {
                 q.push("SELECT rowid AS id FROM messages_fts WHERE messages_fts MATCH ");
@@ -150,61 +151,38 @@ fn is_set_algebra(expr: &Expr) -> bool {
     }
 }
 
-/// The ids of a set-algebra expression as one compound SELECT: UNION for OR, INTERSECT for
-/// AND, EXCEPT for AND NOT, each operand a posting list (or a nested compound). SQLite
-/// evaluates these by merging sets of ids, without reading a message: for
-/// `newsletter -(from:shop OR tag:Work)` a third of testing each match against the others.
-fn push_set(q: &mut QueryBuilder<Sqlite>, expr: &Expr) {
-    if let Some(posting) = posting_of(expr) {
-        return posting.push_select(q);
+/// A query of several posting lists joined by AND, OR and negation, as a set expression over
+/// those lists (`postings::matches` merges them); `None` for any other query, including one
+/// posting list alone, which SQLite counts without help.
+pub(super) fn merged(query: &Query) -> Option<(SetExpr, Vec<Posting>)> {
+    if !is_set_algebra(&query.root) || posting_of(&query.root).is_some() {
+        return None;
     }
-    // A posting list is an operand as it is; a compound within a compound is a subquery,
-    // which SQLite merges more slowly than a flat chain, so `a -(b OR c)` is written
-    // `a EXCEPT b EXCEPT c`.
-    let operand = |q: &mut QueryBuilder<Sqlite>, e: &Expr| match posting_of(e) {
-        Some(posting) => posting.push_select(q),
-        None => {
-            q.push("SELECT id FROM (");
-            push_set(q, e);
-            q.push(")");
-        }
-    };
+    let mut lists = Vec::new();
+    let expr = set_expr(&query.root, &mut lists);
+    Some((expr, lists))
+}
+
+fn set_expr(expr: &Expr, lists: &mut Vec<Posting>) -> SetExpr {
+    if let Some(posting) = posting_of(expr) {
+        lists.push(posting);
+        return SetExpr::List(lists.len() - 1);
+    }
     match expr {
-        Expr::Or(items) => {
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    q.push(" UNION ");
-                }
-                operand(q, item);
-            }
-        }
+        Expr::Or(items) => SetExpr::Any(items.iter().map(|e| set_expr(e, lists)).collect()),
         Expr::And(items) => {
-            let (negative, positive): (Vec<&Expr>, Vec<&Expr>) =
-                items.iter().partition(|e| matches!(e, Expr::Not(_)));
-            for (i, item) in positive.iter().enumerate() {
-                if i > 0 {
-                    q.push(" INTERSECT ");
-                }
-                operand(q, item);
-            }
-            for item in negative {
-                let excluded = match item {
-                    Expr::Not(inner) => match inner.as_ref() {
-                        Expr::Or(any) => any.iter().collect(),
-                        one => vec![one],
-                    },
-                    _ => Vec::new(),
-                };
-                for e in excluded {
-                    q.push(" EXCEPT ");
-                    operand(q, e);
+            let (mut all, mut none) = (Vec::new(), Vec::new());
+            for item in items {
+                match item {
+                    Expr::Not(inner) => none.push(set_expr(inner, lists)),
+                    other => all.push(set_expr(other, lists)),
                 }
             }
+            SetExpr::All { all, none }
         }
-        // `is_set_algebra` admits no other shape.
-        Expr::Term(_) | Expr::Not(_) => {
-            q.push("SELECT NULL AS id WHERE 0");
-        }
+        // `is_set_algebra` admits no other shape: a term here has a posting list, and a NOT
+        // stands only inside an AND.
+        Expr::Term(_) | Expr::Not(_) => SetExpr::Any(Vec::new()),
     }
 }
 
@@ -220,14 +198,15 @@ fn on_state_alone(expr: &Expr) -> bool {
     alone
 }
 
-/// `SELECT count(*) …` of the query's matches, reading as little as its terms allow: posting
-/// lists alone (one, or several merged); the state index; or messages.
+/// `SELECT count(*) …` of the query's matches, reading as little as its terms allow: one
+/// posting list alone; the state index; or messages. (Several posting lists are merged by
+/// `postings`.)
 pub(super) fn count_sql(query: &Query) -> QueryBuilder<Sqlite> {
     let mut q = QueryBuilder::<Sqlite>::new("SELECT count(*) FROM ");
     let root = &query.root;
-    if is_set_algebra(root) {
+    if let Some(posting) = posting_of(root) {
         q.push("(");
-        push_set(&mut q, root);
+        posting.push_select(&mut q);
         q.push(")");
         return q;
     }
@@ -251,17 +230,40 @@ pub(super) fn push_page_ids(
     limit: u32,
     offset: u64,
 ) {
+    push_page_from(q, matches, needs_state(&query.root));
+    push_expr(q, &query.root, "m.id");
+    push_page_end(q, limit, offset);
+}
+
+/// The ids of one page of known matches (sorted ids, as a JSON array), newest first.
+pub(super) fn push_page_of_ids(
+    q: &mut QueryBuilder<Sqlite>,
+    ids: String,
+    matches: u64,
+    limit: u32,
+    offset: u64,
+) {
+    push_page_from(q, matches, false);
+    q.push("m.id IN (SELECT value FROM json_each(")
+        .push_bind(ids)
+        .push("))");
+    push_page_end(q, limit, offset);
+}
+
+/// `SELECT m.id FROM … WHERE ` of a page: its matches sorted when few, else the date index
+/// walked from the newest message.
+fn push_page_from(q: &mut QueryBuilder<Sqlite>, matches: u64, state: bool) {
     q.push("SELECT m.id FROM messages m");
     if matches > SORTED_PAGE_UP_TO {
         q.push(" INDEXED BY messages_date");
     }
-    if needs_state(&query.root) {
+    if state {
         q.push(" JOIN message_state s ON s.id = m.id");
     }
     q.push(" WHERE ");
-    // Term by term, not as the count's set algebra: testing each row walked against each
-    // posting list finds a page faster than merging the sets again (BENCHMARKS.md).
-    push_expr(q, &query.root, "m.id");
+}
+
+fn push_page_end(q: &mut QueryBuilder<Sqlite>, limit: u32, offset: u64) {
     q.push(" ORDER BY m.date DESC, m.id DESC LIMIT ")
         .push_bind(i64::from(limit))
         .push(" OFFSET ")

@@ -131,6 +131,9 @@ pub async fn bench_search(messages: usize) -> Result<()> {
         headers_cold.as_secs_f64()
     );
     super::report_first_sync(&first, floor_warm);
+    if let Some(before) = std::env::var_os("BENCH_BEFORE") {
+        first_syncs_side_by_side(std::path::Path::new(&before), &bin, &server)?;
+    }
     queries_and_mcp(&bin, home.path(), messages).await?;
     let notmuch_dir = tempfile::tempdir()?;
     let db = super::notmuch::Notmuch::index(notmuch_dir.path(), messages)?;
@@ -140,6 +143,42 @@ pub async fn bench_search(messages: usize) -> Result<()> {
             "kept: BENCH_HOME={} BENCH_NOTMUCH={}",
             home.keep().display(),
             notmuch_dir.keep().display()
+        );
+    }
+    Ok(())
+}
+
+/// First syncs of another build (`BENCH_BEFORE`, say the release before) and of this one
+/// into fresh homes from the same server, alternating, three each: searchable-by-header and
+/// complete times (medians) and index sizes, side by side in one run.
+fn first_syncs_side_by_side(
+    before: &std::path::Path,
+    now: &std::path::Path,
+    server: &Dovecot,
+) -> Result<()> {
+    let mut runs: [Vec<(f64, f64, f64)>; 2] = [Vec::new(), Vec::new()];
+    for round in 0..6 {
+        let which = (round + round / 2) % 2;
+        let bin = [before, now][which];
+        let home = tempfile::tempdir()?;
+        let first = super::first_sync(bin, server, home.path())?;
+        let size = std::fs::metadata(home.path().join("index.sqlite3"))?.len();
+        runs[which].push((
+            super::searchable_after(&first).as_secs_f64(),
+            first.wall.as_secs_f64(),
+            size as f64 / 1_048_576.0,
+        ));
+    }
+    for (name, mut r) in ["before", "now"].into_iter().zip(runs) {
+        r.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let (usable, _, size) = r[r.len() / 2];
+        let mut complete: Vec<f64> = r.iter().map(|x| x.1).collect();
+        complete.sort_by(f64::total_cmp);
+        println!(
+            "first sync, {name}: searchable by header after {usable:.3} s, complete after {:.3} s \
+             (medians of {}), index {size:.1} MB",
+            complete[complete.len() / 2],
+            r.len()
         );
     }
     Ok(())
