@@ -10,20 +10,38 @@ CREATE VIRTUAL TABLE message_headers USING fts5(
     tokenize = 'unicode61 remove_diacritics 2'
 );
 
+-- A message's headers are indexed with its text: in the second pass of an IMAP first sync
+-- (`text_pending` turns 0), with the message itself elsewhere. The index holds exactly the
+-- messages whose text_pending is 0, so the first pass writes no index and stays as fast as it
+-- was; until a message's text is in, header terms match it by substring (store/query.rs).
 INSERT INTO message_headers (message_headers) VALUES ('rebuild');
+INSERT INTO message_headers (message_headers, rowid, from_addr, to_addr, cc_addr, subject)
+    SELECT 'delete', id, from_addr, to_addr, cc_addr, subject FROM messages WHERE text_pending = 1;
 
-CREATE TRIGGER message_headers_insert AFTER INSERT ON messages BEGIN
+CREATE TRIGGER message_headers_insert AFTER INSERT ON messages WHEN new.text_pending = 0 BEGIN
     INSERT INTO message_headers (rowid, from_addr, to_addr, cc_addr, subject)
         VALUES (new.id, new.from_addr, new.to_addr, new.cc_addr, new.subject);
 END;
 
-CREATE TRIGGER message_headers_delete AFTER DELETE ON messages BEGIN
+CREATE TRIGGER message_headers_text_in AFTER UPDATE OF text_pending ON messages
+WHEN old.text_pending = 1 AND new.text_pending = 0 BEGIN
+    INSERT INTO message_headers (rowid, from_addr, to_addr, cc_addr, subject)
+        VALUES (new.id, new.from_addr, new.to_addr, new.cc_addr, new.subject);
+END;
+
+CREATE TRIGGER message_headers_text_out AFTER UPDATE OF text_pending ON messages
+WHEN old.text_pending = 0 AND new.text_pending = 1 BEGIN
+    INSERT INTO message_headers (message_headers, rowid, from_addr, to_addr, cc_addr, subject)
+        VALUES ('delete', old.id, old.from_addr, old.to_addr, old.cc_addr, old.subject);
+END;
+
+CREATE TRIGGER message_headers_delete AFTER DELETE ON messages WHEN old.text_pending = 0 BEGIN
     INSERT INTO message_headers (message_headers, rowid, from_addr, to_addr, cc_addr, subject)
         VALUES ('delete', old.id, old.from_addr, old.to_addr, old.cc_addr, old.subject);
 END;
 
 CREATE TRIGGER message_headers_update AFTER UPDATE OF from_addr, to_addr, cc_addr, subject
-ON messages BEGIN
+ON messages WHEN old.text_pending = 0 AND new.text_pending = 0 BEGIN
     INSERT INTO message_headers (message_headers, rowid, from_addr, to_addr, cc_addr, subject)
         VALUES ('delete', old.id, old.from_addr, old.to_addr, old.cc_addr, old.subject);
     INSERT INTO message_headers (rowid, from_addr, to_addr, cc_addr, subject)

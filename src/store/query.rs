@@ -62,8 +62,9 @@ fn header_column(term: &Term) -> Option<(&'static str, &str)> {
 pub(super) enum Posting {
     /// One full-text expression (words and phrases joined by AND/OR).
     Text(String),
-    /// One header-index expression.
-    Headers(String),
+    /// One header-index expression, and the header terms it was made of, which match the
+    /// messages whose text (and so whose header index row) is still to come by substring.
+    Headers(String, Expr),
     Tag(String),
 }
 
@@ -75,9 +76,13 @@ impl Posting {
                 q.push("SELECT rowid AS id FROM messages_fts WHERE messages_fts MATCH ");
                 q.push_bind(m.clone());
             }
-            Posting::Headers(m) => {
+            Posting::Headers(m, terms) => {
                 q.push("SELECT rowid AS id FROM message_headers WHERE message_headers MATCH ");
                 q.push_bind(m.clone());
+                q.push(
+                    " UNION ALL SELECT m.id AS id FROM messages m WHERE m.text_pending = 1 AND ",
+                );
+                push_expr(q, terms, Over::Pending);
             }
             Posting::Tag(t) => {
                 q.push("SELECT message_id AS id FROM message_tags WHERE tag = ");
@@ -94,7 +99,8 @@ fn term_posting(term: &Term) -> Option<Posting> {
         Term::Text(v) => Some(Posting::Text(fts_phrase(v))),
         _ => {
             let (column, value) = header_column(term)?;
-            has_words(value).then(|| Posting::Headers(header_match(column, value)))
+            has_words(value)
+                .then(|| Posting::Headers(header_match(column, value), Expr::Term(term.clone())))
         }
     }
 }
@@ -115,7 +121,9 @@ fn posting_of(expr: &Expr) -> Option<Posting> {
             for part in &parts {
                 match (&parts[0], part) {
                     (Posting::Text(_), Posting::Text(m))
-                    | (Posting::Headers(_), Posting::Headers(m)) => texts.push(format!("({m})")),
+                    | (Posting::Headers(..), Posting::Headers(m, _)) => {
+                        texts.push(format!("({m})"))
+                    }
                     // Different indexes (or tags): a set algebra, not one expression.
                     _ => return None,
                 }
@@ -123,7 +131,7 @@ fn posting_of(expr: &Expr) -> Option<Posting> {
             let joined = texts.join(joiner);
             Some(match parts[0] {
                 Posting::Text(_) => Posting::Text(joined),
-                _ => Posting::Headers(joined),
+                _ => Posting::Headers(joined, expr.clone()),
             })
         }
         _ => None,
@@ -212,11 +220,11 @@ pub(super) fn count_sql(query: &Query) -> QueryBuilder<Sqlite> {
     }
     if on_state_alone(root) {
         q.push("message_state s WHERE ");
-        push_expr(&mut q, root, "s.id");
+        push_expr(&mut q, root, Over::States);
         return q;
     }
     q.push(tables_for(root)).push(" WHERE ");
-    push_expr(&mut q, root, "m.id");
+    push_expr(&mut q, root, Over::Messages);
     q
 }
 
@@ -231,7 +239,7 @@ pub(super) fn push_page_ids(
     offset: u64,
 ) {
     push_page_from(q, matches, needs_state(&query.root));
-    push_expr(q, &query.root, "m.id");
+    push_expr(q, &query.root, Over::Messages);
     push_page_end(q, limit, offset);
 }
 
@@ -289,17 +297,17 @@ fn tables_for(expr: &Expr) -> &'static str {
 /// ` AND (the query's condition)`, for statements that read `m` (and `s`).
 pub(super) fn push_terms(q: &mut QueryBuilder<Sqlite>, query: &Query) {
     q.push(" AND ");
-    push_expr(q, &query.root, "m.id");
+    push_expr(q, &query.root, Over::Messages);
 }
 
 /// The condition of `expr`, with `id` naming the message id in this statement: `m.id` over
 /// messages, `s.id` over state rows.
-fn push_expr(q: &mut QueryBuilder<Sqlite>, expr: &Expr, id: &str) {
+fn push_expr(q: &mut QueryBuilder<Sqlite>, expr: &Expr, over: Over) {
     let (items, joiner) = match expr {
-        Expr::Term(term) => return push_term(q, term, id),
+        Expr::Term(term) => return push_term(q, term, over),
         Expr::Not(inner) => {
             q.push("NOT (");
-            push_expr(q, inner, id);
+            push_expr(q, inner, over);
             q.push(")");
             return;
         }
@@ -314,41 +322,63 @@ fn push_expr(q: &mut QueryBuilder<Sqlite>, expr: &Expr, id: &str) {
         Expr::And(items) => (items, " AND "),
         Expr::Or(items) => (items, " OR "),
     };
-    push_joined(q, items, joiner, id);
+    push_joined(q, items, joiner, over);
 }
 
 /// `items` joined as a balanced tree, `((a OR b) OR (c OR d))`: SQLite refuses an expression
 /// more than 1,000 deep, which a flat chain of 1,000 terms is.
-fn push_joined(q: &mut QueryBuilder<Sqlite>, items: &[Expr], joiner: &str, id: &str) {
+fn push_joined(q: &mut QueryBuilder<Sqlite>, items: &[Expr], joiner: &str, over: Over) {
     if let [one] = items {
-        return push_expr(q, one, id);
+        return push_expr(q, one, over);
     }
     let (left, right) = items.split_at(items.len() / 2);
     q.push("(");
-    push_joined(q, left, joiner, id);
+    push_joined(q, left, joiner, over);
     q.push(joiner);
-    push_joined(q, right, joiner, id);
+    push_joined(q, right, joiner, over);
     q.push(")");
 }
 
-/// The mailbox column of this statement: the state row carries its message's mailbox, so a
-/// count over state rows needs no message.
-fn mailbox_column(id: &str) -> &'static str {
-    match id {
-        "s.id" => "s.mailbox_id",
-        _ => "m.mailbox_id",
+/// What a condition is written over: messages (`m`, with `s` joined when a term needs it),
+/// state rows alone (`s`), or messages whose text is still to come, where header terms are
+/// matched by substring because the header index does not hold them yet.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Over {
+    Messages,
+    States,
+    Pending,
+}
+
+impl Over {
+    fn id(self) -> &'static str {
+        match self {
+            Over::States => "s.id",
+            Over::Messages | Over::Pending => "m.id",
+        }
+    }
+
+    /// The mailbox column: a state row carries its message's mailbox, so a count over state
+    /// rows needs no message.
+    fn mailbox(self) -> &'static str {
+        match self {
+            Over::States => "s.mailbox_id",
+            Over::Messages | Over::Pending => "m.mailbox_id",
+        }
     }
 }
 
-fn push_term(q: &mut QueryBuilder<Sqlite>, term: &Term, id: &str) {
-    if let Some(posting) = term_posting(term) {
-        q.push(id).push(" IN (");
+fn push_term(q: &mut QueryBuilder<Sqlite>, term: &Term, over: Over) {
+    let posting =
+        term_posting(term).filter(|p| over != Over::Pending || !matches!(p, Posting::Headers(..)));
+    if let Some(posting) = posting {
+        q.push(over.id()).push(" IN (");
         posting.push_select(q);
         q.push(")");
         return;
     }
     match term {
-        // Those with words are postings; these are punctuation alone.
+        // Postings, except over messages whose header index row is still to come, and for a
+        // value of punctuation alone.
         Term::From(v) => push_like(q, "m.from_addr", v),
         Term::To(v) => push_like(q, "m.to_addr", v),
         Term::Cc(v) => push_like(q, "m.cc_addr", v),
@@ -356,13 +386,13 @@ fn push_term(q: &mut QueryBuilder<Sqlite>, term: &Term, id: &str) {
         // Postings always.
         Term::Text(_) | Term::Tag(_) => unreachable!("term_posting answers every Text and Tag"),
         Term::Mailbox(v) => {
-            q.push(mailbox_column(id))
+            q.push(over.mailbox())
                 .push(" IN (SELECT id FROM mailboxes WHERE name = ");
             q.push_bind(v.clone()).push(" COLLATE NOCASE OR role = ");
             q.push_bind(v.to_ascii_lowercase()).push(")");
         }
         Term::Account(v) => {
-            q.push(mailbox_column(id))
+            q.push(over.mailbox())
                 .push(" IN (SELECT id FROM mailboxes WHERE account_id = ");
             q.push_bind(v.clone()).push(")");
         }
