@@ -29,16 +29,20 @@ pub(super) async fn matches(
     expr: &SetExpr,
     lists: &[Posting],
 ) -> Result<Vec<i64>, Error> {
-    let mut read = Vec::with_capacity(lists.len());
-    for posting in lists {
-        let mut q = QueryBuilder::<Sqlite>::new("SELECT group_concat(id) FROM (");
+    // All lists in one statement: a fresh process pays for each statement it prepares.
+    let mut q = QueryBuilder::<Sqlite>::new("SELECT ");
+    for (i, posting) in lists.iter().enumerate() {
+        if i > 0 {
+            q.push(", ");
+        }
+        q.push("(SELECT group_concat(id) FROM (");
         posting.push_select(&mut q);
-        q.push(")");
-        let text: Option<String> = q
-            .build_query_scalar()
-            .fetch_one(store.pool())
-            .await
-            .map_err(db_error)?;
+        q.push("))");
+    }
+    let row = q.build().fetch_one(store.pool()).await.map_err(db_error)?;
+    let mut read = Vec::with_capacity(lists.len());
+    for i in 0..lists.len() {
+        let text: Option<String> = sqlx::Row::try_get(&row, i).map_err(db_error)?;
         read.push(ids_of(text.as_deref().unwrap_or_default())?);
     }
     Ok(eval(expr, &read))
