@@ -179,17 +179,6 @@ async fn snippets_survive_the_move_to_their_own_table() {
     assert_eq!(messages[1]["snippet"], "");
 }
 
-fn ids_of(found: &serde_json::Value) -> Vec<i64> {
-    let mut ids: Vec<i64> = found["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["id"].as_i64().unwrap())
-        .collect();
-    ids.sort_unstable();
-    ids
-}
-
 /// An index from before the header and state indexes (schema 23) answers from the new
 /// indexes after the upgrade: senders and subjects by their words (the last one also as the
 /// start of a word), punctuation alone as a substring, unread messages by their mailbox (also
@@ -239,7 +228,7 @@ async fn headers_state_and_attachments_are_read_from_indexes_after_the_upgrade()
         ("account:old has:attachment", vec![1, 3]),
     ] {
         let found = search(query);
-        assert_eq!(ids_of(&found), want, "{query}: {found}");
+        assert_eq!(common::message_ids(&found), want, "{query}: {found}");
         assert_eq!(found["total"], want.len(), "{query}");
     }
 
@@ -258,9 +247,12 @@ async fn headers_state_and_attachments_are_read_from_indexes_after_the_upgrade()
             .unwrap();
     }
     conn.close().await.unwrap();
-    assert_eq!(ids_of(&search("from:carol")), vec![5]);
-    assert_eq!(ids_of(&search("from:arol")), Vec::<i64>::new());
-    assert_eq!(ids_of(&search("from:bob")), vec![4]);
-    assert_eq!(ids_of(&search("is:unread in:inbox")), vec![1]);
-    assert_eq!(ids_of(&search("is:unread in:archive")), vec![3, 4]);
+    assert_eq!(common::message_ids(&search("from:carol")), vec![5]);
+    assert_eq!(common::message_ids(&search("from:arol")), Vec::<i64>::new());
+    assert_eq!(common::message_ids(&search("from:bob")), vec![4]);
+    assert_eq!(common::message_ids(&search("is:unread in:inbox")), vec![1]);
+    assert_eq!(
+        common::message_ids(&search("is:unread in:archive")),
+        vec![3, 4]
+    );
 }

@@ -287,13 +287,7 @@ async fn a_query_means_the_same_messages_on_every_surface() {
         let query = format!("in:inbox ({ours})");
         let expected = imap.uid_search("INBOX", imap_criteria).await.unwrap();
         let cli = ok(home.path(), &["search", "--limit", "1000", &query]);
-        let mut cli_ids: Vec<i64> = cli["messages"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|m| m["id"].as_i64().unwrap())
-            .collect();
-        cli_ids.sort_unstable();
+        let cli_ids = common::message_ids(&cli);
         let mut mcp_ids = common::mcp::ids(&session, &query).await;
         mcp_ids.sort_unstable();
         assert_eq!(mcp_ids, cli_ids, "MCP vs CLI: {query}");

@@ -181,12 +181,7 @@ async fn an_index_of_the_previous_release_upgrades_row_for_row() {
 
     // Upgraded as a person meets it: by the first command.
     let found = ok(home.path(), &["search", "from:linkedin", "--limit", "500"]);
-    let found: BTreeSet<i64> = found["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["id"].as_i64().unwrap())
-        .collect();
+    let found: BTreeSet<i64> = common::message_ids(&found).into_iter().collect();
     assert_eq!(found, want.fts.iter().copied().collect(), "same messages");
 
     // Read from the new indexes, the same messages as the old scans found.
@@ -200,12 +195,7 @@ async fn an_index_of_the_previous_release_upgrades_row_for_row() {
         home.path(),
         &["search", "from:acme.example", "--limit", "500"],
     );
-    let domain: BTreeSet<i64> = domain["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["id"].as_i64().unwrap())
-        .collect();
+    let domain: BTreeSet<i64> = common::message_ids(&domain).into_iter().collect();
     assert!(!want.from_domain.is_empty());
     assert_eq!(domain, want.from_domain);
 

@@ -367,8 +367,7 @@ impl Store {
         limit: u32,
         offset: u64,
     ) -> Result<Vec<MessageRow>, Error> {
-        let found = self.found(query).await?;
-        self.page(query, &found, limit, offset).await
+        Ok(self.search_page(query, limit, offset).await?.rows)
     }
 
     /// A page of what a query found: its ids are found first, alone; only its rows are then

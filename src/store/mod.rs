@@ -95,11 +95,7 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 async fn migrate(pool: &SqlitePool) -> Result<(), Error> {
     let failed = |e: sqlx::Error| Error::internal(format!("index migration failed: {e}"));
     let latest = latest_version();
-    let stamped: i64 = sqlx::query_scalar("PRAGMA user_version")
-        .fetch_one(pool)
-        .await
-        .map_err(failed)?;
-    if stamped == latest {
+    if stamped_version(pool).await.map_err(failed)? == latest {
         return Ok(());
     }
     MIGRATOR
@@ -116,6 +112,23 @@ async fn migrate(pool: &SqlitePool) -> Result<(), Error> {
     Ok(())
 }
 
+/// The schema version an index was stamped with (SQLite's `user_version`).
+async fn stamped_version(pool: &SqlitePool) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar("PRAGMA user_version")
+        .fetch_one(pool)
+        .await
+}
+
+/// What every connection to the index sets, reading or writing.
+fn base_options(path: &Path) -> SqliteConnectOptions {
+    SqliteConnectOptions::new()
+        .filename(path)
+        .busy_timeout(Duration::from_secs(30))
+        // Reads map the file rather than copy its pages through a per-connection cache:
+        // searches and their counts over 100,000 messages take 1.3–3× less (BENCHMARKS.md).
+        .pragma("mmap_size", "1073741824")
+}
+
 /// The schema version this build migrates to.
 fn latest_version() -> i64 {
     MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0)
@@ -126,20 +139,15 @@ impl Store {
     /// file readable by its owner only.
     pub async fn open(path: &Path) -> Result<Store, Error> {
         let existed = path.exists();
-        let options = SqliteConnectOptions::new()
-            .filename(path)
+        let options = base_options(path)
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Normal)
-            .busy_timeout(Duration::from_secs(30))
             .foreign_keys(true)
             // Checkpoint the WAL every 64 MB rather than every 4 MB: a 10,000-message change
             // otherwise pays for a checkpoint inside its own commit (≈ 80 ms). The last
             // connection to close checkpoints anyway.
-            .pragma("wal_autocheckpoint", "16384")
-            // Reads map the file rather than copy its pages through a per-connection cache:
-            // searches and their counts over 100,000 messages take 1.3–3× less (BENCHMARKS.md).
-            .pragma("mmap_size", "1073741824");
+            .pragma("wal_autocheckpoint", "16384");
         let pool = SqlitePoolOptions::new()
             .max_connections(4)
             .connect_with(options)
@@ -173,21 +181,12 @@ impl Store {
     }
 
     async fn try_reader(path: &Path) -> Option<Store> {
-        let options = SqliteConnectOptions::new()
-            .filename(path)
-            .read_only(true)
-            .busy_timeout(Duration::from_secs(30))
-            .pragma("mmap_size", "1073741824");
         let pool = SqlitePoolOptions::new()
             .max_connections(1)
-            .connect_with(options)
+            .connect_with(base_options(path).read_only(true))
             .await
             .ok()?;
-        let stamped: i64 = sqlx::query_scalar("PRAGMA user_version")
-            .fetch_one(&pool)
-            .await
-            .ok()?;
-        if stamped != latest_version() {
+        if stamped_version(&pool).await.ok()? != latest_version() {
             pool.close().await;
             return None;
         }

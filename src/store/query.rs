@@ -5,7 +5,7 @@
 //! table, read and flagged state the state index beside its mailbox, dates, sizes, lists,
 //! conversations and attachments their columns' indexes. A count reads those structures alone
 //! where the query allows it (`count_sql`), and a page either sorts its few matches or walks
-//! the date index from the newest message until it has enough (`page_sql`).
+//! the date index from the newest message until it has enough (`push_page_ids`).
 
 use sqlx::{QueryBuilder, Sqlite};
 
@@ -14,7 +14,7 @@ use crate::search::{Expr, Query, Term};
 
 /// Matches up to which a page reads each match and sorts; above it, walking the date index
 /// from the newest message finds a page after about `limit × all / matches` rows.
-pub(super) const SORTED_PAGE_UP_TO: u64 = 2_000;
+const SORTED_PAGE_UP_TO: u64 = 2_000;
 
 /// FTS5 query text for user words: each word becomes a quoted string, so punctuation and
 /// FTS operators in mail text are matched literally.
@@ -138,59 +138,43 @@ fn posting_of(expr: &Expr) -> Option<Posting> {
     }
 }
 
-/// Whether the expression's matches are a set algebra of posting lists: every term has one,
-/// and every AND has a positive item to take the others from (`-tag:x` alone would need the
-/// set of all messages).
-fn is_set_algebra(expr: &Expr) -> bool {
-    match expr {
-        Expr::Term(term) => term_posting(term).is_some(),
-        Expr::Not(_) => false,
-        Expr::Or(items) => !items.is_empty() && items.iter().all(is_set_algebra),
-        Expr::And(items) => {
-            let (negative, positive): (Vec<&Expr>, Vec<&Expr>) =
-                items.iter().partition(|e| matches!(e, Expr::Not(_)));
-            !positive.is_empty()
-                && positive.iter().all(|e| is_set_algebra(e))
-                && negative.iter().all(|e| match e {
-                    Expr::Not(inner) => is_set_algebra(inner),
-                    _ => false,
-                })
-        }
-    }
-}
-
 /// A query of several posting lists joined by AND, OR and negation, as a set expression over
 /// those lists (`postings::matches` merges them); `None` for any other query, including one
 /// posting list alone, which SQLite counts without help.
 pub(super) fn merged(query: &Query) -> Option<(SetExpr, Vec<Posting>)> {
-    if !is_set_algebra(&query.root) || posting_of(&query.root).is_some() {
+    if posting_of(&query.root).is_some() {
         return None;
     }
     let mut lists = Vec::new();
-    let expr = set_expr(&query.root, &mut lists);
+    let expr = set_expr(&query.root, &mut lists)?;
     Some((expr, lists))
 }
 
-fn set_expr(expr: &Expr, lists: &mut Vec<Posting>) -> SetExpr {
+/// The set expression of `expr`, if every term has a posting list and every AND a positive
+/// item to take the others from (`-tag:x` alone would need the set of all messages).
+fn set_expr(expr: &Expr, lists: &mut Vec<Posting>) -> Option<SetExpr> {
     if let Some(posting) = posting_of(expr) {
         lists.push(posting);
-        return SetExpr::List(lists.len() - 1);
+        return Some(SetExpr::List(lists.len() - 1));
     }
     match expr {
-        Expr::Or(items) => SetExpr::Any(items.iter().map(|e| set_expr(e, lists)).collect()),
+        Expr::Or(items) if !items.is_empty() => Some(SetExpr::Any(
+            items
+                .iter()
+                .map(|e| set_expr(e, lists))
+                .collect::<Option<_>>()?,
+        )),
         Expr::And(items) => {
             let (mut all, mut none) = (Vec::new(), Vec::new());
             for item in items {
                 match item {
-                    Expr::Not(inner) => none.push(set_expr(inner, lists)),
-                    other => all.push(set_expr(other, lists)),
+                    Expr::Not(inner) => none.push(set_expr(inner, lists)?),
+                    other => all.push(set_expr(other, lists)?),
                 }
             }
-            SetExpr::All { all, none }
+            (!all.is_empty()).then_some(SetExpr::All { all, none })
         }
-        // `is_set_algebra` admits no other shape: a term here has a posting list, and a NOT
-        // stands only inside an AND.
-        Expr::Term(_) | Expr::Not(_) => SetExpr::Any(Vec::new()),
+        _ => None,
     }
 }
 
@@ -300,8 +284,8 @@ pub(super) fn push_terms(q: &mut QueryBuilder<Sqlite>, query: &Query) {
     push_expr(q, &query.root, Over::Messages);
 }
 
-/// The condition of `expr`, with `id` naming the message id in this statement: `m.id` over
-/// messages, `s.id` over state rows.
+/// The condition of `expr`, written over messages, state rows or messages awaiting their text
+/// (`Over`).
 fn push_expr(q: &mut QueryBuilder<Sqlite>, expr: &Expr, over: Over) {
     let (items, joiner) = match expr {
         Expr::Term(term) => return push_term(q, term, over),
@@ -376,15 +360,20 @@ fn push_term(q: &mut QueryBuilder<Sqlite>, term: &Term, over: Over) {
         q.push(")");
         return;
     }
+    // A header term over messages whose header index row is still to come, or a value of
+    // punctuation alone.
+    if let Some((column, value)) = header_column(term) {
+        return push_like(q, &format!("m.{column}"), value);
+    }
     match term {
-        // Postings, except over messages whose header index row is still to come, and for a
-        // value of punctuation alone.
-        Term::From(v) => push_like(q, "m.from_addr", v),
-        Term::To(v) => push_like(q, "m.to_addr", v),
-        Term::Cc(v) => push_like(q, "m.cc_addr", v),
-        Term::Subject(v) => push_like(q, "m.subject", v),
-        // Postings always.
-        Term::Text(_) | Term::Tag(_) => unreachable!("term_posting answers every Text and Tag"),
+        Term::From(_)
+        | Term::To(_)
+        | Term::Cc(_)
+        | Term::Subject(_)
+        | Term::Text(_)
+        | Term::Tag(_) => {
+            unreachable!("header terms are matched above, and every Text and Tag has a posting")
+        }
         Term::Mailbox(v) => {
             q.push(over.mailbox())
                 .push(" IN (SELECT id FROM mailboxes WHERE name = ");

@@ -20,6 +20,18 @@ static SERVER: OnceLock<Option<Dovecot>> = OnceLock::new();
 /// The shared Dovecot, or `None` (test skipped) when it is not installed outside CI.
 /// In CI a missing or broken Dovecot fails the test.
 /// The IMAP UID of a message as the CLI shows it (its remote id is `UIDVALIDITY:UID`).
+/// The local ids of a search's messages, sorted.
+pub fn message_ids(found: &Value) -> Vec<i64> {
+    let mut ids: Vec<i64> = found["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_i64().unwrap())
+        .collect();
+    ids.sort_unstable();
+    ids
+}
+
 pub fn uid_of(message: &Value) -> u32 {
     let id = message["remote_id"].as_str().expect("a remote id");
     let (_, uid) = id.split_once(':').expect("an IMAP id");

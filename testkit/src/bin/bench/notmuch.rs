@@ -164,7 +164,7 @@ fn timed(mut command: Command) -> Result<Duration> {
 }
 
 /// p50 and p95 in ms of unsorted times.
-fn spread(mut times: Vec<Duration>) -> (f64, f64) {
+fn p50_p95(mut times: Vec<Duration>) -> (f64, f64) {
     times.sort();
     (
         super::percentile(&times, 0.5),
@@ -208,7 +208,7 @@ pub fn side_by_side(bin: &Path, home: &Path, db: &Notmuch) -> Result<()> {
             theirs_count.args(["count", theirs]);
             counting.push(timed(theirs_count)?);
         }
-        let (us, search, counting) = (spread(us), spread(search), spread(counting));
+        let (us, search, counting) = (p50_p95(us), p50_p95(search), p50_p95(counting));
         println!(
             "  {ours:<38} {total:>6}  {:>6.2} / {:>6.2}  | {:>6.2} / {:>6.2}  | {:>6.2} / {:>6.2}  {}",
             us.0,
@@ -228,14 +228,6 @@ pub fn side_by_side(bin: &Path, home: &Path, db: &Notmuch) -> Result<()> {
 }
 
 fn mailbroker_total(bin: &Path, home: &Path, query: &str) -> Result<u64> {
-    let out = Command::new(bin)
-        .arg("--home")
-        .arg(home)
-        .args(["--json", "search", "--limit", "1", query])
-        .output()?;
-    if !out.status.success() {
-        bail!("mailbroker search {query} failed");
-    }
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout)?;
-    json["total"].as_u64().context("total")
+    let run = super::run_mailbroker(bin, home, &["search", "--limit", "1", query])?;
+    run.json["total"].as_u64().context("total")
 }
