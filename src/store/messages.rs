@@ -4,7 +4,9 @@ use mailbroker_core::{AccountId, Error, RemoteId, Version};
 
 use sqlx::{QueryBuilder, Sqlite};
 
-use super::query::{count_sql, merged, push_page_ids, push_page_of_ids, push_terms};
+use super::query::{
+    SORTED_PAGE_UP_TO, count_sql, merged, push_page_ids, push_page_of_ids, push_terms,
+};
 use super::{Store, db_error, postings};
 use crate::search::Query;
 
@@ -169,7 +171,8 @@ const SELECT_REFS: &str = "SELECT json_group_array(json_array(m.id, b.account_id
     FROM messages m JOIN mailboxes b ON b.id = m.mailbox_id JOIN message_state s ON s.id = m.id
     WHERE 1 = 1";
 
-fn no_message(id: i64) -> Error {
+/// What is answered for a message id the index does not hold.
+pub fn no_message(id: i64) -> Error {
     Error::not_found(format!("no message with id {id}"))
         .with_next_step("run: mailbroker search QUERY to find message ids")
 }
@@ -386,11 +389,11 @@ impl Store {
         let mut q = QueryBuilder::<Sqlite>::new(SELECT);
         q.push(" AND m.id IN (");
         match found {
-            Found::Ids(ids) => {
-                let ids = serde_json::to_string(ids)
-                    .map_err(|e| Error::internal(format!("index: page ids: {e}")))?;
-                push_page_of_ids(&mut q, ids, matches, limit, offset);
+            Found::Ids(ids) if matches > SORTED_PAGE_UP_TO => {
+                let page = postings::page_of(self, ids, limit, offset).await?;
+                push_page_of_ids(&mut q, json_ids(&page)?, page.len() as u64, limit, 0);
             }
+            Found::Ids(ids) => push_page_of_ids(&mut q, json_ids(ids)?, matches, limit, offset),
             Found::Counted(_) => push_page_ids(&mut q, query, matches, limit, offset),
         }
         q.push(") ORDER BY m.date DESC, m.id DESC");
@@ -401,4 +404,9 @@ impl Store {
             .map_err(db_error)?;
         Ok(rows.into_iter().map(row_of).collect())
     }
+}
+
+/// Ids as the JSON array `push_page_of_ids` binds.
+fn json_ids(ids: &[i64]) -> Result<String, Error> {
+    serde_json::to_string(ids).map_err(|e| Error::internal(format!("index: page ids: {e}")))
 }

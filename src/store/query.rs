@@ -14,7 +14,7 @@ use crate::search::{Expr, Query, Term};
 
 /// Matches up to which a page reads each match and sorts; above it, walking the date index
 /// from the newest message finds a page after about `limit × all / matches` rows.
-const SORTED_PAGE_UP_TO: u64 = 2_000;
+pub(super) const SORTED_PAGE_UP_TO: u64 = 2_000;
 
 /// FTS5 query text for user words: each word becomes a quoted string, so punctuation and
 /// FTS operators in mail text are matched literally.
