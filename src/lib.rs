@@ -17,6 +17,7 @@ pub mod mcp;
 pub mod output;
 pub mod read;
 pub mod registry;
+pub mod scope;
 pub mod search;
 pub mod serve;
 pub mod sessions;

@@ -10,6 +10,7 @@ use mail_parser::{MessageParser, MimeHeaders};
 use serde::Serialize;
 
 use crate::registry;
+use crate::scope::Scope;
 use crate::store::{MessageRow, Store};
 use mailbroker_core::{AccountId, Error, RemoteId, Result};
 
@@ -106,10 +107,10 @@ pub struct Read {
 /// costs only itself and the others of its account or mailbox: its error names the account.
 /// The ids of a conversation's newest messages (at most as many as one read takes), oldest
 /// first, as a conversation is read.
-pub async fn thread_ids(store: &Store, thread: &str) -> Result<Vec<i64>> {
-    let query = crate::search::Query {
+pub async fn thread_ids(store: &Store, thread: &str, scope: &Scope) -> Result<Vec<i64>> {
+    let query = scope.narrow(crate::search::Query {
         root: crate::search::Expr::Term(crate::search::Term::Thread(thread.to_string())),
-    };
+    });
     let rows = store.search(&query, MAX_MESSAGES as u32, 0).await?;
     if rows.is_empty() {
         return Err(
@@ -120,7 +121,7 @@ pub async fn thread_ids(store: &Store, thread: &str) -> Result<Vec<i64>> {
     Ok(rows.iter().rev().map(|r| r.place.id).collect())
 }
 
-pub async fn read_messages(store: &Store, ids: &[i64]) -> Result<Vec<Read>> {
+pub async fn read_messages(store: &Store, ids: &[i64], scope: &Scope) -> Result<Vec<Read>> {
     if ids.is_empty() || ids.len() > MAX_MESSAGES {
         return Err(Error::validation(format!(
             "give between 1 and {MAX_MESSAGES} message ids (got {})",
@@ -129,7 +130,15 @@ pub async fn read_messages(store: &Store, ids: &[i64]) -> Result<Vec<Read>> {
     }
     let mut rows = Vec::with_capacity(ids.len());
     for id in ids {
-        rows.push((*id, store.message(*id).await));
+        // Another account's message is one that does not exist, for a scoped caller.
+        let row = store
+            .message(*id)
+            .await
+            .and_then(|row| match scope.opens(&row.place.account) {
+                true => Ok(row),
+                false => Err(crate::store::no_message(*id)),
+            });
+        rows.push((*id, row));
     }
     let mut groups: BTreeMap<AccountId, BTreeMap<String, Vec<RemoteId>>> = BTreeMap::new();
     for r in rows.iter().filter_map(|(_, r)| r.as_ref().ok()) {

@@ -17,6 +17,7 @@ mod approve;
 mod args;
 mod delete;
 mod sync;
+mod token;
 
 pub use args::parse_args;
 mod update;
@@ -108,6 +109,9 @@ pub enum Command {
         #[arg(long, hide = true)]
         yes: bool,
     },
+    /// Create, list or revoke bearer tokens that open only some accounts over MCP HTTP.
+    #[command(subcommand)]
+    Token(token::TokenCommand),
     /// List the change journal, or show one change with its messages.
     Changes {
         id: Option<i64>,
@@ -218,6 +222,7 @@ async fn dispatch(home: &Home, store: &Store, command: Command, json: bool) -> R
         Command::Search { query, limit } => search_messages(store, &query, limit, json).await,
         Command::Changes { id, limit } => changes(store, id, limit, json).await,
         Command::Approve { token, yes: _ } => approve::approve(store, &token, json).await,
+        Command::Token(cmd) => token::token(store, cmd, json).await,
         Command::Show {
             id,
             body,
@@ -313,7 +318,7 @@ async fn show_body(
     (offset, max_chars): (usize, usize),
     json: bool,
 ) -> Result<()> {
-    let read = crate::read::read_messages(store, &[id]).await?;
+    let read = crate::read::read_messages(store, &[id], &crate::scope::Scope::Owner).await?;
     let Some(read) = read.into_iter().next() else {
         return Err(Error::not_found(format!("no message with id {id}")));
     };

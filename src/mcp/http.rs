@@ -1,9 +1,12 @@
 //! `mailbroker mcp --http`: Streamable HTTP at `/mcp`, behind a bearer token, Host and Origin
 //! checks, loopback only unless asked otherwise.
 //!
-//! Architecture Invariant: no request reaches a tool without the bearer token (compared in
-//! constant time) and, when it carries an Origin, one that names this listener on loopback.
-//! The token itself is never printed or logged; `mcp status` shows where it is kept.
+//! Architecture Invariant: no request reaches a tool without a bearer token we hold — the
+//! home's own (compared in constant time), which opens every account, or a scoped one
+//! (`mailbroker token create`, found by its digest), which opens its accounts only — and,
+//! when it carries an Origin, one that names this listener on loopback. The request carries
+//! its `Scope` to the tools (`scope_of`). Tokens are never printed or logged; `mcp status`
+//! shows where the home's is kept.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
@@ -20,6 +23,7 @@ use subtle::ConstantTimeEq;
 use super::sessions::{SessionLimits, Sessions};
 use super::{McpOptions, McpServer};
 use crate::home::Home;
+use crate::scope::Scope;
 use crate::store::Store;
 use mailbroker_core::{Error, Result};
 
@@ -136,11 +140,13 @@ fn private_file(path: &std::path::Path) -> Result<()> {
 #[derive(Clone)]
 struct Gate {
     token: Arc<String>,
+    /// Where scoped tokens are looked up.
+    store: Store,
     /// Origins a browser on this machine would send for this listener.
     origins: Arc<Vec<String>>,
 }
 
-async fn guard(State(gate): State<Gate>, request: Request, next: Next) -> Response {
+async fn guard(State(gate): State<Gate>, mut request: Request, next: Next) -> Response {
     if let Some(origin) = request.headers().get(header::ORIGIN) {
         let ok = origin
             .to_str()
@@ -155,9 +161,7 @@ async fn guard(State(gate): State<Gate>, request: Request, next: Next) -> Respon
         .and_then(|v| v.to_str().ok())
         .and_then(bearer_credentials)
         .unwrap_or("");
-    // An empty token is never one we hold, whatever went wrong in loading ours.
-    let matches: bool = presented.as_bytes().ct_eq(gate.token.as_bytes()).into();
-    if !matches || presented.is_empty() {
+    let Some(scope) = gate.scope(presented).await else {
         let mut response =
             (StatusCode::UNAUTHORIZED, "missing or wrong bearer token\n").into_response();
         response.headers_mut().insert(
@@ -165,7 +169,8 @@ async fn guard(State(gate): State<Gate>, request: Request, next: Next) -> Respon
             HeaderValue::from_static("Bearer realm=\"mailbroker\""),
         );
         return response;
-    }
+    };
+    request.extensions_mut().insert(scope);
     let ends_session = request.method() == axum::http::Method::DELETE;
     let mut response = next.run(request).await;
     // The transport answers a session's end with 202, which some clients treat as "still
@@ -175,6 +180,50 @@ async fn guard(State(gate): State<Gate>, request: Request, next: Next) -> Respon
         *response.body_mut() = axum::body::Body::empty();
     }
     response
+}
+
+impl Gate {
+    /// Whom a bearer value lets in: the owner, a scoped token's accounts, or no one.
+    async fn scope(&self, presented: &str) -> Option<Scope> {
+        // An empty token is never one we hold, whatever went wrong in loading ours.
+        if presented.is_empty() {
+            return None;
+        }
+        if bool::from(presented.as_bytes().ct_eq(self.token.as_bytes())) {
+            return Some(Scope::Owner);
+        }
+        match self.store.access_token(presented).await {
+            Ok(token) => token.map(|t| Scope::Accounts {
+                token: t.name,
+                accounts: t.accounts.into_iter().collect(),
+                allow_writes: t.allow_writes,
+            }),
+            Err(e) => {
+                tracing::warn!(error = %e, "scoped tokens could not be read; refused");
+                None
+            }
+        }
+    }
+}
+
+/// The scope a tool call runs in: the one its HTTP request's token gave; over stdio, with
+/// no HTTP request, the owner's (the person's own process).
+pub(super) fn scope_of(context: &rmcp::service::RequestContext<rmcp::RoleServer>) -> Scope {
+    match context.extensions.get::<axum::http::request::Parts>() {
+        None => Scope::Owner,
+        // `guard` puts one on every request it lets through; none means nothing opens.
+        Some(parts) => {
+            parts
+                .extensions
+                .get::<Scope>()
+                .cloned()
+                .unwrap_or_else(|| Scope::Accounts {
+                    token: String::new(),
+                    accounts: Default::default(),
+                    allow_writes: false,
+                })
+        }
+    }
 }
 
 /// The credentials of a `Bearer` Authorization value; the scheme is case-insensitive
@@ -253,7 +302,7 @@ pub async fn bind(home: Home, store: Store, options: HttpOptions) -> Result<Boun
         .with_allowed_hosts(hosts)
         .with_cancellation_token(cancel.clone());
     let writes = options.mcp.allow_writes;
-    let server = McpServer::new(home.clone(), store, options.mcp);
+    let server = McpServer::new(home.clone(), store.clone(), options.mcp);
     let service = StreamableHttpService::new(
         move || Ok(server.clone()),
         Arc::new(Sessions::new(options.sessions)),
@@ -261,6 +310,7 @@ pub async fn bind(home: Home, store: Store, options: HttpOptions) -> Result<Boun
     );
     let gate = Gate {
         token: Arc::new(token),
+        store,
         origins: Arc::new(origins),
     };
     let app = axum::Router::new()

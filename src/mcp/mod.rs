@@ -29,6 +29,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 
 use crate::home::Home;
+use crate::scope::Scope;
 use crate::store::Store;
 use mailbroker_core::Error;
 
@@ -95,6 +96,8 @@ pub struct McpServer {
     options: Arc<McpOptions>,
     confirmations: confirm::Confirmations,
     tool_router: ToolRouter<McpServer>,
+    /// Whom the current call is for: set per call from its bearer token (`call_tool`).
+    scope: Scope,
 }
 
 impl McpServer {
@@ -124,6 +127,7 @@ impl McpServer {
             store,
             options: Arc::new(options),
             tool_router,
+            scope: Scope::Owner,
         }
     }
 }
@@ -143,11 +147,12 @@ impl ServerHandler for McpServer {
     async fn list_tools(
         &self,
         _request: Option<rmcp::model::PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> std::result::Result<rmcp::model::ListToolsResult, ErrorData> {
-        Ok(rmcp::model::ListToolsResult::with_all_items(
-            self.tool_router.list_all(),
-        ))
+        let writes = http::scope_of(&context).may_write();
+        let mut tools = self.tool_router.list_all();
+        tools.retain(|t| writes || !WRITE_TOOLS.contains(&t.name.as_ref()));
+        Ok(rmcp::model::ListToolsResult::with_all_items(tools))
     }
 
     fn get_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
@@ -159,6 +164,18 @@ impl ServerHandler for McpServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> std::result::Result<CallToolResponse, ErrorData> {
+        let scope = http::scope_of(&context);
+        if !scope.may_write() && WRITE_TOOLS.contains(&request.name.as_ref()) {
+            let e = Error::writes_disabled(format!(
+                "{} changes mail, and the token this call came with only reads",
+                request.name
+            ))
+            .with_next_step(
+                "ask the user for a token that may write: mailbroker token create … \
+                 --allow-writes",
+            );
+            return Ok(failure(&e).into());
+        }
         if !self.options.allow_writes && WRITE_TOOLS.contains(&request.name.as_ref()) {
             let e = Error::writes_disabled(format!(
                 "{} changes mail, and this server was started without write access",
@@ -178,7 +195,11 @@ impl ServerHandler for McpServer {
         {
             return Ok(failure(&e).into());
         }
-        let tcc = ToolCallContext::new(self, request, context);
+        let server = McpServer {
+            scope,
+            ..self.clone()
+        };
+        let tcc = ToolCallContext::new(&server, request, context);
         let answer = self.tool_router.call(tcc).await?;
         Ok(match answer {
             CallToolResponse::Complete(result) => shape::argument_error(&tool, result).into(),

@@ -12,6 +12,7 @@ use super::schema::output_schema;
 use super::views::*;
 use super::{McpServer, failure, respond};
 use crate::change::{Operation, Selection};
+use crate::scope::Scope;
 use crate::{read, search};
 use mailbroker_core::{AccountId, Error, Patch, Result};
 
@@ -38,7 +39,8 @@ impl McpServer {
         account.map(|a| a.parse()).transpose()
     }
 
-    /// The accounts a tool works on: the one named (`not_found` if unknown), or all.
+    /// The accounts a tool works on: the one named (`not_found` if unknown or outside the
+    /// caller's scope), or all the caller sees.
     async fn accounts_for(&self, account: Option<String>) -> Result<Vec<AccountId>> {
         let Some(id) = Self::account_filter(account)? else {
             return Ok(self
@@ -47,12 +49,17 @@ impl McpServer {
                 .await?
                 .into_iter()
                 .map(|a| a.id)
+                .filter(|id| self.scope.opens(id))
                 .collect());
         };
+        let next = "call list_accounts for the account ids";
+        if !self.scope.opens(&id) {
+            return Err(Error::not_found(format!("no account {id}")).with_next_step(next));
+        }
         self.store
             .account(&id)
             .await
-            .map_err(|e| e.with_next_step("call list_accounts for the account ids"))?;
+            .map_err(|e| e.with_next_step(next))?;
         Ok(vec![id])
     }
 
@@ -60,6 +67,9 @@ impl McpServer {
         let mut accounts = Vec::new();
         let counts = self.store.message_counts().await?;
         for a in self.store.accounts().await? {
+            if !self.scope.opens(&a.id) {
+                continue;
+            }
             let messages = counts.get(a.id.as_str()).copied().unwrap_or(0);
             let watch = self
                 .options
@@ -139,6 +149,7 @@ impl McpServer {
                 query = query.in_account(account.as_str());
             }
         }
+        let query = self.scope.narrow(query);
         let page = self.store.search_page(&query, limit, offset).await?;
         let (rows, total) = (page.rows, page.total);
         let next = offset + rows.len() as u64;
@@ -159,11 +170,13 @@ impl McpServer {
         let mut failed = Vec::new();
         let mut reads_failed = Vec::new();
         let ids = match (args.thread, args.ids) {
-            (Some(thread), ids) if ids.is_empty() => read::thread_ids(&self.store, &thread).await?,
+            (Some(thread), ids) if ids.is_empty() => {
+                read::thread_ids(&self.store, &thread, &self.scope).await?
+            }
             (None, ids) => ids,
             (Some(_), _) => return Err(Error::validation("give ids or thread, not both")),
         };
-        for read in read::read_messages(&self.store, &ids).await? {
+        for read in read::read_messages(&self.store, &ids, &self.scope).await? {
             let (row, text) = match read.result {
                 Ok(read) => read,
                 Err(e) => {
@@ -224,6 +237,11 @@ impl McpServer {
     async fn changes_view(&self, args: ListChangesArgs) -> Result<ChangesOut> {
         if let Some(id) = args.id {
             let change = self.store.change(id).await?;
+            self.scope
+                .check_all(change.items.iter().map(|i| &i.account), || {
+                    Error::not_found(format!("no change {id}"))
+                        .with_next_step("call list_changes for the change ids")
+                })?;
             let items = change
                 .items
                 .iter()
@@ -248,8 +266,31 @@ impl McpServer {
         if !(1..=1000).contains(&limit) {
             return Err(Error::validation("limit must be between 1 and 1000"));
         }
-        let changes = self.store.changes(limit).await?;
-        let manifests = self.store.manifests(&[], limit).await?;
+        // A scoped caller's entries are found among the latest thousand of every account.
+        let read = if self.scope == Scope::Owner {
+            limit
+        } else {
+            1000
+        };
+        let mut changes = self.store.changes(read).await?;
+        let mut manifests = self.store.manifests(&[], read).await?;
+        if self.scope != Scope::Owner {
+            let change_ids: Vec<i64> = changes.iter().map(|c| c.id).collect();
+            let manifest_ids: Vec<i64> = manifests.iter().map(|m| m.id).collect();
+            let (by_change, by_manifest) =
+                self.store.accounts_of(&change_ids, &manifest_ids).await?;
+            let sees = |touched: &crate::store::Touched, id: i64| {
+                let none = Default::default();
+                let accounts = touched.get(&id).unwrap_or(&none);
+                self.scope
+                    .check_all(accounts, || Error::not_found(""))
+                    .is_ok()
+            };
+            changes.retain(|c| sees(&by_change, c.id));
+            manifests.retain(|m| sees(&by_manifest, m.id));
+            changes.truncate(limit as usize);
+            manifests.truncate(limit as usize);
+        }
         Ok(ChangesOut {
             success: true,
             changes: changes.iter().map(ChangeView::line).collect(),
@@ -306,7 +347,9 @@ impl McpServer {
             move_to: args.move_to.clone(),
             delete: args.delete.map(Into::into),
         };
-        let selection = Selection::of(&args.ids, args.query.as_deref())?;
+        let selection = self
+            .scoped(Selection::of(&args.ids, args.query.as_deref())?)
+            .await?;
         let operation = Operation::of_patch(selection, patch, args.create_missing_tags)?;
         let call = ToolCall::of(
             "update_message",
@@ -323,6 +366,12 @@ impl McpServer {
         args: UndoArgs,
         round: (Option<String>, Option<rmcp::model::InputResponses>),
     ) -> Result<CallToolResponse> {
+        let change = self.store.change(args.change_id).await?;
+        self.scope
+            .check_all(change.items.iter().map(|i| &i.account), || {
+                Error::not_found(format!("no change {}", args.change_id))
+                    .with_next_step("call list_changes for the change ids")
+            })?;
         let operation = Operation::Undo {
             change: args.change_id,
         };
@@ -333,6 +382,30 @@ impl McpServer {
             args.confirm_token.clone(),
         );
         self.change(ctx, operation, call?.with(round)).await
+    }
+}
+
+impl McpServer {
+    /// A selection as the caller may make it: a query narrowed to its accounts; ids each
+    /// of its accounts, another account's answered as one the index does not hold.
+    async fn scoped(&self, selection: Selection) -> Result<Selection> {
+        if self.scope == Scope::Owner {
+            return Ok(selection);
+        }
+        match selection {
+            Selection::Query { text, parsed } => Ok(Selection::Query {
+                text,
+                parsed: self.scope.narrow(parsed),
+            }),
+            Selection::Ids(ids) => {
+                for found in self.store.existing_refs(&ids).await? {
+                    if !self.scope.opens(&found.account) {
+                        return Err(crate::store::no_message(found.id));
+                    }
+                }
+                Ok(Selection::Ids(ids))
+            }
+        }
     }
 }
 

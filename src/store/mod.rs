@@ -15,6 +15,7 @@ mod postings;
 mod query;
 mod settle;
 mod sink;
+mod tokens;
 
 use std::path::Path;
 use std::time::Duration;
@@ -28,8 +29,9 @@ pub use approvals::Approval;
 pub use budget::Over;
 pub use journal::{ChangeRecord, ChangeStatus, JournalItem, MessageState};
 pub use manifests::{ItemOutcome, ItemStatus, Manifest, ManifestItem, ManifestStatus};
-pub use messages::{MessageRef, MessageRow, SearchPage};
+pub use messages::{MessageRef, MessageRow, SearchPage, no_message};
 pub use sink::{Lease, StoreSink, SyncProgress};
+pub use tokens::{AccessToken, Touched};
 
 /// A handle on the index. Cheap to clone (a connection pool).
 #[derive(Clone, Debug)]

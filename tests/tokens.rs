@@ -1,0 +1,203 @@
+//! Bearer tokens scoped to accounts (`mailbroker token …`), through the real binary serving
+//! MCP over HTTP on a real Dovecot: a scoped token sees and changes only its accounts, a
+//! read-only one cannot write, and the index never holds a token.
+
+mod common;
+
+use common::mcp::{HTTP_TOKEN, call, err_call, http_server, http_session, ids, ok_call};
+use common::{add_account, mb, ok, seed, server};
+use serde_json::{Value, json};
+
+fn names(list: &Value, key: &str, field: &str) -> Vec<String> {
+    list[key]
+        .as_array()
+        .unwrap_or_else(|| panic!("no {key} in {list}"))
+        .iter()
+        .map(|v| v[field].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_scoped_token_sees_and_changes_only_its_accounts() {
+    let Some(server) = server() else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    seed(server, "scope-work", "INBOX", 6).await;
+    seed(server, "scope-personal", "INBOX", 6).await;
+    add_account(server, h, "work", "scope-work", &[]);
+    add_account(server, h, "personal", "scope-personal", &[]);
+    ok(h, &["sync"]);
+
+    // The CLI: created once, listed without the token, names and accounts checked.
+    let reader = ok(
+        h,
+        &["token", "create", "--name", "reader", "--accounts", "work"],
+    );
+    let reader = reader["token"].as_str().unwrap().to_string();
+    let writer = ok(
+        h,
+        &[
+            "token",
+            "create",
+            "--name",
+            "writer",
+            "--accounts",
+            "work",
+            "--allow-writes",
+        ],
+    );
+    let writer = writer["token"].as_str().unwrap().to_string();
+    assert!(reader.len() >= 32 && reader != writer);
+    let again = mb(
+        h,
+        &["token", "create", "--name", "reader", "--accounts", "work"],
+    );
+    assert_eq!(
+        again.json["error_type"], "validation_error",
+        "{}",
+        again.stdout
+    );
+    let unknown = mb(h, &["token", "create", "--name", "x", "--accounts", "nope"]);
+    assert_eq!(
+        unknown.json["error_type"], "not_found",
+        "{}",
+        unknown.stdout
+    );
+    let listed = mb(h, &["token", "list", "--json"]);
+    assert_eq!(names(&listed.json, "tokens", "name"), ["reader", "writer"]);
+    assert_eq!(listed.json["tokens"][0]["accounts"], json!(["work"]));
+    assert!(!listed.stdout.contains(&reader) && !listed.stdout.contains(&writer));
+    let index = std::fs::read(h.join("index.sqlite3")).unwrap();
+    for token in [&reader, &writer] {
+        assert!(
+            !index.windows(token.len()).any(|w| w == token.as_bytes()),
+            "a token is in the index"
+        );
+    }
+
+    let personal: Vec<i64> = common::message_ids(&ok(h, &["search", "account:personal"]));
+    let work: Vec<i64> = common::message_ids(&ok(h, &["search", "account:work"]));
+    assert!(!personal.is_empty() && !work.is_empty());
+    let served = http_server(h);
+    let url = &served.1;
+
+    // The owner (the home's token) sees both accounts and stages a personal change.
+    let owner = http_session(url, HTTP_TOKEN).await;
+    let all = ok_call(&owner, "list_accounts", json!({})).await;
+    assert_eq!(names(&all, "accounts", "id").len(), 2, "{all}");
+    let owned = ok_call(
+        &owner,
+        "update_message",
+        json!({ "ids": [personal[0]], "flagged": true }),
+    )
+    .await;
+    let personal_change = owned["change_id"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("{owned}"));
+
+    let scoped = http_session(url, &reader).await;
+    let listed = ok_call(&scoped, "list_accounts", json!({})).await;
+    assert_eq!(names(&listed, "accounts", "id"), ["work"]);
+    // A read-only token is offered no write tool, and a write is refused.
+    let tools = common::mcp::tool_names(&scoped).await;
+    assert!(!tools.iter().any(|t| t == "update_message"), "{tools:?}");
+    let refused = err_call(
+        &scoped,
+        "update_message",
+        json!({ "ids": [work[0]], "read": true }),
+    )
+    .await;
+    assert_eq!(refused["error_type"], "writes_disabled", "{refused}");
+    // Searching: only work's messages, whatever the query says.
+    for query in ["", "in:anywhere", "account:personal", "zebra"] {
+        let found = ids(&scoped, query).await;
+        assert!(
+            found.iter().all(|id| work.contains(id)),
+            "{query}: {found:?}"
+        );
+    }
+    assert!(ids(&scoped, "account:personal").await.is_empty());
+    assert_eq!(ids(&scoped, "").await.len(), work.len());
+    // Reading another account's message: not found, nothing of it shown.
+    let read = err_call(&scoped, "get_messages", json!({ "ids": [personal[0]] })).await;
+    assert_eq!(read["error_type"], "not_found", "{read}");
+    assert!(!read.to_string().contains("Report number"), "{read}");
+    let mailboxes = err_call(&scoped, "list_mailboxes", json!({ "account": "personal" })).await;
+    assert_eq!(mailboxes["error_type"], "not_found");
+    // The journal: the personal change is neither listed nor shown.
+    let changes = ok_call(&scoped, "list_changes", json!({})).await;
+    assert!(
+        changes["changes"].as_array().unwrap().is_empty(),
+        "{changes}"
+    );
+    let one = err_call(&scoped, "list_changes", json!({ "id": personal_change })).await;
+    assert_eq!(one["error_type"], "not_found");
+
+    // A token that may write: its own account only.
+    let writing = http_session(url, &writer).await;
+    let mine = ok_call(
+        &writing,
+        "update_message",
+        json!({ "ids": [work[0]], "flagged": true }),
+    )
+    .await;
+    assert_eq!(mine["applied"], 1, "{mine}");
+    for (tool, args) in [
+        (
+            "update_message",
+            json!({ "ids": [personal[1]], "flagged": true }),
+        ),
+        (
+            "update_message",
+            json!({ "ids": [work[1], personal[1]], "read": true }),
+        ),
+        (
+            "update_message",
+            json!({ "ids": [personal[1]], "delete": "trash" }),
+        ),
+        ("undo_change", json!({ "change_id": personal_change })),
+        ("sync_accounts", json!({ "account": "personal" })),
+    ] {
+        let refused = err_call(&writing, tool, args.clone()).await;
+        assert_eq!(
+            refused["error_type"], "not_found",
+            "{tool} {args}: {refused}"
+        );
+    }
+    // A query selects among its own accounts only: personal is untouched.
+    let planned = |session, query: &str| {
+        let args = json!({ "query": query, "read": false, "dry_run": true });
+        async move { call(session, "update_message", args).await.1["planned"].clone() }
+    };
+    assert_eq!(planned(&writing, "account:personal").await, 0);
+    let (everywhere, owners_work) = (
+        planned(&owner, "in:anywhere").await,
+        planned(&owner, "account:work").await,
+    );
+    assert_ne!(everywhere, owners_work);
+    assert_eq!(planned(&writing, "in:anywhere").await, owners_work);
+    let own = ok_call(&writing, "list_changes", json!({})).await;
+    assert_eq!(own["changes"].as_array().unwrap().len(), 1, "{own}");
+    let staged = mb(h, &["delete-staged", "--json"]);
+    assert_eq!(staged.json["manifests"], json!([]), "{}", staged.stdout);
+
+    // Revoked: the token opens nothing from the next request on.
+    ok(h, &["token", "revoke", "writer"]);
+    let status = reqwest::Client::new()
+        .post(url)
+        .bearer_auth(&writer)
+        .header("Accept", "application/json, text/event-stream")
+        .json(&common::mcp::init_body())
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(status, 401);
+    let gone = mb(h, &["token", "revoke", "writer"]);
+    assert_eq!(gone.json["error_type"], "not_found");
+    for session in [owner, scoped, writing] {
+        session.cancel().await.ok();
+    }
+}
