@@ -1,6 +1,8 @@
 //! Where account secrets rest: the OS keyring (macOS Keychain, a Secret Service such as
-//! GNOME Keyring or KWallet) where one is available, else the index itself (a 0600 file).
-//! `MAILBROKER_SECRET_STORE=keyring` insists on the keyring, `=index` never uses it.
+//! GNOME Keyring or KWallet) where one is available, else the index itself (a 0600 file);
+//! sealed in the index with a key held outside it when `MAILBROKER_SECRET_KEY_FILE` names one
+//! (`sealed.rs`). `MAILBROKER_SECRET_STORE=keyring` insists on the keyring, `=index` never
+//! uses it, `=sealed` insists on a key.
 //!
 //! A secret in the keyring is an entry of service `mailbroker` under a random name that the
 //! index keeps instead of the secret (`credentials.store = 'keyring'`), so two homes never
@@ -15,6 +17,8 @@ use mailbroker_core::{Error, Result};
 pub enum SecretStore {
     Keyring,
     Index,
+    /// In the index, sealed with the key of `MAILBROKER_SECRET_KEY_FILE`.
+    Sealed,
 }
 
 impl SecretStore {
@@ -22,12 +26,14 @@ impl SecretStore {
         match self {
             SecretStore::Keyring => "keyring",
             SecretStore::Index => "index",
+            SecretStore::Sealed => "sealed",
         }
     }
 
     pub fn parse(s: &str) -> SecretStore {
         match s {
             "keyring" => SecretStore::Keyring,
+            "sealed" => SecretStore::Sealed,
             _ => SecretStore::Index,
         }
     }
@@ -44,8 +50,9 @@ fn chosen() -> Result<Option<SecretStore>> {
         None | Some("" | "auto") => Ok(None),
         Some("keyring") => Ok(Some(SecretStore::Keyring)),
         Some("index") => Ok(Some(SecretStore::Index)),
+        Some("sealed") => Ok(Some(SecretStore::Sealed)),
         Some(other) => Err(Error::validation(format!(
-            "{STORE_ENV}={other:?} is not one of keyring, index, auto"
+            "{STORE_ENV}={other:?} is not one of keyring, index, sealed, auto"
         ))),
     }
 }
@@ -119,13 +126,33 @@ fn entry(name: &str) -> keyring::Result<keyring::Entry> {
 }
 
 /// Puts a new secret where it should rest. Returns the store and what the index keeps:
-/// the secret itself, or the name of its keyring entry.
+/// the secret itself, sealed, or the name of its keyring entry. `label` (the account and
+/// kind) is what a sealed secret is bound to.
 ///
-/// Left to choose (`auto`), the index holds it only where there is no keyring at all; a
-/// keyring that is there but fails (locked, hung) is refused, so a secret never lands in
-/// the index behind the person's back while they believe it is in their keyring.
-pub async fn put(secret: &str) -> Result<(SecretStore, String)> {
+/// Given a key (`MAILBROKER_SECRET_KEY_FILE`), the secret is sealed in the index unless the
+/// keyring is insisted on. Left to choose (`auto`), the index holds it only where there is
+/// no keyring at all; a keyring that is there but fails (locked, hung) is refused, so a
+/// secret never lands in the index behind the person's back while they believe it is in
+/// their keyring.
+pub async fn put(secret: &str, label: &str) -> Result<(SecretStore, String)> {
     let choice = chosen()?;
+    if choice != Some(SecretStore::Keyring) {
+        if let Some(key) = crate::sealed::key()? {
+            return Ok((
+                SecretStore::Sealed,
+                crate::sealed::seal(&key, label, secret)?,
+            ));
+        }
+        if choice == Some(SecretStore::Sealed) {
+            return Err(
+                Error::validation(format!("{STORE_ENV}=sealed, and no key file is given"))
+                    .with_next_step(format!(
+                        "set {} to a file holding 64 hex digits (openssl rand -hex 32)",
+                        crate::sealed::KEY_ENV
+                    )),
+            );
+        }
+    }
     if choice == Some(SecretStore::Index) {
         return Ok((SecretStore::Index, secret.to_string()));
     }

@@ -18,6 +18,7 @@ pub mod output;
 pub mod read;
 pub mod registry;
 pub mod scope;
+pub mod sealed;
 pub mod search;
 pub mod serve;
 pub mod sessions;

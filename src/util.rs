@@ -36,6 +36,24 @@ pub fn restrict_file(path: &Path) -> Result<(), Error> {
         .map_err(|e| io_error(&format!("cannot restrict {}", path.display()), &e))
 }
 
+/// The text of a file that holds a secret (`what`: "token file", "secret key file"), refused
+/// when others than its owner may read or write it: the secret is then no longer one.
+pub fn read_private(path: &Path, what: &str) -> Result<String, Error> {
+    let cannot = |e: std::io::Error| {
+        Error::validation(format!("cannot read {what} {}: {e}", path.display()))
+    };
+    let mode = fs::metadata(path).map_err(cannot)?.permissions().mode();
+    if mode & 0o077 != 0 {
+        return Err(Error::validation(format!(
+            "{what} {} can be read by others (mode {:o})",
+            path.display(),
+            mode & 0o777
+        ))
+        .with_next_step(format!("run: chmod 600 {}", path.display())));
+    }
+    fs::read_to_string(path).map_err(cannot)
+}
+
 /// Writes `path` whole and private: the bytes go to a new 0600 file beside it, which then
 /// replaces `path`, so no reader ever sees it partly written or readable by others, and a
 /// failure (a full disk) leaves what was there before.

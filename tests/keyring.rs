@@ -198,3 +198,135 @@ async fn a_keyring_that_fails_is_never_silently_replaced_by_the_index() {
     assert_eq!(ids, ["down"]);
     keyring.freeze(false);
 }
+
+/// A key file (`MAILBROKER_SECRET_KEY_FILE`) seals every secret the index keeps: no byte of
+/// the index holds the password, the account works with the key, and a process without it,
+/// or with another key, says so and does nothing. A key file others may read is refused.
+#[tokio::test]
+async fn a_key_file_seals_the_secrets_the_index_keeps() {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(server) = server() else { return };
+    let home = tempfile::tempdir().unwrap();
+    let keys = tempfile::tempdir().unwrap();
+    let key_file = |name: &str, text: &str, mode: u32| {
+        let path = keys.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        path.display().to_string()
+    };
+    let key = key_file("key", &format!("{}\n", "3a".repeat(32)), 0o600);
+    let other = key_file("other", &"5c".repeat(32), 0o600);
+    let open = key_file("open", &"3a".repeat(32), 0o644);
+    let short = key_file("short", "3a3a", 0o600);
+    let with = |file: &str| [("MAILBROKER_SECRET_KEY_FILE", file.to_string())];
+    let run = |args: &[&str], file: &str| {
+        let env = with(file);
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        mb_with(home.path(), args, &env)
+    };
+    let mut args = add_args("s", "127.0.0.1", server.imap_port, "kr-sealed");
+    args.extend(["--tls", "none"].map(String::from));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+
+    for (file, step) in [(&open, "chmod 600"), (&short, "openssl rand -hex 32")] {
+        let refused = run(&args, file);
+        assert_eq!(
+            refused.json["error_type"], "validation_error",
+            "{}",
+            refused.stdout
+        );
+        let next = refused.json["next_step"].as_str().unwrap_or_default();
+        assert!(next.contains(step), "{next}");
+    }
+    let unkeyed = mb_with(home.path(), &args, &[("MAILBROKER_SECRET_STORE", "sealed")]);
+    assert_eq!(
+        unkeyed.json["error_type"], "validation_error",
+        "{}",
+        unkeyed.stdout
+    );
+
+    let added = run(&args, &key);
+    assert_eq!(added.code, 0, "{}\n{}", added.stdout, added.stderr);
+    assert_eq!(
+        added.json["account"]["secret_store"], "sealed",
+        "{}",
+        added.stdout
+    );
+    assert!(
+        !holds(&index_bytes(home.path()), PASSWORD),
+        "the password is in the index"
+    );
+    let synced = run(&["sync"], &key);
+    assert_eq!(synced.code, 0, "{}\n{}", synced.stdout, synced.stderr);
+
+    let without = mb_with(home.path(), &["sync", "--account", "s"], &[]);
+    assert_eq!(without.code, 3, "{}", without.stdout);
+    assert_eq!(
+        without.json["error_type"], "auth_required",
+        "{}",
+        without.stdout
+    );
+    let next = without.json["next_step"].as_str().unwrap_or_default();
+    assert!(next.contains("MAILBROKER_SECRET_KEY_FILE"), "{next}");
+    let wrong = run(&["sync", "--account", "s"], &other);
+    assert_eq!(
+        wrong.json["error_type"], "auth_required",
+        "{}",
+        wrong.stdout
+    );
+    assert!(
+        !holds(&index_bytes(home.path()), PASSWORD),
+        "the password is in the index"
+    );
+}
+
+/// OAuth tokens too: a Gmail account added and refreshed with a key file leaves neither its
+/// access token nor its refresh token readable in the index, and works through the refresh.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oauth_tokens_are_sealed_through_a_refresh() {
+    use std::os::unix::fs::PermissionsExt;
+    let mock = mailbroker_mock_gmail::GmailMock::start("me@mock.example")
+        .await
+        .unwrap();
+    common::gmail::control(
+        &mock,
+        "seed",
+        serde_json::json!({ "count": 3, "labels": ["INBOX"] }),
+    )
+    .await;
+    let home = tempfile::tempdir().unwrap();
+    let key = home.path().join("secret.key");
+    std::fs::write(&key, "7e".repeat(32)).unwrap();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let key = key.display().to_string();
+    let env = [("MAILBROKER_SECRET_KEY_FILE", key.as_str())];
+    let args = common::gmail::oauth_args(&mock, &["account", "add", "gmail", "--id", "g"]);
+    let added = common::gmail::with_browser_env(home.path(), args, &env).await;
+    assert_eq!(added.code, 0, "{}\n{}", added.stdout, added.stderr);
+    assert_eq!(
+        added.json["account"]["secret_store"], "sealed",
+        "{}",
+        added.stdout
+    );
+    common::gmail::control(
+        &mock,
+        "faults",
+        serde_json::json!({ "expire_tokens": true }),
+    )
+    .await;
+    let doctor = mb_with(home.path(), &["account", "doctor", "g"], &env);
+    assert_eq!(doctor.code, 0, "{}\n{}", doctor.stdout, doctor.stderr);
+    let index = index_bytes(home.path());
+    for prefix in common::gmail::TOKEN_PREFIXES {
+        assert!(
+            !holds(&index, prefix),
+            "a token beginning {prefix} is in the index"
+        );
+    }
+    let without = mb_with(home.path(), &["account", "doctor", "g"], &[]);
+    assert_eq!(
+        without.json["error_type"], "auth_required",
+        "{}",
+        without.stdout
+    );
+}

@@ -232,6 +232,7 @@ async fn show(store: &Store, id: &AccountId, json: bool) -> Result<()> {
         view.account.provider.as_str(),
         match view.secret_store {
             Some("keyring") => "secret in the OS keyring",
+            Some("sealed") => "secret sealed in the index",
             Some(_) => "secret in the index",
             None => "no secret kept by mailbroker",
         }

@@ -81,10 +81,7 @@ const MIN_TOKEN_LEN: usize = 16;
 /// generated again rather than trusted.
 fn load_token(home: &Home, file: Option<&PathBuf>) -> Result<(String, String)> {
     if let Some(path) = file {
-        private_file(path)?;
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            Error::validation(format!("cannot read token file {}: {e}", path.display()))
-        })?;
+        let text = crate::util::read_private(path, "token file")?;
         let source = path.display().to_string();
         return strong(text.trim(), &source).map(|t| (t, source));
     }
@@ -98,7 +95,8 @@ fn load_token(home: &Home, file: Option<&PathBuf>) -> Result<(String, String)> {
     let source = path.display().to_string();
     if let Ok(text) = std::fs::read_to_string(&path) {
         if let Ok(token) = strong(text.trim(), &source) {
-            private_file(&path)?;
+            // Read again through the check: a home token others can read is refused.
+            crate::util::read_private(&path, "token file")?;
             return Ok((token, source));
         }
         tracing::warn!("{source} held no usable token; a new one is generated");
@@ -117,24 +115,6 @@ fn strong(token: &str, source: &str) -> Result<String> {
         .with_next_step("use a longer random token, or leave it out to have one generated"));
     }
     Ok(token.to_string())
-}
-
-/// Refuses a token file that others than its owner may read or write.
-fn private_file(path: &std::path::Path) -> Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    let mode = std::fs::metadata(path)
-        .map_err(|e| Error::validation(format!("cannot read token file {}: {e}", path.display())))?
-        .permissions()
-        .mode();
-    if mode & 0o077 != 0 {
-        return Err(Error::validation(format!(
-            "token file {} can be read by others (mode {:o})",
-            path.display(),
-            mode & 0o777
-        ))
-        .with_next_step(format!("run: chmod 600 {}", path.display())));
-    }
-    Ok(())
 }
 
 #[derive(Clone)]

@@ -140,9 +140,9 @@ impl Store {
         .await
         .map_err(db_error)?;
         let kept = match secret {
-            Some((_, value)) => {
+            Some((kind, value)) => {
                 remember(value);
-                Some(crate::keyring::put(value).await?)
+                Some(crate::keyring::put(value, &secret_label(&account.id, kind)).await?)
             }
             None => None,
         };
@@ -292,6 +292,9 @@ impl Store {
         let secret = match self.stored_secret(id, kind).await? {
             Some((SecretStore::Keyring, name)) => Some(crate::keyring::get(&name).await?),
             Some((SecretStore::Index, secret)) => Some(secret),
+            Some((SecretStore::Sealed, sealed)) => {
+                Some(crate::sealed::open(&secret_label(id, kind), &sealed)?)
+            }
             None => None,
         };
         secret.as_deref().map(remember);
@@ -311,12 +314,27 @@ impl Store {
                 crate::keyring::replace(&name, secret).await?;
                 return Ok(());
             }
-            Some((SecretStore::Index, _)) => (SecretStore::Index, secret.to_string()),
-            None => crate::keyring::put(secret).await?,
+            // In the index: sealed when a key is given (so a refreshed token of an index
+            // that had it in the clear is sealed from now on), never unsealed.
+            Some((store @ (SecretStore::Index | SecretStore::Sealed), _)) => {
+                let label = secret_label(id, kind);
+                match crate::sealed::key()? {
+                    Some(key) => (
+                        SecretStore::Sealed,
+                        crate::sealed::seal(&key, &label, secret)?,
+                    ),
+                    None if store == SecretStore::Sealed => {
+                        return Err(crate::sealed::no_key(&label));
+                    }
+                    None => (SecretStore::Index, secret.to_string()),
+                }
+            }
+            None => crate::keyring::put(secret, &secret_label(id, kind)).await?,
         };
         sqlx::query(
             "INSERT INTO credentials (account_id, kind, secret, store) VALUES (?, ?, ?, ?)
-             ON CONFLICT (account_id, kind) DO UPDATE SET secret = excluded.secret",
+             ON CONFLICT (account_id, kind) DO UPDATE
+             SET secret = excluded.secret, store = excluded.store",
         )
         .bind(id.as_str())
         .bind(kind)
@@ -502,6 +520,11 @@ impl Store {
         .await
         .map_err(db_error)
     }
+}
+
+/// What a sealed secret is bound to: its account and kind.
+fn secret_label(id: &AccountId, kind: &str) -> String {
+    format!("account {id} ({kind})")
 }
 
 /// Registers a secret for log redaction as it passes the store: its text and, when it is a
