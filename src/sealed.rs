@@ -20,6 +20,30 @@ pub struct Key(LessSafeKey);
 
 /// The key `MAILBROKER_SECRET_KEY_FILE` names, if it names one.
 pub fn key() -> Result<Option<Key>> {
+    let Some(bytes) = key_bytes()? else {
+        return Ok(None);
+    };
+    let key = UnboundKey::new(&AES_256_GCM, &bytes)
+        .map_err(|_| Error::internal("a 32-byte key was refused"))?;
+    Ok(Some(Key(LessSafeKey::new(key))))
+}
+
+/// A key for another `purpose`, derived from the one in `MAILBROKER_SECRET_KEY_FILE`
+/// (HMAC-SHA256 of the purpose): what processes sharing an index and that file, and no one
+/// else, hold alike.
+pub fn subkey(purpose: &str) -> Result<Option<[u8; 32]>> {
+    use hmac::{KeyInit, Mac};
+    let Some(bytes) = key_bytes()? else {
+        return Ok(None);
+    };
+    let mut mac = <hmac::Hmac<sha2::Sha256> as KeyInit>::new_from_slice(&bytes)
+        .map_err(|e| Error::internal(format!("secret key: {e}")))?;
+    mac.update(purpose.as_bytes());
+    Ok(Some(mac.finalize().into_bytes().into()))
+}
+
+/// The 32 bytes the key file holds, if one is named.
+fn key_bytes() -> Result<Option<Vec<u8>>> {
     let Some(path) = std::env::var_os(KEY_ENV).filter(|p| !p.is_empty()) else {
         return Ok(None);
     };
@@ -36,8 +60,10 @@ pub fn key() -> Result<Option<Key>> {
         ))
     };
     let bytes = hex::decode(text.trim()).map_err(|_| bad())?;
-    let key = UnboundKey::new(&AES_256_GCM, &bytes).map_err(|_| bad())?;
-    Ok(Some(Key(LessSafeKey::new(key))))
+    if bytes.len() != 32 {
+        return Err(bad());
+    }
+    Ok(Some(bytes))
 }
 
 /// `secret` sealed under `key`, bound to `label` (the account and kind).

@@ -5,8 +5,11 @@
 //! Architecture Invariant: a token is bound to a digest of the tool, its exact arguments and
 //! the resolved messages; it is single-use and expires after `TOKEN_TTL`. An input request's
 //! state is that digest's HMAC (with a nonce and an expiry) under a key drawn by this server
-//! process, and is honoured once, only as the answer to a request this process issued. A
-//! write that needed confirmation and did not get it sends nothing.
+//! process, and is honoured once, only as the answer to a request this process issued; or,
+//! where the processes serving one index share a key file (`MAILBROKER_SECRET_KEY_FILE`),
+//! under a key derived from it, honoured once by any of them (the index records each answer).
+//! Either way the key is out of reach of whoever reads the index. A write that needed
+//! confirmation and did not get it sends nothing.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -65,8 +68,10 @@ struct InputStates(Arc<Mutex<Issued>>);
 #[derive(Default)]
 struct Issued {
     /// Drawn at first use; never leaves the process, so a state from another process (or
-    /// computed offline) does not verify.
+    /// computed offline) does not verify. Derived from the key file instead where one is
+    /// given (`shared`), so every process given it verifies the others' states.
     key: Option<[u8; 32]>,
+    shared: bool,
     /// Nonce of each input request issued and not yet answered → its expiry.
     asked: HashMap<String, Instant>,
 }
@@ -86,8 +91,18 @@ impl Issued {
         if let Some(key) = self.key {
             return Ok(key);
         }
-        let mut key = [0u8; 32];
-        getrandom::fill(&mut key).map_err(|e| Error::internal(format!("no randomness: {e}")))?;
+        let key = match crate::sealed::subkey("mailbroker mcp input requests")? {
+            Some(shared) => {
+                self.shared = true;
+                shared
+            }
+            None => {
+                let mut key = [0u8; 32];
+                getrandom::fill(&mut key)
+                    .map_err(|e| Error::internal(format!("no randomness: {e}")))?;
+                key
+            }
+        };
         self.key = Some(key);
         Ok(key)
     }
@@ -144,9 +159,10 @@ impl InputStates {
         Ok(format!("{nonce}.{expires}.{signature}"))
     }
 
-    /// Checks that `state` is one this process issued for `binding`, unexpired and not yet
-    /// answered, and marks it answered.
-    fn answered(&self, state: Option<&str>, binding: &str) -> Result<()> {
+    /// Checks that `state` was issued for `binding` under our key and is unexpired. Issued
+    /// by this process alone, it is marked answered here (`None`); under a shared key, the
+    /// nonce and expiry the index must record as answered are returned.
+    fn verified(&self, state: Option<&str>, binding: &str) -> Result<Option<(String, i64)>> {
         let mut parts = state.unwrap_or_default().splitn(3, '.');
         let (Some(nonce), Some(expires), Some(signature)) =
             (parts.next(), parts.next(), parts.next())
@@ -160,15 +176,31 @@ impl InputStates {
         signer(&key, binding, nonce, expires)?
             .verify_slice(&signature)
             .map_err(|_| refuse_state())?;
-        let now = Instant::now();
+        if (expires as i64) < crate::store::now_secs() {
+            return Err(refuse_state());
+        }
+        if issued.shared {
+            return Ok(Some((nonce.to_string(), expires as i64)));
+        }
         match issued.asked.remove(nonce) {
-            Some(until) if until > now && expires as i64 >= crate::store::now_secs() => Ok(()),
+            Some(until) if until > Instant::now() => Ok(None),
             _ => Err(refuse_state()),
         }
     }
 }
 
 impl Confirmations {
+    /// Honours `state` once as the answer to an input request for `binding`.
+    async fn answered(&self, state: Option<&str>, binding: &str) -> Result<()> {
+        match self.states.verified(state, binding)? {
+            None => Ok(()),
+            Some((nonce, expires)) => match self.store.claim_input_answer(&nonce, expires).await? {
+                true => Ok(()),
+                false => Err(refuse_state()),
+            },
+        }
+    }
+
     pub fn new(store: Store, approval_needed: bool) -> Confirmations {
         Confirmations {
             states: InputStates::default(),
@@ -262,9 +294,10 @@ pub async fn confirm(
     if modern {
         let (state, responses) = round;
         if let Some(answer) = responses.and_then(|r| r.get(INPUT_KEY)) {
-            // Honoured only as the answer to a request this process issued for exactly this
-            // call, once: a state computed offline, replayed, or from another server is not.
-            confirmations.states.answered(state, binding)?;
+            // Honoured only as the answer to a request issued for exactly this call (by this
+            // process, or one sharing its key file), once: a state computed offline,
+            // replayed, or from another server is not.
+            confirmations.answered(state, binding).await?;
             let accepted = answer["action"] == "accept" && answer["content"]["confirm"] == true;
             return if accepted {
                 Ok(Asked::Confirmed)
@@ -375,14 +408,19 @@ mod tests {
         // Not for other arguments, not from another process, not twice, not made up.
         let refused =
             |r: Result<()>| assert_eq!(r.unwrap_err().error_type(), "confirmation_required");
-        refused(mine.answered(Some(&state), &b));
-        refused(InputStates::default().answered(Some(&state), &a));
-        mine.answered(Some(&state), &a).unwrap();
-        refused(mine.answered(Some(&state), &a));
-        refused(mine.answered(Some(&a), &a));
-        refused(mine.answered(None, &a));
+        let answered = |states: &InputStates, state: Option<&str>, binding: &str| {
+            states
+                .verified(state, binding)
+                .map(|shared| assert_eq!(shared, None))
+        };
+        refused(answered(&mine, Some(&state), &b));
+        refused(answered(&InputStates::default(), Some(&state), &a));
+        answered(&mine, Some(&state), &a).unwrap();
+        refused(answered(&mine, Some(&state), &a));
+        refused(answered(&mine, Some(&a), &a));
+        refused(answered(&mine, None, &a));
         let fresh = mine.ask(&a).unwrap();
         let (nonce, rest) = fresh.split_once('.').unwrap();
-        refused(mine.answered(Some(&format!("{nonce}.9{rest}")), &a));
+        refused(answered(&mine, Some(&format!("{nonce}.9{rest}")), &a));
     }
 }

@@ -278,14 +278,15 @@ pub async fn bind(home: Home, store: Store, options: HttpOptions) -> Result<Boun
         .flat_map(|h| [format!("http://{h}"), format!("https://{h}")])
         .collect();
     let cancel = tokio_util::sync::CancellationToken::new();
-    let config = StreamableHttpServerConfig::default()
+    let mut config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(hosts)
         .with_cancellation_token(cancel.clone());
+    config.session_store = Some(Arc::new(super::sessions::Shared(store.clone())));
     let writes = options.mcp.allow_writes;
     let server = McpServer::new(home.clone(), store.clone(), options.mcp);
     let service = StreamableHttpService::new(
         move || Ok(server.clone()),
-        Arc::new(Sessions::new(options.sessions)),
+        Arc::new(Sessions::new(options.sessions, store.clone())),
         config,
     );
     let gate = Gate {

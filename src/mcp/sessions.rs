@@ -6,6 +6,12 @@
 //! the idle ones are closed whenever a new one starts, and the least recently used one gives
 //! way when the cap is reached. A client whose session was closed gets 404 and starts a new
 //! one, as the transport specifies.
+//!
+//! A session's initialize parameters also rest in the index (`Shared`, rmcp's session
+//! store), so another server process of the same index that receives its next request
+//! restores it instead of answering 404: a client may be spread over several processes.
+//! What a session has in flight (a server-to-client request, an open stream) stays where it
+//! started.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -13,11 +19,17 @@ use std::time::{Duration, Instant};
 
 use futures::Stream;
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::transport::streamable_http_server::session::RestoreOutcome;
 use rmcp::transport::streamable_http_server::session::ServerSseMessage;
 use rmcp::transport::streamable_http_server::session::local::{
     LocalSessionManager, LocalSessionManagerError, LocalSessionWorker,
 };
+use rmcp::transport::streamable_http_server::session::store::{
+    SessionState, SessionStore, SessionStoreError,
+};
 use rmcp::transport::streamable_http_server::{SessionId, SessionManager};
+
+use crate::store::Store;
 use rmcp::transport::worker::WorkerTransport;
 
 /// How long a session may stay idle and how many are kept (docs/MCP.md says both).
@@ -39,17 +51,21 @@ impl Default for SessionLimits {
 pub struct Sessions {
     inner: LocalSessionManager,
     limits: SessionLimits,
+    /// Where sessions rest for the other processes (`Shared`): a session closed here, idle or
+    /// given way, is removed there too, so no process restores it.
+    shared: Store,
     /// When each open session was last used.
     used: Mutex<HashMap<SessionId, Instant>>,
 }
 
 impl Sessions {
-    pub fn new(limits: SessionLimits) -> Sessions {
+    pub fn new(limits: SessionLimits, shared: Store) -> Sessions {
         let mut inner = LocalSessionManager::default();
         inner.session_config.keep_alive = Some(limits.idle);
         Sessions {
             inner,
             limits,
+            shared,
             used: Mutex::new(HashMap::new()),
         }
     }
@@ -110,7 +126,7 @@ impl SessionManager for Sessions {
 
     async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
         for id in self.to_reclaim() {
-            let _ = self.inner.close_session(&id).await;
+            let _ = self.close_session(&id).await;
         }
         let (id, transport) = self.inner.create_session().await?;
         self.touch(&id);
@@ -127,19 +143,27 @@ impl SessionManager for Sessions {
     }
 
     async fn has_session(&self, id: &SessionId) -> Result<bool, Self::Error> {
-        let fresh = self.used.lock().is_ok_and(|used| {
-            used.get(id)
-                .is_some_and(|at| at.elapsed() < self.limits.idle)
-        });
-        if !fresh {
-            self.close_session(id).await?;
-            return Ok(false);
+        let fresh = self
+            .used
+            .lock()
+            .ok()
+            .and_then(|used| used.get(id).map(|at| at.elapsed() < self.limits.idle));
+        match fresh {
+            Some(true) => self.inner.has_session(id).await,
+            Some(false) => {
+                self.close_session(id).await?;
+                Ok(false)
+            }
+            // Not one of ours: another process may have started it (rmcp then asks `Shared`).
+            None => Ok(false),
         }
-        self.inner.has_session(id).await
     }
 
     async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
         self.forget(id);
+        if let Err(e) = self.shared.delete_mcp_session(id).await {
+            tracing::warn!(error = %e, "a closed session stays restorable");
+        }
         self.inner.close_session(id).await
     }
 
@@ -169,6 +193,15 @@ impl SessionManager for Sessions {
         self.seen(id, stream)
     }
 
+    async fn restore_session(
+        &self,
+        id: SessionId,
+    ) -> Result<RestoreOutcome<Self::Transport>, Self::Error> {
+        let restored = self.inner.restore_session(id.clone()).await?;
+        self.touch(&id);
+        Ok(restored)
+    }
+
     async fn resume(
         &self,
         id: &SessionId,
@@ -176,5 +209,30 @@ impl SessionManager for Sessions {
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
         let stream = self.inner.resume(id, last_event_id).await;
         self.seen(id, stream)
+    }
+}
+
+/// How long a session's parameters rest in the index: a client idle longer starts anew.
+const SHARED_FOR_SECS: i64 = 24 * 3600;
+
+/// Sessions' initialize parameters in the index, for every server process of it.
+pub struct Shared(pub Store);
+
+#[async_trait::async_trait]
+impl SessionStore for Shared {
+    async fn load(&self, id: &str) -> Result<Option<SessionState>, SessionStoreError> {
+        match self.0.mcp_session(id, SHARED_FOR_SECS).await? {
+            Some(text) => Ok(Some(serde_json::from_str(&text)?)),
+            None => Ok(None),
+        }
+    }
+
+    async fn store(&self, id: &str, state: &SessionState) -> Result<(), SessionStoreError> {
+        let text = serde_json::to_string(state)?;
+        Ok(self.0.put_mcp_session(id, &text, SHARED_FOR_SECS).await?)
+    }
+
+    async fn delete(&self, id: &str) -> Result<(), SessionStoreError> {
+        Ok(self.0.delete_mcp_session(id).await?)
     }
 }

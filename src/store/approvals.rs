@@ -147,3 +147,66 @@ impl Store {
         }
     }
 }
+
+impl Store {
+    /// Records that the input request `nonce` (valid until `expires_at`) was answered; false
+    /// when it was answered before, by this process or another.
+    pub async fn claim_input_answer(&self, nonce: &str, expires_at: i64) -> Result<bool, Error> {
+        sqlx::query("DELETE FROM input_answers WHERE expires_at < ?")
+            .bind(now_secs())
+            .execute(self.pool())
+            .await
+            .map_err(db_error)?;
+        let claimed = sqlx::query(
+            "INSERT INTO input_answers (nonce, expires_at) VALUES (?, ?)
+             ON CONFLICT (nonce) DO NOTHING",
+        )
+        .bind(nonce)
+        .bind(expires_at)
+        .execute(self.pool())
+        .await
+        .map_err(db_error)?;
+        Ok(claimed.rows_affected() == 1)
+    }
+
+    /// The initialize parameters of MCP session `id` (JSON), if a server of this index
+    /// started it within `ttl_secs`.
+    pub async fn mcp_session(&self, id: &str, ttl_secs: i64) -> Result<Option<String>, Error> {
+        sqlx::query_scalar("SELECT state FROM mcp_sessions WHERE id = ? AND updated_at >= ?")
+            .bind(id)
+            .bind(now_secs() - ttl_secs)
+            .fetch_optional(self.pool())
+            .await
+            .map_err(db_error)
+    }
+
+    /// Records MCP session `id`'s initialize parameters; sessions older than `ttl_secs` go.
+    pub async fn put_mcp_session(&self, id: &str, state: &str, ttl_secs: i64) -> Result<(), Error> {
+        let now = now_secs();
+        sqlx::query("DELETE FROM mcp_sessions WHERE updated_at < ?")
+            .bind(now - ttl_secs)
+            .execute(self.pool())
+            .await
+            .map_err(db_error)?;
+        sqlx::query(
+            "INSERT INTO mcp_sessions (id, state, updated_at) VALUES (?, ?, ?)
+             ON CONFLICT (id) DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at",
+        )
+        .bind(id)
+        .bind(state)
+        .bind(now)
+        .execute(self.pool())
+        .await
+        .map_err(db_error)?;
+        Ok(())
+    }
+
+    pub async fn delete_mcp_session(&self, id: &str) -> Result<(), Error> {
+        sqlx::query("DELETE FROM mcp_sessions WHERE id = ?")
+            .bind(id)
+            .execute(self.pool())
+            .await
+            .map_err(db_error)?;
+        Ok(())
+    }
+}

@@ -187,12 +187,33 @@ pub async fn http_session(url: &str, token: &str) -> Session {
 /// As `http_session`, for a client that answers confirmations as `client` does.
 pub async fn http_session_answering(url: &str, token: &str, client: Client) -> Session {
     use rmcp::ServiceExt;
+    client
+        .serve(http_transport(url, token))
+        .await
+        .expect("http client connects")
+}
+
+/// As `connect_modern`, over Streamable HTTP: protocol 2026-07-28, no session.
+pub async fn http_session_modern(url: &str, token: &str, client: Client) -> Session {
+    use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
+    let modern = ClientLifecycleMode::Discover {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+    };
+    client
+        .serve_with_lifecycle(http_transport(url, token), modern)
+        .await
+        .expect("http client connects")
+}
+
+fn http_transport(
+    url: &str,
+    token: &str,
+) -> rmcp::transport::StreamableHttpClientTransport<reqwest::Client> {
     use rmcp::transport::StreamableHttpClientTransport;
     use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
     let mut config = StreamableHttpClientTransportConfig::with_uri(url.to_string());
     config.auth_header = Some(token.to_string());
-    let transport = StreamableHttpClientTransport::from_config(config);
-    client.serve(transport).await.expect("http client connects")
+    StreamableHttpClientTransport::from_config(config)
 }
 
 /// The official Python MCP SDK this suite pins.
@@ -220,6 +241,11 @@ pub fn token_file(home: &Path) -> std::path::PathBuf {
 
 /// As `http_server`, with write tools only if `writes`.
 pub fn http_server_with(home: &Path, writes: bool) -> HttpServer {
+    http_server_env(home, writes, &[])
+}
+
+/// As `http_server_with`, with `env` set for the server process.
+pub fn http_server_env(home: &Path, writes: bool, env: &[(&str, &str)]) -> HttpServer {
     use std::io::{BufRead, BufReader};
     let token = token_file(home);
     let mut child = Command::new(env!("CARGO_BIN_EXE_mailbroker"))
@@ -228,6 +254,7 @@ pub fn http_server_with(home: &Path, writes: bool) -> HttpServer {
         .args(["mcp", "--http", "0", "--http-token-file"])
         .arg(&token)
         .args(writes.then_some("--http-allow-writes"))
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
