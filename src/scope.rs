@@ -18,7 +18,6 @@ pub enum Scope {
     Owner,
     /// The accounts of one scoped token.
     Accounts {
-        token: String,
         accounts: BTreeSet<AccountId>,
         allow_writes: bool,
     },
@@ -84,7 +83,6 @@ mod tests {
     fn a_scoped_caller_opens_its_accounts_only() {
         let (work, home) = ("work".parse().unwrap(), "home".parse().unwrap());
         let scope = Scope::Accounts {
-            token: "t".into(),
             accounts: [work].into_iter().collect(),
             allow_writes: false,
         };

@@ -134,6 +134,15 @@ async fn a_scoped_token_sees_and_changes_only_its_accounts() {
     );
     let one = err_call(&scoped, "list_changes", json!({ "id": personal_change })).await;
     assert_eq!(one["error_type"], "not_found");
+    let missing = err_call(&scoped, "list_changes", json!({ "id": 999_999 })).await;
+    assert_eq!(one["next_step"], missing["next_step"], "{one} {missing}");
+    assert_eq!(
+        one["error"]
+            .as_str()
+            .unwrap()
+            .replace(&personal_change.to_string(), "N"),
+        missing["error"].as_str().unwrap().replace("999999", "N")
+    );
 
     // A token that may write: its own account only.
     let writing = http_session(url, &writer).await;

@@ -174,7 +174,6 @@ impl Gate {
         }
         match self.store.access_token(presented).await {
             Ok(token) => token.map(|t| Scope::Accounts {
-                token: t.name,
                 accounts: t.accounts.into_iter().collect(),
                 allow_writes: t.allow_writes,
             }),
@@ -198,7 +197,6 @@ pub(super) fn scope_of(context: &rmcp::service::RequestContext<rmcp::RoleServer>
                 .get::<Scope>()
                 .cloned()
                 .unwrap_or_else(|| Scope::Accounts {
-                    token: String::new(),
                     accounts: Default::default(),
                     allow_writes: false,
                 })

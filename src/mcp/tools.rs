@@ -236,12 +236,7 @@ impl McpServer {
 
     async fn changes_view(&self, args: ListChangesArgs) -> Result<ChangesOut> {
         if let Some(id) = args.id {
-            let change = self.store.change(id).await?;
-            self.scope
-                .check_all(change.items.iter().map(|i| &i.account), || {
-                    Error::not_found(format!("no change {id}"))
-                        .with_next_step("call list_changes for the change ids")
-                })?;
+            let change = self.visible_change(id).await?;
             let items = change
                 .items
                 .iter()
@@ -267,13 +262,13 @@ impl McpServer {
             return Err(Error::validation("limit must be between 1 and 1000"));
         }
         // A scoped caller's entries are found among the latest thousand of every account.
-        let read = if self.scope == Scope::Owner {
+        let fetch = if self.scope == Scope::Owner {
             limit
         } else {
             1000
         };
-        let mut changes = self.store.changes(read).await?;
-        let mut manifests = self.store.manifests(&[], read).await?;
+        let mut changes = self.store.changes(fetch).await?;
+        let mut manifests = self.store.manifests(&[], fetch).await?;
         if self.scope != Scope::Owner {
             let change_ids: Vec<i64> = changes.iter().map(|c| c.id).collect();
             let manifest_ids: Vec<i64> = manifests.iter().map(|m| m.id).collect();
@@ -366,12 +361,7 @@ impl McpServer {
         args: UndoArgs,
         round: (Option<String>, Option<rmcp::model::InputResponses>),
     ) -> Result<CallToolResponse> {
-        let change = self.store.change(args.change_id).await?;
-        self.scope
-            .check_all(change.items.iter().map(|i| &i.account), || {
-                Error::not_found(format!("no change {}", args.change_id))
-                    .with_next_step("call list_changes for the change ids")
-            })?;
+        self.visible_change(args.change_id).await?;
         let operation = Operation::Undo {
             change: args.change_id,
         };
@@ -386,6 +376,26 @@ impl McpServer {
 }
 
 impl McpServer {
+    /// Change `id` as the caller may see it: one that touched another account is answered
+    /// in the words of one that does not exist.
+    async fn visible_change(&self, id: i64) -> Result<crate::store::ChangeRecord> {
+        let gone = || {
+            Error::not_found(format!("no change {id}"))
+                .with_next_step("call list_changes for the change ids")
+        };
+        let change = self
+            .store
+            .change(id)
+            .await
+            .map_err(|e| match e.is_not_found() {
+                true => gone(),
+                false => e,
+            })?;
+        self.scope
+            .check_all(change.items.iter().map(|i| &i.account), gone)?;
+        Ok(change)
+    }
+
     /// A selection as the caller may make it: a query narrowed to its accounts; ids each
     /// of its accounts, another account's answered as one the index does not hold.
     async fn scoped(&self, selection: Selection) -> Result<Selection> {

@@ -1,5 +1,7 @@
-//! Bearer tokens that open some accounts only (`mailbroker token create`). A token is stored
-//! as its SHA-256 digest, never as itself: whoever reads the index cannot present it.
+//! Bearer tokens that open some accounts only (`mailbroker token create`), and which
+//! accounts each journal entry and manifest touched, which decides what such a token sees of
+//! them. A token is stored as its SHA-256 digest, never as itself: whoever reads the index
+//! cannot present it.
 
 use mailbroker_core::{AccountId, Error};
 use sha2::{Digest, Sha256};
