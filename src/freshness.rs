@@ -1,6 +1,8 @@
 //! Each account's freshness as `serve` keeps it: shared with `list_accounts` in the same
-//! process, and written to `serve.json` in the home for `serve status` and `mcp status` in
-//! another. A service of its own, so the MCP surface reads it without depending on `serve`.
+//! process, and written to `serve/PID.json` in the home for `serve status` and `mcp status`
+//! in another, one file per `serve` process of the home (a node: each watches its share of
+//! the accounts). A service of its own, so the MCP surface reads it without depending on
+//! `serve`.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -26,16 +28,32 @@ pub struct Watching {
     pub next_step: Option<String>,
 }
 
-#[derive(Debug, Default, Serialize, Deserialize)]
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
 pub struct ServeStatus {
     pub pid: u32,
     pub url: String,
     pub accounts: BTreeMap<String, Watching>,
+    /// Every running `serve` of the home (`read`), by pid, with the accounts it watches;
+    /// `pid` and `url` above are the first one's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<NodeStatus>,
 }
 
-/// Where a running `serve` says how it is doing.
-pub fn status_file(home: &Home) -> PathBuf {
-    home.root().join("serve.json")
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct NodeStatus {
+    pub pid: u32,
+    pub url: String,
+    pub accounts: Vec<String>,
+}
+
+/// Where the running `serve` processes of a home say how they are doing.
+fn status_dir(home: &Home) -> PathBuf {
+    home.root().join("serve")
+}
+
+/// Where the `serve` process `pid` says how it is doing.
+pub fn status_file(home: &Home, pid: u32) -> PathBuf {
+    status_dir(home).join(format!("{pid}.json"))
 }
 
 #[derive(Debug, Clone)]
@@ -51,7 +69,10 @@ impl Freshness {
                 pid: std::process::id(),
                 ..ServeStatus::default()
             })),
-            file: status_file(home),
+            file: {
+                let _ = std::fs::create_dir_all(status_dir(home));
+                status_file(home, std::process::id())
+            },
         }
     }
 
@@ -95,6 +116,13 @@ impl Freshness {
         });
     }
 
+    /// The account is watched by another node now.
+    pub fn forget(&self, account: &str) {
+        self.update(|s| {
+            s.accounts.remove(account);
+        });
+    }
+
     /// The account cannot be kept fresh now, and why (with what to do).
     pub fn failed(&self, account: &str, e: &Error) {
         self.update(|s| {
@@ -117,11 +145,37 @@ impl Freshness {
     }
 }
 
-/// What a running `serve` wrote of itself; `None` when none runs for this home.
+/// What the running `serve` processes of this home wrote of themselves, together; `None`
+/// when none runs. The file of one that is gone (killed) is removed.
 pub fn read(home: &Home) -> Option<ServeStatus> {
-    let text = std::fs::read_to_string(status_file(home)).ok()?;
-    let status: ServeStatus = serde_json::from_str(&text).ok()?;
-    crate::util::running(status.pid).then_some(status)
+    let mut running = Vec::new();
+    for entry in std::fs::read_dir(status_dir(home)).ok()?.flatten() {
+        let parsed = std::fs::read_to_string(entry.path())
+            .ok()
+            .and_then(|text| serde_json::from_str::<ServeStatus>(&text).ok());
+        match parsed {
+            Some(status) if crate::util::running(status.pid) => running.push(status),
+            _ => {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
+    running.sort_by_key(|s| s.pid);
+    let first = running.first()?.clone();
+    let mut all = ServeStatus {
+        pid: first.pid,
+        url: first.url.clone(),
+        ..ServeStatus::default()
+    };
+    for node in running {
+        all.nodes.push(NodeStatus {
+            pid: node.pid,
+            url: node.url,
+            accounts: node.accounts.keys().cloned().collect(),
+        });
+        all.accounts.extend(node.accounts);
+    }
+    Some(all)
 }
 
 /// Each account's freshness, a few lines each, for a person: how it is watched, its last

@@ -813,3 +813,78 @@ fn stopped_with_the_change_journaled(
     assert_eq!(change["status"], "done", "{changes}");
     change
 }
+
+/// The accounts each running `serve` of `home` watches, by pid, as `serve status` shows them.
+fn watched_by(home: &Path) -> Vec<(u64, Vec<String>)> {
+    let status = ok(home, &["serve", "status"]);
+    status["serve"]["nodes"]
+        .as_array()
+        .map(|nodes| {
+            nodes
+                .iter()
+                .map(|n| {
+                    let accounts = n["accounts"].as_array().unwrap().iter();
+                    let names = accounts.map(|a| a.as_str().unwrap().to_string());
+                    (n["pid"].as_u64().unwrap(), names.collect())
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Two `serve` processes of one index share its four accounts, each watched by exactly one
+/// (as `serve status` shows from another process); an arrival on each is searchable through
+/// either's MCP within 3 s. Killed outright, one leaves its accounts to the other within the
+/// takeover time and 5 s, and arrivals on each are searchable again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_nodes_share_the_accounts_and_one_takes_over_when_the_other_dies() {
+    let Some(dovecot) = server() else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let mut clients = Vec::new();
+    for n in 0..4 {
+        let user = format!("serve-node-{n}");
+        clients.push(ImapClient::connect(dovecot, &user).await.unwrap());
+        common::add_account(dovecot, h, &format!("n{n}"), &user, &[]);
+    }
+    ok(h, &["sync"]);
+    let mut first = Serve::start_with(h, &["--takeover", "2"]);
+    let second = Serve::start_with(h, &["--takeover", "2"]);
+    let all: Vec<String> = (0..4).map(|n| format!("n{n}")).collect();
+    let spread = |nodes: &[(u64, Vec<String>)]| {
+        let mut union: Vec<String> = nodes.iter().flat_map(|(_, a)| a.clone()).collect();
+        union.sort();
+        nodes.len() == 2 && nodes.iter().all(|(_, a)| a.len() == 2) && union == all
+    };
+    within(
+        Duration::from_secs(10),
+        "four accounts on two nodes",
+        || async { spread(&watched_by(h)) },
+    )
+    .await;
+    let sessions = [
+        http_session(&first.url, HTTP_TOKEN).await,
+        http_session(&second.url, HTTP_TOKEN).await,
+    ];
+    for (n, other) in clients.iter_mut().enumerate() {
+        arrives(other, &sessions[n % 2], &format!("Shared {n}")).await;
+    }
+
+    first.kill();
+    let taken = within(
+        Duration::from_secs(2 + 5),
+        "one node with all four",
+        || async { matches!(watched_by(h).as_slice(), [(_, accounts)] if *accounts == all) },
+    )
+    .await;
+    assert!(taken < Duration::from_secs(7));
+    for (n, other) in clients.iter_mut().enumerate() {
+        arrives(other, &sessions[1], &format!("Taken over {n}")).await;
+    }
+    for session in sessions {
+        session.cancel().await.ok();
+    }
+    drop(second);
+}

@@ -32,6 +32,10 @@ pub struct ServeArgs {
     /// history, Graph's delta links, IMAP without IDLE).
     #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
     pub poll: u64,
+    /// Seconds another `serve` of the same index waits for this one's heartbeat before it
+    /// takes its accounts over (this one beats every third of it).
+    #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+    pub takeover: u64,
     /// Messages per account the assistant may change without the user's confirmation within
     /// --confirm-window, over all its calls (a call that would go over asks).
     #[arg(long, value_name = "N", default_value_t = crate::change::DEFAULT_CONFIRM_ABOVE)]
@@ -66,6 +70,7 @@ pub async fn serve(home: &Home, store: &Store, args: ServeArgs, json: bool) -> R
         },
         interval: Duration::from_secs(args.interval),
         poll: Duration::from_secs(args.poll),
+        takeover: Duration::from_secs(args.takeover),
     };
     run(home.clone(), store.clone(), options).await
 }
@@ -81,7 +86,17 @@ fn show_status(home: &Home, json: bool) -> Result<()> {
     if json {
         return print_json(Some("serve"), &status);
     }
-    crate::say!("serve pid {} at {}", status.pid, status.url);
+    for node in &status.nodes {
+        crate::say!(
+            "serve pid {} at {}: {}",
+            node.pid,
+            node.url,
+            match node.accounts.is_empty() {
+                true => "no account of its own yet".to_string(),
+                false => node.accounts.join(", "),
+            }
+        );
+    }
     freshness::print_accounts(&status.accounts);
     Ok(())
 }

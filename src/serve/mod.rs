@@ -16,6 +16,12 @@
 //! batch the sync applies), so it waits for the batch in flight, not for the whole sync; it
 //! then holds the lock to its end, so a sync never sees half a write.
 //!
+//! Several `serve` processes may run on one index (nodes): each beats in the index every third
+//! of `--takeover`, and each account is watched by exactly one live node, the accounts spread
+//! evenly (`store/nodes.rs`). A node silent for the takeover time is dead: the others take
+//! its accounts at their next beat. An account added while nodes run is taken at the next beat
+//! too.
+//!
 //! Stopping (SIGTERM or SIGINT): no new connection is accepted; watchers end their IDLE with
 //! DONE and LOGOUT; a write already sent runs to its end and is journaled; then the process
 //! exits 0. A process killed outright loses nothing: the next start syncs from the stored
@@ -24,9 +30,10 @@
 pub mod command;
 mod watch;
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
-use mailbroker_core::Result;
+use mailbroker_core::{AccountId, Result};
 
 pub use crate::freshness::{Freshness, Watching, print_accounts, read as running, status_file};
 
@@ -42,6 +49,9 @@ pub struct ServeOptions {
     /// How often accounts that cannot announce changes (Gmail, Graph, IMAP without IDLE)
     /// are polled.
     pub poll: Duration,
+    /// How long a node may be silent before the others take its accounts; it beats every
+    /// third of it.
+    pub takeover: Duration,
 }
 
 /// How long a stopping `serve` waits for writes in flight and watchers to end.
@@ -54,44 +64,118 @@ pub async fn run(home: Home, store: Store, mut options: ServeOptions) -> Result<
     let work = options.http.mcp.work.clone();
     let bound = http::bind(home.clone(), store.clone(), options.http).await?;
     let stop = tokio_util::sync::CancellationToken::new();
-    let accounts = store.accounts().await?;
-    let mut watchers = tokio::task::JoinSet::new();
-    for account in &accounts {
-        let watcher = watch::Watcher {
+    let mut node = Node {
+        id: crate::util::random_hex(8)?,
+        watchers: Watchers {
             home: home.clone(),
             store: store.clone(),
-            account: account.id.clone(),
             freshness: freshness.clone(),
-            stop: stop.clone(),
             interval: options.interval,
             poll: options.poll,
-        };
-        watchers.spawn(watcher.run());
-    }
+        },
+        running: BTreeMap::new(),
+        tasks: tokio::task::JoinSet::new(),
+    };
+    node.beat(&stop, options.takeover).await?;
     eprintln!(
         "mailbroker serve: MCP on {} ({}); keeping {} account(s) fresh",
         bound.url(),
         bound.describe(),
-        accounts.len()
+        node.running.len()
     );
     freshness.listening(bound.url());
     let stopping = stop.clone();
-    let served = bound
-        .run(async move {
-            http::signalled().await;
-            tracing::info!("serve: stopping");
-            stopping.cancel();
-        })
-        .await;
+    let serving = bound.run(async move {
+        http::signalled().await;
+        tracing::info!("serve: stopping");
+        stopping.cancel();
+    });
+    let beats = async {
+        let every = options.takeover / 3;
+        while !stop.is_cancelled() {
+            tokio::select! {
+                () = tokio::time::sleep(every) => {}
+                () = stop.cancelled() => break,
+            }
+            if let Err(e) = node.beat(&stop, options.takeover).await {
+                // Missed beats only let another node take the accounts over.
+                tracing::warn!(error = %e, "serve: the index did not take this node's beat");
+            }
+        }
+    };
+    let (served, ()) = tokio::join!(serving, beats);
     stop.cancel();
     work.close();
+    if let Err(e) = store.leave(&node.id).await {
+        tracing::warn!(error = %e, "serve: its accounts wait for the takeover time");
+    }
     let ended = async {
         work.wait().await;
-        while watchers.join_next().await.is_some() {}
+        while node.tasks.join_next().await.is_some() {}
     };
     if tokio::time::timeout(STOP_WITHIN, ended).await.is_err() {
         tracing::warn!("serve: work still running at exit");
     }
     freshness.stopped();
     served
+}
+
+/// What a watcher of any account is given.
+struct Watchers {
+    home: Home,
+    store: Store,
+    freshness: Freshness,
+    interval: Duration,
+    poll: Duration,
+}
+
+/// This process as a node: the accounts it watches, each stopped by its own token.
+struct Node {
+    id: String,
+    watchers: Watchers,
+    running: BTreeMap<AccountId, tokio_util::sync::CancellationToken>,
+    tasks: tokio::task::JoinSet<()>,
+}
+
+impl Node {
+    /// Beats, then watches exactly the accounts the index gives it: new ones are started,
+    /// ones given to another node stopped.
+    async fn beat(
+        &mut self,
+        stop: &tokio_util::sync::CancellationToken,
+        takeover: Duration,
+    ) -> Result<()> {
+        let mine = self
+            .watchers
+            .store
+            .beat_and_share(&self.id, std::process::id(), takeover.as_millis() as i64)
+            .await?;
+        self.running.retain(|account, token| {
+            let kept = mine.contains(account);
+            if !kept {
+                token.cancel();
+                self.watchers.freshness.forget(account.as_str());
+            }
+            kept
+        });
+        for account in mine {
+            if self.running.contains_key(&account) {
+                continue;
+            }
+            let token = stop.child_token();
+            let w = &self.watchers;
+            let watcher = watch::Watcher {
+                home: w.home.clone(),
+                store: w.store.clone(),
+                account: account.clone(),
+                freshness: w.freshness.clone(),
+                stop: token.clone(),
+                interval: w.interval,
+                poll: w.poll,
+            };
+            self.tasks.spawn(watcher.run());
+            self.running.insert(account, token);
+        }
+        Ok(())
+    }
 }

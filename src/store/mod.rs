@@ -11,6 +11,7 @@ mod budget;
 mod journal;
 mod manifests;
 mod messages;
+mod nodes;
 mod postings;
 mod query;
 mod settle;

@@ -1,0 +1,143 @@
+//! `serve` processes of one index as nodes that share its accounts: each beats while it runs,
+//! and each account is watched by exactly one live node. A node that stops beating for the
+//! takeover time is dead, as is one whose process is gone from this host (killed, say): its
+//! accounts go to the others at their next beat.
+//!
+//! Invariant: `account_watchers` names at most one node per account (its primary key), and a
+//! node changes it only inside one write transaction that first removes the dead nodes, so
+//! two live nodes never both claim an account.
+
+use mailbroker_core::{AccountId, Error};
+
+use super::{Store, db_error};
+
+/// This machine, as nodes name their host: a node of it whose process is gone is dead at
+/// once, without waiting for the takeover time.
+fn host() -> String {
+    std::fs::read_to_string("/etc/machine-id")
+        .map(|id| id.trim().to_string())
+        .ok()
+        .filter(|id| !id.is_empty())
+        .unwrap_or_else(|| {
+            let mut name = [0u8; 256];
+            // SAFETY: the buffer is writable for its length, which is passed.
+            let ok = unsafe { libc::gethostname(name.as_mut_ptr().cast(), name.len()) } == 0;
+            let end = name.iter().position(|b| *b == 0).unwrap_or(0);
+            match ok {
+                true => String::from_utf8_lossy(&name[..end]).into_owned(),
+                false => String::new(),
+            }
+        })
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+impl Store {
+    /// Node `id` beats, and takes its share of the accounts: the dead nodes (silent for
+    /// `takeover_ms`) are removed with their claims, then it releases what it holds beyond
+    /// an even share of the accounts among the live nodes and claims unwatched ones up to
+    /// it. Returns the accounts it watches now, by id.
+    pub async fn beat_and_share(
+        &self,
+        id: &str,
+        pid: u32,
+        takeover_ms: i64,
+    ) -> Result<Vec<AccountId>, Error> {
+        let (now, here) = (now_ms(), host());
+        let mut tx = self.write_tx().await?;
+        let run = async {
+            sqlx::query(
+                "INSERT INTO serve_nodes (id, host, pid, heartbeat_at) VALUES (?, ?, ?, ?)
+                 ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at",
+            )
+            .bind(id)
+            .bind(&here)
+            .bind(i64::from(pid))
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+            let neighbours: Vec<(String, i64)> =
+                sqlx::query_as("SELECT id, pid FROM serve_nodes WHERE host = ? AND id != ?")
+                    .bind(&here)
+                    .bind(id)
+                    .fetch_all(&mut *tx)
+                    .await?;
+            for (gone, _) in neighbours
+                .iter()
+                .filter(|(_, pid)| !u32::try_from(*pid).is_ok_and(crate::util::running))
+            {
+                sqlx::query("DELETE FROM serve_nodes WHERE id = ?")
+                    .bind(gone)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            sqlx::query("DELETE FROM serve_nodes WHERE heartbeat_at < ?")
+                .bind(now - takeover_ms)
+                .execute(&mut *tx)
+                .await?;
+            sqlx::query(
+                "DELETE FROM account_watchers WHERE node_id NOT IN (SELECT id FROM serve_nodes)",
+            )
+            .execute(&mut *tx)
+            .await?;
+            let (nodes, accounts): (i64, i64) = sqlx::query_as(
+                "SELECT (SELECT count(*) FROM serve_nodes), (SELECT count(*) FROM accounts)",
+            )
+            .fetch_one(&mut *tx)
+            .await?;
+            let share = (accounts + nodes - 1) / nodes.max(1);
+            // Beyond its share (a node joined): the last ones by id go back.
+            sqlx::query(
+                "DELETE FROM account_watchers WHERE node_id = ?1 AND account_id NOT IN (
+                   SELECT account_id FROM account_watchers WHERE node_id = ?1
+                   ORDER BY account_id LIMIT ?2)",
+            )
+            .bind(id)
+            .bind(share)
+            .execute(&mut *tx)
+            .await?;
+            sqlx::query(
+                "INSERT INTO account_watchers (account_id, node_id, since)
+                 SELECT a.id, ?1, ?2 FROM accounts a
+                 WHERE a.id NOT IN (SELECT account_id FROM account_watchers)
+                 ORDER BY a.id
+                 LIMIT max(0, ?3 - (SELECT count(*) FROM account_watchers WHERE node_id = ?1))",
+            )
+            .bind(id)
+            .bind(now)
+            .bind(share)
+            .execute(&mut *tx)
+            .await?;
+            sqlx::query_scalar::<_, String>(
+                "SELECT account_id FROM account_watchers WHERE node_id = ? ORDER BY account_id",
+            )
+            .bind(id)
+            .fetch_all(&mut *tx)
+            .await
+        }
+        .await
+        .map_err(db_error)?;
+        tx.commit().await.map_err(db_error)?;
+        run.iter().map(|a| a.parse()).collect()
+    }
+
+    /// Node `id` stops: its accounts are free for the others at once.
+    pub async fn leave(&self, id: &str) -> Result<(), Error> {
+        let mut tx = self.write_tx().await?;
+        for sql in [
+            "DELETE FROM account_watchers WHERE node_id = ?",
+            "DELETE FROM serve_nodes WHERE id = ?",
+        ] {
+            sqlx::query(sql)
+                .bind(id)
+                .execute(&mut *tx)
+                .await
+                .map_err(db_error)?;
+        }
+        tx.commit().await.map_err(db_error)
+    }
+}
