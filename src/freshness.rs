@@ -108,11 +108,14 @@ impl Freshness {
         });
     }
 
+    /// The account was synced at `at`. Its first sync ends before it is watched (`watching`
+    /// follows at once and keeps the time): the time is kept from that first one on.
     pub fn synced(&self, account: &str, at: i64) {
         self.update(|s| {
-            if let Some(entry) = s.accounts.get_mut(account) {
-                entry.last_sync_at = Some(at);
-            }
+            s.accounts
+                .entry(account.to_string())
+                .or_default()
+                .last_sync_at = Some(at);
         });
     }
 

@@ -864,6 +864,11 @@ async fn two_nodes_share_the_accounts_and_one_takes_over_when_the_other_dies() {
         || async { spread(&watched_by(h)) },
     )
     .await;
+    let status = ok(h, &["serve", "status"]);
+    for account in &all {
+        let seen = &status["serve"]["accounts"][account];
+        assert!(seen["last_sync_at"].is_i64(), "{account} synced: {status}");
+    }
     let sessions = [
         http_session(&first.url, HTTP_TOKEN).await,
         http_session(&second.url, HTTP_TOKEN).await,
