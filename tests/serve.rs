@@ -817,9 +817,10 @@ fn stopped_with_the_change_journaled(
     change
 }
 
-/// The accounts each running `serve` of `home` watches, by pid, as `serve status` shows them.
+/// The accounts each running `serve` of `home` watches, by pid, as `serve status` shows them
+/// (none until one has written its status).
 fn watched_by(home: &Path) -> Vec<(u64, Vec<String>)> {
-    let status = ok(home, &["serve", "status"]);
+    let status = common::mb(home, &["serve", "status"]).json;
     status["serve"]["nodes"]
         .as_array()
         .map(|nodes| {
