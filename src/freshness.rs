@@ -52,7 +52,7 @@ fn status_dir(home: &Home) -> PathBuf {
 }
 
 /// Where the `serve` process `pid` says how it is doing.
-pub fn status_file(home: &Home, pid: u32) -> PathBuf {
+fn status_file(home: &Home, pid: u32) -> PathBuf {
     status_dir(home).join(format!("{pid}.json"))
 }
 

@@ -54,24 +54,27 @@ impl Scope {
         }
     }
 
-    /// `Ok` when this caller sees every one of `accounts` and there is at least one; else
-    /// what is answered for a thing that does not exist (`missing`).
+    /// Whether this caller sees every one of `accounts`: the owner always; a scoped caller
+    /// when there is at least one and each is its own.
+    pub fn sees_all<'a>(&self, accounts: impl IntoIterator<Item = &'a AccountId>) -> bool {
+        let Scope::Accounts { accounts: own, .. } = self else {
+            return true;
+        };
+        let mut accounts = accounts.into_iter().peekable();
+        accounts.peek().is_some() && accounts.all(|a| own.contains(a))
+    }
+
+    /// `Ok` when this caller sees every one of `accounts` (`sees_all`); else what is answered
+    /// for a thing that does not exist (`missing`).
     pub fn check_all<'a>(
         &self,
         accounts: impl IntoIterator<Item = &'a AccountId>,
         missing: impl FnOnce() -> Error,
     ) -> Result<()> {
-        if *self == Scope::Owner {
-            return Ok(());
+        match self.sees_all(accounts) {
+            true => Ok(()),
+            false => Err(missing()),
         }
-        let mut any = false;
-        for account in accounts {
-            if !self.opens(account) {
-                return Err(missing());
-            }
-            any = true;
-        }
-        if any { Ok(()) } else { Err(missing()) }
     }
 }
 

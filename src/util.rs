@@ -12,7 +12,7 @@ use mailbroker_core::Error;
 pub fn random_hex(bytes: usize) -> Result<String, Error> {
     let mut buf = vec![0u8; bytes];
     getrandom::fill(&mut buf).map_err(|e| Error::internal(format!("no randomness: {e}")))?;
-    Ok(buf.iter().map(|b| format!("{b:02x}")).collect())
+    Ok(hex::encode(buf))
 }
 
 /// Whether the process a file in the home names (a listener, `serve`) still runs: one that
@@ -37,12 +37,20 @@ pub fn restrict_file(path: &Path) -> Result<(), Error> {
 }
 
 /// The text of a file that holds a secret (`what`: "token file", "secret key file"), refused
-/// when others than its owner may read or write it: the secret is then no longer one.
+/// when others than its owner may read or write it (`check_private`).
 pub fn read_private(path: &Path, what: &str) -> Result<String, Error> {
-    let cannot = |e: std::io::Error| {
-        Error::validation(format!("cannot read {what} {}: {e}", path.display()))
-    };
-    let mode = fs::metadata(path).map_err(cannot)?.permissions().mode();
+    check_private(path, what)?;
+    fs::read_to_string(path)
+        .map_err(|e| Error::validation(format!("cannot read {what} {}: {e}", path.display())))
+}
+
+/// Refuses a file that holds a secret when others than its owner may read or write it: the
+/// secret is then no longer one.
+pub fn check_private(path: &Path, what: &str) -> Result<(), Error> {
+    let mode = fs::metadata(path)
+        .map_err(|e| Error::validation(format!("cannot read {what} {}: {e}", path.display())))?
+        .permissions()
+        .mode();
     if mode & 0o077 != 0 {
         return Err(Error::validation(format!(
             "{what} {} can be read by others (mode {:o})",
@@ -51,7 +59,7 @@ pub fn read_private(path: &Path, what: &str) -> Result<String, Error> {
         ))
         .with_next_step(format!("run: chmod 600 {}", path.display())));
     }
-    fs::read_to_string(path).map_err(cannot)
+    Ok(())
 }
 
 /// Writes `path` whole and private: the bytes go to a new 0600 file beside it, which then

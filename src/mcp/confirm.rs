@@ -119,11 +119,7 @@ fn signer(key: &[u8; 32], binding: &str, nonce: &str, expires: u64) -> Result<Si
     Ok(mac)
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// The bytes `hex` spelled, or `None` for anything else: only the exact text this server
+/// The bytes `hex::encode` spelled, or `None` for anything else: only the exact text this server
 /// issued may verify (a lenient decoder dropped a stray digit or pair, so several texts
 /// answered one request).
 fn unhex(text: &str) -> Option<Vec<u8>> {
@@ -152,9 +148,11 @@ impl InputStates {
         issued.asked.retain(|_, expires| *expires > now);
         let expires = crate::store::now_secs().max(0) as u64 + TOKEN_TTL.as_secs();
         let key = issued.key()?;
-        let signature = hex(&signer(&key, binding, &nonce, expires)?
-            .finalize()
-            .into_bytes());
+        let signature = hex::encode(
+            signer(&key, binding, &nonce, expires)?
+                .finalize()
+                .into_bytes(),
+        );
         issued.asked.insert(nonce.clone(), now + TOKEN_TTL);
         Ok(format!("{nonce}.{expires}.{signature}"))
     }
@@ -262,11 +260,7 @@ pub fn binding(tool: &str, args: &serde_json::Value, ids: &[i64]) -> String {
     hasher.update(args.to_string().as_bytes());
     hasher.update([0]);
     hasher.update(serde_json::Value::from(ids).to_string().as_bytes());
-    hasher
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hex::encode(hasher.finalize())
 }
 
 fn declined() -> Error {

@@ -95,8 +95,7 @@ fn load_token(home: &Home, file: Option<&PathBuf>) -> Result<(String, String)> {
     let source = path.display().to_string();
     if let Ok(text) = std::fs::read_to_string(&path) {
         if let Ok(token) = strong(text.trim(), &source) {
-            // Read again through the check: a home token others can read is refused.
-            crate::util::read_private(&path, "token file")?;
+            crate::util::check_private(&path, "token file")?;
             return Ok((token, source));
         }
         tracing::warn!("{source} held no usable token; a new one is generated");

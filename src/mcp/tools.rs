@@ -275,11 +275,9 @@ impl McpServer {
             let (by_change, by_manifest) =
                 self.store.accounts_of(&change_ids, &manifest_ids).await?;
             let sees = |touched: &crate::store::Touched, id: i64| {
-                let none = Default::default();
-                let accounts = touched.get(&id).unwrap_or(&none);
-                self.scope
-                    .check_all(accounts, || Error::not_found(""))
-                    .is_ok()
+                touched
+                    .get(&id)
+                    .is_some_and(|accounts| self.scope.sees_all(accounts))
             };
             changes.retain(|c| sees(&by_change, c.id));
             manifests.retain(|m| sees(&by_manifest, m.id));
@@ -361,7 +359,10 @@ impl McpServer {
         args: UndoArgs,
         round: (Option<String>, Option<rmcp::model::InputResponses>),
     ) -> Result<CallToolResponse> {
-        self.visible_change(args.change_id).await?;
+        if self.scope != Scope::Owner {
+            // The undo reads the change itself; a scoped caller must see it first.
+            self.visible_change(args.change_id).await?;
+        }
         let operation = Operation::Undo {
             change: args.change_id,
         };

@@ -35,7 +35,7 @@ use std::time::Duration;
 
 use mailbroker_core::{AccountId, Result};
 
-pub use crate::freshness::{Freshness, Watching, print_accounts, read as running, status_file};
+pub use crate::freshness::{Freshness, Watching, print_accounts, read as running};
 
 use crate::home::Home;
 use crate::mcp::http::{self, HttpOptions};

@@ -301,9 +301,14 @@ pub(crate) async fn replace_tags(
 }
 
 pub(crate) fn now_secs() -> i64 {
+    now_ms() / 1000
+}
+
+/// Milliseconds since the epoch: a node's heartbeat (`nodes.rs`) needs finer than seconds.
+pub(crate) fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
+        .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
 }
 

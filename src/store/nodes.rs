@@ -9,7 +9,7 @@
 
 use mailbroker_core::{AccountId, Error};
 
-use super::{Store, db_error};
+use super::{Store, db_error, now_ms};
 
 /// This machine, as nodes name their host: a node of it whose process is gone is dead at
 /// once, without waiting for the takeover time.
@@ -28,12 +28,6 @@ fn host() -> String {
                 false => String::new(),
             }
         })
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }
 
 impl Store {

@@ -54,7 +54,7 @@ pub(super) async fn upsert_mailbox(
 pub fn thread_id(key: &str) -> String {
     use sha2::{Digest, Sha256};
     let digest = Sha256::digest(key.as_bytes());
-    digest[..6].iter().map(|b| format!("{b:02x}")).collect()
+    hex::encode(&digest[..6])
 }
 
 fn json_list(items: &[String]) -> String {
