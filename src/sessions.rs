@@ -16,10 +16,8 @@ use std::collections::BTreeMap;
 use mailbroker_core::{AccountId, Error, Provider, Result};
 use tokio::task::JoinHandle;
 
-use crate::home::LOCK_WAIT;
-use crate::home::{AccountLock, Home};
 use crate::registry;
-use crate::store::{AccountRecord, Store};
+use crate::store::{AccountLock, AccountRecord, LOCK_WAIT, Store};
 
 /// One account's connection, held under its lock.
 pub struct Session {
@@ -28,18 +26,17 @@ pub struct Session {
 }
 
 /// Locks the account, then connects to it with its stored settings and secret.
-pub async fn open(home: &Home, store: &Store, id: &AccountId) -> Result<Session> {
-    open_known(home, store, id, None).await
+pub async fn open(store: &Store, id: &AccountId) -> Result<Session> {
+    open_known(store, id, None).await
 }
 
 /// As `open`, with the account's row when the caller has read it already.
 async fn open_known(
-    home: &Home,
     store: &Store,
     id: &AccountId,
     record: Option<&AccountRecord>,
 ) -> Result<Session> {
-    let (lock, connector) = lock_and_read(home, store, id, record).await?;
+    let (lock, connector) = lock_and_read(store, id, record).await?;
     Ok(Session {
         _lock: lock,
         provider: connector.connect().await?,
@@ -49,12 +46,13 @@ async fn open_known(
 /// The account's lock, and what connecting to it needs from the index (its row, unless
 /// the caller read it already, and its secret).
 async fn lock_and_read(
-    home: &Home,
     store: &Store,
     id: &AccountId,
     record: Option<&AccountRecord>,
 ) -> Result<(AccountLock, Box<dyn mailbroker_core::Connector>)> {
-    let lock = home.lock_account(id, LOCK_WAIT).await?;
+    // Nothing has reached a server yet: a write that cannot hold its account says so.
+    let lock =
+        (store.lock_account(id, LOCK_WAIT).await).map_err(|e| e.context("nothing was sent"))?;
     let connector = match record {
         Some(record) => registry::connector(store, record).await?,
         None => registry::connector(store, &store.account(id).await?).await?,
@@ -65,7 +63,6 @@ async fn lock_and_read(
 /// The sessions of one write: those opened ahead, and the others opened when first needed.
 /// Dropping it ends the sessions still opening and those no batch took.
 pub struct Sessions {
-    home: Home,
     store: Store,
     ahead: BTreeMap<AccountId, JoinHandle<Result<Session>>>,
     /// Account rows the write read already, so opening a session reads none again.
@@ -74,9 +71,8 @@ pub struct Sessions {
 
 impl Sessions {
     /// Sessions opened only when a batch needs them.
-    pub fn new(home: &Home, store: &Store) -> Sessions {
+    pub fn new(store: &Store) -> Sessions {
         Sessions {
-            home: home.clone(),
             store: store.clone(),
             ahead: BTreeMap::new(),
             known: BTreeMap::new(),
@@ -94,7 +90,6 @@ impl Sessions {
     /// needs is read from the index before this returns, so the caller's own reading of the
     /// index does not compete with it; the network work goes on while the caller works.
     pub async fn open_ahead(
-        home: &Home,
         store: &Store,
         places: &[(AccountId, String)],
         known: &BTreeMap<AccountId, AccountRecord>,
@@ -103,7 +98,7 @@ impl Sessions {
             places.iter().map(|(account, _)| account).collect();
         let mut ahead = BTreeMap::new();
         for account in accounts {
-            let (lock, connector) = lock_and_read(home, store, account, known.get(account)).await?;
+            let (lock, connector) = lock_and_read(store, account, known.get(account)).await?;
             let id = account.to_string();
             let task = tokio::spawn(async move {
                 let provider = connector.connect().await?;
@@ -116,7 +111,6 @@ impl Sessions {
             ahead.insert(account.clone(), task);
         }
         Ok(Sessions {
-            home: home.clone(),
             store: store.clone(),
             ahead,
             known: known.clone(),
@@ -129,7 +123,7 @@ impl Sessions {
             Some(task) => task
                 .await
                 .map_err(|e| Error::internal(format!("opening account {account}: {e}")))?,
-            None => open_known(&self.home, &self.store, account, self.known.get(account)).await,
+            None => open_known(&self.store, account, self.known.get(account)).await,
         }
     }
 

@@ -1,4 +1,4 @@
-//! Sync orchestration: for each account, take its lock, connect through the registry, let the
+//! Sync orchestration: for each account, take its lease, connect through the registry, let the
 //! adapter feed a `StoreSink`, and report what changed.
 
 use std::time::Instant;
@@ -6,9 +6,8 @@ use std::time::Instant;
 use mailbroker_core::{AccountId, Error, MailboxSyncReport, Result, SyncRequest};
 use serde::Serialize;
 
-use crate::home::{AccountLock, Home};
 use crate::registry;
-use crate::store::{Store, StoreSink, SyncProgress};
+use crate::store::{AccountLock, Store, StoreSink, SyncProgress};
 
 #[derive(Debug, Serialize)]
 pub struct AccountSyncReport {
@@ -45,14 +44,13 @@ pub fn set_aside(
 
 /// Syncs one account. `progress` is called as messages arrive and as their text is filled in.
 pub async fn sync_account(
-    home: &Home,
     store: &Store,
     id: &AccountId,
     full: bool,
     progress: impl FnMut(SyncProgress) + Send + Sync + 'static,
 ) -> Result<AccountSyncReport> {
     let started = Instant::now();
-    let lock = home.lock_account(id, crate::home::LOCK_WAIT).await?;
+    let lock = store.lock_account(id, crate::store::LOCK_WAIT).await?;
     let account = store.account(id).await?;
     let connecting = Instant::now();
     let mut provider = registry::connect(store, &account).await?;
@@ -110,17 +108,4 @@ pub async fn sync_with(
         connect_ms: 0,
         headers_ms: headers_done.get().copied(),
     })
-}
-
-/// A sync holds its account by the account's lock: a write waiting in line for it is let in
-/// at the sync's next checkpoint.
-#[async_trait::async_trait]
-impl crate::store::Lease for AccountLock {
-    fn awaited(&self) -> bool {
-        AccountLock::awaited(self)
-    }
-
-    async fn step_aside(&mut self) -> Result<()> {
-        AccountLock::step_aside(self).await
-    }
 }

@@ -418,7 +418,7 @@ async fn a_staged_deletion_reads_each_row_once() {
     let h = mailbroker::home::Home::resolve(Some(home.path())).unwrap();
     let store = mailbroker::store::Store::open(&h.database()).await.unwrap();
     let before = store.reads();
-    let report = mailbroker::change::delete::execute(&h, &store, id, 10, |_, _| {})
+    let report = mailbroker::change::delete::execute(&store, id, 10, |_, _| {})
         .await
         .unwrap();
     let after = store.reads();

@@ -12,134 +12,19 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::Command;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::mcp::{HTTP_TOKEN, Session, http_session, ok_call};
+use common::serve::{Serve, arrives, found_once, total, within};
 use common::{add_args, mb_args, ok, server};
 use mailbroker_mock_gmail::GmailMock;
 use mailbroker_mock_graph::GraphMock;
 use mailbroker_testkit::oauth::control;
 use mailbroker_testkit::{Dovecot, ImapClient, Proxy, message};
 use serde_json::{Value, json};
-
-/// A running `mailbroker serve`, its MCP URL and everything it logged.
-struct Serve {
-    child: Option<Child>,
-    url: String,
-    log: Arc<Mutex<String>>,
-}
-
-impl Serve {
-    fn start(home: &Path) -> Serve {
-        Serve::start_with(home, &[])
-    }
-
-    fn start_with(home: &Path, args: &[&str]) -> Serve {
-        let token = common::mcp::token_file(home);
-        let mut child = Command::new(env!("CARGO_BIN_EXE_mailbroker"))
-            .arg("--home")
-            .arg(home)
-            .args(["serve", "--http", "127.0.0.1:0", "--http-allow-writes"])
-            .args(args)
-            .arg("--http-token-file")
-            .arg(&token)
-            .env("MAILBROKER_SECRET_STORE", "index")
-            .env("MB_TEST_PW", mailbroker_testkit::PASSWORD)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start mailbroker serve");
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let first = lines.next().unwrap().unwrap();
-        let url = first
-            .split_whitespace()
-            .find(|w| w.starts_with("http://"))
-            .unwrap_or_else(|| panic!("no url in {first:?}"))
-            .to_string();
-        let log = Arc::new(Mutex::new(first + "\n"));
-        let kept = log.clone();
-        // Drained all along: a full pipe would stall the server.
-        std::thread::spawn(move || {
-            for line in lines.map_while(Result::ok) {
-                kept.lock().unwrap().push_str(&(line + "\n"));
-            }
-        });
-        Serve {
-            child: Some(child),
-            url,
-            log,
-        }
-    }
-
-    fn log(&self) -> String {
-        self.log.lock().unwrap().clone()
-    }
-
-    fn signal(&self) {
-        if let Some(child) = &self.child {
-            unsafe {
-                libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
-            }
-        }
-    }
-
-    /// SIGKILL: nothing of it runs on.
-    fn kill(&mut self) {
-        let mut child = self.child.take().unwrap();
-        child.kill().unwrap();
-        child.wait().unwrap();
-    }
-
-    /// SIGTERM; how it exited and how long it took.
-    fn terminate(&mut self) -> (Option<i32>, Duration) {
-        let sent = Instant::now();
-        self.signal();
-        (self.wait(), sent.elapsed())
-    }
-
-    /// Its exit code, once it has exited (`None` if it had to be killed after 30 s).
-    fn wait(&mut self) -> Option<i32> {
-        let mut child = self.child.take().unwrap();
-        let sent = Instant::now();
-        loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                return status.code();
-            }
-            if sent.elapsed() > Duration::from_secs(30) {
-                let _ = child.kill();
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        if self.child.is_some() {
-            self.terminate();
-        }
-    }
-}
-
-/// Polls `check` every 50 ms until it holds; how long that took, or a panic after `limit`.
-async fn within<F, Fut>(limit: Duration, what: &str, mut check: F) -> Duration
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let start = Instant::now();
-    while !check().await {
-        assert!(start.elapsed() < limit, "{what}: not within {limit:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    start.elapsed()
-}
 
 /// Account "s" for a Dovecot user with three INBOX messages, through a proxy (to watch what
 /// it sends), synced once.
@@ -181,34 +66,6 @@ async fn account_with(
 
 fn idles(sent: &str) -> usize {
     sent.lines().filter(|l| l.ends_with(" IDLE")).count()
-}
-
-/// How many messages `query` finds over MCP.
-async fn total(session: &Session, query: &str) -> u64 {
-    let found = ok_call(session, "search_messages", json!({ "query": query })).await;
-    found["total"]
-        .as_u64()
-        .unwrap_or_else(|| panic!("no total: {found}"))
-}
-
-/// Waits until `query` finds exactly one message over MCP; how long that took, or a panic
-/// after `limit`.
-async fn found_once(session: &Session, query: &str, limit: Duration) -> Duration {
-    within(
-        limit,
-        query,
-        || async move { total(session, query).await == 1 },
-    )
-    .await
-}
-
-/// Another client APPENDs a message with this subject to INBOX: it is searchable over MCP
-/// within 3 s.
-async fn arrives(other: &mut ImapClient, session: &Session, subject: &str) {
-    let body = message(90, "x@example.test", subject, "b");
-    other.append("INBOX", "", &body).await.unwrap();
-    let query = format!("subject:\"{subject}\"");
-    found_once(session, &query, Duration::from_secs(3)).await;
 }
 
 /// What clients sent through the proxy until an IDLE was among it.
@@ -546,14 +403,18 @@ async fn a_restarted_dovecot_is_reconnected_to() {
     );
 }
 
-/// Whether something waits in line for the account (`Home::lock_account`'s queue lock).
-fn someone_waits(home: &Path, account: &str) -> bool {
-    let queue = std::fs::File::open(home.join(format!("locks/{account}.queue"))).unwrap();
-    match queue.try_lock() {
-        Ok(()) => false,
-        Err(std::fs::TryLockError::WouldBlock) => true,
-        Err(e) => panic!("{e}"),
-    }
+/// Whether something stands next in line for the account (its lease's waiter in the index).
+async fn someone_waits(home: &Path, account: &str) -> bool {
+    let url = format!("sqlite://{}?mode=ro", home.join("index.sqlite3").display());
+    let index = sqlx::SqlitePool::connect(&url).await.unwrap();
+    let waiter: Option<Option<String>> =
+        sqlx::query_scalar("SELECT waiter FROM account_leases WHERE account_id = ?")
+            .bind(account)
+            .fetch_optional(&index)
+            .await
+            .unwrap();
+    index.close().await;
+    waiter.flatten().is_some()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -588,10 +449,7 @@ async fn a_write_waits_for_the_sync_batch_in_flight_not_the_whole_sync() {
     within(
         Duration::from_secs(10),
         "the write waiting for the account",
-        || {
-            let waits = someone_waits(home.path(), "s");
-            async move { waits }
-        },
+        || someone_waits(home.path(), "s"),
     )
     .await;
     // Alpha's batch goes on; the sync then lets the write in before it selects Beta.
@@ -815,85 +673,4 @@ fn stopped_with_the_change_journaled(
     let change = changes["changes"][0].clone();
     assert_eq!(change["status"], "done", "{changes}");
     change
-}
-
-/// The accounts each running `serve` of `home` watches, by pid, as `serve status` shows them
-/// (none until one has written its status).
-fn watched_by(home: &Path) -> Vec<(u64, Vec<String>)> {
-    let status = common::mb(home, &["serve", "status"]).json;
-    status["serve"]["nodes"]
-        .as_array()
-        .map(|nodes| {
-            nodes
-                .iter()
-                .map(|n| {
-                    let accounts = n["accounts"].as_array().unwrap().iter();
-                    let names = accounts.map(|a| a.as_str().unwrap().to_string());
-                    (n["pid"].as_u64().unwrap(), names.collect())
-                })
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// Two `serve` processes of one index share its four accounts, each watched by exactly one
-/// (as `serve status` shows from another process); an arrival on each is searchable through
-/// either's MCP within 3 s. Killed outright, one leaves its accounts to the other within the
-/// takeover time and 5 s, and arrivals on each are searchable again.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_nodes_share_the_accounts_and_one_takes_over_when_the_other_dies() {
-    let Some(dovecot) = server() else {
-        return;
-    };
-    let home = tempfile::tempdir().unwrap();
-    let h = home.path();
-    let mut clients = Vec::new();
-    for n in 0..4 {
-        let user = format!("serve-node-{n}");
-        clients.push(ImapClient::connect(dovecot, &user).await.unwrap());
-        common::add_account(dovecot, h, &format!("n{n}"), &user, &[]);
-    }
-    ok(h, &["sync"]);
-    let mut first = Serve::start_with(h, &["--takeover", "2"]);
-    let second = Serve::start_with(h, &["--takeover", "2"]);
-    let all: Vec<String> = (0..4).map(|n| format!("n{n}")).collect();
-    let spread = |nodes: &[(u64, Vec<String>)]| {
-        let mut union: Vec<String> = nodes.iter().flat_map(|(_, a)| a.clone()).collect();
-        union.sort();
-        nodes.len() == 2 && nodes.iter().all(|(_, a)| a.len() == 2) && union == all
-    };
-    within(
-        Duration::from_secs(10),
-        "four accounts on two nodes",
-        || async { spread(&watched_by(h)) },
-    )
-    .await;
-    let status = ok(h, &["serve", "status"]);
-    for account in &all {
-        let seen = &status["serve"]["accounts"][account];
-        assert!(seen["last_sync_at"].is_i64(), "{account} synced: {status}");
-    }
-    let sessions = [
-        http_session(&first.url, HTTP_TOKEN).await,
-        http_session(&second.url, HTTP_TOKEN).await,
-    ];
-    for (n, other) in clients.iter_mut().enumerate() {
-        arrives(other, &sessions[n % 2], &format!("Shared {n}")).await;
-    }
-
-    first.kill();
-    let taken = within(
-        Duration::from_secs(2 + 5),
-        "one node with all four",
-        || async { matches!(watched_by(h).as_slice(), [(_, accounts)] if *accounts == all) },
-    )
-    .await;
-    assert!(taken < Duration::from_secs(7));
-    for (n, other) in clients.iter_mut().enumerate() {
-        arrives(other, &sessions[1], &format!("Taken over {n}")).await;
-    }
-    for session in sessions {
-        session.cancel().await.ok();
-    }
-    drop(second);
 }

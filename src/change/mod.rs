@@ -194,8 +194,8 @@ pub async fn request<C: Confirmation>(
             }
             // Nobody will be asked: the sessions open while the targets are read.
             let sessions = match confirmation.unasked() && !dry_run {
-                true => update::open_ahead(cx.home, cx.store, &checked).await?,
-                false => Sessions::new(cx.home, cx.store),
+                true => update::open_ahead(cx.store, &checked).await?,
+                false => Sessions::new(cx.store),
             };
             let resolved = checked.resolve(cx.store).await?;
             let ids = resolved.ids();
@@ -204,7 +204,7 @@ pub async fn request<C: Confirmation>(
         // The journal fixes which messages an undo touches: the change id binds them.
         Operation::Undo { change } => (
             undo::resolve(cx.store, change).await?,
-            Sessions::new(cx.home, cx.store),
+            Sessions::new(cx.store),
             Vec::new(),
         ),
     };

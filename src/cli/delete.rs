@@ -222,12 +222,7 @@ fn confirm_trash(m: &Manifest, yes: bool) -> Result<()> {
     }
 }
 
-pub async fn delete_staged(
-    home: &Home,
-    store: &Store,
-    args: DeleteStagedArgs,
-    json: bool,
-) -> Result<u8> {
+pub async fn delete_staged(store: &Store, args: DeleteStagedArgs, json: bool) -> Result<u8> {
     let batch = args.batch_size as usize;
     if let Some(id) = args.show {
         show(store, id, json).await?;
@@ -255,7 +250,7 @@ pub async fn delete_staged(
         }
         return Ok(0);
     }
-    run(home, store, id, batch, args.yes, json).await
+    run(store, id, batch, args.yes, json).await
 }
 
 /// `delete-staged --show ID`: the manifest and each of its items.
@@ -303,14 +298,7 @@ async fn list_pending(store: &Store, json: bool) -> Result<()> {
 
 /// `delete-staged ID`: asks (unless `--yes`), runs the manifest, reports; exit 5 when not
 /// every item was done.
-async fn run(
-    home: &Home,
-    store: &Store,
-    id: i64,
-    batch: usize,
-    yes: bool,
-    json: bool,
-) -> Result<u8> {
+async fn run(store: &Store, id: i64, batch: usize, yes: bool, json: bool) -> Result<u8> {
     let manifest = store.manifest(id, false).await?;
     if manifest.status == ManifestStatus::Cancelled {
         return Err(Error::validation(format!(
@@ -319,7 +307,7 @@ async fn run(
     }
     confirm(store, &manifest, yes).await?;
     let bar = progress_bar(json);
-    let report = delete::execute(home, store, id, batch, |done, total| {
+    let report = delete::execute(store, id, batch, |done, total| {
         bar.set_length(total);
         bar.set_position(done);
     })

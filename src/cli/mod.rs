@@ -30,7 +30,7 @@ mod views;
     about = "Change mail on the server, safely: a local index, verified writes, undo."
 )]
 pub struct Cli {
-    /// Home directory (index, locks). Default: $MAILBROKER_HOME, else $XDG_DATA_HOME/mailbroker.
+    /// Home directory (the index). Default: $MAILBROKER_HOME, else $XDG_DATA_HOME/mailbroker.
     #[arg(long, global = true, value_name = "DIR")]
     pub home: Option<PathBuf>,
     /// Print machine-readable JSON on stdout (field names are stable; see README).
@@ -217,7 +217,7 @@ async fn dispatch(home: &Home, store: &Store, command: Command, json: bool) -> R
             only,
             full,
         } => {
-            return sync::run(home, store, account.or(only), full, json).await;
+            return sync::run(store, account.or(only), full, json).await;
         }
         Command::Search { query, limit } => search_messages(store, &query, limit, json).await,
         Command::Changes { id, limit } => changes(store, id, limit, json).await,
@@ -233,7 +233,7 @@ async fn dispatch(home: &Home, store: &Store, command: Command, json: bool) -> R
             true => show_body(store, id, (offset, max_chars), json).await,
         },
         Command::StageDelete(args) => delete::stage(home, store, args, json).await,
-        Command::DeleteStaged(args) => return delete::delete_staged(home, store, args, json).await,
+        Command::DeleteStaged(args) => return delete::delete_staged(store, args, json).await,
         Command::Mcp(args) => crate::mcp::command::run(home, store, args, json).await,
         Command::Serve(args) => crate::serve::command::serve(home, store, args, json).await,
     };

@@ -2,7 +2,6 @@
 
 use mailbroker_core::{AccountId, Error, Result};
 
-use crate::home::Home;
 use crate::output::{self, print_json, progress_bar};
 use crate::store::{Store, SyncProgress};
 use crate::sync::AccountSyncReport;
@@ -12,7 +11,6 @@ use crate::sync::AccountSyncReport;
 const TEXT_NOTICE_AT: u64 = 1000;
 
 pub(super) async fn run(
-    home: &Home,
     store: &Store,
     account: Option<String>,
     full: bool,
@@ -29,7 +27,7 @@ pub(super) async fn run(
     let mut reports = Vec::new();
     let mut failed: Vec<(AccountId, Error)> = Vec::new();
     for id in &ids {
-        let synced = with_progress(home, store, id, full, json).await;
+        let synced = with_progress(store, id, full, json).await;
         match crate::sync::set_aside(ids.len(), synced)? {
             Ok(report) => {
                 if !json {
@@ -52,7 +50,6 @@ pub(super) async fn run(
 /// Syncs one account behind a progress bar (none with `--json`), saying once when headers
 /// are searchable while a long text pass goes on.
 async fn with_progress(
-    home: &Home,
     store: &Store,
     id: &AccountId,
     full: bool,
@@ -63,7 +60,7 @@ async fn with_progress(
     let progress_bar = bar.clone();
     let name = id.clone();
     let mut said = false;
-    let report = crate::sync::sync_account(home, store, id, full, move |p| {
+    let report = crate::sync::sync_account(store, id, full, move |p| {
         let (done, total) = match p {
             SyncProgress::Headers { fetched, total } => (fetched, total),
             SyncProgress::Text { filled, total } => {

@@ -297,8 +297,7 @@ impl McpServer {
         let (mut accounts, mut failed) = (Vec::new(), Vec::new());
         let ids = self.accounts_for(account).await?;
         for id in &ids {
-            let synced =
-                crate::sync::sync_account(&self.home, &self.store, id, false, |_| {}).await;
+            let synced = crate::sync::sync_account(&self.store, id, false, |_| {}).await;
             let r = match crate::sync::set_aside(ids.len(), synced)? {
                 Ok(r) => r,
                 Err(e) => {

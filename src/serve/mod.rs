@@ -67,7 +67,6 @@ pub async fn run(home: Home, store: Store, mut options: ServeOptions) -> Result<
     let mut node = Node {
         id: crate::util::random_hex(8)?,
         watchers: Watchers {
-            home: home.clone(),
             store: store.clone(),
             freshness: freshness.clone(),
             interval: options.interval,
@@ -122,7 +121,6 @@ pub async fn run(home: Home, store: Store, mut options: ServeOptions) -> Result<
 
 /// What a watcher of any account is given.
 struct Watchers {
-    home: Home,
     store: Store,
     freshness: Freshness,
     interval: Duration,
@@ -165,7 +163,6 @@ impl Node {
             let token = stop.child_token();
             let w = &self.watchers;
             let watcher = watch::Watcher {
-                home: w.home.clone(),
                 store: w.store.clone(),
                 account: account.clone(),
                 freshness: w.freshness.clone(),

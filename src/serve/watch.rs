@@ -7,7 +7,6 @@ use mailbroker_core::{AccountId, Error, Provider, Result, Role, SyncMode, Watche
 use tokio::time::Instant;
 
 use super::Freshness;
-use crate::home::Home;
 use crate::registry;
 use crate::store::Store;
 
@@ -17,7 +16,6 @@ const IDLE_RENEW: Duration = Duration::from_secs(25 * 60);
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
 
 pub struct Watcher {
-    pub home: Home,
     pub store: Store,
     pub account: AccountId,
     pub freshness: Freshness,
@@ -118,9 +116,8 @@ impl Watcher {
     /// lock (a write waiting for it runs at the sync's next checkpoint); one log line with
     /// its mode and counts.
     async fn sync(&self, provider: &mut dyn Provider) -> Result<()> {
-        let lock = self
-            .home
-            .lock_account(&self.account, crate::home::LOCK_WAIT)
+        let lock = (self.store)
+            .lock_account(&self.account, crate::store::LOCK_WAIT)
             .await?;
         let report =
             crate::sync::sync_with(&self.store, &self.account, lock, provider, false, |_| {})

@@ -9,6 +9,7 @@ mod approvals;
 mod batches;
 mod budget;
 mod journal;
+mod leases;
 mod manifests;
 mod messages;
 mod nodes;
@@ -29,9 +30,10 @@ pub use accounts::{AccountRecord, Fallback, MailboxRecord};
 pub use approvals::Approval;
 pub use budget::Over;
 pub use journal::{ChangeRecord, ChangeStatus, JournalItem, MessageState};
+pub use leases::{AccountLock, Fence, LOCK_WAIT};
 pub use manifests::{ItemOutcome, ItemStatus, Manifest, ManifestItem, ManifestStatus};
 pub use messages::{MessageRef, MessageRow, SearchPage, no_message};
-pub use sink::{Lease, StoreSink, SyncProgress};
+pub use sink::{StoreSink, SyncProgress};
 pub use tokens::{AccessToken, Touched};
 
 /// A handle on the index. Cheap to clone (a connection pool).

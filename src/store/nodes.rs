@@ -11,25 +11,6 @@ use mailbroker_core::{AccountId, Error};
 
 use super::{Store, db_error, now_ms};
 
-/// This machine, as nodes name their host: a node of it whose process is gone is dead at
-/// once, without waiting for the takeover time.
-fn host() -> String {
-    std::fs::read_to_string("/etc/machine-id")
-        .map(|id| id.trim().to_string())
-        .ok()
-        .filter(|id| !id.is_empty())
-        .unwrap_or_else(|| {
-            let mut name = [0u8; 256];
-            // SAFETY: the buffer is writable for its length, which is passed.
-            let ok = unsafe { libc::gethostname(name.as_mut_ptr().cast(), name.len()) } == 0;
-            let end = name.iter().position(|b| *b == 0).unwrap_or(0);
-            match ok {
-                true => String::from_utf8_lossy(&name[..end]).into_owned(),
-                false => String::new(),
-            }
-        })
-}
-
 impl Store {
     /// Node `id` beats, and takes its share of the accounts: the dead nodes (silent for
     /// `takeover_ms`) are removed with their claims, then it releases what it holds beyond
@@ -41,7 +22,7 @@ impl Store {
         pid: u32,
         takeover_ms: i64,
     ) -> Result<Vec<AccountId>, Error> {
-        let (now, here) = (now_ms(), host());
+        let (now, here) = (now_ms(), crate::util::host());
         let mut tx = self.write_tx().await?;
         let run = async {
             sqlx::query(

@@ -11,6 +11,7 @@ use mailbroker_core::{
 use sqlx::{QueryBuilder, Sqlite, SqliteConnection};
 use tokio::sync::mpsc;
 
+use super::leases::{AccountLock, Fence};
 use super::{Store, db_error, now_secs, replace_tags};
 
 mod moves;
@@ -83,17 +84,10 @@ pub struct StoreSink {
     /// Message batches are written by a separate task, so fetching the next batch from the
     /// server overlaps with writing the last one. Everything else waits for it (`flush`).
     writer: Option<Writer>,
-    /// The account's lease, when the sync may let a waiting write in at its checkpoints.
-    lease: Option<Box<dyn Lease>>,
-}
-
-/// What a sync holds the account by: whether someone waits for it, and how to let them in
-/// and take it back (`sync.rs` gives the account's lock). The sink steps aside only at a
-/// checkpoint, once everything read so far is written.
-#[async_trait::async_trait]
-pub trait Lease: Send + Sync {
-    fn awaited(&self) -> bool;
-    async fn step_aside(&mut self) -> Result<()>;
+    /// The account's lease, when the sync holds one: its writes check it is still theirs,
+    /// and it steps aside at a checkpoint (once everything read so far is written) when a
+    /// write waits for the account.
+    lease: Option<AccountLock>,
 }
 
 /// What the writer task writes: new messages (headers), or the text of indexed ones.
@@ -118,9 +112,18 @@ impl StoreSink {
 
     /// Holds the account for the sync by `lease`, stepping aside at each checkpoint where a
     /// write waits for it.
-    pub fn with_lease(mut self, lease: impl Lease + 'static) -> StoreSink {
-        self.lease = Some(Box::new(lease));
+    pub fn with_lease(mut self, lease: AccountLock) -> StoreSink {
+        self.lease = Some(lease);
         self
+    }
+
+    /// A write transaction, in which the lease (if the sync holds one) is still its own.
+    async fn begin(&self) -> Result<sqlx::Transaction<'static, Sqlite>> {
+        Fence::begin(
+            self.lease.as_ref().map(AccountLock::fence).as_ref(),
+            &self.store,
+        )
+        .await
     }
 
     /// Waits until every batch handed to the writer is committed.
@@ -144,13 +147,14 @@ impl StoreSink {
         if self.writer.is_none() {
             let (tx, mut rx) = mpsc::channel::<Batch>(2);
             let store = self.store.clone();
+            // Taken now: a sync steps aside (and takes a new fence) only once this is flushed.
+            let fence = self.lease.as_ref().map(AccountLock::fence);
             let task = tokio::spawn(async move {
                 while let Some(batch) = rx.recv().await {
+                    let tx = Fence::begin(fence.as_ref(), &store).await?;
                     match batch {
-                        Batch::Messages(mailbox, rows) => {
-                            insert_batch(&store, mailbox, &rows).await?
-                        }
-                        Batch::Text(mailbox, texts) => write_text(&store, mailbox, &texts).await?,
+                        Batch::Messages(mailbox, rows) => insert_batch(tx, mailbox, &rows).await?,
+                        Batch::Text(mailbox, texts) => write_text(tx, mailbox, &texts).await?,
                     }
                 }
                 Ok(())
@@ -182,7 +186,7 @@ impl StoreSink {
 
     async fn delete_ids(&self, mailbox_id: i64, ids: &[RemoteId]) -> Result<u64> {
         let mut removed = 0;
-        let mut tx = self.store.write_tx().await?;
+        let mut tx = self.begin().await?;
         for chunk in ids.chunks(DELETE_CHUNK) {
             let mut q = QueryBuilder::<Sqlite>::new("DELETE FROM messages WHERE mailbox_id = ");
             q.push_bind(mailbox_id).push(" AND remote_id IN (");
@@ -208,7 +212,7 @@ impl StoreSink {
 impl ApplyEach for StoreSink {
     async fn mailboxes(&mut self, list: &[MailboxInfo]) -> Result<()> {
         self.flush().await?;
-        let mut tx = self.store.write_tx().await?;
+        let mut tx = self.begin().await?;
         for mb in list {
             upsert_mailbox(&mut tx, self.account.as_str(), mb).await?;
         }
@@ -238,7 +242,7 @@ impl ApplyEach for StoreSink {
     async fn reset_mailbox(&mut self, mailbox: &str) -> Result<()> {
         self.flush().await?;
         let id = self.mailbox(mailbox)?;
-        let mut tx = self.store.write_tx().await?;
+        let mut tx = self.begin().await?;
         sqlx::query("DELETE FROM messages WHERE mailbox_id = ?")
             .bind(id)
             .execute(&mut *tx)
@@ -270,7 +274,7 @@ impl ApplyEach for StoreSink {
         self.flush().await?;
         let mailbox_id = self.mailbox(mailbox)?;
         let mut retagged = Vec::new();
-        let mut tx = self.store.write_tx().await?;
+        let mut tx = self.begin().await?;
         for (id, version, flags) in changes {
             // Only rows whose flags really differ count as changed; the version is kept fresh
             // either way so later preconditions compare against the server's latest value.
@@ -433,7 +437,10 @@ impl SyncSink for StoreSink {
     }
 
     async fn checkpoint(&mut self) -> Result<()> {
-        if !self.lease.as_ref().is_some_and(|l| l.awaited()) {
+        let Some(lease) = self.lease.as_ref() else {
+            return Ok(());
+        };
+        if !lease.awaited().await? {
             return Ok(());
         }
         self.flush().await?;
@@ -466,8 +473,11 @@ macro_rules! fts_snippet {
 }
 
 /// Inserts (or refreshes) one batch of messages and their full-text rows in one transaction.
-async fn insert_batch(store: &Store, mailbox_id: i64, messages: &[MessageMeta]) -> Result<()> {
-    let mut tx = store.write_tx().await?;
+async fn insert_batch(
+    mut tx: sqlx::Transaction<'static, Sqlite>,
+    mailbox_id: i64,
+    messages: &[MessageMeta],
+) -> Result<()> {
     for chunk in messages.chunks(INSERT_CHUNK) {
         let mut q = QueryBuilder::<Sqlite>::new(
             "INSERT INTO messages (mailbox_id, remote_id, message_id, from_addr,
@@ -568,7 +578,11 @@ async fn insert_batch(store: &Store, mailbox_id: i64, messages: &[MessageMeta]) 
 /// The text of indexed messages (by id in one mailbox): their snippet and attachment flag,
 /// and their full-text row, written whole (subject and addresses from the row) in one
 /// transaction.
-async fn write_text(store: &Store, mailbox_id: i64, texts: &[MessageText]) -> Result<()> {
+async fn write_text(
+    mut tx: sqlx::Transaction<'static, Sqlite>,
+    mailbox_id: i64,
+    texts: &[MessageText],
+) -> Result<()> {
     // Each statement with whether it reads the body prefix, the one large value: the others
     // get NULL there rather than a copy of it.
     const STATEMENTS: [(&str, bool); 3] = [
@@ -592,7 +606,6 @@ async fn write_text(store: &Store, mailbox_id: i64, texts: &[MessageText]) -> Re
             true,
         ),
     ];
-    let mut tx = store.write_tx().await?;
     for chunk in texts.chunks(INSERT_CHUNK) {
         for (statement, reads_body) in STATEMENTS {
             let mut q = QueryBuilder::<Sqlite>::new(

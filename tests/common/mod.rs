@@ -6,6 +6,7 @@
 pub mod gmail;
 pub mod graph;
 pub mod mcp;
+pub mod serve;
 
 use std::path::Path;
 use std::process::{Command, Stdio};

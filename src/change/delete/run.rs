@@ -11,7 +11,6 @@ use mailbroker_core::{
 
 use super::{BatchFailure, Place, RunReport, batch_of, in_batches, plan_of, trash_of};
 use crate::change::batches::{Batches, run_account};
-use crate::home::Home;
 use crate::store::{
     ChangeRecord, ItemOutcome, ItemStatus, JournalItem, ManifestItem, ManifestStatus, MessageRef,
     MessageState, Store,
@@ -26,7 +25,6 @@ async fn indexed_rows(store: &Store, items: &[ManifestItem]) -> Result<HashMap<i
 
 /// Runs (or resumes) a manifest. `progress` gets (items finished, items in the manifest).
 pub async fn execute(
-    home: &Home,
     store: &Store,
     id: i64,
     batch_size: usize,
@@ -86,7 +84,7 @@ pub async fn execute(
         progress(finished, total);
     };
     for (account, groups) in groups {
-        run.account(home, &account, groups, &mut advanced).await?;
+        run.account(&account, groups, &mut advanced).await?;
     }
     store.close_change(change_id, &[]).await?;
     let (failures, commands) = (run.failures, run.commands);
@@ -107,7 +105,6 @@ impl Run<'_> {
     /// One account's batches under its lock, on one connection, after a sync.
     async fn account(
         &mut self,
-        home: &Home,
         account: &AccountId,
         groups: Vec<(Place, Vec<ManifestItem>)>,
         advanced: &mut (dyn FnMut(u64) + Send),
@@ -116,10 +113,10 @@ impl Run<'_> {
         // the index is brought up to date first (another client's moves and changes), and
         // each batch is checked against it (`recheck`); the provider checks again on the
         // server. A sync that cannot run leaves that to the provider.
-        if let Err(e) = crate::sync::sync_account(home, self.store, account, false, |_| {}).await {
+        if let Err(e) = crate::sync::sync_account(self.store, account, false, |_| {}).await {
             tracing::debug!(error = %e, "delete: not synced first; the provider checks alone");
         }
-        let mut session = crate::sessions::open(home, self.store, account).await?;
+        let mut session = crate::sessions::open(self.store, account).await?;
         let provider = &mut session.provider;
         let mut deletions = Deletions {
             trash: trash_of(self.store, account).await,

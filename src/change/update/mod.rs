@@ -13,7 +13,6 @@ use mailbroker_core::{
 };
 use serde::Serialize;
 
-use crate::home::Home;
 use crate::sessions::Sessions;
 use crate::store::{ChangeRecord, ChangeStatus, JournalItem, MessageRef, MessageState, Store};
 
@@ -212,12 +211,8 @@ async fn check_request(store: &Store, records: &Records, patch: &Patch) -> Resul
 /// Starts opening the sessions of a checked update that will run without asking anyone,
 /// while the caller reads its targets (see `sessions`). A request refused by its check
 /// reached no server.
-pub(super) async fn open_ahead(
-    home: &Home,
-    store: &Store,
-    request: &CheckedRequest,
-) -> Result<Sessions> {
-    Sessions::open_ahead(home, store, request.places(), request.records()).await
+pub(super) async fn open_ahead(store: &Store, request: &CheckedRequest) -> Result<Sessions> {
+    Sessions::open_ahead(store, request.places(), request.records()).await
 }
 
 /// Executes and journals the batches of a resolved change (an update or an undo).

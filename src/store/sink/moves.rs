@@ -40,7 +40,7 @@ impl StoreSink {
         arrivals: ByMailbox,
     ) -> Result<BTreeMap<String, Settled>> {
         let mut settled: BTreeMap<String, Settled> = BTreeMap::new();
-        let mut tx = self.store.write_tx().await?;
+        let mut tx = self.begin().await?;
         // Rows leaving, by Message-ID; those without one can only be removed.
         let mut leaving: HashMap<String, Vec<Leaving>> = HashMap::new();
         let mut removing: Vec<(i64, String)> = Vec::new();

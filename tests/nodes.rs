@@ -1,0 +1,260 @@
+//! Several `mailbroker serve` processes (nodes) of one index against a real Dovecot: they
+//! share the accounts, each watched by exactly one, and one takes over what a killed one
+//! watched; a write in flight on a killed node leaves a journal a rerun converges from; and a
+//! CLI update racing both nodes' syncs of its account is journaled once and leaves every index
+//! row as the server has it (the account's lease in the index keeps them from interleaving).
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use common::mcp::{HTTP_TOKEN, http_session, ok_call};
+use common::serve::{Serve, arrives, watched_by, within};
+use common::{mb, ok, server};
+use mailbroker_testkit::{ImapClient, Proxy, message};
+use serde_json::{Value, json};
+
+/// Two `serve` processes of one index share its four accounts, each watched by exactly one
+/// (as `serve status` shows from another process); an arrival on each is searchable through
+/// either's MCP within 3 s. Killed outright, one leaves its accounts to the other within the
+/// takeover time and 5 s, and arrivals on each are searchable again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_nodes_share_the_accounts_and_one_takes_over_when_the_other_dies() {
+    let Some(dovecot) = server() else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let mut clients = Vec::new();
+    for n in 0..4 {
+        let user = format!("serve-node-{n}");
+        clients.push(ImapClient::connect(dovecot, &user).await.unwrap());
+        common::add_account(dovecot, h, &format!("n{n}"), &user, &[]);
+    }
+    ok(h, &["sync"]);
+    let mut first = Serve::start_with(h, &["--takeover", "2"]);
+    let second = Serve::start_with(h, &["--takeover", "2"]);
+    let all: Vec<String> = (0..4).map(|n| format!("n{n}")).collect();
+    let spread = |nodes: &[(u64, Vec<String>)]| {
+        let mut union: Vec<String> = nodes.iter().flat_map(|(_, a)| a.clone()).collect();
+        union.sort();
+        nodes.len() == 2 && nodes.iter().all(|(_, a)| a.len() == 2) && union == all
+    };
+    within(
+        Duration::from_secs(10),
+        "four accounts on two nodes",
+        || async { spread(&watched_by(h)) },
+    )
+    .await;
+    let status = ok(h, &["serve", "status"]);
+    for account in &all {
+        let seen = &status["serve"]["accounts"][account];
+        assert!(seen["last_sync_at"].is_i64(), "{account} synced: {status}");
+    }
+    let sessions = [
+        http_session(&first.url, HTTP_TOKEN).await,
+        http_session(&second.url, HTTP_TOKEN).await,
+    ];
+    for (n, other) in clients.iter_mut().enumerate() {
+        arrives(other, &sessions[n % 2], &format!("Shared {n}")).await;
+    }
+
+    first.kill();
+    let taken = within(
+        Duration::from_secs(2 + 5),
+        "one node with all four",
+        || async { matches!(watched_by(h).as_slice(), [(_, accounts)] if *accounts == all) },
+    )
+    .await;
+    assert!(taken < Duration::from_secs(7));
+    for (n, other) in clients.iter_mut().enumerate() {
+        arrives(other, &sessions[1], &format!("Taken over {n}")).await;
+    }
+    for session in sessions {
+        session.cancel().await.ok();
+    }
+    drop(second);
+}
+
+/// The one entry of the journal, and its items, as `changes` shows them from another process.
+fn only_change(home: &std::path::Path) -> (Value, Vec<Value>) {
+    let list = ok(home, &["changes"]);
+    let changes = list["changes"].as_array().unwrap();
+    assert_eq!(changes.len(), 1, "journaled once: {list}");
+    let shown = ok(home, &["changes", &changes[0]["id"].to_string()]);
+    let items = shown["change"]["items"].as_array().unwrap().clone();
+    (changes[0].clone(), items)
+}
+
+/// A write in flight on a node killed outright (its STORE sent, the answer not back) leaves
+/// its change journaled, `executing`, every item `unknown`. The other node takes the account
+/// at once (the killed holder's process is gone from this host) and the same update through
+/// it converges: nothing failed, every index row matches the server, and after a sync the
+/// killed change's items are settled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_in_flight_on_a_killed_node_leaves_a_journal_a_rerun_converges_from() {
+    let Some(dovecot) = server() else {
+        return;
+    };
+    let user = "nodes-killed-write";
+    let mut other = common::seed(dovecot, user, "INBOX", 20).await;
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let proxy = Proxy::start(dovecot.imap_port, Duration::ZERO).unwrap();
+    common::add_proxied(h, "p", proxy.port, user);
+    ok(h, &["sync"]);
+    // The rerun asks again for what the killed write may have changed: within one budget.
+    let nodes = ["--takeover", "2", "--confirm-above", "50"];
+    let mut first = Serve::start_with(h, &nodes);
+    let second = Serve::start_with(h, &nodes);
+    let on_first = Arc::new(http_session(&first.url, HTTP_TOKEN).await);
+    let ids = common::mcp::ids(&on_first, "in:inbox").await;
+    assert_eq!(ids.len(), 20);
+    let before = other.flags("INBOX").await.unwrap();
+    let to_flag = before
+        .values()
+        .filter(|f| !f.iter().any(|x| x == "\\Flagged"))
+        .count();
+    assert!(to_flag > 0 && to_flag < 20, "{before:?}");
+    let request = json!({ "ids": ids, "flagged": true });
+    proxy.hold_at("UID STORE");
+    let caller = on_first.clone();
+    let sent = request.clone();
+    let update =
+        tokio::spawn(async move { common::mcp::call(&caller, "update_message", sent).await });
+    common::until_held(&proxy, "the update's STORE").await;
+    first.kill();
+    proxy.release();
+    update.abort();
+
+    let (entry, items) = only_change(h);
+    assert_eq!(entry["status"], "executing", "{entry}");
+    assert_eq!(
+        items.len(),
+        to_flag,
+        "an item per message to change: {entry}"
+    );
+    assert!(items.iter().all(|i| i["outcome"] == "unknown"), "{items:?}");
+
+    let on_second = http_session(&second.url, HTTP_TOKEN).await;
+    let rerun = tokio::time::timeout(
+        Duration::from_secs(20),
+        ok_call(&on_second, "update_message", request),
+    )
+    .await
+    .expect("the killed node's lease held the account");
+    let count = |k: &str| rerun[k].as_u64().unwrap_or(0);
+    assert_eq!(count("failed"), 0, "{rerun}");
+    assert_eq!(count("applied") + count("unchanged"), 20, "{rerun}");
+    let on_server = other.flags("INBOX").await.unwrap();
+    assert!(
+        on_server
+            .values()
+            .all(|f| f.iter().any(|x| x == "\\Flagged")),
+        "{on_server:?}"
+    );
+    assert_eq!(common::indexed_flags(h, "p", "INBOX"), on_server);
+
+    ok(h, &["sync", "--account", "p"]);
+    let list = ok(h, &["changes"]);
+    let killed = list["changes"].as_array().unwrap().last().unwrap().clone();
+    let shown = ok(h, &["changes", &killed["id"].to_string()]);
+    let items = shown["change"]["items"].as_array().unwrap();
+    assert!(
+        items.iter().all(|i| i["outcome"] != "unknown"),
+        "settled by the sync: {shown}"
+    );
+    on_second.cancel().await.ok();
+    drop(second);
+}
+
+/// A CLI update from another process, while one node syncs the account at each arrival and
+/// the other is asked to sync it over and over: it succeeds, is journaled once, and every
+/// index row of the account is as the server has it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cli_update_racing_both_nodes_syncs_is_journaled_once_and_the_index_matches() {
+    let Some(dovecot) = server() else {
+        return;
+    };
+    let user = "nodes-race";
+    let mut other = common::seed(dovecot, user, "INBOX", 200).await;
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path().to_path_buf();
+    common::add_account(dovecot, &h, "r", user, &[]);
+    ok(&h, &["sync"]);
+    let nodes = [
+        Serve::start_with(&h, &["--takeover", "2"]),
+        Serve::start_with(&h, &["--takeover", "2"]),
+    ];
+    within(Duration::from_secs(10), "a node watching r", || async {
+        watched_by(&h).iter().any(|(_, a)| a == &["r"])
+    })
+    .await;
+    let racing = Arc::new(AtomicBool::new(true));
+    let mut arriving = ImapClient::connect(dovecot, user).await.unwrap();
+    let arrivals = {
+        let racing = racing.clone();
+        tokio::spawn(async move {
+            let mut n = 0;
+            while racing.load(Ordering::Relaxed) {
+                let body = message(500 + n, "x@example.test", &format!("Arrival {n}"), "b");
+                arriving.append("INBOX", "", &body).await.unwrap();
+                n += 1;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            n
+        })
+    };
+    let mut syncing = Vec::new();
+    for node in &nodes {
+        let (racing, session) = (racing.clone(), http_session(&node.url, HTTP_TOKEN).await);
+        syncing.push(tokio::spawn(async move {
+            let mut syncs = 0;
+            while racing.load(Ordering::Relaxed) {
+                ok_call(&session, "sync_accounts", json!({ "account": "r" })).await;
+                syncs += 1;
+            }
+            session.cancel().await.ok();
+            syncs
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let dir = h.clone();
+    let update = tokio::task::spawn_blocking(move || {
+        let query = "account:r from:alice";
+        mb(
+            &dir,
+            &["update", "--query", query, "--add-tag", "Raced", "--yes"],
+        )
+    })
+    .await
+    .unwrap();
+    racing.store(false, Ordering::Relaxed);
+    let arrived = arrivals.await.unwrap();
+    for task in syncing {
+        assert!(task.await.unwrap() > 0, "each node synced the account");
+    }
+    assert_eq!(update.code, 0, "{}", update.stdout);
+    assert_eq!(update.json["applied"], 100, "{}", update.stdout);
+    assert_eq!(update.json["failed"], 0, "{}", update.stdout);
+    let (entry, items) = only_change(&h);
+    assert_eq!(entry["origin"], "cli", "{entry}");
+    assert_eq!(items.len(), 100, "{entry}");
+
+    let on_server = other.flags("INBOX").await.unwrap();
+    assert_eq!(
+        on_server.len(),
+        200 + arrived,
+        "every arrival reached the server"
+    );
+    let session = http_session(&nodes[0].url, HTTP_TOKEN).await;
+    arrives(&mut other, &session, "Last one").await;
+    let mut on_server = other.flags("INBOX").await.unwrap();
+    let indexed = common::indexed_flags(&h, "r", "INBOX");
+    on_server.retain(|uid, _| indexed.contains_key(uid));
+    assert_eq!(indexed.len(), 200 + arrived + 1, "every arrival indexed");
+    assert_eq!(indexed, on_server);
+    session.cancel().await.ok();
+}
