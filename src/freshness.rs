@@ -16,7 +16,8 @@ use crate::home::Home;
 /// How an account is being kept fresh.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Watching {
-    /// `idle` (the server announces changes), `polling`, or `error`.
+    /// `idle` (the server announces changes), `polling`, `queued` (waiting for its first
+    /// sync: `serve/watch.rs`), or `error`.
     pub watching: String,
     /// Seconds since the epoch of its last background sync.
     pub last_sync_at: Option<i64>,
@@ -82,9 +83,14 @@ impl Freshness {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         change(&mut status);
-        // A status file that cannot be written only leaves `serve status` behind.
+        // A status file that cannot be written only leaves `serve status` behind. Written
+        // beside and renamed into place: `serve status` in another process never reads it
+        // half written.
         if let Ok(text) = serde_json::to_string_pretty(&*status) {
-            let _ = std::fs::write(&self.file, text);
+            let beside = self.file.with_extension("json.new");
+            if std::fs::write(&beside, text).is_ok() {
+                let _ = std::fs::rename(&beside, &self.file);
+            }
         }
     }
 
@@ -96,7 +102,7 @@ impl Freshness {
         let _ = std::fs::remove_file(&self.file);
     }
 
-    /// The account is watched this way now (`idle`, `polling`).
+    /// The account is watched this way now (`idle`, `polling`, `queued`).
     pub fn watching(&self, account: &str, how: &str) {
         self.update(|s| {
             let entry = s.accounts.entry(account.to_string()).or_default();
@@ -153,14 +159,22 @@ impl Freshness {
 pub fn read(home: &Home) -> Option<ServeStatus> {
     let mut running = Vec::new();
     for entry in std::fs::read_dir(status_dir(home)).ok()?.flatten() {
-        let parsed = std::fs::read_to_string(entry.path())
+        let path = entry.path();
+        // `PID.json`, or `PID.json.new` while it is being written.
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
+        let pid = name.split('.').next().and_then(|p| p.parse::<u32>().ok());
+        if !pid.is_some_and(crate::util::running) {
+            let _ = std::fs::remove_file(&path);
+            continue;
+        }
+        let parsed = std::fs::read_to_string(&path)
             .ok()
             .and_then(|text| serde_json::from_str::<ServeStatus>(&text).ok());
-        match parsed {
-            Some(status) if crate::util::running(status.pid) => running.push(status),
-            _ => {
-                let _ = std::fs::remove_file(entry.path());
-            }
+        if let Some(status) = parsed.filter(|_| name.ends_with(".json")) {
+            running.push(status);
         }
     }
     running.sort_by_key(|s| s.pid);
@@ -198,5 +212,34 @@ pub fn print_accounts(accounts: &BTreeMap<String, Watching>) {
         if let Some(step) = &w.next_step {
             crate::say!("    next: {step}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `serve status` reads while a `serve` writes: a file caught half written is skipped,
+    /// not taken for a process that is gone; the file of one that is gone is removed.
+    #[test]
+    fn a_status_half_written_is_skipped_and_a_gone_process_forgotten() {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = Home::resolve(Some(tmp.path())).unwrap();
+        let mine = Freshness::new(&home);
+        mine.listening("http://127.0.0.1:1/mcp");
+        mine.watching("work", "idle");
+        let half = status_dir(&home).join(format!("{}.json.new", std::process::id()));
+        std::fs::write(&half, "{\"pid\":").unwrap();
+        // No process has pid 0 to signal: a file of such a one is a killed process's.
+        let gone = status_dir(&home).join("0.json");
+        std::fs::write(&gone, "{}").unwrap();
+        let all = read(&home).unwrap();
+        assert_eq!(all.nodes.len(), 1, "{all:?}");
+        assert_eq!(all.nodes[0].accounts, vec!["work".to_string()]);
+        assert!(half.exists(), "a live writer's file stays");
+        assert!(!gone.exists(), "a gone process's file is removed");
+        std::fs::write(status_file(&home, std::process::id()), "").unwrap();
+        assert!(read(&home).is_none(), "half written: not read");
+        assert!(status_file(&home, std::process::id()).exists());
     }
 }

@@ -157,7 +157,8 @@ pub struct AccountView {
     pub messages: i64,
     pub last_sync_at: Option<String>,
     /// Under `mailbroker serve`: how the account is kept fresh (`idle`: the server announces
-    /// changes; `polling`; `error`: it cannot be now, see `watch_error`).
+    /// changes; `polling`; `queued`: waiting for its first sync; `error`: it cannot be now,
+    /// see `watch_error`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub watching: Option<String>,
     /// Why the account cannot be kept fresh, and what to do.

@@ -36,6 +36,12 @@ pub struct ServeArgs {
     /// takes its accounts over (this one beats every third of it).
     #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
     pub takeover: u64,
+    /// First syncs (of accounts never synced) the `serve` processes of this index run at
+    /// once, over all of them; the others wait in line. A first sync spends a provider's
+    /// quota most (Gmail: about two at once fill a project's minute). Give every process the
+    /// same number.
+    #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..))]
+    pub first_syncs: u32,
     /// Messages per account the assistant may change without the user's confirmation within
     /// --confirm-window, over all its calls (a call that would go over asks).
     #[arg(long, value_name = "N", default_value_t = crate::change::DEFAULT_CONFIRM_ABOVE)]
@@ -71,6 +77,7 @@ pub async fn serve(home: &Home, store: &Store, args: ServeArgs, json: bool) -> R
         interval: Duration::from_secs(args.interval),
         poll: Duration::from_secs(args.poll),
         takeover: Duration::from_secs(args.takeover),
+        first_syncs: args.first_syncs,
     };
     run(home.clone(), store.clone(), options).await
 }

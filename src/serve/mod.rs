@@ -52,6 +52,8 @@ pub struct ServeOptions {
     /// How long a node may be silent before the others take its accounts; it beats every
     /// third of it.
     pub takeover: Duration,
+    /// How many first syncs the nodes of the index run at once, over all of them.
+    pub first_syncs: u32,
 }
 
 /// How long a stopping `serve` waits for writes in flight and watchers to end.
@@ -68,6 +70,7 @@ pub async fn run(home: Home, store: Store, mut options: ServeOptions) -> Result<
         id: crate::util::random_hex(8)?,
         watchers: Watchers {
             store: store.clone(),
+            first_syncs: options.first_syncs,
             freshness: freshness.clone(),
             interval: options.interval,
             poll: options.poll,
@@ -122,6 +125,7 @@ pub async fn run(home: Home, store: Store, mut options: ServeOptions) -> Result<
 /// What a watcher of any account is given.
 struct Watchers {
     store: Store,
+    first_syncs: u32,
     freshness: Freshness,
     interval: Duration,
     poll: Duration,
@@ -164,6 +168,8 @@ impl Node {
             let w = &self.watchers;
             let watcher = watch::Watcher {
                 store: w.store.clone(),
+                node: self.id.clone(),
+                first_syncs: w.first_syncs,
                 account: account.clone(),
                 freshness: w.freshness.clone(),
                 stop: token.clone(),

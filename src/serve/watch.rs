@@ -12,11 +12,16 @@ use crate::store::Store;
 
 /// IDLE is re-issued well before the 29 minutes after which a server may end it (RFC 2177).
 const IDLE_RENEW: Duration = Duration::from_secs(25 * 60);
+/// How often an account queued for its first sync asks again for a place.
+const FIRST_SYNC_POLL: Duration = Duration::from_secs(1);
 /// The longest wait between reconnection attempts.
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
 
 pub struct Watcher {
     pub store: Store,
+    /// The node it runs on, and how many first syncs all nodes run at once.
+    pub node: String,
+    pub first_syncs: u32,
     pub account: AccountId,
     pub freshness: Freshness,
     pub stop: tokio_util::sync::CancellationToken,
@@ -57,6 +62,55 @@ impl Watcher {
     /// stops (`Ok`) or the connection fails; it is closed politely either way.
     async fn connection(&self) -> Result<()> {
         let record = self.store.account(&self.account).await?;
+        let first = record.last_sync_at.is_none();
+        if first && !self.queue_first_sync().await? {
+            return Ok(());
+        }
+        let watched = self.connect_and_watch(&record, first).await;
+        if first {
+            // Its first sync failed, or never started: the place goes to the next in line.
+            self.end_first_sync().await;
+        }
+        watched
+    }
+
+    /// Waits for a place among the first syncs all nodes run at once; false if `serve`
+    /// stops meanwhile.
+    async fn queue_first_sync(&self) -> Result<bool> {
+        let mut said = false;
+        loop {
+            let (node, account) = (&self.node, &self.account);
+            if self
+                .store
+                .claim_first_sync(node, account, self.first_syncs)
+                .await?
+            {
+                return Ok(true);
+            }
+            if !said {
+                self.freshness.watching(account.as_str(), "queued");
+                tracing::info!(account = %account, "serve: first sync queued behind others");
+                said = true;
+            }
+            tokio::select! {
+                () = tokio::time::sleep(FIRST_SYNC_POLL) => {}
+                () = self.stop.cancelled() => return Ok(false),
+            }
+        }
+    }
+
+    async fn end_first_sync(&self) {
+        if let Err(e) = self.store.end_first_sync(&self.account).await {
+            // Its place stays taken until this node leaves or is found dead.
+            tracing::warn!(account = %self.account, error = %e, "serve: first sync not ended");
+        }
+    }
+
+    async fn connect_and_watch(
+        &self,
+        record: &crate::store::AccountRecord,
+        first: bool,
+    ) -> Result<()> {
         let inbox = self
             .store
             .mailboxes(&self.account)
@@ -64,15 +118,19 @@ impl Watcher {
             .into_iter()
             .find(|m| m.role == Some(Role::Inbox))
             .map_or_else(|| "INBOX".to_string(), |m| m.name);
-        let mut provider = registry::connect(&self.store, &record).await?;
-        let watched = self.watch_on(provider.as_mut(), &inbox).await;
+        let mut provider = registry::connect(&self.store, record).await?;
+        let watched = self.watch_on(provider.as_mut(), &inbox, first).await;
         provider.close().await;
         watched
     }
 
-    async fn watch_on(&self, provider: &mut dyn Provider, inbox: &str) -> Result<()> {
+    async fn watch_on(&self, provider: &mut dyn Provider, inbox: &str, first: bool) -> Result<()> {
         let id = self.account.to_string();
-        self.sync(provider).await?;
+        let caught_up = self.sync(provider).await;
+        if first {
+            self.end_first_sync().await;
+        }
+        caught_up?;
         let stop = self.stop.cancelled();
         tokio::pin!(stop);
         let mut idle = true;

@@ -1,7 +1,8 @@
 //! `serve` processes of one index as nodes that share its accounts: each beats while it runs,
 //! and each account is watched by exactly one live node. A node that stops beating for the
 //! takeover time is dead, as is one whose process is gone from this host (killed, say): its
-//! accounts go to the others at their next beat.
+//! accounts go to the others at their next beat. First syncs, which spend a provider's quota
+//! most, run only so many at once over all nodes (`first_syncs`).
 //!
 //! Invariant: `account_watchers` names at most one node per account (its primary key), and a
 //! node changes it only inside one write transaction that first removes the dead nodes, so
@@ -54,11 +55,12 @@ impl Store {
                 .bind(now - takeover_ms)
                 .execute(&mut *tx)
                 .await?;
-            sqlx::query(
+            for orphans in [
                 "DELETE FROM account_watchers WHERE node_id NOT IN (SELECT id FROM serve_nodes)",
-            )
-            .execute(&mut *tx)
-            .await?;
+                "DELETE FROM first_syncs WHERE node_id NOT IN (SELECT id FROM serve_nodes)",
+            ] {
+                sqlx::query(orphans).execute(&mut *tx).await?;
+            }
             let (nodes, accounts): (i64, i64) = sqlx::query_as(
                 "SELECT (SELECT count(*) FROM serve_nodes), (SELECT count(*) FROM accounts)",
             )
@@ -105,6 +107,7 @@ impl Store {
         let mut tx = self.write_tx().await?;
         for sql in [
             "DELETE FROM account_watchers WHERE node_id = ?",
+            "DELETE FROM first_syncs WHERE node_id = ?",
             "DELETE FROM serve_nodes WHERE id = ?",
         ] {
             sqlx::query(sql)
@@ -114,5 +117,43 @@ impl Store {
                 .map_err(db_error)?;
         }
         tx.commit().await.map_err(db_error)
+    }
+
+    /// Whether node `node` may run `account`'s first sync now: it holds its claim already,
+    /// or takes one while fewer than `at_once` first syncs run on all nodes.
+    pub async fn claim_first_sync(
+        &self,
+        node: &str,
+        account: &AccountId,
+        at_once: u32,
+    ) -> Result<bool, Error> {
+        let mut tx = self.write_tx().await?;
+        let claimed = sqlx::query(
+            "INSERT INTO first_syncs (account_id, node_id, started_at)
+             SELECT ?1, ?2, ?3
+             WHERE (SELECT count(*) FROM first_syncs WHERE account_id != ?1) < ?4
+                OR EXISTS (SELECT 1 FROM first_syncs WHERE account_id = ?1 AND node_id = ?2)
+             ON CONFLICT (account_id) DO UPDATE SET node_id = node_id WHERE node_id = ?2",
+        )
+        .bind(account.as_str())
+        .bind(node)
+        .bind(now_ms())
+        .bind(i64::from(at_once))
+        .execute(&mut *tx)
+        .await
+        .map_err(db_error)?
+        .rows_affected();
+        tx.commit().await.map_err(db_error)?;
+        Ok(claimed == 1)
+    }
+
+    /// `account`'s first sync ended (synced or not): its place goes to the next in line.
+    pub async fn end_first_sync(&self, account: &AccountId) -> Result<(), Error> {
+        sqlx::query("DELETE FROM first_syncs WHERE account_id = ?")
+            .bind(account.as_str())
+            .execute(self.pool())
+            .await
+            .map(drop)
+            .map_err(db_error)
     }
 }
