@@ -85,6 +85,10 @@ impl Watcher {
                 .claim_first_sync(node, account, self.first_syncs)
                 .await?
             {
+                if said {
+                    // Queued no longer: it shows again once its first sync has run.
+                    self.freshness.forget(account.as_str());
+                }
                 return Ok(true);
             }
             if !said {
