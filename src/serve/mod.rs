@@ -5,16 +5,18 @@
 //! - `watch.rs`: one task per account. Where the server can announce changes (IMAP IDLE on
 //!   INBOX) it waits for an announcement and syncs on the same connection; otherwise it polls
 //!   (Gmail's history, Graph's delta links, IMAP without IDLE). Every mailbox of every account
-//!   is also synced (incrementally) every `--interval`, for changes no IDLE announces. A lost connection backs off with jitter and reconnects; an
-//!   account whose credentials are refused is reported and the others go on.
-//! - `status.rs`: each account's freshness (`last_sync_at`, `watching`), shared with the MCP
-//!   server's `list_accounts` and written for `serve status`.
+//!   is also synced (incrementally) every `--interval`, for changes no IDLE announces. A
+//!   lost connection backs off with jitter and reconnects; an account whose credentials are
+//!   refused is reported and the others go on. An account never synced first waits for a
+//!   place among the first syncs all nodes run at once (`--first-syncs`).
+//! - `crate::freshness`: each account's freshness (`last_sync_at`, `watching`), shared with
+//!   the MCP server's `list_accounts` and written for `serve status`.
 //!
-//! Architecture Invariant: background syncs take the account's lock, as a write or a
-//! deletion does, and only for the sync itself, never while waiting on IDLE. A write that
-//! waits for it gets it at the sync's next checkpoint (`SyncSink::checkpoint`, after each
-//! batch the sync applies), so it waits for the batch in flight, not for the whole sync; it
-//! then holds the lock to its end, so a sync never sees half a write.
+//! Architecture Invariant: background syncs take the account's lease (`store/leases.rs`), as
+//! a write or a deletion does, and only for the sync itself, never while waiting on IDLE. A
+//! write that waits for it gets it at the sync's next checkpoint (`SyncSink::checkpoint`,
+//! after each batch the sync applies), so it waits for the batch in flight, not for the whole
+//! sync; it then holds the lease to its end, so a sync never sees half a write.
 //!
 //! Several `serve` processes may run on one index (nodes): each beats in the index every third
 //! of `--takeover`, and each account is watched by exactly one live node, the accounts spread
