@@ -21,8 +21,17 @@ use crate::store::{AccountLock, AccountRecord, LOCK_WAIT, Store};
 
 /// One account's connection, held under its lock.
 pub struct Session {
-    _lock: AccountLock,
+    lock: AccountLock,
     pub provider: Box<dyn Provider>,
+}
+
+impl Session {
+    /// Logs out, then frees the account; the protocol commands the session sent.
+    pub async fn close(mut self) -> u64 {
+        self.provider.close().await;
+        self.lock.release().await;
+        self.provider.commands_sent()
+    }
 }
 
 /// Locks the account, then connects to it with its stored settings and secret.
@@ -38,7 +47,7 @@ async fn open_known(
 ) -> Result<Session> {
     let (lock, connector) = lock_and_read(store, id, record).await?;
     Ok(Session {
-        _lock: lock,
+        lock,
         provider: connector.connect().await?,
     })
 }
@@ -103,10 +112,7 @@ impl Sessions {
             let task = tokio::spawn(async move {
                 let provider = connector.connect().await?;
                 tracing::debug!(account = id, "write: session opened ahead");
-                Ok(Session {
-                    _lock: lock,
-                    provider,
-                })
+                Ok(Session { lock, provider })
             });
             ahead.insert(account.clone(), task);
         }
@@ -136,9 +142,8 @@ impl Sessions {
                 task.abort();
                 continue;
             }
-            if let Ok(Ok(mut session)) = task.await {
-                session.provider.close().await;
-                commands += session.provider.commands_sent();
+            if let Ok(Ok(session)) = task.await {
+                commands += session.close().await;
             }
         }
         commands

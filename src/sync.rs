@@ -64,6 +64,14 @@ pub async fn sync_account(
     Ok(report)
 }
 
+/// What a sync that ran to its end records: when, and the unknown outcomes it settles.
+async fn settled(store: &Store, id: &AccountId) -> Result<()> {
+    store.mark_synced(id).await?;
+    // The index is the server's again: an earlier write whose answer was lost shows here.
+    store.settle_unknown().await?;
+    Ok(())
+}
+
 /// Syncs one account on a session already open (what `serve` does on the connection it
 /// watches with), under the account's `lock`, which it gives a waiting write at each of the
 /// adapter's checkpoints (`SyncSink::checkpoint`) and releases when done.
@@ -89,13 +97,14 @@ pub async fn sync_with(
             }
             progress(p)
         });
-    let mailboxes = provider
-        .sync(&request, &mut sink)
-        .await
-        .map_err(|e| e.context(format!("sync of account {id}")))?;
-    store.mark_synced(id).await?;
-    // The index is the server's again: an earlier write whose answer was lost shows here.
-    store.settle_unknown().await?;
+    let synced = match provider.sync(&request, &mut sink).await {
+        Ok(mailboxes) => settled(store, id).await.map(|()| mailboxes),
+        Err(e) => Err(e.context(format!("sync of account {id}"))),
+    };
+    // Still holding the account until here: a write waiting for it sees the sync whole.
+    let finished = sink.finish().await;
+    let mailboxes = synced?;
+    finished?;
     Ok(AccountSyncReport {
         account: id.clone(),
         added: mailboxes.iter().map(|m| m.added).sum(),

@@ -324,3 +324,44 @@ async fn first_syncs_are_queued_across_the_nodes() {
     assert!(queued, "serve status showed an account queued");
     index.close().await;
 }
+
+/// A command that ends frees its account before it exits, rather than leaving its lease to
+/// a process of another machine to wait out: after `sync` and `update`, no one holds it, and
+/// each took it once (its fence counts the takes).
+#[tokio::test]
+async fn a_command_frees_its_account_before_it_exits() {
+    let Some(dovecot) = server() else {
+        return;
+    };
+    let user = "nodes-frees";
+    common::seed(dovecot, user, "INBOX", 5).await;
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    common::add_account(dovecot, h, "a", user, &[]);
+    let url = format!("sqlite://{}?mode=ro", h.join("index.sqlite3").display());
+    let lease = || async {
+        let index = sqlx::SqlitePool::connect(&url).await.unwrap();
+        let row: (Option<String>, i64) =
+            sqlx::query_as("SELECT holder, fence FROM account_leases WHERE account_id = 'a'")
+                .fetch_one(&index)
+                .await
+                .unwrap();
+        index.close().await;
+        row
+    };
+    ok(h, &["sync"]);
+    assert_eq!(lease().await, (None, 1), "after sync");
+    let tagged = ok(
+        h,
+        &[
+            "update",
+            "--query",
+            "account:a",
+            "--add-tag",
+            "Freed",
+            "--yes",
+        ],
+    );
+    assert_eq!(tagged["applied"], 5, "{tagged}");
+    assert_eq!(lease().await, (None, 2), "after update");
+}

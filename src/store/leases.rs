@@ -371,6 +371,15 @@ impl AccountLock {
         Ok(())
     }
 
+    /// Frees the account for the next in line now. Dropping the lock frees it too, but in a
+    /// task of its own, which a process that ends at once may never run: its lease would
+    /// then stand until its time runs out for anyone who cannot see the process is gone.
+    pub async fn release(mut self) {
+        if let Err(e) = self.release_now().await {
+            tracing::debug!(account = %self.account, "lease not released: {e}");
+        }
+    }
+
     async fn release_now(&mut self) -> Result<(), Error> {
         if let Some(task) = self.renewing.take() {
             task.abort();

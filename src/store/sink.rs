@@ -126,6 +126,16 @@ impl StoreSink {
         .await
     }
 
+    /// Waits until every batch is written, then frees the account for the next in line (a
+    /// sink dropped instead frees it in the background).
+    pub async fn finish(mut self) -> Result<()> {
+        let flushed = self.flush().await;
+        if let Some(lease) = self.lease.take() {
+            lease.release().await;
+        }
+        flushed
+    }
+
     /// Waits until every batch handed to the writer is committed.
     async fn flush(&mut self) -> Result<()> {
         if let Some((tx, task)) = self.writer.take() {

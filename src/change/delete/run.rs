@@ -127,8 +127,7 @@ impl Run<'_> {
             advanced,
         };
         let ran = run_account(provider.as_mut(), &groups, &mut deletions).await;
-        provider.close().await;
-        self.commands += provider.commands_sent();
+        self.commands += session.close().await;
         ran
     }
 }

@@ -43,8 +43,7 @@ pub(super) async fn run_batches(
             let ran = run_account(provider.as_mut(), &batches, &mut writes).await;
             unrecorded_batch = ran.err();
         }
-        provider.close().await;
-        commands += provider.commands_sent();
+        commands += session.close().await;
     }
     match unrecorded_batch {
         Some(e) => Err(unrecorded(e, change_id)),
@@ -83,8 +82,8 @@ async fn connected_and_journaled<'a>(
     if let (None, Ok(id)) = (&unreachable, &recorded) {
         return Ok((open, commands, *id));
     }
-    for (mut session, _) in open {
-        session.provider.close().await;
+    for (session, _) in open {
+        session.close().await;
     }
     Err(match (unreachable, recorded) {
         (Some(e), Ok(id)) => {
