@@ -88,9 +88,13 @@ fn only_change(home: &std::path::Path) -> (Value, Vec<Value>) {
     let list = ok(home, &["changes"]);
     let changes = list["changes"].as_array().unwrap();
     assert_eq!(changes.len(), 1, "journaled once: {list}");
-    let shown = ok(home, &["changes", &changes[0]["id"].to_string()]);
-    let items = shown["change"]["items"].as_array().unwrap().clone();
-    (changes[0].clone(), items)
+    (changes[0].clone(), items_of(home, &changes[0]))
+}
+
+/// The items of a journal entry as `changes ID` shows them.
+fn items_of(home: &std::path::Path, change: &Value) -> Vec<Value> {
+    let shown = ok(home, &["changes", &change["id"].to_string()]);
+    shown["change"]["items"].as_array().unwrap().clone()
 }
 
 /// A write in flight on a node killed outright (its STORE sent, the answer not back) leaves
@@ -164,12 +168,11 @@ async fn a_write_in_flight_on_a_killed_node_leaves_a_journal_a_rerun_converges_f
 
     ok(h, &["sync", "--account", "p"]);
     let list = ok(h, &["changes"]);
-    let killed = list["changes"].as_array().unwrap().last().unwrap().clone();
-    let shown = ok(h, &["changes", &killed["id"].to_string()]);
-    let items = shown["change"]["items"].as_array().unwrap();
+    let killed = list["changes"].as_array().unwrap().last().unwrap();
+    let items = items_of(h, killed);
     assert!(
         items.iter().all(|i| i["outcome"] != "unknown"),
-        "settled by the sync: {shown}"
+        "settled by the sync: {items:?}"
     );
     on_second.cancel().await.ok();
     drop(second);
@@ -281,8 +284,7 @@ async fn first_syncs_are_queued_across_the_nodes() {
         dovecot.import_messages(&user, bodies).unwrap();
         common::add_account(dovecot, h, account, &user, &[]);
     }
-    let url = format!("sqlite://{}?mode=ro", h.join("index.sqlite3").display());
-    let index = sqlx::SqlitePool::connect(&url).await.unwrap();
+    let index = common::index_reader(h).await;
     let nodes = ["--takeover", "2", "--first-syncs", "1"];
     let _first = Serve::start_with(h, &nodes);
     let _second = Serve::start_with(h, &nodes);
@@ -338,9 +340,8 @@ async fn a_command_frees_its_account_before_it_exits() {
     let home = tempfile::tempdir().unwrap();
     let h = home.path();
     common::add_account(dovecot, h, "a", user, &[]);
-    let url = format!("sqlite://{}?mode=ro", h.join("index.sqlite3").display());
     let lease = || async {
-        let index = sqlx::SqlitePool::connect(&url).await.unwrap();
+        let index = common::index_reader(h).await;
         let row: (Option<String>, i64) =
             sqlx::query_as("SELECT holder, fence FROM account_leases WHERE account_id = 'a'")
                 .fetch_one(&index)

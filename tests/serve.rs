@@ -405,8 +405,7 @@ async fn a_restarted_dovecot_is_reconnected_to() {
 
 /// Whether something stands next in line for the account (its lease's waiter in the index).
 async fn someone_waits(home: &Path, account: &str) -> bool {
-    let url = format!("sqlite://{}?mode=ro", home.join("index.sqlite3").display());
-    let index = sqlx::SqlitePool::connect(&url).await.unwrap();
+    let index = common::index_reader(home).await;
     let waiter: Option<Option<String>> =
         sqlx::query_scalar("SELECT waiter FROM account_leases WHERE account_id = ?")
             .bind(account)

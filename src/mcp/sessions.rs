@@ -28,9 +28,9 @@ use rmcp::transport::streamable_http_server::session::store::{
     SessionState, SessionStore, SessionStoreError,
 };
 use rmcp::transport::streamable_http_server::{SessionId, SessionManager};
+use rmcp::transport::worker::WorkerTransport;
 
 use crate::store::Store;
-use rmcp::transport::worker::WorkerTransport;
 
 /// How long a session may stay idle and how many are kept (docs/MCP.md says both).
 #[derive(Debug, Clone, Copy)]

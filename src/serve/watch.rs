@@ -67,8 +67,8 @@ impl Watcher {
             return Ok(());
         }
         let watched = self.connect_and_watch(&record, first).await;
-        if first {
-            // Its first sync failed, or never started: the place goes to the next in line.
+        if first && watched.is_err() {
+            // Perhaps before its first sync ended it (`watch_on`): the place goes on anyway.
             self.end_first_sync().await;
         }
         watched

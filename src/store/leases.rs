@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 use mailbroker_core::{AccountId, Error};
 use sqlx::{Sqlite, Transaction};
 
-use super::{Store, db_error, now_ms};
-use crate::util::{host, random_hex, running};
+use super::{Store, db_error, now_ms, process_runs};
+use crate::util::{host, random_hex};
 
 /// How long a command waits for an account another sync or write holds.
 pub const LOCK_WAIT: Duration = Duration::from_secs(300);
@@ -113,10 +113,6 @@ fn step(row: Option<&LeaseRow>, me: &Party, now: i64, alive: &impl Fn(i64) -> bo
     }
 }
 
-fn process_alive(pid: i64) -> bool {
-    u32::try_from(pid).is_ok_and(running)
-}
-
 fn busy(account: &str) -> Error {
     Error::provider_unavailable(format!(
         "account {account} is busy with another sync or write"
@@ -155,7 +151,7 @@ impl Store {
         loop {
             // Read first, write only to act: waiting costs the index no write transactions.
             let row = lease_row(self.pool(), account).await?;
-            if step(row.as_ref(), me, now_ms(), &process_alive) != Step::Wait
+            if step(row.as_ref(), me, now_ms(), &process_runs) != Step::Wait
                 && let Some(fence) = self.act(account, me).await?
             {
                 return Ok(fence);
@@ -180,7 +176,7 @@ impl Store {
         let now = now_ms();
         let mut tx = self.write_tx().await?;
         let row = lease_row(&mut *tx, account).await?;
-        let taken = match step(row.as_ref(), me, now, &process_alive) {
+        let taken = match step(row.as_ref(), me, now, &process_runs) {
             Step::Wait => None,
             Step::Take => Some(
                 sqlx::query_scalar(
@@ -306,7 +302,7 @@ impl AccountLock {
         lock
     }
 
-    pub fn fence(&self) -> Fence {
+    pub(super) fn fence(&self) -> Fence {
         Fence {
             account: self.account.to_string(),
             holder: self.me.id.clone(),
@@ -351,7 +347,7 @@ impl AccountLock {
                 ),
                 now_ms(),
                 &self.me.host,
-                &process_alive,
+                &process_runs,
             )
         });
         Ok(waits)

@@ -30,7 +30,7 @@ pub use accounts::{AccountRecord, Fallback, MailboxRecord};
 pub use approvals::Approval;
 pub use budget::Over;
 pub use journal::{ChangeRecord, ChangeStatus, JournalItem, MessageState};
-pub use leases::{AccountLock, Fence, LOCK_WAIT};
+pub use leases::{AccountLock, LOCK_WAIT};
 pub use manifests::{ItemOutcome, ItemStatus, Manifest, ManifestItem, ManifestStatus};
 pub use messages::{MessageRef, MessageRow, SearchPage, no_message};
 pub use sink::{StoreSink, SyncProgress};
@@ -300,6 +300,11 @@ pub(crate) async fn replace_tags(
         insert.build().execute(&mut *conn).await.map_err(db_error)?;
     }
     Ok(())
+}
+
+/// Whether the process a row names by pid (a node, a lease's holder) runs on this host.
+pub(super) fn process_runs(pid: i64) -> bool {
+    u32::try_from(pid).is_ok_and(crate::util::running)
 }
 
 pub(crate) fn now_secs() -> i64 {

@@ -10,7 +10,7 @@
 
 use mailbroker_core::{AccountId, Error};
 
-use super::{Store, db_error, now_ms};
+use super::{Store, db_error, now_ms, process_runs};
 
 impl Store {
     /// Node `id` beats, and takes its share of the accounts: the dead nodes (silent for
@@ -42,10 +42,7 @@ impl Store {
                     .bind(id)
                     .fetch_all(&mut *tx)
                     .await?;
-            for (gone, _) in neighbours
-                .iter()
-                .filter(|(_, pid)| !u32::try_from(*pid).is_ok_and(crate::util::running))
-            {
+            for (gone, _) in neighbours.iter().filter(|(_, pid)| !process_runs(*pid)) {
                 sqlx::query("DELETE FROM serve_nodes WHERE id = ?")
                     .bind(gone)
                     .execute(&mut *tx)

@@ -233,6 +233,12 @@ pub async fn seed(server: &Dovecot, user: &str, mailbox: &str, n: usize) -> Imap
     client
 }
 
+/// The home's index, opened read-only beside the processes that write it.
+pub async fn index_reader(home: &Path) -> sqlx::SqlitePool {
+    let url = format!("sqlite://{}?mode=ro", home.join("index.sqlite3").display());
+    sqlx::SqlitePool::connect(&url).await.unwrap()
+}
+
 /// Every indexed message of `mailbox` for `account`: UID → sorted raw flags.
 pub fn indexed_flags(
     home: &Path,
