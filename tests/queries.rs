@@ -442,6 +442,43 @@ fn query_text() -> impl proptest::strategy::Strategy<Value = String> {
     prop_oneof![6 => spaced, 2 => any::<String>(), 1 => runs]
 }
 
+/// The same account synced into a second index on PostgreSQL: the same corpus on the other
+/// engine, to run the same queries on.
+fn same_corpus_on_postgres(
+    rt: &tokio::runtime::Runtime,
+    user: &str,
+) -> Option<(tempfile::TempDir, mailbroker::store::Store)> {
+    let url = common::postgres_database()?;
+    let home = tempfile::tempdir().unwrap();
+    common::on_postgres(home.path(), &url);
+    add_account(server()?, home.path(), "q", user, &[]);
+    ok(home.path(), &["sync"]);
+    let store = rt
+        .block_on(mailbroker::store::Store::connect(&url))
+        .unwrap();
+    Some((home, store))
+}
+
+/// What a query found, engine aside: the server's ids of the messages, and the total.
+fn found_on(
+    rt: &tokio::runtime::Runtime,
+    store: &mailbroker::store::Store,
+    query: &mailbroker::search::Query,
+) -> Result<(Vec<String>, u64), String> {
+    let rows = rt
+        .block_on(store.search(query, 50, 0))
+        .map_err(|e| e.to_string())?;
+    let total = rt.block_on(store.count(query)).map_err(|e| e.to_string())?;
+    let mut ids: Vec<String> = rows
+        .iter()
+        .map(|r| r.place.remote_id.as_str().to_string())
+        .collect();
+    ids.sort();
+    Ok((ids, total))
+}
+
+/// Any text is parsed or refused with a validation error; what is accepted runs, on SQLite
+/// and on PostgreSQL, and both engines find the same messages and the same total.
 #[test]
 fn any_query_text_parses_or_is_refused_and_accepted_ones_run() {
     use proptest::test_runner::{Config, TestRunner};
@@ -453,6 +490,10 @@ fn any_query_text_parses_or_is_refused_and_accepted_ones_run() {
         .unwrap()
         .database();
     let store = rt.block_on(mailbroker::store::Store::open(&db)).unwrap();
+    let postgres = same_corpus_on_postgres(&rt, "qry-fuzz");
+    let stores: Vec<&mailbroker::store::Store> = std::iter::once(&store)
+        .chain(postgres.as_ref().map(|(_, s)| s))
+        .collect();
     // The largest queries the parser accepts run too: SQLite's expression depth is limited.
     let max = mailbroker::search::MAX_TERMS;
     let deep = mailbroker::search::MAX_DEPTH;
@@ -472,8 +513,10 @@ fn any_query_text_parses_or_is_refused_and_accepted_ones_run() {
         ),
     ] {
         let query = mailbroker::search::parse(&text, 0).expect("accepted");
-        rt.block_on(store.count(&query))
-            .unwrap_or_else(|e| panic!("{}…: {e}", &text[..40]));
+        for store in &stores {
+            rt.block_on(store.count(&query))
+                .unwrap_or_else(|e| panic!("{}…: {e}", &text[..40]));
+        }
     }
     let config = Config {
         cases: 5000,
@@ -486,15 +529,14 @@ fn any_query_text_parses_or_is_refused_and_accepted_ones_run() {
             match mailbroker::search::parse(&text, 1_800_000_000) {
                 Ok(query) => {
                     accepted.set(accepted.get() + 1);
-                    let rows = rt.block_on(store.search(&query, 50, 0));
-                    let count = rt.block_on(store.count(&query));
-                    match (rows, count) {
-                        (Ok(rows), Ok(n)) => assert!(rows.len() as u64 <= n, "{text:?}"),
-                        (r, c) => panic!(
-                            "{text:?} was accepted but failed to run: {:?} {:?}",
-                            r.err(),
-                            c.err()
-                        ),
+                    let on_sqlite = found_on(&rt, stores[0], &query)
+                        .unwrap_or_else(|e| panic!("{text:?} was accepted but failed: {e}"));
+                    assert!(on_sqlite.0.len() as u64 <= on_sqlite.1, "{text:?}");
+                    for other in &stores[1..] {
+                        let there = found_on(&rt, other, &query).unwrap_or_else(|e| {
+                            panic!("{text:?} was accepted but failed on PostgreSQL: {e}")
+                        });
+                        assert_eq!(there, on_sqlite, "{text:?}: PostgreSQL against SQLite");
                     }
                 }
                 Err(e) => {

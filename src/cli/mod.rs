@@ -33,6 +33,16 @@ pub struct Cli {
     /// Home directory (the index). Default: $MAILBROKER_HOME, else $XDG_DATA_HOME/mailbroker.
     #[arg(long, global = true, value_name = "DIR")]
     pub home: Option<PathBuf>,
+    /// A PostgreSQL database that holds the index instead of the home's SQLite file, shared by
+    /// every machine given the same URL (a team deployment). The home still holds the rest.
+    #[arg(
+        long,
+        global = true,
+        value_name = "URL",
+        env = "MAILBROKER_DATABASE_URL",
+        hide_env_values = true
+    )]
+    pub database: Option<String>,
     /// Print machine-readable JSON on stdout (field names are stable; see README).
     #[arg(long, global = true)]
     pub json: bool,
@@ -191,9 +201,10 @@ impl UpdateArgs {
 pub async fn run(cli: Cli) -> Result<u8> {
     let started = std::time::Instant::now();
     let home = Home::resolve(cli.home.as_deref())?;
-    let store = match cli.command {
-        Command::Search { .. } => Store::open_reader(&home.database()).await?,
-        _ => Store::open(&home.database()).await?,
+    let store = match (&cli.database, &cli.command) {
+        (Some(url), _) => Store::connect(url).await?,
+        (None, Command::Search { .. }) => Store::open_reader(&home.database()).await?,
+        (None, _) => Store::open(&home.database()).await?,
     };
     tracing::debug!(ms = started.elapsed().as_millis() as u64, "index opened");
     let outcome = dispatch(&home, &store, cli.command, cli.json).await;

@@ -111,7 +111,7 @@ impl Store {
         mailboxes: &[mailbroker_core::MailboxInfo],
     ) -> Result<(), Error> {
         let mut tx = self.write_tx().await?;
-        let exists: Option<String> = sqlx::query_scalar("SELECT id FROM accounts WHERE id = ?")
+        let exists: Option<String> = sqlx::query_scalar("SELECT id FROM accounts WHERE id = $1")
             .bind(account.id.as_str())
             .fetch_optional(&mut *tx)
             .await
@@ -124,7 +124,7 @@ impl Store {
         }
         sqlx::query(
             "INSERT INTO accounts (id, provider, email, settings, capabilities, created_at,
-               sync_cursor) VALUES (?, ?, ?, ?, ?, ?, ?)",
+               sync_cursor) VALUES ($1, $2, $3, $4, $5, $6, $7)",
         )
         .bind(account.id.as_str())
         .bind(account.provider.as_str())
@@ -149,7 +149,7 @@ impl Store {
         let written = async {
             if let (Some((kind, _)), Some((store, kept))) = (secret, &kept) {
                 sqlx::query(
-                    "INSERT INTO credentials (account_id, kind, secret, store) VALUES (?, ?, ?, ?)",
+                    "INSERT INTO credentials (account_id, kind, secret, store) VALUES ($1, $2, $3, $4)",
                 )
                 .bind(account.id.as_str())
                 .bind(kind)
@@ -182,7 +182,7 @@ impl Store {
     ) -> Result<(), Error> {
         let now = now_secs();
         let mut tx = self.write_tx().await?;
-        let done = sqlx::query("UPDATE accounts SET unattended_deletions_since = ? WHERE id = ?")
+        let done = sqlx::query("UPDATE accounts SET unattended_deletions_since = $1 WHERE id = $2")
             .bind(allowed.then_some(now))
             .bind(id.as_str())
             .execute(&mut *tx)
@@ -194,7 +194,7 @@ impl Store {
         }
         sqlx::query(
             "INSERT INTO account_settings_log (account_id, at, setting, value, origin)
-             VALUES (?, ?, 'unattended_deletions', ?, ?)",
+             VALUES ($1, $2, 'unattended_deletions', $3, $4)",
         )
         .bind(id.as_str())
         .bind(now)
@@ -216,7 +216,7 @@ impl Store {
             .map(serde_json::to_string)
             .transpose()
             .map_err(|e| Error::internal(e.to_string()))?;
-        let done = sqlx::query("UPDATE accounts SET fallback = ? WHERE id = ?")
+        let done = sqlx::query("UPDATE accounts SET fallback = $1 WHERE id = $2")
             .bind(text)
             .bind(id.as_str())
             .execute(&self.pool)
@@ -242,7 +242,7 @@ impl Store {
 
     pub async fn account(&self, id: &AccountId) -> Result<AccountRecord, Error> {
         let row: Option<AccountRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-            "{ACCOUNT_COLUMNS} WHERE id = ?"
+            "{ACCOUNT_COLUMNS} WHERE id = $1"
         )))
         .bind(id.as_str())
         .fetch_optional(&self.pool)
@@ -264,7 +264,7 @@ impl Store {
         kind: &str,
     ) -> Result<Option<(SecretStore, String)>, Error> {
         let row: Option<(String, String)> = sqlx::query_as(
-            "SELECT store, secret FROM credentials WHERE account_id = ? AND kind = ?",
+            "SELECT store, secret FROM credentials WHERE account_id = $1 AND kind = $2",
         )
         .bind(id.as_str())
         .bind(kind)
@@ -277,7 +277,7 @@ impl Store {
     /// Which store holds an account's secrets (the first kind stored), for `account show`.
     pub async fn secret_store(&self, id: &AccountId) -> Result<Option<SecretStore>, Error> {
         let store: Option<String> = sqlx::query_scalar(
-            "SELECT store FROM credentials WHERE account_id = ? ORDER BY kind LIMIT 1",
+            "SELECT store FROM credentials WHERE account_id = $1 ORDER BY kind LIMIT 1",
         )
         .bind(id.as_str())
         .fetch_optional(&self.pool)
@@ -332,7 +332,7 @@ impl Store {
             None => crate::keyring::put(secret, &secret_label(id, kind)).await?,
         };
         sqlx::query(
-            "INSERT INTO credentials (account_id, kind, secret, store) VALUES (?, ?, ?, ?)
+            "INSERT INTO credentials (account_id, kind, secret, store) VALUES ($1, $2, $3, $4)
              ON CONFLICT (account_id, kind) DO UPDATE
              SET secret = excluded.secret, store = excluded.store",
         )
@@ -352,13 +352,13 @@ impl Store {
     /// remove.
     pub async fn remove_account(&self, id: &AccountId) -> Result<Vec<String>, Error> {
         let in_keyring: Vec<String> = sqlx::query_scalar(
-            "SELECT secret FROM credentials WHERE account_id = ? AND store = 'keyring'",
+            "SELECT secret FROM credentials WHERE account_id = $1 AND store = 'keyring'",
         )
         .bind(id.as_str())
         .fetch_all(&self.pool)
         .await
         .map_err(db_error)?;
-        let done = sqlx::query("DELETE FROM accounts WHERE id = ?")
+        let done = sqlx::query("DELETE FROM accounts WHERE id = $1")
             .bind(id.as_str())
             .execute(&self.pool)
             .await
@@ -378,7 +378,7 @@ impl Store {
     }
 
     pub async fn mark_synced(&self, id: &AccountId) -> Result<(), Error> {
-        sqlx::query("UPDATE accounts SET last_sync_at = ? WHERE id = ?")
+        sqlx::query("UPDATE accounts SET last_sync_at = $1 WHERE id = $2")
             .bind(now_secs())
             .bind(id.as_str())
             .execute(&self.pool)
@@ -389,7 +389,7 @@ impl Store {
 
     pub async fn set_capabilities(&self, id: &AccountId, caps: &Capabilities) -> Result<(), Error> {
         let caps = serde_json::to_string(caps).map_err(|e| Error::internal(e.to_string()))?;
-        sqlx::query("UPDATE accounts SET capabilities = ? WHERE id = ?")
+        sqlx::query("UPDATE accounts SET capabilities = $1 WHERE id = $2")
             .bind(caps)
             .bind(id.as_str())
             .execute(&self.pool)
@@ -399,7 +399,7 @@ impl Store {
     }
 
     pub async fn set_sync_cursor(&self, id: &AccountId, cursor: &str) -> Result<(), Error> {
-        sqlx::query("UPDATE accounts SET sync_cursor = ? WHERE id = ?")
+        sqlx::query("UPDATE accounts SET sync_cursor = $1 WHERE id = $2")
             .bind(cursor)
             .bind(id.as_str())
             .execute(&self.pool)
@@ -416,8 +416,8 @@ impl Store {
     ) -> Result<std::collections::BTreeMap<String, String>, Error> {
         let names = serde_json::to_string(names).map_err(|e| Error::internal(e.to_string()))?;
         let rows: Vec<(String, String)> = sqlx::query_as(
-            "SELECT name, remote_id FROM mailboxes WHERE account_id = ?
-               AND remote_id IS NOT NULL AND name IN (SELECT value FROM json_each(?))",
+            "SELECT name, remote_id FROM mailboxes WHERE account_id = $1
+               AND remote_id IS NOT NULL AND name IN (SELECT value FROM json_each($2))",
         )
         .bind(account.as_str())
         .bind(names)
@@ -434,7 +434,7 @@ impl Store {
         mailbox: &str,
     ) -> Result<MailboxCursor, Error> {
         let cursor: Option<String> =
-            sqlx::query_scalar("SELECT cursor FROM mailboxes WHERE account_id = ? AND name = ?")
+            sqlx::query_scalar("SELECT cursor FROM mailboxes WHERE account_id = $1 AND name = $2")
                 .bind(account.as_str())
                 .bind(mailbox)
                 .fetch_optional(&self.pool)
@@ -446,7 +446,7 @@ impl Store {
     /// Where the last sync of each mailbox stopped, for mailboxes synced at least once.
     pub async fn cursors(&self, id: &AccountId) -> Result<Vec<(String, MailboxCursor)>, Error> {
         let rows: Vec<(String, String)> = sqlx::query_as(
-            "SELECT name, cursor FROM mailboxes WHERE account_id = ? AND cursor != ''",
+            "SELECT name, cursor FROM mailboxes WHERE account_id = $1 AND cursor != ''",
         )
         .bind(id.as_str())
         .fetch_all(&self.pool)
@@ -466,7 +466,7 @@ impl Store {
                     (SELECT count(*) FROM messages m WHERE m.mailbox_id = b.id),
                     (SELECT count(*) FROM messages m JOIN message_state s ON s.id = m.id
                        WHERE m.mailbox_id = b.id AND s.is_read = 0)
-             FROM mailboxes b WHERE b.account_id = ? ORDER BY b.name",
+             FROM mailboxes b WHERE b.account_id = $1 ORDER BY b.name",
         )
         .bind(id.as_str())
         .fetch_all(&self.pool)
@@ -511,8 +511,8 @@ impl Store {
         sqlx::query_as(
             "SELECT tag, sum(n) AS total FROM (
                SELECT t.tag, 1 AS n FROM message_tags t JOIN messages m ON m.id = t.message_id
-               JOIN mailboxes b ON b.id = m.mailbox_id WHERE b.account_id = ?1
-               UNION ALL SELECT tag, 0 FROM known_tags WHERE account_id = ?1)
+               JOIN mailboxes b ON b.id = m.mailbox_id WHERE b.account_id = $1
+               UNION ALL SELECT tag, 0 FROM known_tags WHERE account_id = $1)
              GROUP BY tag ORDER BY total DESC, tag",
         )
         .bind(id.as_str())

@@ -33,14 +33,14 @@ impl Store {
         ttl_secs: i64,
     ) -> Result<(), Error> {
         let now = now_secs();
-        sqlx::query("DELETE FROM approvals WHERE expires_at < ?")
+        sqlx::query("DELETE FROM approvals WHERE expires_at < $1")
             .bind(now)
             .execute(self.pool())
             .await
             .map_err(db_error)?;
         sqlx::query(
             "INSERT INTO approvals (token, binding, description, created_at, expires_at)
-             VALUES (?, ?, ?, ?, ?)",
+             VALUES ($1, $2, $3, $4, $5)",
         )
         .bind(token)
         .bind(binding)
@@ -57,7 +57,7 @@ impl Store {
     async fn approval_row(&self, token: &str) -> Result<Option<ApprovalRow>, Error> {
         sqlx::query_as(
             "SELECT binding, description, expires_at, approved_at, used_at
-             FROM approvals WHERE token = ?",
+             FROM approvals WHERE token = $1",
         )
         .bind(token)
         .fetch_optional(self.pool())
@@ -82,8 +82,8 @@ impl Store {
     /// The person's approval of `token`, while it is unexpired and unused.
     pub async fn approve(&self, token: &str) -> Result<(), Error> {
         let done = sqlx::query(
-            "UPDATE approvals SET approved_at = ?1
-             WHERE token = ?2 AND expires_at >= ?1 AND used_at IS NULL",
+            "UPDATE approvals SET approved_at = $1
+             WHERE token = $2 AND expires_at >= $1 AND used_at IS NULL",
         )
         .bind(now_secs())
         .bind(token)
@@ -135,7 +135,7 @@ impl Store {
             ));
         }
         let taken =
-            sqlx::query("UPDATE approvals SET used_at = ? WHERE token = ? AND used_at IS NULL")
+            sqlx::query("UPDATE approvals SET used_at = $1 WHERE token = $2 AND used_at IS NULL")
                 .bind(now_secs())
                 .bind(token)
                 .execute(self.pool())
@@ -152,13 +152,13 @@ impl Store {
     /// Records that the input request `nonce` (valid until `expires_at`) was answered; false
     /// when it was answered before, by this process or another.
     pub async fn claim_input_answer(&self, nonce: &str, expires_at: i64) -> Result<bool, Error> {
-        sqlx::query("DELETE FROM input_answers WHERE expires_at < ?")
+        sqlx::query("DELETE FROM input_answers WHERE expires_at < $1")
             .bind(now_secs())
             .execute(self.pool())
             .await
             .map_err(db_error)?;
         let claimed = sqlx::query(
-            "INSERT INTO input_answers (nonce, expires_at) VALUES (?, ?)
+            "INSERT INTO input_answers (nonce, expires_at) VALUES ($1, $2)
              ON CONFLICT (nonce) DO NOTHING",
         )
         .bind(nonce)
@@ -172,7 +172,7 @@ impl Store {
     /// The initialize parameters of MCP session `id` (JSON), if a server of this index
     /// started it within `ttl_secs`.
     pub async fn mcp_session(&self, id: &str, ttl_secs: i64) -> Result<Option<String>, Error> {
-        sqlx::query_scalar("SELECT state FROM mcp_sessions WHERE id = ? AND updated_at >= ?")
+        sqlx::query_scalar("SELECT state FROM mcp_sessions WHERE id = $1 AND updated_at >= $2")
             .bind(id)
             .bind(now_secs() - ttl_secs)
             .fetch_optional(self.pool())
@@ -183,13 +183,13 @@ impl Store {
     /// Records MCP session `id`'s initialize parameters; sessions older than `ttl_secs` go.
     pub async fn put_mcp_session(&self, id: &str, state: &str, ttl_secs: i64) -> Result<(), Error> {
         let now = now_secs();
-        sqlx::query("DELETE FROM mcp_sessions WHERE updated_at < ?")
+        sqlx::query("DELETE FROM mcp_sessions WHERE updated_at < $1")
             .bind(now - ttl_secs)
             .execute(self.pool())
             .await
             .map_err(db_error)?;
         sqlx::query(
-            "INSERT INTO mcp_sessions (id, state, updated_at) VALUES (?, ?, ?)
+            "INSERT INTO mcp_sessions (id, state, updated_at) VALUES ($1, $2, $3)
              ON CONFLICT (id) DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at",
         )
         .bind(id)
@@ -202,7 +202,7 @@ impl Store {
     }
 
     pub async fn delete_mcp_session(&self, id: &str) -> Result<(), Error> {
-        sqlx::query("DELETE FROM mcp_sessions WHERE id = ?")
+        sqlx::query("DELETE FROM mcp_sessions WHERE id = $1")
             .bind(id)
             .execute(self.pool())
             .await

@@ -9,7 +9,7 @@
 //! re-reads from the server.
 
 use mailbroker_core::{Error, Outcome};
-use sqlx::{Sqlite, Transaction};
+use sqlx::{Any, Transaction};
 
 use super::journal::{ChangeStatus, JournalItem, insert_items, update_index};
 use super::{Store, db_error};
@@ -54,7 +54,7 @@ impl Store {
         if !rest.is_empty() {
             record_items(&mut tx, id, rest, false).await?;
         }
-        sqlx::query("UPDATE changes SET status = ? WHERE id = ?")
+        sqlx::query("UPDATE changes SET status = $1 WHERE id = $2")
             .bind(ChangeStatus::Done)
             .bind(id)
             .execute(&mut *tx)
@@ -68,7 +68,7 @@ impl Store {
 /// same messages, and moves the change's counts by what the batch changed: each replaced
 /// intent line was counted `failed` (its outcome `unknown`) until now.
 pub(crate) async fn record_items(
-    tx: &mut Transaction<'_, Sqlite>,
+    tx: &mut Transaction<'_, Any>,
     id: i64,
     items: &[JournalItem],
     as_intended: bool,
@@ -81,12 +81,12 @@ pub(crate) async fn record_items(
     let replacing = match as_intended {
         true => {
             "UPDATE change_items SET outcome = 'applied', error_type = NULL, error = NULL
-             WHERE change_id = ? AND message_id BETWEEN ? AND ?
-               AND message_id IN (SELECT value FROM json_each(?))"
+             WHERE change_id = $1 AND message_id BETWEEN $2 AND $3
+               AND message_id IN (SELECT CAST(value AS BIGINT) FROM json_each($4))"
         }
         false => {
-            "DELETE FROM change_items WHERE change_id = ? AND message_id BETWEEN ? AND ?
-               AND message_id IN (SELECT value FROM json_each(?))"
+            "DELETE FROM change_items WHERE change_id = $1 AND message_id BETWEEN $2 AND $3
+               AND message_id IN (SELECT CAST(value AS BIGINT) FROM json_each($4))"
         }
     };
     let replaced = sqlx::query(replacing)
@@ -104,8 +104,9 @@ pub(crate) async fn record_items(
     tracing::debug!("journal: batch's items recorded");
     let count = |o: Outcome| items.iter().filter(|j| j.outcome == o).count() as i64;
     sqlx::query(
-        "UPDATE changes SET applied = applied + ?, unchanged = unchanged + ?,
-           stale = stale + ?, failed = max(failed + ? - ?, 0) WHERE id = ?",
+        "UPDATE changes SET applied = applied + $1, unchanged = unchanged + $2,
+           stale = stale + $3, failed = CASE WHEN failed + $4 - $5 > 0 THEN failed + $4 - $5 ELSE 0 END
+           WHERE id = $6",
     )
     .bind(count(Outcome::Applied))
     .bind(count(Outcome::Unchanged))

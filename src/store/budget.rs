@@ -35,8 +35,8 @@ impl Store {
         let mut tx = self.write_tx().await?;
         for (account, n) in asked {
             let spent: i64 = sqlx::query_scalar(
-                "SELECT COALESCE(SUM(messages), 0) FROM unconfirmed_writes
-                 WHERE account_id = ?1 AND at > ?2",
+                "SELECT CAST(COALESCE(SUM(messages), 0) AS BIGINT) FROM unconfirmed_writes
+                 WHERE account_id = $1 AND at > $2",
             )
             .bind(account.as_str())
             .bind(now - window_secs)
@@ -55,14 +55,14 @@ impl Store {
         if !spend {
             return Ok(None);
         }
-        sqlx::query("DELETE FROM unconfirmed_writes WHERE at < ?")
+        sqlx::query("DELETE FROM unconfirmed_writes WHERE at < $1")
             .bind(now - KEEP_SECS)
             .execute(&mut *tx)
             .await
             .map_err(db_error)?;
         for (account, n) in asked.iter().filter(|(_, n)| **n > 0) {
             sqlx::query(
-                "INSERT INTO unconfirmed_writes (account_id, at, messages) VALUES (?, ?, ?)",
+                "INSERT INTO unconfirmed_writes (account_id, at, messages) VALUES ($1, $2, $3)",
             )
             .bind(account.as_str())
             .bind(now)

@@ -4,9 +4,10 @@ use mailbroker_core::{AccountId, Error, MessageFlags, Outcome, RemoteId, Version
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 
-use sqlx::{QueryBuilder, Sqlite, Transaction};
+use super::sql::{Sql, text_column};
+use sqlx::{Any, Transaction};
 
-use super::{ROWS_PER_STATEMENT, Store, db_error, now_secs};
+use super::{Backend, ROWS_PER_STATEMENT, Store, db_error, now_secs};
 
 /// What the journal says of a message whose write was sent (or about to be) and whose result
 /// is not recorded: an intent's line, stored without text and said on reading.
@@ -108,8 +109,7 @@ pub struct ChangeRecord {
 }
 
 /// Where a change stands. Stored as its lowercase name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, sqlx::Type)]
-#[sqlx(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ChangeStatus {
     /// Its intent is journaled (before anything is sent) and its results are not yet.
     Executing,
@@ -117,14 +117,10 @@ pub enum ChangeStatus {
     Done,
 }
 
-impl ChangeStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ChangeStatus::Executing => "executing",
-            ChangeStatus::Done => "done",
-        }
-    }
-}
+text_column!(ChangeStatus {
+    Executing = "executing",
+    Done = "done",
+});
 
 fn json(v: &impl Serialize) -> String {
     serde_json::to_string(v).unwrap_or_else(|_| "null".to_string())
@@ -140,7 +136,7 @@ impl Store {
                (SELECT MAX(u.id) FROM changes u WHERE u.undo_of = c.id AND u.applied > 0)
                  AS undone_by,
                applied, unchanged, stale, failed, status
-             FROM changes c WHERE ?1 IS NULL OR id = ?1 ORDER BY id DESC LIMIT ?2",
+             FROM changes c WHERE $1 IS NULL OR id = $1 ORDER BY id DESC LIMIT $2",
         )
         .bind(id)
         .bind(i64::from(limit))
@@ -181,7 +177,7 @@ impl Store {
     /// Removes change `id` whose intent was journaled but of which nothing was sent (an
     /// account could not be reached).
     pub async fn discard_change(&self, id: i64) -> Result<(), Error> {
-        sqlx::query("DELETE FROM changes WHERE id = ? AND status = ?")
+        sqlx::query("DELETE FROM changes WHERE id = $1 AND status = $2")
             .bind(id)
             .bind(ChangeStatus::Executing)
             .execute(self.pool())
@@ -210,7 +206,7 @@ impl Store {
     ) -> Result<std::collections::BTreeMap<String, Vec<i64>>, Error> {
         let rows: Vec<(String, i64)> = sqlx::query_as(
             "SELECT route, message_id FROM change_items
-             WHERE change_id = ? AND route IS NOT NULL ORDER BY message_id",
+             WHERE change_id = $1 AND route IS NOT NULL ORDER BY message_id",
         )
         .bind(id)
         .fetch_all(self.pool())
@@ -230,7 +226,7 @@ impl Store {
         };
         let bad = bad_json(id);
         let states: Vec<(i64, String)> =
-            sqlx::query_as("SELECT id, state FROM change_states WHERE change_id = ?")
+            sqlx::query_as("SELECT id, state FROM change_states WHERE change_id = $1")
                 .bind(id)
                 .fetch_all(self.pool())
                 .await
@@ -260,7 +256,7 @@ impl Store {
         let rows: Vec<ItemRow> = sqlx::query_as(
             "SELECT message_id, account_id, outcome, error_type, error, before_state,
                before_id, after_state, after_id, route
-             FROM change_items WHERE change_id = ? ORDER BY message_id",
+             FROM change_items WHERE change_id = $1 ORDER BY message_id",
         )
         .bind(id)
         .fetch_all(self.pool())
@@ -313,9 +309,9 @@ impl Store {
         name: &str,
     ) -> Result<(String, Option<String>), Error> {
         let found: Option<(String, Option<String>)> = sqlx::query_as(
-            "SELECT name, role FROM mailboxes WHERE account_id = ?1 AND selectable = 1
-               AND (name = ?2 OR lower(role) = lower(?2))
-             ORDER BY lower(role) = lower(?2) DESC LIMIT 1",
+            "SELECT name, role FROM mailboxes WHERE account_id = $1 AND selectable = 1
+               AND (name = $2 OR lower(role) = lower($2))
+             ORDER BY lower(role) = lower($2) DESC LIMIT 1",
         )
         .bind(account.as_str())
         .bind(name)
@@ -331,28 +327,28 @@ impl Store {
     /// Whether `tag` is the account's: a message carries it, or mailbroker added or removed
     /// it there before.
     pub async fn tag_known(&self, account: &AccountId, tag: &str) -> Result<bool, Error> {
-        let found: bool = sqlx::query_scalar(
-            "SELECT EXISTS (SELECT 1 FROM known_tags WHERE account_id = ?1 AND tag = ?2)
+        let found: super::sql::Bit = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM known_tags WHERE account_id = $1 AND tag = $2)
                  OR EXISTS (SELECT 1 FROM message_tags t JOIN messages m ON m.id = t.message_id
-                   JOIN mailboxes b ON b.id = m.mailbox_id WHERE b.account_id = ?1 AND t.tag = ?2)",
+                   JOIN mailboxes b ON b.id = m.mailbox_id WHERE b.account_id = $1 AND t.tag = $2)",
         )
         .bind(account.as_str())
         .bind(tag)
         .fetch_one(self.pool())
         .await
         .map_err(db_error)?;
-        Ok(found)
+        Ok(found.into())
     }
 }
 
 /// The change's own row (its items follow with `insert_items`).
 pub(crate) async fn insert_change(
-    tx: &mut Transaction<'_, Sqlite>,
+    tx: &mut Transaction<'_, Any>,
     change: &ChangeRecord,
 ) -> Result<i64, Error> {
     sqlx::query_scalar(
         "INSERT INTO changes (created_at, origin, selection, patch, plan, undo_of, applied,
-           unchanged, stale, failed, status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+           unchanged, stale, failed, status) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
          RETURNING id",
     )
     .bind(now_secs())
@@ -372,7 +368,7 @@ pub(crate) async fn insert_change(
 }
 
 pub(crate) async fn insert_items(
-    tx: &mut Transaction<'_, Sqlite>,
+    tx: &mut Transaction<'_, Any>,
     id: i64,
     items: &[JournalItem],
 ) -> Result<(), Error> {
@@ -404,18 +400,29 @@ pub(crate) async fn insert_items(
             )
         })
         .collect();
-    sqlx::query(
-        "INSERT INTO change_items (change_id, message_id, account_id, outcome, error_type,
-           error, before_state, before_id, after_state, after_id, route)
-         SELECT ?1, value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4,
-           value ->> 5, value ->> 6, value ->> 7, value ->> 8, value ->> 9
-         FROM json_each(?2)",
-    )
-    .bind(id)
-    .bind(json(&rows))
-    .execute(&mut **tx)
-    .await
-    .map_err(db_error)?;
+    // PostgreSQL reads JSON as text and wants the integers cast back.
+    let sql = match Backend::of(tx) {
+        Backend::Sqlite => {
+            "INSERT INTO change_items (change_id, message_id, account_id, outcome, error_type,
+               error, before_state, before_id, after_state, after_id, route)
+             SELECT $1, value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4,
+               value ->> 5, value ->> 6, value ->> 7, value ->> 8, value ->> 9
+             FROM json_each($2)"
+        }
+        Backend::Postgres => {
+            "INSERT INTO change_items (change_id, message_id, account_id, outcome, error_type,
+               error, before_state, before_id, after_state, after_id, route)
+             SELECT $1, CAST(r ->> 0 AS BIGINT), r ->> 1, r ->> 2, r ->> 3, r ->> 4,
+               CAST(r ->> 5 AS BIGINT), r ->> 6, CAST(r ->> 7 AS BIGINT), r ->> 8, r ->> 9
+             FROM json_array_elements(CAST($2 AS json)) AS r"
+        }
+    };
+    sqlx::query(sql)
+        .bind(id)
+        .bind(json(&rows))
+        .execute(&mut **tx)
+        .await
+        .map_err(db_error)?;
     Ok(())
 }
 
@@ -465,7 +472,7 @@ fn key(state: &MessageState) -> StateKey<'_> {
 /// The id of `state` in change `id`'s states, added if new. A staged deletion journals its
 /// batches in separate transactions, so a state may already be there from an earlier batch.
 async fn insert_message_state(
-    tx: &mut Transaction<'_, Sqlite>,
+    tx: &mut Transaction<'_, Any>,
     id: i64,
     state: &MessageState,
 ) -> Result<i64, Error> {
@@ -480,12 +487,12 @@ async fn insert_message_state(
 
 /// The id of `stored` in change `id`'s states, added if new.
 pub(super) async fn insert_state(
-    tx: &mut Transaction<'_, Sqlite>,
+    tx: &mut Transaction<'_, Any>,
     id: i64,
     stored: &StoredState,
 ) -> Result<i64, Error> {
     sqlx::query_scalar(
-        "INSERT INTO change_states (change_id, state) VALUES (?, ?)
+        "INSERT INTO change_states (change_id, state) VALUES ($1, $2)
          ON CONFLICT (change_id, state) DO UPDATE SET state = excluded.state RETURNING id",
     )
     .bind(id)
@@ -496,7 +503,7 @@ pub(super) async fn insert_state(
 }
 
 pub(crate) async fn update_index(
-    tx: &mut Transaction<'_, Sqlite>,
+    tx: &mut Transaction<'_, Any>,
     items: &[JournalItem],
 ) -> Result<(), Error> {
     update_observed(tx, items).await?;
@@ -505,7 +512,7 @@ pub(crate) async fn update_index(
 
 /// The place and state rows of every observed message.
 async fn update_observed(
-    tx: &mut Transaction<'_, Sqlite>,
+    tx: &mut Transaction<'_, Any>,
     items: &[JournalItem],
 ) -> Result<(), Error> {
     let rows = observed_rows(tx, items).await?;
@@ -518,7 +525,7 @@ async fn update_observed(
 /// The tag rows of every observed message, from its tags before and as observed. Only
 /// the tags that differ are touched: adding one tag to 10,000 messages is 10,000 inserts,
 /// not a rewrite of every message's tag rows.
-async fn update_tags(tx: &mut Transaction<'_, Sqlite>, items: &[JournalItem]) -> Result<(), Error> {
+async fn update_tags(tx: &mut Transaction<'_, Any>, items: &[JournalItem]) -> Result<(), Error> {
     let mut added: BTreeMap<&str, Vec<i64>> = BTreeMap::new();
     let mut removed: BTreeMap<&str, Vec<i64>> = BTreeMap::new();
     for item in items {
@@ -535,9 +542,10 @@ async fn update_tags(tx: &mut Transaction<'_, Sqlite>, items: &[JournalItem]) ->
     // Both kinds stay known to the account, even once no message carries the tag.
     for (tag, ids) in added.iter().chain(&removed) {
         sqlx::query(
-            "INSERT OR IGNORE INTO known_tags (account_id, tag)
-             SELECT DISTINCT b.account_id, ?1 FROM messages m JOIN mailboxes b ON b.id = m.mailbox_id
-             WHERE m.id IN (SELECT value FROM json_each(?2))",
+            "INSERT INTO known_tags (account_id, tag)
+             SELECT DISTINCT b.account_id, $1 FROM messages m JOIN mailboxes b ON b.id = m.mailbox_id
+             WHERE m.id IN (SELECT CAST(value AS BIGINT) FROM json_each($2))
+             ON CONFLICT DO NOTHING",
         )
         .bind(*tag)
         .bind(json(ids))
@@ -548,13 +556,14 @@ async fn update_tags(tx: &mut Transaction<'_, Sqlite>, items: &[JournalItem]) ->
     // One statement per tag, its message ids passed as one JSON array.
     for (sql, changes) in [
         (
-            "INSERT OR IGNORE INTO message_tags (message_id, tag)
-             SELECT value, ?1 FROM json_each(?2)",
+            "INSERT INTO message_tags (message_id, tag)
+             SELECT CAST(value AS BIGINT), $1 FROM json_each($2) WHERE true
+             ON CONFLICT DO NOTHING",
             added,
         ),
         (
             "DELETE FROM message_tags
-             WHERE tag = ?1 AND message_id IN (SELECT value FROM json_each(?2))",
+             WHERE tag = $1 AND message_id IN (SELECT CAST(value AS BIGINT) FROM json_each($2))",
             removed,
         ),
     ] {
@@ -583,7 +592,7 @@ struct ObservedRow<'a> {
 /// The observed items with the mailbox id of where they are now. An item whose mailbox is
 /// no longer indexed is skipped: the next sync places it.
 async fn observed_rows<'a>(
-    tx: &mut Transaction<'_, Sqlite>,
+    tx: &mut Transaction<'_, Any>,
     items: &'a [JournalItem],
 ) -> Result<Vec<ObservedRow<'a>>, Error> {
     let mut mailbox_ids: HashMap<(&str, &str), i64> = HashMap::new();
@@ -598,7 +607,7 @@ async fn observed_rows<'a>(
             Some(id) => *id,
             None => {
                 let found: Option<i64> = sqlx::query_scalar(
-                    "SELECT id FROM mailboxes WHERE account_id = ? AND name = ?",
+                    "SELECT id FROM mailboxes WHERE account_id = $1 AND name = $2",
                 )
                 .bind(key.0)
                 .bind(key.1)
@@ -629,7 +638,7 @@ async fn observed_rows<'a>(
 const MAX_GROUPED_STATES: usize = 64;
 
 async fn update_states(
-    tx: &mut Transaction<'_, Sqlite>,
+    tx: &mut Transaction<'_, Any>,
     rows: &[ObservedRow<'_>],
 ) -> Result<(), Error> {
     // Grouped by the state itself; each group's JSON is built once, below.
@@ -651,14 +660,14 @@ async fn update_states(
     for ((version, raw, tags, read, flagged), ids) in groups {
         let (raw, tags) = (json(&raw), json(&tags));
         sqlx::query(
-            "UPDATE message_state SET version = ?1, flags = ?2, tags = ?3, is_read = ?4,
-               is_flagged = ?5 WHERE id IN (SELECT value FROM json_each(?6))",
+            "UPDATE message_state SET version = $1, flags = $2, tags = $3, is_read = $4,
+               is_flagged = $5 WHERE id IN (SELECT CAST(value AS BIGINT) FROM json_each($6))",
         )
         .bind(version)
         .bind(raw)
         .bind(tags)
-        .bind(read)
-        .bind(flagged)
+        .bind(i64::from(read))
+        .bind(i64::from(flagged))
         .bind(json(&ids))
         .execute(&mut **tx)
         .await
@@ -669,11 +678,11 @@ async fn update_states(
 
 /// The state of each row, one `UPDATE … FROM (VALUES …)` per 500 messages.
 async fn update_each_state(
-    tx: &mut Transaction<'_, Sqlite>,
+    tx: &mut Transaction<'_, Any>,
     rows: &[ObservedRow<'_>],
 ) -> Result<(), Error> {
     for chunk in rows.chunks(ROWS_PER_STATEMENT) {
-        let mut q = QueryBuilder::<Sqlite>::new(
+        let mut q = Sql::new(
             "UPDATE message_state SET version = v.column2, flags = v.column3, tags = v.column4,
                is_read = v.column5, is_flagged = v.column6 FROM (",
         );
@@ -682,8 +691,8 @@ async fn update_each_state(
                 .push_bind(r.version.as_str())
                 .push_bind(json(&r.flags.raw))
                 .push_bind(json(&r.flags.tags))
-                .push_bind(r.flags.read)
-                .push_bind(r.flags.flagged);
+                .push_bind(i64::from(r.flags.read))
+                .push_bind(i64::from(r.flags.flagged));
         });
         q.push(") AS v WHERE message_state.id = v.column1");
         q.build().execute(&mut **tx).await.map_err(db_error)?;
@@ -693,13 +702,12 @@ async fn update_each_state(
 
 /// The new place (mailbox, remote id) of moved messages.
 async fn update_places(
-    tx: &mut Transaction<'_, Sqlite>,
+    tx: &mut Transaction<'_, Any>,
     rows: &[&ObservedRow<'_>],
 ) -> Result<(), Error> {
     for chunk in rows.chunks(ROWS_PER_STATEMENT) {
-        let mut q = QueryBuilder::<Sqlite>::new(
-            "UPDATE messages SET mailbox_id = v.column2, remote_id = v.column3 FROM (",
-        );
+        let mut q =
+            Sql::new("UPDATE messages SET mailbox_id = v.column2, remote_id = v.column3 FROM (");
         q.push_values(chunk, |mut row, r| {
             row.push_bind(r.id)
                 .push_bind(r.mailbox_id)

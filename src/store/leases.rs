@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use mailbroker_core::{AccountId, Error};
-use sqlx::{Sqlite, Transaction};
+use sqlx::{Any, Transaction};
 
 use super::{Store, db_error, now_ms, process_runs};
 use crate::util::{host, random_hex};
@@ -158,7 +158,7 @@ impl Store {
             }
             if Instant::now() >= deadline {
                 sqlx::query(
-                    "UPDATE account_leases SET waiter = NULL WHERE account_id = ? AND waiter = ?",
+                    "UPDATE account_leases SET waiter = NULL WHERE account_id = $1 AND waiter = $2",
                 )
                 .bind(account)
                 .bind(&me.id)
@@ -181,8 +181,8 @@ impl Store {
             Step::Take => Some(
                 sqlx::query_scalar(
                     "INSERT INTO account_leases (account_id, fence, holder, holder_host, holder_pid,
-                       expires_at) VALUES (?1, 1, ?2, ?3, ?4, ?5)
-                     ON CONFLICT (account_id) DO UPDATE SET fence = fence + 1,
+                       expires_at) VALUES ($1, 1, $2, $3, $4, $5)
+                     ON CONFLICT (account_id) DO UPDATE SET fence = account_leases.fence + 1,
                        holder = excluded.holder, holder_host = excluded.holder_host,
                        holder_pid = excluded.holder_pid, expires_at = excluded.expires_at,
                        waiter = NULL, waiter_host = NULL, waiter_pid = NULL,
@@ -201,7 +201,7 @@ impl Store {
             Step::Queue => {
                 sqlx::query(
                     "INSERT INTO account_leases (account_id, waiter, waiter_host, waiter_pid,
-                       waiter_expires_at) VALUES (?1, ?2, ?3, ?4, ?5)
+                       waiter_expires_at) VALUES ($1, $2, $3, $4, $5)
                      ON CONFLICT (account_id) DO UPDATE SET waiter = excluded.waiter,
                        waiter_host = excluded.waiter_host, waiter_pid = excluded.waiter_pid,
                        waiter_expires_at = excluded.waiter_expires_at",
@@ -223,10 +223,10 @@ impl Store {
 }
 
 async fn lease_row<'c>(
-    conn: impl sqlx::Executor<'c, Database = Sqlite>,
+    conn: impl sqlx::Executor<'c, Database = Any>,
     account: &str,
 ) -> Result<Option<LeaseRow>, Error> {
-    sqlx::query_as("SELECT * FROM account_leases WHERE account_id = ?")
+    sqlx::query_as("SELECT * FROM account_leases WHERE account_id = $1")
         .bind(account)
         .fetch_optional(conn)
         .await
@@ -247,7 +247,7 @@ impl Fence {
     pub(super) async fn begin(
         fence: Option<&Fence>,
         store: &Store,
-    ) -> Result<Transaction<'static, Sqlite>, Error> {
+    ) -> Result<Transaction<'static, Any>, Error> {
         let mut tx = store.write_tx().await?;
         if let Some(f) = fence
             && renew(&mut *tx, f).await? == 0
@@ -259,12 +259,9 @@ impl Fence {
 }
 
 /// Extends `f`'s lease if it still holds it; the number of rows that says whether it does.
-async fn renew<'c>(
-    conn: impl sqlx::Executor<'c, Database = Sqlite>,
-    f: &Fence,
-) -> Result<u64, Error> {
+async fn renew<'c>(conn: impl sqlx::Executor<'c, Database = Any>, f: &Fence) -> Result<u64, Error> {
     sqlx::query(
-        "UPDATE account_leases SET expires_at = ? WHERE account_id = ? AND holder = ? AND fence = ?",
+        "UPDATE account_leases SET expires_at = $1 WHERE account_id = $2 AND holder = $3 AND fence = $4",
     )
     .bind(now_ms() + LEASE_MS)
     .bind(&f.account)
@@ -387,7 +384,7 @@ impl AccountLock {
 async fn release(store: &Store, f: &Fence) -> Result<(), Error> {
     sqlx::query(
         "UPDATE account_leases SET holder = NULL, expires_at = NULL
-         WHERE account_id = ? AND holder = ? AND fence = ?",
+         WHERE account_id = $1 AND holder = $2 AND fence = $3",
     )
     .bind(&f.account)
     .bind(&f.holder)

@@ -5,9 +5,9 @@
 //! `deleted_messages` and removed) all commit together, or none does. A run killed at any
 //! moment resumes from the last checkpoint.
 
+use super::sql::{Sql, text_column};
 use mailbroker_core::{AccountId, DeleteMode, Error, RemoteId};
 use serde::Serialize;
-use sqlx::{QueryBuilder, Sqlite};
 
 use super::batches::record_items;
 use super::journal::{JournalItem, update_index};
@@ -15,9 +15,8 @@ use super::{ROWS_PER_STATEMENT, Store, db_error, now_secs};
 use crate::store::MessageRef;
 
 /// Where a manifest stands. Stored as its lowercase name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, sqlx::Type)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
-#[sqlx(rename_all = "lowercase")]
 pub enum ManifestStatus {
     /// Staged: waiting for a person's `delete-staged`.
     Pending,
@@ -29,17 +28,13 @@ pub enum ManifestStatus {
     Cancelled,
 }
 
-impl ManifestStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ManifestStatus::Pending => "pending",
-            ManifestStatus::Executing => "executing",
-            ManifestStatus::Done => "done",
-            ManifestStatus::Failed => "failed",
-            ManifestStatus::Cancelled => "cancelled",
-        }
-    }
-}
+text_column!(ManifestStatus {
+    Pending = "pending",
+    Executing = "executing",
+    Done = "done",
+    Failed = "failed",
+    Cancelled = "cancelled",
+});
 
 impl std::fmt::Display for ManifestStatus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -48,9 +43,8 @@ impl std::fmt::Display for ManifestStatus {
 }
 
 /// Where one message of a manifest stands. Stored as its lowercase name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, sqlx::Type)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
-#[sqlx(rename_all = "lowercase")]
 pub enum ItemStatus {
     Pending,
     Done,
@@ -61,14 +55,16 @@ pub enum ItemStatus {
 
 impl std::fmt::Display for ItemStatus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            ItemStatus::Pending => "pending",
-            ItemStatus::Done => "done",
-            ItemStatus::Skipped => "skipped",
-            ItemStatus::Failed => "failed",
-        })
+        f.write_str(self.as_str())
     }
 }
+
+text_column!(ItemStatus {
+    Pending = "pending",
+    Done = "done",
+    Skipped = "skipped",
+    Failed = "failed",
+});
 
 #[derive(Debug, Clone)]
 pub struct ManifestItem {
@@ -128,7 +124,7 @@ pub struct ItemOutcome {
 const SUMMARY_SQL: &str = "WITH sel AS (
       SELECT m.id, m.from_addr, m.size, m.date, b.account_id, b.name
       FROM messages m JOIN mailboxes b ON b.id = m.mailbox_id
-      WHERE m.id IN (SELECT value FROM json_each(?1)))
+      WHERE m.id IN (SELECT CAST(value AS BIGINT) FROM json_each($1)))
     SELECT json_object(
     'count', (SELECT count(*) FROM sel),
     'bytes', (SELECT coalesce(sum(size), 0) FROM sel),
@@ -144,7 +140,7 @@ const SUMMARY_SQL: &str = "WITH sel AS (
          GROUP BY account_id, name)))";
 
 /// Appends `id, id, …)` to a statement that ends in `IN (`.
-fn push_list(q: &mut QueryBuilder<Sqlite>, ids: &[i64]) {
+fn push_list(q: &mut Sql, ids: &[i64]) {
     let mut list = q.separated(", ");
     for id in ids {
         list.push_bind(*id);
@@ -165,7 +161,7 @@ impl Store {
         let now = now_secs();
         let id: i64 = sqlx::query_scalar(
             "INSERT INTO manifests (created_at, origin, selection, mode, summary, status, updated_at)
-             VALUES (?, ?, ?, ?, '{}', 'pending', ?) RETURNING id",
+             VALUES ($1, $2, $3, $4, '{}', 'pending', $5) RETURNING id",
         )
         .bind(now)
         .bind(origin)
@@ -176,7 +172,7 @@ impl Store {
         .await
         .map_err(db_error)?;
         for chunk in refs.chunks(ROWS_PER_STATEMENT) {
-            let mut q = QueryBuilder::<Sqlite>::new(
+            let mut q = Sql::new(
                 "INSERT INTO manifest_items (manifest_id, message_id, account_id, mailbox,
                    remote_id, status) ",
             );
@@ -196,7 +192,7 @@ impl Store {
             .fetch_one(&mut *tx)
             .await
             .map_err(db_error)?;
-        sqlx::query("UPDATE manifests SET summary = ? WHERE id = ?")
+        sqlx::query("UPDATE manifests SET summary = $1 WHERE id = $2")
             .bind(&summary)
             .bind(id)
             .execute(&mut *tx)
@@ -225,7 +221,7 @@ impl Store {
         limit: u32,
     ) -> Result<Vec<Manifest>, Error> {
         // Filtered before the limit, so old pending manifests are not hidden by newer ones.
-        let mut q = QueryBuilder::<Sqlite>::new("SELECT id FROM manifests");
+        let mut q = Sql::new("SELECT id FROM manifests");
         if !statuses.is_empty() {
             q.push(" WHERE status IN (");
             let mut list = q.separated(", ");
@@ -251,7 +247,7 @@ impl Store {
     pub async fn manifest(&self, id: i64, with_items: bool) -> Result<Manifest, Error> {
         let row: Option<ManifestRow> = sqlx::query_as(
             "SELECT id, created_at, origin, selection, mode, summary, status, updated_at,
-               executed_at FROM manifests WHERE id = ?",
+               executed_at FROM manifests WHERE id = $1",
         )
         .bind(id)
         .fetch_optional(self.pool())
@@ -276,11 +272,11 @@ impl Store {
         let counts: String = sqlx::query_scalar(
             "SELECT json_patch(
                (SELECT coalesce(json_group_object(status, n), '{}') FROM
-                 (SELECT status, count(*) AS n FROM manifest_items WHERE manifest_id = ?1
+                 (SELECT status, count(*) AS n FROM manifest_items WHERE manifest_id = $1
                   GROUP BY status)),
                (SELECT coalesce(json_group_object(reason, n), '{}') FROM
                  (SELECT reason, count(*) AS n FROM manifest_items
-                  WHERE manifest_id = ?1 AND reason IS NOT NULL GROUP BY reason)))",
+                  WHERE manifest_id = $1 AND reason IS NOT NULL GROUP BY reason)))",
         )
         .bind(id)
         .fetch_one(self.pool())
@@ -320,7 +316,7 @@ impl Store {
         type Row = (i64, String, String, String, ItemStatus, Option<String>);
         let rows: Vec<Row> = sqlx::query_as(
             "SELECT message_id, account_id, mailbox, remote_id, status, error
-             FROM manifest_items WHERE manifest_id = ? AND (?2 IS NULL OR status = ?2)
+             FROM manifest_items WHERE manifest_id = $1 AND ($2 IS NULL OR status = $2)
              ORDER BY account_id, mailbox, message_id",
         )
         .bind(id)
@@ -345,8 +341,8 @@ impl Store {
     pub async fn set_manifest_status(&self, id: i64, status: ManifestStatus) -> Result<(), Error> {
         let executed = (status == ManifestStatus::Executing).then(now_secs);
         sqlx::query(
-            "UPDATE manifests SET status = ?, updated_at = ?,
-               executed_at = coalesce(executed_at, ?) WHERE id = ?",
+            "UPDATE manifests SET status = $1, updated_at = $2,
+               executed_at = coalesce(executed_at, $3) WHERE id = $4",
         )
         .bind(status)
         .bind(now_secs())
@@ -377,8 +373,8 @@ impl Store {
             .map(|o| o.message_id)
             .collect();
         for chunk in purged.chunks(ROWS_PER_STATEMENT) {
-            let mut copy = QueryBuilder::<Sqlite>::new(
-                "INSERT OR REPLACE INTO deleted_messages (id, account_id, mailbox, remote_id,
+            let mut copy = Sql::new(
+                "INSERT INTO deleted_messages (id, account_id, mailbox, remote_id,
                    message_id, from_addr, subject, date, size, deleted_at, manifest_id)
                  SELECT m.id, b.account_id, b.name, m.remote_id, m.message_id,
                    m.from_addr, m.subject, m.date, m.size, ",
@@ -386,8 +382,15 @@ impl Store {
             copy.push_bind(now).push(", ").push_bind(manifest_id);
             copy.push(" FROM messages m JOIN mailboxes b ON b.id = m.mailbox_id WHERE m.id IN (");
             push_list(&mut copy, chunk);
+            copy.push(
+                " ON CONFLICT (id) DO UPDATE SET account_id = excluded.account_id,
+                   mailbox = excluded.mailbox, remote_id = excluded.remote_id,
+                   message_id = excluded.message_id, from_addr = excluded.from_addr,
+                   subject = excluded.subject, date = excluded.date, size = excluded.size,
+                   deleted_at = excluded.deleted_at, manifest_id = excluded.manifest_id",
+            );
             copy.build().execute(&mut *tx).await.map_err(db_error)?;
-            let mut delete = QueryBuilder::<Sqlite>::new("DELETE FROM messages WHERE id IN (");
+            let mut delete = Sql::new("DELETE FROM messages WHERE id IN (");
             push_list(&mut delete, chunk);
             delete.build().execute(&mut *tx).await.map_err(db_error)?;
         }
@@ -402,7 +405,7 @@ impl Store {
         }
         for ((status, error, reason), ids) in groups {
             for chunk in ids.chunks(ROWS_PER_STATEMENT) {
-                let mut q = QueryBuilder::<Sqlite>::new("UPDATE manifest_items SET status = ");
+                let mut q = Sql::new("UPDATE manifest_items SET status = ");
                 q.push_bind(status).push(", error = ").push_bind(error);
                 q.push(", reason = ").push_bind(reason);
                 q.push(" WHERE manifest_id = ").push_bind(manifest_id);
@@ -411,7 +414,7 @@ impl Store {
                 q.build().execute(&mut *tx).await.map_err(db_error)?;
             }
         }
-        sqlx::query("UPDATE manifests SET updated_at = ? WHERE id = ?")
+        sqlx::query("UPDATE manifests SET updated_at = $1 WHERE id = $2")
             .bind(now)
             .bind(manifest_id)
             .execute(&mut *tx)

@@ -2,12 +2,13 @@
 
 use mailbroker_core::{AccountId, Error, RemoteId, Version};
 
-use sqlx::{QueryBuilder, Sqlite};
+use super::sql::Sql;
 
 use super::query::{
     SORTED_PAGE_UP_TO, count_sql, merged, push_page_ids, push_page_of_ids, push_terms,
 };
-use super::{Store, db_error, postings};
+use super::words::Lexicon;
+use super::{Backend, Store, db_error, postings};
 use crate::search::Query;
 
 /// A page of search results and how many messages match in all.
@@ -67,6 +68,7 @@ struct Row {
     subject: String,
     date: Option<i64>,
     size: i64,
+    #[sqlx(try_from = "crate::store::sql::Bit")]
     has_attachments: bool,
     flags: String,
     snippet: String,
@@ -136,7 +138,9 @@ struct PlaceRow {
     name: String,
     remote_id: String,
     version: String,
+    #[sqlx(try_from = "crate::store::sql::Bit")]
     is_read: bool,
+    #[sqlx(try_from = "crate::store::sql::Bit")]
     is_flagged: bool,
     tags: String,
     flags: String,
@@ -168,6 +172,14 @@ impl From<PlaceRow> for MessageRef {
 const SELECT_REFS: &str = "SELECT json_group_array(json_array(m.id, b.account_id, b.name,
     m.remote_id, s.version, s.is_read, s.is_flagged, json(s.tags),
     json(s.flags), m.message_id, m.size) ORDER BY m.id)
+    FROM messages m JOIN mailboxes b ON b.id = m.mailbox_id JOIN message_state s ON s.id = m.id
+    WHERE 1 = 1";
+
+/// `SELECT_REFS` in PostgreSQL's words (its JSON functions; `null` for no rows).
+const SELECT_REFS_PG: &str = "SELECT CAST(COALESCE(json_agg(json_build_array(m.id,
+    b.account_id, b.name, m.remote_id, s.version, s.is_read, s.is_flagged,
+    CAST(s.tags AS json), CAST(s.flags AS json), m.message_id, m.size) ORDER BY m.id), '[]')
+    AS text)
     FROM messages m JOIN mailboxes b ON b.id = m.mailbox_id JOIN message_state s ON s.id = m.id
     WHERE 1 = 1";
 
@@ -214,7 +226,7 @@ fn ref_of(r: RefRow) -> MessageRef {
 }
 
 /// Runs a `SELECT_REFS` query and decodes its one JSON value.
-async fn fetch_refs(store: &Store, mut q: QueryBuilder<Sqlite>) -> Result<Vec<MessageRef>, Error> {
+async fn fetch_refs(store: &Store, mut q: Sql) -> Result<Vec<MessageRef>, Error> {
     let text: String = q
         .build_query_scalar()
         .fetch_one(store.pool())
@@ -236,7 +248,7 @@ fn places_of(
         .collect()
 }
 
-fn push_ids(q: &mut QueryBuilder<Sqlite>, ids: &[i64]) {
+fn push_ids(q: &mut Sql, ids: &[i64]) {
     q.push(" AND m.id IN (");
     let mut list = q.separated(", ");
     for id in ids {
@@ -246,8 +258,30 @@ fn push_ids(q: &mut QueryBuilder<Sqlite>, ids: &[i64]) {
 }
 
 impl Store {
+    /// A statement of write targets (`SELECT_REFS`), its conditions to follow.
+    fn select_refs(&self) -> Sql {
+        Sql::on(self.backend(), self.refs_start())
+    }
+
+    fn refs_start(&self) -> &'static str {
+        match self.backend() {
+            Backend::Sqlite => SELECT_REFS,
+            Backend::Postgres => SELECT_REFS_PG,
+        }
+    }
+
+    /// A statement over a query's matches, from `start`: on PostgreSQL, the words of the
+    /// query's phrases are cut first (`words`).
+    async fn query_sql(&self, query: &Query, start: &str) -> Result<Sql, Error> {
+        let lexicon = match self.backend() {
+            Backend::Sqlite => None,
+            Backend::Postgres => Some(Lexicon::of(query).await?),
+        };
+        Ok(Sql::on(self.backend(), start).with_lexicon(lexicon))
+    }
+
     pub async fn message(&self, id: i64) -> Result<MessageRow, Error> {
-        let mut q = QueryBuilder::<Sqlite>::new(SELECT);
+        let mut q = Sql::on(self.backend(), SELECT);
         q.push(" AND m.id = ").push_bind(id);
         let row: Option<Row> = q
             .build_query_as()
@@ -271,7 +305,7 @@ impl Store {
     pub async fn existing_refs(&self, ids: &[i64]) -> Result<Vec<MessageRef>, Error> {
         let mut out = Vec::with_capacity(ids.len());
         for chunk in ids.chunks(500) {
-            let mut q = QueryBuilder::<Sqlite>::new(SELECT_REFS);
+            let mut q = self.select_refs();
             push_ids(&mut q, chunk);
             out.extend(fetch_refs(self, q).await?);
         }
@@ -288,7 +322,7 @@ impl Store {
     ) -> Result<Vec<(AccountId, String)>, Error> {
         let mut out = std::collections::BTreeSet::new();
         if let Some(query) = query {
-            let mut q = QueryBuilder::<Sqlite>::new(SELECT_PLACES);
+            let mut q = self.query_sql(query, SELECT_PLACES).await?;
             push_terms(&mut q, query);
             q.push(")");
             let rows: Vec<(String, String)> = q
@@ -301,7 +335,8 @@ impl Store {
         }
         let mut found = std::collections::HashSet::new();
         for chunk in ids.chunks(500) {
-            let mut q = QueryBuilder::<Sqlite>::new(
+            let mut q = Sql::on(
+                self.backend(),
                 "SELECT m.id, b.account_id, b.name
                  FROM messages m JOIN mailboxes b ON b.id = m.mailbox_id WHERE 1 = 1",
             );
@@ -324,7 +359,7 @@ impl Store {
 
     /// Write targets matching every term, in id order.
     pub async fn search_refs(&self, query: &Query) -> Result<Vec<MessageRef>, Error> {
-        let mut q = QueryBuilder::<Sqlite>::new(SELECT_REFS);
+        let mut q = self.query_sql(query, self.refs_start()).await?;
         push_terms(&mut q, query);
         fetch_refs(self, q).await
     }
@@ -337,10 +372,12 @@ impl Store {
     /// What a query finds before its page is read: the number of matches, or, when its posting
     /// lists are merged here, the matches themselves.
     async fn found(&self, query: &Query) -> Result<Found, Error> {
-        if let Some((expr, lists)) = merged(query) {
+        // Merging posting lists in the process is SQLite's alone (`postings`): PostgreSQL
+        // plans the same set algebra itself.
+        if let Some((expr, lists)) = merged(query).filter(|_| self.backend() == Backend::Sqlite) {
             return Ok(Found::Ids(postings::matches(self, &expr, &lists).await?));
         }
-        let n: i64 = count_sql(query)
+        let n: i64 = count_sql(query, self.query_sql(query, "").await?)
             .build_query_scalar()
             .fetch_one(self.pool())
             .await
@@ -386,7 +423,7 @@ impl Store {
         if offset >= matches {
             return Ok(Vec::new());
         }
-        let mut q = QueryBuilder::<Sqlite>::new(SELECT);
+        let mut q = self.query_sql(query, SELECT).await?;
         q.push(" AND m.id IN (");
         match found {
             Found::Ids(ids) if matches > SORTED_PAGE_UP_TO => {

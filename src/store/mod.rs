@@ -17,14 +17,18 @@ mod postings;
 mod query;
 mod settle;
 mod sink;
+pub(crate) mod sql;
 mod tokens;
+mod words;
 
 use std::path::Path;
-use std::time::Duration;
+
+use sql::Sql;
 
 use mailbroker_core::Error;
-use sqlx::SqlitePool;
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
+use sqlx::sqlite::SqliteConnectOptions;
+use sqlx::{AnyPool, ConnectOptions};
 
 pub use accounts::{AccountRecord, Fallback, MailboxRecord};
 pub use approvals::Approval;
@@ -39,7 +43,8 @@ pub use tokens::{AccessToken, Touched};
 /// A handle on the index. Cheap to clone (a connection pool).
 #[derive(Clone, Debug)]
 pub struct Store {
-    pool: SqlitePool,
+    pool: AnyPool,
+    backend: Backend,
     reads: std::sync::Arc<Reads>,
 }
 
@@ -89,15 +94,25 @@ pub(crate) fn db_error(e: sqlx::Error) -> Error {
     }
 }
 
-/// The migrations, embedded at build time.
+/// The migrations, embedded at build time: SQLite's, and PostgreSQL's in their own directory
+/// (the two dialects' schemas are written separately; the statements mostly are not).
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+static PG_MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
+
+/// Which engine holds the index: SQLite in the home (one machine), or a PostgreSQL database
+/// that several machines share (`--database`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
 
 /// Brings the index's schema to this build's. The version it reached is kept in SQLite's own
 /// header field (`user_version`) as well as in sqlx's table: a search opens the index for a
 /// few milliseconds of work, and reading one number spares it the migration table and every
 /// migration's checksum. An index at another version (older, or never stamped) goes through
 /// sqlx, which checks and applies as before.
-async fn migrate(pool: &SqlitePool) -> Result<(), Error> {
+async fn migrate(pool: &AnyPool) -> Result<(), Error> {
     let failed = |e: sqlx::Error| Error::internal(format!("index migration failed: {e}"));
     let latest = latest_version();
     if stamped_version(pool).await.map_err(failed)? == latest {
@@ -118,21 +133,60 @@ async fn migrate(pool: &SqlitePool) -> Result<(), Error> {
 }
 
 /// The schema version an index was stamped with (SQLite's `user_version`).
-async fn stamped_version(pool: &SqlitePool) -> Result<i64, sqlx::Error> {
+async fn stamped_version(pool: &AnyPool) -> Result<i64, sqlx::Error> {
     sqlx::query_scalar("PRAGMA user_version")
         .fetch_one(pool)
         .await
 }
 
-/// What every connection to the index sets, reading or writing.
-fn base_options(path: &Path) -> SqliteConnectOptions {
-    SqliteConnectOptions::new()
+/// The URL of the index file, with how to open it (`mode`); the path percent-encoded.
+fn sqlite_url(path: &Path, read_only: bool) -> Result<AnyConnectOptions, Error> {
+    let options = SqliteConnectOptions::new()
         .filename(path)
-        .busy_timeout(Duration::from_secs(30))
-        // Reads map the file rather than copy its pages through a per-connection cache:
-        // searches and their counts over 100,000 messages take 1.3–3× less (BENCHMARKS.md).
-        .pragma("mmap_size", "1073741824")
+        .create_if_missing(!read_only)
+        .read_only(read_only);
+    AnyConnectOptions::from_url(&options.to_url_lossy())
+        .map_err(|e| Error::internal(format!("index path {}: {e}", path.display())))
 }
+
+/// What every connection to the index file sets, reading or writing. Reads map the file
+/// rather than copy its pages through a per-connection cache: searches and their counts over
+/// 100,000 messages take 1.3–3× less (BENCHMARKS.md).
+const SQLITE_READ_PRAGMAS: &[&str] = &[
+    "PRAGMA busy_timeout = 30000",
+    "PRAGMA mmap_size = 1073741824",
+];
+
+/// What a connection that may write sets: the same, and The WAL is checkpointed every 64 MB rather
+/// than every 4 MB: a 10,000-message change otherwise pays for a checkpoint inside its own
+/// commit (≈ 80 ms). The last connection to close checkpoints anyway.
+const SQLITE_WRITE_PRAGMAS: &[&str] = &[
+    "PRAGMA busy_timeout = 30000",
+    "PRAGMA mmap_size = 1073741824",
+    "PRAGMA journal_mode = WAL",
+    "PRAGMA synchronous = NORMAL",
+    "PRAGMA wal_autocheckpoint = 16384",
+];
+
+/// A pool whose every new connection first runs `pragmas`.
+fn pool_options(max: u32, pragmas: &'static [&'static str]) -> AnyPoolOptions {
+    AnyPoolOptions::new()
+        .max_connections(max)
+        .after_connect(move |conn, _| {
+            Box::pin(async move {
+                use sqlx::Executor;
+                for pragma in pragmas {
+                    conn.execute(*pragma).await?;
+                }
+                Ok(())
+            })
+        })
+}
+
+/// The advisory lock key every PostgreSQL write transaction holds (`Store::write_tx`):
+/// "mailbroker" in ASCII, so another application's keys in the same database are unlikely
+/// to meet it.
+const WRITERS_LOCK: i64 = 0x6d61_696c_6272_6f6b;
 
 /// The schema version this build migrates to.
 fn latest_version() -> i64 {
@@ -140,22 +194,21 @@ fn latest_version() -> i64 {
 }
 
 impl Store {
+    fn with_pool(pool: AnyPool, backend: Backend) -> Store {
+        Store {
+            pool,
+            backend,
+            reads: Default::default(),
+        }
+    }
+
     /// Opens (creating if needed) the database at `path`, applies migrations, and makes the
     /// file readable by its owner only.
     pub async fn open(path: &Path) -> Result<Store, Error> {
+        sqlx::any::install_default_drivers();
         let existed = path.exists();
-        let options = base_options(path)
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Normal)
-            .foreign_keys(true)
-            // Checkpoint the WAL every 64 MB rather than every 4 MB: a 10,000-message change
-            // otherwise pays for a checkpoint inside its own commit (≈ 80 ms). The last
-            // connection to close checkpoints anyway.
-            .pragma("wal_autocheckpoint", "16384");
-        let pool = SqlitePoolOptions::new()
-            .max_connections(4)
-            .connect_with(options)
+        let pool = pool_options(4, SQLITE_WRITE_PRAGMAS)
+            .connect_with(sqlite_url(path, false)?)
             .await
             .map_err(|e| open_error(path, e))?;
         // Also an index restored from a backup with the usual 0644: it holds secrets.
@@ -163,10 +216,43 @@ impl Store {
             crate::util::restrict_file(path)?;
         }
         migrate(&pool).await?;
-        Ok(Store {
-            pool,
-            reads: Default::default(),
-        })
+        Ok(Store::with_pool(pool, Backend::Sqlite))
+    }
+
+    /// Connects to a PostgreSQL database (`postgres://…`) that holds the index, and applies
+    /// its migrations (sqlx holds an advisory lock meanwhile, so nodes starting together
+    /// migrate once).
+    pub async fn connect(url: &str) -> Result<Store, Error> {
+        sqlx::any::install_default_drivers();
+        let options: AnyConnectOptions = url.parse().map_err(|_| {
+            Error::validation("the database URL is not a URL")
+                .with_next_step("give --database postgres://USER@HOST:PORT/DATABASE")
+        })?;
+        if !matches!(options.database_url.scheme(), "postgres" | "postgresql") {
+            return Err(Error::validation(
+                "the database URL must start with postgres:// (SQLite is the home's own index)",
+            )
+            .with_next_step(
+                "give --database postgres://USER@HOST:PORT/DATABASE, or leave it out",
+            ));
+        }
+        // One connection first, alone: a pool retries a refused connection until its timeout
+        // and then reports only that it timed out, where this says why at once.
+        let first = <sqlx::AnyConnection as sqlx::Connection>::connect_with(&options)
+            .await
+            .map_err(|e| {
+                Error::provider_unavailable(format!("cannot reach the database: {e}"))
+                    .with_next_step("check the database URL and that PostgreSQL runs, then retry")
+            })?;
+        let _ = sqlx::Connection::close(first).await;
+        let pool = AnyPoolOptions::new()
+            .max_connections(8)
+            .connect_lazy_with(options);
+        PG_MIGRATOR
+            .run(&pool)
+            .await
+            .map_err(|e| Error::internal(format!("index migration failed: {e}")))?;
+        Ok(Store::with_pool(pool, Backend::Postgres))
     }
 
     /// Opens an existing index for one command that only reads it (`search`): one read-only
@@ -186,22 +272,23 @@ impl Store {
     }
 
     async fn try_reader(path: &Path) -> Option<Store> {
-        let pool = SqlitePoolOptions::new()
-            .max_connections(1)
-            .connect_with(base_options(path).read_only(true))
+        sqlx::any::install_default_drivers();
+        let pool = pool_options(1, SQLITE_READ_PRAGMAS)
+            .connect_with(sqlite_url(path, true).ok()?)
             .await
             .ok()?;
         if stamped_version(&pool).await.ok()? != latest_version() {
             pool.close().await;
             return None;
         }
-        Some(Store {
-            pool,
-            reads: Default::default(),
-        })
+        Some(Store::with_pool(pool, Backend::Sqlite))
     }
 
-    pub(crate) fn pool(&self) -> &SqlitePool {
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    pub(crate) fn pool(&self) -> &AnyPool {
         &self.pool
     }
 
@@ -222,15 +309,32 @@ impl Store {
         Reads::add(&self.reads.messages, n);
     }
 
-    /// A transaction that may write. It takes the write lock at BEGIN (IMMEDIATE), waiting
-    /// under the busy timeout like any writer: a deferred one that reads first fails at
-    /// once with SQLITE_BUSY when it upgrades after another connection committed, which
+    /// A transaction that may write. On SQLite it takes the write lock at BEGIN (IMMEDIATE),
+    /// waiting under the busy timeout like any writer: a deferred one that reads first fails
+    /// at once with SQLITE_BUSY when it upgrades after another connection committed, which
     /// the busy handler does not cover (two syncs of one home, `serve`'s watchers).
-    pub(crate) async fn write_tx(&self) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>, Error> {
-        self.pool
-            .begin_with("BEGIN IMMEDIATE")
-            .await
-            .map_err(db_error)
+    ///
+    /// On PostgreSQL the same order is kept with one transaction-level advisory lock: the
+    /// store's write transactions read, decide and write (a lease, a node's claims, a first
+    /// sync's place), and that is only sound when no other writer runs between the read and
+    /// the write, on any machine. Writers wait for each other as on SQLite; readers do not.
+    pub(crate) async fn write_tx(&self) -> Result<sqlx::Transaction<'static, sqlx::Any>, Error> {
+        match self.backend {
+            Backend::Sqlite => self
+                .pool
+                .begin_with("BEGIN IMMEDIATE")
+                .await
+                .map_err(db_error),
+            Backend::Postgres => {
+                let mut tx = self.pool.begin().await.map_err(db_error)?;
+                sqlx::query("SELECT 1 FROM pg_advisory_xact_lock($1)")
+                    .bind(WRITERS_LOCK)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db_error)?;
+                Ok(tx)
+            }
+        }
     }
 
     pub async fn close(&self) {
@@ -276,30 +380,39 @@ pub(crate) const ROWS_PER_STATEMENT: usize = 500;
 /// Makes `message_tags` hold exactly the tags of these messages (id, tags as a JSON array).
 /// The index of `tag:` searches is kept here, set-based, rather than by per-row triggers.
 pub(crate) async fn replace_tags(
-    conn: &mut sqlx::SqliteConnection,
+    conn: &mut sqlx::AnyConnection,
     rows: &[(i64, String)],
 ) -> Result<(), Error> {
     for chunk in rows.chunks(ROWS_PER_STATEMENT) {
-        let mut delete = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
-            "DELETE FROM message_tags WHERE message_id IN (",
-        );
+        let mut delete = Sql::new("DELETE FROM message_tags WHERE message_id IN (");
         let mut ids = delete.separated(", ");
         for (id, _) in chunk {
             ids.push_bind(*id);
         }
         delete.push(")");
         delete.build().execute(&mut *conn).await.map_err(db_error)?;
-        let mut insert = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
-            "INSERT OR IGNORE INTO message_tags (message_id, tag)
+        let mut insert = Sql::new(
+            "INSERT INTO message_tags (message_id, tag)
              SELECT v.column1, j.value FROM (",
         );
         insert.push_values(chunk, |mut row, (id, tags)| {
             row.push_bind(*id).push_bind(tags.clone());
         });
-        insert.push(") AS v, json_each(v.column2) AS j");
+        insert.push(") AS v, json_each(v.column2) AS j WHERE true ON CONFLICT DO NOTHING");
         insert.build().execute(&mut *conn).await.map_err(db_error)?;
     }
     Ok(())
+}
+
+impl Backend {
+    /// The engine behind a connection (inside a transaction, where the store is not at hand).
+    pub(crate) fn of(conn: &sqlx::AnyConnection) -> Backend {
+        use sqlx::Database;
+        match conn.backend_name() {
+            sqlx::Postgres::NAME => Backend::Postgres,
+            _ => Backend::Sqlite,
+        }
+    }
 }
 
 /// Whether the process a row names by pid (a node, a lease's holder) runs on this host.
@@ -329,7 +442,8 @@ mod tests {
     async fn a_locked_index_is_busy_not_internal() {
         let dir = tempfile::tempdir().unwrap();
         let url = format!("sqlite://{}?mode=rwc", dir.path().join("i.db").display());
-        let mut holder = sqlx::SqliteConnection::connect(&url).await.unwrap();
+        sqlx::any::install_default_drivers();
+        let mut holder = sqlx::AnyConnection::connect(&url).await.unwrap();
         sqlx::query("CREATE TABLE t (x)")
             .execute(&mut holder)
             .await
@@ -338,11 +452,9 @@ mod tests {
             .execute(&mut holder)
             .await
             .unwrap();
-        let options = url
-            .parse::<SqliteConnectOptions>()
-            .unwrap()
-            .busy_timeout(Duration::ZERO);
-        let mut other = sqlx::SqliteConnection::connect_with(&options)
+        let mut other = sqlx::AnyConnection::connect(&url).await.unwrap();
+        sqlx::query("PRAGMA busy_timeout = 0")
+            .execute(&mut other)
             .await
             .unwrap();
         let refused = sqlx::query("INSERT INTO t VALUES (1)")

@@ -27,7 +27,7 @@ impl Store {
         let mut tx = self.write_tx().await?;
         let run = async {
             sqlx::query(
-                "INSERT INTO serve_nodes (id, host, pid, heartbeat_at) VALUES (?, ?, ?, ?)
+                "INSERT INTO serve_nodes (id, host, pid, heartbeat_at) VALUES ($1, $2, $3, $4)
                  ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at",
             )
             .bind(id)
@@ -37,18 +37,18 @@ impl Store {
             .execute(&mut *tx)
             .await?;
             let neighbours: Vec<(String, i64)> =
-                sqlx::query_as("SELECT id, pid FROM serve_nodes WHERE host = ? AND id != ?")
+                sqlx::query_as("SELECT id, pid FROM serve_nodes WHERE host = $1 AND id != $2")
                     .bind(&here)
                     .bind(id)
                     .fetch_all(&mut *tx)
                     .await?;
             for (gone, _) in neighbours.iter().filter(|(_, pid)| !process_runs(*pid)) {
-                sqlx::query("DELETE FROM serve_nodes WHERE id = ?")
+                sqlx::query("DELETE FROM serve_nodes WHERE id = $1")
                     .bind(gone)
                     .execute(&mut *tx)
                     .await?;
             }
-            sqlx::query("DELETE FROM serve_nodes WHERE heartbeat_at < ?")
+            sqlx::query("DELETE FROM serve_nodes WHERE heartbeat_at < $1")
                 .bind(now - takeover_ms)
                 .execute(&mut *tx)
                 .await?;
@@ -66,9 +66,9 @@ impl Store {
             let share = (accounts + nodes - 1) / nodes.max(1);
             // Beyond its share (a node joined): the last ones by id go back.
             sqlx::query(
-                "DELETE FROM account_watchers WHERE node_id = ?1 AND account_id NOT IN (
-                   SELECT account_id FROM account_watchers WHERE node_id = ?1
-                   ORDER BY account_id LIMIT ?2)",
+                "DELETE FROM account_watchers WHERE node_id = $1 AND account_id NOT IN (
+                   SELECT account_id FROM account_watchers WHERE node_id = $1
+                   ORDER BY account_id LIMIT $2)",
             )
             .bind(id)
             .bind(share)
@@ -76,10 +76,11 @@ impl Store {
             .await?;
             sqlx::query(
                 "INSERT INTO account_watchers (account_id, node_id, since)
-                 SELECT a.id, ?1, ?2 FROM accounts a
+                 SELECT a.id, $1, $2 FROM accounts a
                  WHERE a.id NOT IN (SELECT account_id FROM account_watchers)
                  ORDER BY a.id
-                 LIMIT max(0, ?3 - (SELECT count(*) FROM account_watchers WHERE node_id = ?1))",
+                 LIMIT (SELECT CASE WHEN n < $3 THEN $3 - n ELSE 0 END FROM
+                   (SELECT count(*) AS n FROM account_watchers WHERE node_id = $1) AS mine)",
             )
             .bind(id)
             .bind(now)
@@ -87,7 +88,7 @@ impl Store {
             .execute(&mut *tx)
             .await?;
             sqlx::query_scalar::<_, String>(
-                "SELECT account_id FROM account_watchers WHERE node_id = ? ORDER BY account_id",
+                "SELECT account_id FROM account_watchers WHERE node_id = $1 ORDER BY account_id",
             )
             .bind(id)
             .fetch_all(&mut *tx)
@@ -103,9 +104,9 @@ impl Store {
     pub async fn leave(&self, id: &str) -> Result<(), Error> {
         let mut tx = self.write_tx().await?;
         for sql in [
-            "DELETE FROM account_watchers WHERE node_id = ?",
-            "DELETE FROM first_syncs WHERE node_id = ?",
-            "DELETE FROM serve_nodes WHERE id = ?",
+            "DELETE FROM account_watchers WHERE node_id = $1",
+            "DELETE FROM first_syncs WHERE node_id = $1",
+            "DELETE FROM serve_nodes WHERE id = $1",
         ] {
             sqlx::query(sql)
                 .bind(id)
@@ -127,10 +128,11 @@ impl Store {
         let mut tx = self.write_tx().await?;
         let claimed = sqlx::query(
             "INSERT INTO first_syncs (account_id, node_id, started_at)
-             SELECT ?1, ?2, ?3
-             WHERE (SELECT count(*) FROM first_syncs WHERE account_id != ?1) < ?4
-                OR EXISTS (SELECT 1 FROM first_syncs WHERE account_id = ?1 AND node_id = ?2)
-             ON CONFLICT (account_id) DO UPDATE SET node_id = node_id WHERE node_id = ?2",
+             SELECT $1, $2, $3
+             WHERE (SELECT count(*) FROM first_syncs WHERE account_id != $1) < $4
+                OR EXISTS (SELECT 1 FROM first_syncs WHERE account_id = $1 AND node_id = $2)
+             ON CONFLICT (account_id) DO UPDATE SET node_id = first_syncs.node_id
+               WHERE first_syncs.node_id = $2",
         )
         .bind(account.as_str())
         .bind(node)
@@ -146,7 +148,7 @@ impl Store {
 
     /// `account`'s first sync ended (synced or not): its place goes to the next in line.
     pub async fn end_first_sync(&self, account: &AccountId) -> Result<(), Error> {
-        sqlx::query("DELETE FROM first_syncs WHERE account_id = ?")
+        sqlx::query("DELETE FROM first_syncs WHERE account_id = $1")
             .bind(account.as_str())
             .execute(self.pool())
             .await

@@ -6,8 +6,8 @@
 //! them met walking the date index from the newest message (`page_of`), or, when they are
 //! few, them sorted (BENCHMARKS.md, "Search beside notmuch"). The one place this is done.
 
+use super::sql::Sql;
 use mailbroker_core::Error;
-use sqlx::{QueryBuilder, Sqlite};
 
 use super::query::Posting;
 use super::{Store, db_error};
@@ -31,7 +31,7 @@ pub(super) async fn matches(
     lists: &[Posting],
 ) -> Result<Vec<i64>, Error> {
     // All lists in one statement: a fresh process pays for each statement it prepares.
-    let mut q = QueryBuilder::<Sqlite>::new("SELECT ");
+    let mut q = Sql::new("SELECT ");
     for (i, posting) in lists.iter().enumerate() {
         if i > 0 {
             q.push(", ");
@@ -70,7 +70,7 @@ pub(super) async fn page_of(
         let text: Option<String> = sqlx::query_scalar(
             "SELECT group_concat(id, ',' ORDER BY date DESC, id DESC) FROM (SELECT id, date \
              FROM messages INDEXED BY messages_date ORDER BY date DESC, id DESC \
-             LIMIT ?1 OFFSET ?2)",
+             LIMIT $1 OFFSET $2)",
         )
         .bind(run as i64)
         .bind(walked as i64)

@@ -7,9 +7,9 @@
 //! where the query allows it (`count_sql`), and a page either sorts its few matches or walks
 //! the date index from the newest message until it has enough (`push_page_ids`).
 
-use sqlx::{QueryBuilder, Sqlite};
-
+use super::Backend;
 use super::postings::SetExpr;
+use super::sql::Sql;
 use crate::search::{Expr, Query, Term};
 
 /// Matches up to which a page reads each match and sorts; above it, walking the date index
@@ -35,8 +35,13 @@ fn header_match(column: &str, value: &str) -> String {
     format!("{column} : {} *", fts_phrase(value))
 }
 
-fn push_like(q: &mut QueryBuilder<Sqlite>, column: &str, value: &str) {
-    q.push(column).push(" LIKE ");
+/// A substring, case-insensitively (SQLite's LIKE is; PostgreSQL's ILIKE is).
+fn push_like(q: &mut Sql, column: &str, value: &str) {
+    let like = match q.backend() {
+        Backend::Sqlite => " LIKE ",
+        Backend::Postgres => " ILIKE ",
+    };
+    q.push(column).push(like);
     q.push_bind(format!(
         "%{}%",
         value
@@ -58,27 +63,97 @@ fn header_column(term: &Term) -> Option<(&'static str, &str)> {
     }
 }
 
+/// A condition on one full-text index: phrases, in a message's words or (`column`) in one of
+/// its header fields, joined by AND and OR.
+#[derive(Clone)]
+pub(super) enum Match {
+    /// `value`'s words in order; in a header field, the last also as the start of a word.
+    Phrase {
+        value: String,
+        column: Option<&'static str>,
+    },
+    All(Vec<Match>),
+    Any(Vec<Match>),
+}
+
+impl Match {
+    /// FTS5's query text: each phrase quoted, so punctuation and FTS operators in mail text
+    /// are matched literally.
+    fn fts5(&self) -> String {
+        let (items, joiner) = match self {
+            Match::Phrase {
+                value,
+                column: None,
+            } => return fts_phrase(value),
+            Match::Phrase {
+                value,
+                column: Some(column),
+            } => return header_match(column, value),
+            Match::All(items) => (items, " AND "),
+            Match::Any(items) => (items, " OR "),
+        };
+        let parts: Vec<String> = items.iter().map(|m| format!("({})", m.fts5())).collect();
+        parts.join(joiner)
+    }
+
+    /// PostgreSQL's condition on a `words` column (`store::words`): a phrase without a word
+    /// matches nothing, as FTS5's empty phrase does.
+    fn push_tsquery(&self, q: &mut Sql) {
+        let (items, joiner) = match self {
+            Match::Phrase { value, column } => {
+                match q.lexicon().and_then(|l| l.tsquery(value, *column)) {
+                    Some(t) => q.push("words @@ CAST(").push_bind(t).push(" AS tsquery)"),
+                    None => q.push("false"),
+                };
+                return;
+            }
+            Match::All(items) => (items, " AND "),
+            Match::Any(items) => (items, " OR "),
+        };
+        q.push("(");
+        for (i, item) in items.iter().enumerate() {
+            if i > 0 {
+                q.push(joiner);
+            }
+            item.push_tsquery(q);
+        }
+        q.push(")");
+    }
+
+    /// The SELECT of the ids it matches in `table`: SQLite's FTS5 table, or PostgreSQL's.
+    fn push_select(&self, q: &mut Sql, fts5: &str, words: &str) {
+        match q.backend() {
+            Backend::Sqlite => {
+                q.push(format_args!(
+                    "SELECT rowid AS id FROM {fts5} WHERE {fts5} MATCH "
+                ));
+                q.push_bind(self.fts5());
+            }
+            Backend::Postgres => {
+                q.push(format_args!("SELECT id FROM {words} WHERE "));
+                self.push_tsquery(q);
+            }
+        }
+    }
+}
+
 /// A set of message ids read from one index: what a count can walk instead of messages.
 pub(super) enum Posting {
     /// One full-text expression (words and phrases joined by AND/OR).
-    Text(String),
+    Text(Match),
     /// One header-index expression, and the header terms it was made of, which match the
     /// messages whose text (and so whose header index row) is still to come by substring.
-    Headers(String, Expr),
+    Headers(Match, Expr),
     Tag(String),
 }
 
 impl Posting {
     /// The SELECT of its ids, as `id`.
-    pub(super) fn push_select(&self, q: &mut QueryBuilder<Sqlite>) {
+    pub(super) fn push_select(&self, q: &mut Sql) {
         match self {
-            Posting::Text(m) => {
-                q.push("SELECT rowid AS id FROM messages_fts WHERE messages_fts MATCH ");
-                q.push_bind(m.clone());
-            }
+            Posting::Text(m) => m.push_select(q, "messages_fts", "message_words"),
             Posting::Headers(m, terms) => {
-                q.push("SELECT rowid AS id FROM message_headers WHERE message_headers MATCH ");
-                q.push_bind(m.clone());
+                m.push_select(q, "message_headers", "message_header_words");
                 q.push(
                     " UNION ALL SELECT m.id AS id FROM messages m WHERE m.text_pending = 1 AND ",
                 );
@@ -96,11 +171,17 @@ impl Posting {
 fn term_posting(term: &Term) -> Option<Posting> {
     match term {
         Term::Tag(t) => Some(Posting::Tag(t.clone())),
-        Term::Text(v) => Some(Posting::Text(fts_phrase(v))),
+        Term::Text(v) => Some(Posting::Text(Match::Phrase {
+            value: v.clone(),
+            column: None,
+        })),
         _ => {
             let (column, value) = header_column(term)?;
-            has_words(value)
-                .then(|| Posting::Headers(header_match(column, value), Expr::Term(term.clone())))
+            let phrase = Match::Phrase {
+                value: value.to_string(),
+                column: Some(column),
+            };
+            has_words(value).then(|| Posting::Headers(phrase, Expr::Term(term.clone())))
         }
     }
 }
@@ -111,24 +192,20 @@ fn posting_of(expr: &Expr) -> Option<Posting> {
     match expr {
         Expr::Term(term) => term_posting(term),
         Expr::And(items) | Expr::Or(items) if !items.is_empty() => {
-            let joiner = if matches!(expr, Expr::And(_)) {
-                " AND "
-            } else {
-                " OR "
-            };
             let parts: Vec<Posting> = items.iter().map(posting_of).collect::<Option<_>>()?;
-            let mut texts = Vec::with_capacity(parts.len());
+            let mut matches = Vec::with_capacity(parts.len());
             for part in &parts {
                 match (&parts[0], part) {
                     (Posting::Text(_), Posting::Text(m))
-                    | (Posting::Headers(..), Posting::Headers(m, _)) => {
-                        texts.push(format!("({m})"))
-                    }
+                    | (Posting::Headers(..), Posting::Headers(m, _)) => matches.push(m.clone()),
                     // Different indexes (or tags): a set algebra, not one expression.
                     _ => return None,
                 }
             }
-            let joined = texts.join(joiner);
+            let joined = match expr {
+                Expr::And(_) => Match::All(matches),
+                _ => Match::Any(matches),
+            };
             Some(match parts[0] {
                 Posting::Text(_) => Posting::Text(joined),
                 _ => Posting::Headers(joined, expr.clone()),
@@ -193,13 +270,13 @@ fn on_state_alone(expr: &Expr) -> bool {
 /// `SELECT count(*) …` of the query's matches, reading as little as its terms allow: one
 /// posting list alone; the state index; or messages. (Several posting lists are merged by
 /// `postings`.)
-pub(super) fn count_sql(query: &Query) -> QueryBuilder<Sqlite> {
-    let mut q = QueryBuilder::<Sqlite>::new("SELECT count(*) FROM ");
+pub(super) fn count_sql(query: &Query, mut q: Sql) -> Sql {
+    q.push("SELECT count(*) FROM ");
     let root = &query.root;
     if let Some(posting) = posting_of(root) {
         q.push("(");
         posting.push_select(&mut q);
-        q.push(")");
+        q.push(") AS found");
         return q;
     }
     if on_state_alone(root) {
@@ -215,28 +292,16 @@ pub(super) fn count_sql(query: &Query) -> QueryBuilder<Sqlite> {
 /// The ids of one page of matches, newest first. With few matches they are all read and
 /// sorted; with many, the date index is walked from the newest message, each tested, until
 /// the page is full: about `limit × all / matches` rows rather than every match.
-pub(super) fn push_page_ids(
-    q: &mut QueryBuilder<Sqlite>,
-    query: &Query,
-    matches: u64,
-    limit: u32,
-    offset: u64,
-) {
+pub(super) fn push_page_ids(q: &mut Sql, query: &Query, matches: u64, limit: u32, offset: u64) {
     push_page_from(q, matches, needs_state(&query.root));
     push_expr(q, &query.root, Over::Messages);
     push_page_end(q, limit, offset);
 }
 
 /// The ids of one page of known matches (sorted ids, as a JSON array), newest first.
-pub(super) fn push_page_of_ids(
-    q: &mut QueryBuilder<Sqlite>,
-    ids: String,
-    matches: u64,
-    limit: u32,
-    offset: u64,
-) {
+pub(super) fn push_page_of_ids(q: &mut Sql, ids: String, matches: u64, limit: u32, offset: u64) {
     push_page_from(q, matches, false);
-    q.push("m.id IN (SELECT value FROM json_each(")
+    q.push("m.id IN (SELECT CAST(value AS BIGINT) FROM json_each(")
         .push_bind(ids)
         .push("))");
     push_page_end(q, limit, offset);
@@ -244,9 +309,9 @@ pub(super) fn push_page_of_ids(
 
 /// `SELECT m.id FROM … WHERE ` of a page: its matches sorted when few, else the date index
 /// walked from the newest message.
-fn push_page_from(q: &mut QueryBuilder<Sqlite>, matches: u64, state: bool) {
+fn push_page_from(q: &mut Sql, matches: u64, state: bool) {
     q.push("SELECT m.id FROM messages m");
-    if matches > SORTED_PAGE_UP_TO {
+    if matches > SORTED_PAGE_UP_TO && q.backend() == Backend::Sqlite {
         q.push(" INDEXED BY messages_date");
     }
     if state {
@@ -255,7 +320,7 @@ fn push_page_from(q: &mut QueryBuilder<Sqlite>, matches: u64, state: bool) {
     q.push(" WHERE ");
 }
 
-fn push_page_end(q: &mut QueryBuilder<Sqlite>, limit: u32, offset: u64) {
+fn push_page_end(q: &mut Sql, limit: u32, offset: u64) {
     q.push(" ORDER BY m.date DESC, m.id DESC LIMIT ")
         .push_bind(i64::from(limit))
         .push(" OFFSET ")
@@ -279,14 +344,14 @@ fn tables_for(expr: &Expr) -> &'static str {
 }
 
 /// ` AND (the query's condition)`, for statements that read `m` (and `s`).
-pub(super) fn push_terms(q: &mut QueryBuilder<Sqlite>, query: &Query) {
+pub(super) fn push_terms(q: &mut Sql, query: &Query) {
     q.push(" AND ");
     push_expr(q, &query.root, Over::Messages);
 }
 
 /// The condition of `expr`, written over messages, state rows or messages awaiting their text
 /// (`Over`).
-fn push_expr(q: &mut QueryBuilder<Sqlite>, expr: &Expr, over: Over) {
+fn push_expr(q: &mut Sql, expr: &Expr, over: Over) {
     let (items, joiner) = match expr {
         Expr::Term(term) => return push_term(q, term, over),
         Expr::Not(inner) => {
@@ -311,7 +376,7 @@ fn push_expr(q: &mut QueryBuilder<Sqlite>, expr: &Expr, over: Over) {
 
 /// `items` joined as a balanced tree, `((a OR b) OR (c OR d))`: SQLite refuses an expression
 /// more than 1,000 deep, which a flat chain of 1,000 terms is.
-fn push_joined(q: &mut QueryBuilder<Sqlite>, items: &[Expr], joiner: &str, over: Over) {
+fn push_joined(q: &mut Sql, items: &[Expr], joiner: &str, over: Over) {
     if let [one] = items {
         return push_expr(q, one, over);
     }
@@ -351,7 +416,7 @@ impl Over {
     }
 }
 
-fn push_term(q: &mut QueryBuilder<Sqlite>, term: &Term, over: Over) {
+fn push_term(q: &mut Sql, term: &Term, over: Over) {
     let posting =
         term_posting(term).filter(|p| over != Over::Pending || !matches!(p, Posting::Headers(..)));
     if let Some(posting) = posting {
@@ -386,10 +451,10 @@ fn push_term(q: &mut QueryBuilder<Sqlite>, term: &Term, over: Over) {
             q.push_bind(v.clone()).push(")");
         }
         Term::Read(r) => {
-            q.push("s.is_read = ").push_bind(*r);
+            q.push("s.is_read = ").push_bind(i64::from(*r));
         }
         Term::Flagged(f) => {
-            q.push("s.is_flagged = ").push_bind(*f);
+            q.push("s.is_flagged = ").push_bind(i64::from(*f));
         }
         // A message from no list has no list_id: `-list:x` must still match it.
         Term::List(Some(v)) => {

@@ -10,7 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use mailbroker_core::Error;
-use sqlx::{Sqlite, Transaction};
+use sqlx::{Any, Transaction};
 
 use super::journal::{StoredState, insert_state};
 use super::{Store, db_error};
@@ -23,7 +23,9 @@ struct Pending {
     asked: String,
     mailbox: String,
     remote_id: String,
+    #[sqlx(try_from = "crate::store::sql::Bit")]
     is_read: bool,
+    #[sqlx(try_from = "crate::store::sql::Bit")]
     is_flagged: bool,
     tags: String,
 }
@@ -62,7 +64,7 @@ impl Store {
 /// Settles the unknown items of `messages` (all, for `None`) that the index now shows as
 /// their change asked, in `tx`; how many.
 pub(super) async fn settle(
-    tx: &mut Transaction<'_, Sqlite>,
+    tx: &mut Transaction<'_, Any>,
     messages: Option<&[i64]>,
 ) -> Result<u64, Error> {
     let ids = messages.map(|m| serde_json::to_string(m).unwrap_or_else(|_| "[]".into()));
@@ -75,7 +77,7 @@ pub(super) async fn settle(
          JOIN mailboxes b ON b.id = m.mailbox_id
          JOIN message_state st ON st.id = m.id
          WHERE ci.outcome = 'unknown'
-           AND (?1 IS NULL OR ci.message_id IN (SELECT value FROM json_each(?1)))",
+           AND ($1 IS NULL OR ci.message_id IN (SELECT CAST(value AS BIGINT) FROM json_each($1)))",
     )
     .bind(ids)
     .fetch_all(&mut **tx)
@@ -87,7 +89,7 @@ pub(super) async fn settle(
         let state = insert_state(tx, p.change_id, &now).await?;
         sqlx::query(
             "UPDATE change_items SET outcome = 'applied', error_type = NULL, error = NULL,
-               after_state = ?, after_id = ? WHERE change_id = ? AND message_id = ?",
+               after_state = $1, after_id = $2 WHERE change_id = $3 AND message_id = $4",
         )
         .bind(state)
         .bind(&p.remote_id)
@@ -100,7 +102,8 @@ pub(super) async fn settle(
     }
     for (change, n) in &per_change {
         sqlx::query(
-            "UPDATE changes SET applied = applied + ?1, failed = max(failed - ?1, 0) WHERE id = ?2",
+            "UPDATE changes SET applied = applied + $1, failed = CASE WHEN failed > $1 THEN failed - $1 ELSE 0 END
+               WHERE id = $2",
         )
         .bind(n)
         .bind(change)

@@ -3,16 +3,18 @@
 
 use std::collections::{HashMap, HashSet};
 
+use super::sql::Sql;
 use async_trait::async_trait;
 use mailbroker_core::{
     AccountId, ApplyEach, Arrival, Error, MailboxCursor, MailboxInfo, MessageFlags, MessageMeta,
     MessageText, RemoteId, Result, Seen, Settled, SyncSink, Version,
 };
-use sqlx::{QueryBuilder, Sqlite, SqliteConnection};
+use sqlx::{Any, AnyConnection};
 use tokio::sync::mpsc;
 
 use super::leases::{AccountLock, Fence};
-use super::{Store, db_error, now_secs, replace_tags};
+use super::words::{self, Document};
+use super::{Backend, Store, db_error, now_secs, replace_tags};
 
 mod moves;
 
@@ -22,14 +24,14 @@ const INSERT_CHUNK: usize = 200;
 const DELETE_CHUNK: usize = 500;
 
 pub(super) async fn upsert_mailbox(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     account: &str,
     mb: &MailboxInfo,
 ) -> Result<()> {
     sqlx::query(
         "INSERT INTO mailboxes (account_id, name, role, role_source, delimiter, selectable,
            remote_id)
-         VALUES (?, ?, ?, ?, ?, ?, ?)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)
          ON CONFLICT(account_id, name) DO UPDATE SET
            role = excluded.role, role_source = excluded.role_source,
            delimiter = excluded.delimiter, selectable = excluded.selectable,
@@ -40,7 +42,7 @@ pub(super) async fn upsert_mailbox(
     .bind(mb.role.map(|r| r.as_str()))
     .bind(mb.role.and(mb.role_source).map(|s| s.as_str()))
     .bind(mb.delimiter.as_deref())
-    .bind(mb.selectable)
+    .bind(i64::from(mb.selectable))
     .bind(mb.remote.as_deref())
     .execute(conn)
     .await
@@ -118,7 +120,7 @@ impl StoreSink {
     }
 
     /// A write transaction, in which the lease (if the sync holds one) is still its own.
-    async fn begin(&self) -> Result<sqlx::Transaction<'static, Sqlite>> {
+    async fn begin(&self) -> Result<sqlx::Transaction<'static, Any>> {
         Fence::begin(
             self.lease.as_ref().map(AccountLock::fence).as_ref(),
             &self.store,
@@ -198,7 +200,7 @@ impl StoreSink {
         let mut removed = 0;
         let mut tx = self.begin().await?;
         for chunk in ids.chunks(DELETE_CHUNK) {
-            let mut q = QueryBuilder::<Sqlite>::new("DELETE FROM messages WHERE mailbox_id = ");
+            let mut q = Sql::new("DELETE FROM messages WHERE mailbox_id = ");
             q.push_bind(mailbox_id).push(" AND remote_id IN (");
             let mut list = q.separated(", ");
             for id in chunk {
@@ -227,7 +229,7 @@ impl ApplyEach for StoreSink {
             upsert_mailbox(&mut tx, self.account.as_str(), mb).await?;
         }
         let rows: Vec<(i64, String)> =
-            sqlx::query_as("SELECT id, name FROM mailboxes WHERE account_id = ?")
+            sqlx::query_as("SELECT id, name FROM mailboxes WHERE account_id = $1")
                 .bind(self.account.as_str())
                 .fetch_all(&mut *tx)
                 .await
@@ -239,7 +241,7 @@ impl ApplyEach for StoreSink {
                 self.mailboxes.insert(name, id);
             } else {
                 // Gone from the server: its messages go with it (cascade).
-                sqlx::query("DELETE FROM mailboxes WHERE id = ?")
+                sqlx::query("DELETE FROM mailboxes WHERE id = $1")
                     .bind(id)
                     .execute(&mut *tx)
                     .await
@@ -253,12 +255,12 @@ impl ApplyEach for StoreSink {
         self.flush().await?;
         let id = self.mailbox(mailbox)?;
         let mut tx = self.begin().await?;
-        sqlx::query("DELETE FROM messages WHERE mailbox_id = ?")
+        sqlx::query("DELETE FROM messages WHERE mailbox_id = $1")
             .bind(id)
             .execute(&mut *tx)
             .await
             .map_err(db_error)?;
-        sqlx::query("UPDATE mailboxes SET cursor = '' WHERE id = ?")
+        sqlx::query("UPDATE mailboxes SET cursor = '' WHERE id = $1")
             .bind(id)
             .execute(&mut *tx)
             .await
@@ -291,15 +293,15 @@ impl ApplyEach for StoreSink {
             let raw = json_list(&flags.raw);
             let tags = json_list(&flags.tags);
             let updated: Option<i64> = sqlx::query_scalar(
-                "UPDATE message_state SET flags = ?, tags = ?, is_read = ?, is_flagged = ?
-                 WHERE id = (SELECT id FROM messages WHERE mailbox_id = ? AND remote_id = ?)
-                   AND flags IS NOT ?
+                "UPDATE message_state SET flags = $1, tags = $2, is_read = $3, is_flagged = $4
+                 WHERE id = (SELECT id FROM messages WHERE mailbox_id = $5 AND remote_id = $6)
+                   AND flags IS DISTINCT FROM $7
                  RETURNING id",
             )
             .bind(&raw)
             .bind(&tags)
-            .bind(flags.read)
-            .bind(flags.flagged)
+            .bind(i64::from(flags.read))
+            .bind(i64::from(flags.flagged))
             .bind(mailbox_id)
             .bind(id.as_str())
             .bind(&raw)
@@ -311,8 +313,8 @@ impl ApplyEach for StoreSink {
             }
             if version.is_known() {
                 sqlx::query(
-                    "UPDATE message_state SET version = ? WHERE id = (SELECT id FROM messages
-                       WHERE mailbox_id = ? AND remote_id = ?)",
+                    "UPDATE message_state SET version = $1 WHERE id = (SELECT id FROM messages
+                       WHERE mailbox_id = $2 AND remote_id = $3)",
                 )
                 .bind(version.as_str())
                 .bind(mailbox_id)
@@ -342,7 +344,7 @@ impl ApplyEach for StoreSink {
     async fn mailbox_done(&mut self, mailbox: &str, cursor: MailboxCursor) -> Result<()> {
         self.flush().await?;
         let mailbox_id = self.mailbox(mailbox)?;
-        sqlx::query("UPDATE mailboxes SET cursor = ?, synced_at = ? WHERE id = ?")
+        sqlx::query("UPDATE mailboxes SET cursor = $1, synced_at = $2 WHERE id = $3")
             .bind(cursor.as_str())
             .bind(now_secs())
             .bind(mailbox_id)
@@ -363,7 +365,7 @@ impl SyncSink for StoreSink {
         self.flush().await?;
         let mailbox_id = self.mailbox(mailbox)?;
         let ids: Vec<String> = sqlx::query_scalar(
-            "SELECT remote_id FROM messages WHERE mailbox_id = ? AND text_pending = 1 ORDER BY id",
+            "SELECT remote_id FROM messages WHERE mailbox_id = $1 AND text_pending = 1 ORDER BY id",
         )
         .bind(mailbox_id)
         .fetch_all(self.store.pool())
@@ -381,7 +383,7 @@ impl SyncSink for StoreSink {
         let mailbox_id = self.mailbox(mailbox)?;
         let keep: HashSet<RemoteId> = present.into_iter().collect();
         let local: Vec<String> =
-            sqlx::query_scalar("SELECT remote_id FROM messages WHERE mailbox_id = ?")
+            sqlx::query_scalar("SELECT remote_id FROM messages WHERE mailbox_id = $1")
                 .bind(mailbox_id)
                 .fetch_all(self.store.pool())
                 .await
@@ -401,8 +403,8 @@ impl SyncSink for StoreSink {
         self.flush().await?;
         let found: Vec<String> = sqlx::query_scalar(
             "SELECT DISTINCT m.message_id FROM messages m JOIN mailboxes b ON b.id = m.mailbox_id
-             WHERE b.account_id = ? AND b.name != ?
-               AND m.message_id IN (SELECT value FROM json_each(?))",
+             WHERE b.account_id = $1 AND b.name != $2
+               AND m.message_id IN (SELECT value FROM json_each($3))",
         )
         .bind(self.account.as_str())
         .bind(mailbox)
@@ -437,7 +439,7 @@ impl SyncSink for StoreSink {
         self.flush().await?;
         let ids: Vec<String> = sqlx::query_scalar(
             "SELECT m.remote_id FROM messages m JOIN mailboxes b ON b.id = m.mailbox_id
-             WHERE b.account_id = ?",
+             WHERE b.account_id = $1",
         )
         .bind(self.account.as_str())
         .fetch_all(self.store.pool())
@@ -484,12 +486,12 @@ macro_rules! fts_snippet {
 
 /// Inserts (or refreshes) one batch of messages and their full-text rows in one transaction.
 async fn insert_batch(
-    mut tx: sqlx::Transaction<'static, Sqlite>,
+    mut tx: sqlx::Transaction<'static, Any>,
     mailbox_id: i64,
     messages: &[MessageMeta],
 ) -> Result<()> {
     for chunk in messages.chunks(INSERT_CHUNK) {
-        let mut q = QueryBuilder::<Sqlite>::new(
+        let mut q = Sql::new(
             "INSERT INTO messages (mailbox_id, remote_id, message_id, from_addr,
                    to_addr, cc_addr, subject, date, size, has_attachments, text_pending, list_id,
                    thread_id) ",
@@ -504,8 +506,8 @@ async fn insert_batch(
                 .push_bind(m.subject.clone())
                 .push_bind(m.date)
                 .push_bind(m.size as i64)
-                .push_bind(m.has_attachments)
-                .push_bind(m.text_pending)
+                .push_bind(i64::from(m.has_attachments))
+                .push_bind(i64::from(m.text_pending))
                 .push_bind(m.list.clone())
                 .push_bind(m.thread.as_deref().map(thread_id));
         });
@@ -524,15 +526,15 @@ async fn insert_batch(
             .map_err(db_error)?;
         let by_id: HashMap<String, i64> = ids.into_iter().map(|(id, r)| (r, id)).collect();
         let local = |m: &MessageMeta| by_id.get(m.id.as_str()).copied();
-        let mut state = QueryBuilder::<Sqlite>::new(
+        let mut state = Sql::new(
             "INSERT INTO message_state (id, mailbox_id, version, is_read, is_flagged, flags, tags) ",
         );
         state.push_values(chunk, |mut row, m| {
             row.push_bind(local(m))
                 .push_bind(mailbox_id)
                 .push_bind(m.version.as_str())
-                .push_bind(m.flags.read)
-                .push_bind(m.flags.flagged)
+                .push_bind(i64::from(m.flags.read))
+                .push_bind(i64::from(m.flags.flagged))
                 .push_bind(json_list(&m.flags.raw))
                 .push_bind(json_list(&m.flags.tags));
         });
@@ -554,10 +556,11 @@ async fn insert_batch(
             .collect();
         if !snippets.is_empty() {
             // As for the row itself, a message indexed before keeps what it had.
-            let mut text = QueryBuilder::<Sqlite>::new("INSERT OR IGNORE INTO message_text ");
+            let mut text = Sql::new("INSERT INTO message_text ");
             text.push_values(snippets, |mut row, (id, snippet)| {
                 row.push_bind(id).push_bind(snippet);
             });
+            text.push(" ON CONFLICT DO NOTHING");
             text.build().execute(&mut *tx).await.map_err(db_error)?;
         }
         // A message whose text is still to come gets its full-text row with it, once.
@@ -565,8 +568,25 @@ async fn insert_batch(
         if complete.is_empty() {
             continue;
         }
-        let mut fts =
-            QueryBuilder::<Sqlite>::new("WITH v(id, subject, addresses, snippet, body) AS (");
+        if Backend::of(&tx) == Backend::Postgres {
+            let documents: Vec<Document> = complete
+                .iter()
+                .filter_map(|m| {
+                    Some(Document {
+                        id: local(m)?,
+                        subject: &m.subject,
+                        from: &m.from,
+                        to: &m.to,
+                        cc: &m.cc,
+                        snippet: &m.snippet,
+                        body: &m.body_prefix,
+                    })
+                })
+                .collect();
+            words::write(&mut tx, &documents).await?;
+            continue;
+        }
+        let mut fts = Sql::new("WITH v(id, subject, addresses, snippet, body) AS (");
         fts.push_values(complete, |mut row, m| {
             row.push_bind(local(m))
                 .push_bind(m.subject.clone())
@@ -589,21 +609,23 @@ async fn insert_batch(
 /// and their full-text row, written whole (subject and addresses from the row) in one
 /// transaction.
 async fn write_text(
-    mut tx: sqlx::Transaction<'static, Sqlite>,
+    mut tx: sqlx::Transaction<'static, Any>,
     mailbox_id: i64,
     texts: &[MessageText],
 ) -> Result<()> {
-    // Each statement with whether it reads the body prefix, the one large value: the others
-    // get NULL there rather than a copy of it.
-    const STATEMENTS: [(&str, bool); 3] = [
+    // Each statement (before and after the mailbox id) with whether it reads the body
+    // prefix, the one large value: the others get NULL there rather than a copy of it.
+    const STATEMENTS: [(&str, &str, bool); 3] = [
         (
             "UPDATE messages SET has_attachments = v.has_attachments, text_pending = 0
              FROM v WHERE messages.remote_id = v.remote_id AND messages.mailbox_id = ",
+            "",
             false,
         ),
         (
-            "INSERT OR REPLACE INTO message_text (id, snippet) SELECT m.id, v.snippet
+            "INSERT INTO message_text (id, snippet) SELECT m.id, v.snippet
              FROM v JOIN messages m ON m.remote_id = v.remote_id AND m.mailbox_id = ",
+            " WHERE true ON CONFLICT (id) DO UPDATE SET snippet = excluded.snippet",
             false,
         ),
         (
@@ -613,23 +635,76 @@ async fn write_text(
                 fts_snippet!(),
                 ", v.body FROM v JOIN messages m ON m.remote_id = v.remote_id AND m.mailbox_id = "
             ),
+            "",
             true,
         ),
     ];
+    let backend = Backend::of(&tx);
     for chunk in texts.chunks(INSERT_CHUNK) {
-        for (statement, reads_body) in STATEMENTS {
-            let mut q = QueryBuilder::<Sqlite>::new(
-                "WITH v(remote_id, has_attachments, snippet, body) AS (",
-            );
+        // PostgreSQL's full-text rows are written below, from words cut here.
+        let statements = match backend {
+            Backend::Sqlite => &STATEMENTS[..],
+            Backend::Postgres => &STATEMENTS[..2],
+        };
+        for &(statement, tail, reads_body) in statements {
+            let mut q = Sql::new("WITH v(remote_id, has_attachments, snippet, body) AS (");
             q.push_values(chunk, |mut row, t| {
                 row.push_bind(t.id.as_str())
-                    .push_bind(t.has_attachments)
+                    .push_bind(i64::from(t.has_attachments))
                     .push_bind(t.snippet.clone())
                     .push_bind(reads_body.then(|| t.body_prefix.clone()));
             });
-            q.push(") ").push(statement).push_bind(mailbox_id);
+            q.push(") ")
+                .push(statement)
+                .push_bind(mailbox_id)
+                .push(tail);
             q.build().execute(&mut *tx).await.map_err(db_error)?;
+        }
+        if backend == Backend::Postgres {
+            words_of_texts(&mut tx, mailbox_id, chunk).await?;
         }
     }
     tx.commit().await.map_err(db_error)
+}
+
+/// PostgreSQL's full-text rows of messages whose text just came (`write_text`): their
+/// header fields are read back from their rows.
+async fn words_of_texts(
+    conn: &mut sqlx::AnyConnection,
+    mailbox_id: i64,
+    texts: &[MessageText],
+) -> Result<()> {
+    let mut q = Sql::new(
+        "SELECT remote_id, id, subject, from_addr, to_addr, cc_addr FROM messages
+         WHERE mailbox_id = ",
+    );
+    q.push_bind(mailbox_id).push(" AND remote_id IN (");
+    let mut list = q.separated(", ");
+    for t in texts {
+        list.push_bind(t.id.as_str());
+    }
+    q.push(")");
+    type Headers = (String, i64, String, String, String, String);
+    let rows: Vec<Headers> = q
+        .build_query_as()
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(db_error)?;
+    let by_remote: HashMap<&str, &Headers> = rows.iter().map(|r| (r.0.as_str(), r)).collect();
+    let documents: Vec<Document> = texts
+        .iter()
+        .filter_map(|t| {
+            let (_, id, subject, from, to, cc) = by_remote.get(t.id.as_str())?;
+            Some(Document {
+                id: *id,
+                subject,
+                from,
+                to,
+                cc,
+                snippet: &t.snippet,
+                body: &t.body_prefix,
+            })
+        })
+        .collect();
+    words::write(conn, &documents).await
 }

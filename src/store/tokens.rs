@@ -63,7 +63,7 @@ impl Store {
         let names: Vec<&str> = ids.iter().map(AccountId::as_str).collect();
         let added = sqlx::query(
             "INSERT INTO access_tokens (name, digest, accounts, allow_writes, created_at)
-             VALUES (?, ?, ?, ?, ?) ON CONFLICT (name) DO NOTHING",
+             VALUES ($1, $2, $3, $4, $5) ON CONFLICT (name) DO NOTHING",
         )
         .bind(name)
         .bind(digest(token))
@@ -85,7 +85,7 @@ impl Store {
 
     async fn access_token_named(&self, name: &str) -> Result<AccessToken, Error> {
         let row: Option<TokenRow> = sqlx::query_as(
-            "SELECT name, accounts, allow_writes, created_at FROM access_tokens WHERE name = ?",
+            "SELECT name, accounts, allow_writes, created_at FROM access_tokens WHERE name = $1",
         )
         .bind(name)
         .fetch_optional(self.pool())
@@ -112,7 +112,7 @@ impl Store {
     /// digests of a 256-bit random token leak nothing a timing could use.
     pub async fn access_token(&self, presented: &str) -> Result<Option<AccessToken>, Error> {
         let row: Option<TokenRow> = sqlx::query_as(
-            "SELECT name, accounts, allow_writes, created_at FROM access_tokens WHERE digest = ?",
+            "SELECT name, accounts, allow_writes, created_at FROM access_tokens WHERE digest = $1",
         )
         .bind(digest(presented))
         .fetch_optional(self.pool())
@@ -134,7 +134,7 @@ impl Store {
                 // Table and column are this function's own constants, never input.
                 let rows: Vec<(i64, String)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
                     "SELECT DISTINCT {column}, account_id FROM {table} \
-                     WHERE {column} IN (SELECT value FROM json_each(?))"
+                     WHERE {column} IN (SELECT CAST(value AS BIGINT) FROM json_each($1))"
                 )))
                 .bind(ids)
                 .fetch_all(self.pool())
@@ -156,7 +156,7 @@ impl Store {
     /// Removes the token named `name`: from the next request on, it opens nothing.
     pub async fn revoke_access_token(&self, name: &str) -> Result<AccessToken, Error> {
         let token = self.access_token_named(name).await?;
-        sqlx::query("DELETE FROM access_tokens WHERE name = ?")
+        sqlx::query("DELETE FROM access_tokens WHERE name = $1")
             .bind(name)
             .execute(self.pool())
             .await

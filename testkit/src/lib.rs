@@ -20,6 +20,7 @@ pub mod secret_service;
 pub mod terminal;
 
 pub mod oauth;
+pub mod postgres;
 
 pub use certs::TestCa;
 pub use dovecot::{Dovecot, PASSWORD};

@@ -103,8 +103,39 @@ pub fn mb_text(home: &Path, args: &[&str]) -> Run {
     run_binary(home, args, &[])
 }
 
+/// The PostgreSQL database each home given one keeps its index in (`on_postgres`).
+static DATABASES: std::sync::Mutex<Vec<(std::path::PathBuf, String)>> =
+    std::sync::Mutex::new(Vec::new());
+
+/// From now on every `mailbroker` run with this home uses database `url` (as
+/// `MAILBROKER_DATABASE_URL`, which is how a node of a team deployment is told).
+#[allow(dead_code)]
+pub fn on_postgres(home: &Path, url: &str) {
+    let mut all = DATABASES.lock().unwrap_or_else(|e| e.into_inner());
+    all.push((home.to_path_buf(), url.to_string()));
+}
+
+/// The database URL a home was given, if any.
+pub fn database_of(home: &Path) -> Option<String> {
+    let all = DATABASES.lock().unwrap_or_else(|e| e.into_inner());
+    all.iter()
+        .find(|(h, _)| h == home)
+        .map(|(_, url)| url.clone())
+}
+
+/// A fresh database in the shared private PostgreSQL cluster, as a URL; `None` when
+/// PostgreSQL is missing outside CI (under CI that fails instead).
+#[allow(dead_code)]
+pub fn postgres_database() -> Option<String> {
+    let pg = mailbroker_testkit::postgres::shared()?;
+    Some(pg.database().expect("create a database"))
+}
+
 fn run_binary(home: &Path, args: &[&str], env: &[(&str, &str)]) -> Run {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_mailbroker"));
+    if let Some(url) = database_of(home) {
+        cmd.env("MAILBROKER_DATABASE_URL", url);
+    }
     cmd.arg("--home")
         .arg(home)
         .args(args)

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use mailbroker_core::{Arrival, MessageFlags, RemoteId, Result, SameMessage, Settled, Version};
-use sqlx::Sqlite;
+use sqlx::Any;
 
 use super::{StoreSink, json_ids, json_list};
 use crate::store::{db_error, replace_tags};
@@ -48,7 +48,7 @@ impl StoreSink {
             let mailbox_id = self.mailbox(&mailbox)?;
             let rows: Vec<(i64, Option<String>, i64)> = sqlx::query_as(
                 "SELECT id, message_id, size FROM messages
-                 WHERE mailbox_id = ? AND remote_id IN (SELECT value FROM json_each(?))",
+                 WHERE mailbox_id = $1 AND remote_id IN (SELECT value FROM json_each($2))",
             )
             .bind(mailbox_id)
             .bind(json_ids(&ids)?)
@@ -99,7 +99,7 @@ impl StoreSink {
                 .map(|(id, mailbox, _)| (id, mailbox)),
         );
         for (id, mailbox) in removing {
-            sqlx::query("DELETE FROM messages WHERE id = ?")
+            sqlx::query("DELETE FROM messages WHERE id = $1")
                 .bind(id)
                 .execute(&mut *tx)
                 .await
@@ -124,9 +124,9 @@ impl StoreSink {
         let mailbox_id = self.mailbox(mailbox)?;
         let ids: Vec<RemoteId> = arrivals.iter().map(|a| a.id.clone()).collect();
         let moved: Vec<String> = sqlx::query_scalar(
-            "UPDATE messages SET mailbox_id = ?1
-             WHERE remote_id IN (SELECT value FROM json_each(?2))
-               AND mailbox_id IN (SELECT id FROM mailboxes WHERE account_id = ?3 AND id != ?1)
+            "UPDATE messages SET mailbox_id = $1
+             WHERE remote_id IN (SELECT value FROM json_each($2))
+               AND mailbox_id IN (SELECT id FROM mailboxes WHERE account_id = $3 AND id != $1)
              RETURNING remote_id",
         )
         .bind(mailbox_id)
@@ -177,12 +177,12 @@ fn departed(leaving: &mut HashMap<String, Vec<Leaving>>, arrival: &Arrival) -> O
 /// Moves row `id` to its new mailbox under the arrival's id, with the arrival's state: the
 /// message moved; its local id and full-text entry stay.
 async fn move_row(
-    tx: &mut sqlx::Transaction<'_, Sqlite>,
+    tx: &mut sqlx::Transaction<'_, Any>,
     id: i64,
     mailbox_id: i64,
     arrival: &Arrival,
 ) -> Result<()> {
-    sqlx::query("UPDATE messages SET mailbox_id = ?, remote_id = ? WHERE id = ?")
+    sqlx::query("UPDATE messages SET mailbox_id = $1, remote_id = $2 WHERE id = $3")
         .bind(mailbox_id)
         .bind(arrival.id.as_str())
         .bind(id)
@@ -190,14 +190,14 @@ async fn move_row(
         .await
         .map_err(db_error)?;
     sqlx::query(
-        "UPDATE message_state SET version = ?, flags = ?, tags = ?, is_read = ?, is_flagged = ?
-         WHERE id = ?",
+        "UPDATE message_state SET version = $1, flags = $2, tags = $3, is_read = $4, is_flagged = $5
+         WHERE id = $6",
     )
     .bind(arrival.version.as_str())
     .bind(json_list(&arrival.flags.raw))
     .bind(json_list(&arrival.flags.tags))
-    .bind(arrival.flags.read)
-    .bind(arrival.flags.flagged)
+    .bind(i64::from(arrival.flags.read))
+    .bind(i64::from(arrival.flags.flagged))
     .bind(id)
     .execute(&mut **tx)
     .await
