@@ -1,4 +1,5 @@
-//! One scenario set every provider passes, through the real binary: IMAP on Dovecot and on
+//! One scenario set every provider passes, through the real binary, with the index on SQLite
+//! and again on PostgreSQL: IMAP on Dovecot and on
 //! the worst-case IMAP server (GNU Mailutils imap4d), JMAP on Cyrus, Gmail and Microsoft
 //! Graph on their mocks, Mail.app (AppleScript) on the fake `osascript`, each
 //! from four unread INBOX messages ("Message 0" … "Message 3", from
@@ -87,7 +88,7 @@ impl Fixture {
             )
         });
         server.import_messages(user, messages).unwrap();
-        let home = tempfile::tempdir().unwrap();
+        let home = home()?;
         let proxy = Proxy::start(server.imap_port, std::time::Duration::ZERO).unwrap();
         common::add_proxied(home.path(), "c", proxy.port, user);
         let client = ImapClient::connect(server, user).await.unwrap();
@@ -111,7 +112,7 @@ impl Fixture {
             );
             client.append("INBOX", "", &body).await.unwrap();
         }
-        let home = tempfile::tempdir().unwrap();
+        let home = home()?;
         let proxy = Proxy::start(server.port, std::time::Duration::ZERO).unwrap();
         common::add_proxied(home.path(), "c", proxy.port, &login);
         let mut fixture = Fixture::synced(home, Remote::Imap { client, proxy });
@@ -130,7 +131,7 @@ impl Fixture {
             .seed(&user, "Inbox", MESSAGES, "alice@example.test", &[])
             .await
             .unwrap();
-        let home = tempfile::tempdir().unwrap();
+        let home = home()?;
         let proxy = Proxy::start(cyrus.port, std::time::Duration::ZERO).unwrap();
         let url = format!("http://127.0.0.1:{}", proxy.port);
         let add = [
@@ -160,7 +161,7 @@ impl Fixture {
     async fn gmail() -> Option<Fixture> {
         let mock = GmailMock::start("me@mock.example").await.unwrap();
         let ids = mock.seed(MESSAGES, &["INBOX", "UNREAD"], Some("alice@example.test"));
-        let home = tempfile::tempdir().unwrap();
+        let home = home()?;
         common::gmail::add_account(&mock, home.path(), "c", &[]).await;
         Some(Fixture::synced(home, Remote::Gmail { mock, ids }))
     }
@@ -168,13 +169,13 @@ impl Fixture {
     async fn graph() -> Option<Fixture> {
         let mock = GraphMock::start("me@mock.example").await.unwrap();
         let ids = mock.seed(MESSAGES, "inbox", "alice@example.test", true);
-        let home = tempfile::tempdir().unwrap();
+        let home = home()?;
         common::graph::add_account_as(&mock, home.path(), "c").await;
         Some(Fixture::synced(home, Remote::Graph { mock, ids }))
     }
 
     async fn mail() -> Option<Fixture> {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = home()?;
         let inbox: Vec<Value> = (0..MESSAGES)
             .map(|i| {
                 json!({ "id": 100 + i, "message_id": format!("m{i}@example.test"),
@@ -676,6 +677,28 @@ enum Kind {
     Mail,
 }
 
+/// Which engine holds the index: every scenario runs on both.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Engine {
+    Sqlite,
+    Postgres,
+}
+
+tokio::task_local! {
+    /// The engine of the scenario this task runs.
+    static ENGINE: Engine;
+}
+
+/// A fresh home whose index is on the scenario's engine (a new PostgreSQL database for
+/// each); `None` where PostgreSQL is not installed outside CI.
+fn home() -> Option<tempfile::TempDir> {
+    let home = tempfile::tempdir().unwrap();
+    if ENGINE.try_with(|e| *e) == Ok(Engine::Postgres) {
+        common::on_postgres(home.path(), &common::postgres_database()?);
+    }
+    Some(home)
+}
+
 /// A fresh fixture of that provider (`user` names the IMAP user); `None` where the test
 /// server is not installed outside CI.
 async fn setup(kind: Kind, user: &str) -> Option<Fixture> {
@@ -694,19 +717,30 @@ macro_rules! conformance {
     ($($provider:ident: $kind:expr;)*) => {$(
         mod $provider {
             use super::*;
-            conformance!(@each $kind, patch_semantics, repeat_writes_nothing,
+            conformance!(@engine $kind, sqlite, Engine::Sqlite, "conf-");
+            conformance!(@engine $kind, postgres, Engine::Postgres, "conf-pg-");
+        }
+    )*};
+    (@engine $kind:expr, $engine:ident, $which:expr, $prefix:literal) => {
+        mod $engine {
+            use super::*;
+            conformance!(@each $kind, $which, $prefix, patch_semantics, repeat_writes_nothing,
                 changed_elsewhere_is_stale, lost_answer_is_not_resent, move_and_undo,
                 staged_deletion_and_undo);
         }
-    )*};
-    (@each $kind:expr, $($scenario:ident),*) => {$(
+    };
+    (@each $kind:expr, $which:expr, $prefix:literal, $($scenario:ident),*) => {$(
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn $scenario() {
-            let user = concat!("conf-", stringify!($scenario));
-            let Some(fixture) = setup($kind, user).await else {
-                return;
-            };
-            super::$scenario(fixture).await;
+            let user = concat!($prefix, stringify!($scenario));
+            ENGINE
+                .scope($which, async {
+                    let Some(fixture) = setup($kind, user).await else {
+                        return;
+                    };
+                    super::super::$scenario(fixture).await;
+                })
+                .await;
         }
     )*};
 }

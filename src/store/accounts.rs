@@ -512,7 +512,8 @@ impl Store {
             "SELECT tag, sum(n) AS total FROM (
                SELECT t.tag, 1 AS n FROM message_tags t JOIN messages m ON m.id = t.message_id
                JOIN mailboxes b ON b.id = m.mailbox_id WHERE b.account_id = $1
-               UNION ALL SELECT tag, 0 FROM known_tags WHERE account_id = $1)
+               UNION ALL SELECT tag COLLATE NOCASE, 0 FROM known_tags WHERE account_id = $1)
+               AS tags
              GROUP BY tag ORDER BY total DESC, tag",
         )
         .bind(id.as_str())

@@ -151,10 +151,14 @@ impl Store {
     /// change), committed with a full sync so it survives a power loss. Returns the change id.
     pub async fn record_intent(&self, change: &ChangeRecord) -> Result<i64, Error> {
         let mut conn = self.pool().acquire().await.map_err(db_error)?;
-        sqlx::query("PRAGMA synchronous = FULL")
-            .execute(&mut *conn)
-            .await
-            .map_err(db_error)?;
+        // PostgreSQL's commits are durable as they are (`synchronous_commit`).
+        let sqlite = self.backend() == Backend::Sqlite;
+        if sqlite {
+            sqlx::query("PRAGMA synchronous = FULL")
+                .execute(&mut *conn)
+                .await
+                .map_err(db_error)?;
+        }
         let written = async {
             let mut tx = sqlx::Connection::begin(&mut *conn)
                 .await
@@ -167,9 +171,11 @@ impl Store {
         .await;
         // The pool's other work keeps the cheaper setting: a crash loses nothing committed
         // in WAL mode, only a power loss could.
-        let _ = sqlx::query("PRAGMA synchronous = NORMAL")
-            .execute(&mut *conn)
-            .await;
+        if sqlite {
+            let _ = sqlx::query("PRAGMA synchronous = NORMAL")
+                .execute(&mut *conn)
+                .await;
+        }
         tracing::debug!("journal: intent recorded");
         written
     }

@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use super::batches::record_items;
 use super::journal::{JournalItem, update_index};
-use super::{ROWS_PER_STATEMENT, Store, db_error, now_secs};
+use super::{Backend, ROWS_PER_STATEMENT, Store, db_error, now_secs};
 use crate::store::MessageRef;
 
 /// Where a manifest stands. Stored as its lowercase name.
@@ -139,6 +139,56 @@ const SUMMARY_SQL: &str = "WITH sel AS (
         (SELECT account_id || '/' || name AS b, count(*) AS n FROM sel
          GROUP BY account_id, name)))";
 
+/// `SUMMARY_SQL` in PostgreSQL's words: its JSON functions, its dates, senders ordered by
+/// byte as SQLite orders them, and empty lists and maps where it gives NULL.
+const SUMMARY_SQL_PG: &str = "WITH sel AS (
+      SELECT m.id, m.from_addr, m.size, m.date, b.account_id, b.name
+      FROM messages m JOIN mailboxes b ON b.id = m.mailbox_id
+      WHERE m.id IN (SELECT CAST(value AS BIGINT) FROM json_each($1)))
+    SELECT CAST(json_build_object(
+    'count', (SELECT count(*) FROM sel),
+    'bytes', (SELECT CAST(coalesce(sum(size), 0) AS BIGINT) FROM sel),
+    'first_date', (SELECT to_char(to_timestamp(min(date)) AT TIME ZONE 'UTC',
+        'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"') FROM sel),
+    'last_date', (SELECT to_char(to_timestamp(max(date)) AT TIME ZONE 'UTC',
+        'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"') FROM sel),
+    'top_senders', (SELECT coalesce(json_agg(json_build_object('from', f, 'messages', n)
+        ORDER BY n DESC, f COLLATE \"C\"), '[]') FROM
+        (SELECT from_addr AS f, count(*) AS n FROM sel GROUP BY from_addr
+         ORDER BY n DESC, from_addr COLLATE \"C\" LIMIT 10) AS senders),
+    'accounts', (SELECT coalesce(json_object_agg(a, n ORDER BY a), '{}') FROM
+        (SELECT account_id AS a, count(*) AS n FROM sel GROUP BY account_id) AS accounts),
+    'mailboxes', (SELECT coalesce(json_object_agg(b, n ORDER BY b), '{}') FROM
+        (SELECT account_id || '/' || name AS b, count(*) AS n FROM sel
+         GROUP BY account_id, name) AS mailboxes)) AS text)";
+
+/// A manifest's counts by status, and its skipped items' by why.
+const COUNTS_SQL: &str = "SELECT json_patch(
+       (SELECT coalesce(json_group_object(status, n), '{}') FROM
+         (SELECT status, count(*) AS n FROM manifest_items WHERE manifest_id = $1
+          GROUP BY status)),
+       (SELECT coalesce(json_group_object(reason, n), '{}') FROM
+         (SELECT reason, count(*) AS n FROM manifest_items
+          WHERE manifest_id = $1 AND reason IS NOT NULL GROUP BY reason)))";
+
+/// `COUNTS_SQL` in PostgreSQL's words.
+const COUNTS_SQL_PG: &str = "SELECT CAST(
+       CAST(coalesce((SELECT json_object_agg(status, n) FROM
+         (SELECT status, count(*) AS n FROM manifest_items WHERE manifest_id = $1
+          GROUP BY status) AS by_status), '{}') AS jsonb)
+       || CAST(coalesce((SELECT json_object_agg(reason, n) FROM
+         (SELECT reason, count(*) AS n FROM manifest_items
+          WHERE manifest_id = $1 AND reason IS NOT NULL GROUP BY reason) AS by_reason), '{}')
+          AS jsonb) AS text)";
+
+/// The statement of each pair for this engine.
+fn dialect(backend: Backend, sqlite: &'static str, postgres: &'static str) -> &'static str {
+    match backend {
+        Backend::Sqlite => sqlite,
+        Backend::Postgres => postgres,
+    }
+}
+
 /// Appends `id, id, …)` to a statement that ends in `IN (`.
 fn push_list(q: &mut Sql, ids: &[i64]) {
     let mut list = q.separated(", ");
@@ -187,11 +237,12 @@ impl Store {
             q.build().execute(&mut *tx).await.map_err(db_error)?;
         }
         let ids: Vec<i64> = refs.iter().map(|r| r.id).collect();
-        let summary: String = sqlx::query_scalar(SUMMARY_SQL)
-            .bind(serde_json::to_string(&ids).map_err(|e| Error::internal(e.to_string()))?)
-            .fetch_one(&mut *tx)
-            .await
-            .map_err(db_error)?;
+        let summary: String =
+            sqlx::query_scalar(dialect(self.backend(), SUMMARY_SQL, SUMMARY_SQL_PG))
+                .bind(serde_json::to_string(&ids).map_err(|e| Error::internal(e.to_string()))?)
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(db_error)?;
         sqlx::query("UPDATE manifests SET summary = $1 WHERE id = $2")
             .bind(&summary)
             .bind(id)
@@ -206,11 +257,12 @@ impl Store {
     /// selection before a write or deletion runs.
     pub async fn selection_summary(&self, ids: &[i64]) -> Result<serde_json::Value, Error> {
         let ids = serde_json::to_string(ids).map_err(|e| Error::internal(e.to_string()))?;
-        let summary: String = sqlx::query_scalar(SUMMARY_SQL)
-            .bind(ids)
-            .fetch_one(self.pool())
-            .await
-            .map_err(db_error)?;
+        let summary: String =
+            sqlx::query_scalar(dialect(self.backend(), SUMMARY_SQL, SUMMARY_SQL_PG))
+                .bind(ids)
+                .fetch_one(self.pool())
+                .await
+                .map_err(db_error)?;
         serde_json::from_str(&summary).map_err(|e| Error::internal(format!("summary: {e}")))
     }
 
@@ -269,19 +321,11 @@ impl Store {
                 .with_next_step("run: mailbroker delete-staged"));
         };
         // By status, and the skipped ones by why: `moved` since staging.
-        let counts: String = sqlx::query_scalar(
-            "SELECT json_patch(
-               (SELECT coalesce(json_group_object(status, n), '{}') FROM
-                 (SELECT status, count(*) AS n FROM manifest_items WHERE manifest_id = $1
-                  GROUP BY status)),
-               (SELECT coalesce(json_group_object(reason, n), '{}') FROM
-                 (SELECT reason, count(*) AS n FROM manifest_items
-                  WHERE manifest_id = $1 AND reason IS NOT NULL GROUP BY reason)))",
-        )
-        .bind(id)
-        .fetch_one(self.pool())
-        .await
-        .map_err(db_error)?;
+        let counts: String = sqlx::query_scalar(dialect(self.backend(), COUNTS_SQL, COUNTS_SQL_PG))
+            .bind(id)
+            .fetch_one(self.pool())
+            .await
+            .map_err(db_error)?;
         let items = if with_items {
             self.manifest_items(id, None).await?
         } else {

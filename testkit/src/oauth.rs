@@ -171,7 +171,18 @@ pub async fn with_device_code(
     args: &[&str],
     mock_url: &str,
 ) -> Result<OAuthRun> {
-    let mut child = spawn(bin, home, args.iter().copied(), &[])?;
+    with_device_code_env(bin, home, args, mock_url, &[]).await
+}
+
+/// As `with_device_code`, with `env` set for the command.
+pub async fn with_device_code_env(
+    bin: &Path,
+    home: &Path,
+    args: &[&str],
+    mock_url: &str,
+    env: &[(&str, &str)],
+) -> Result<OAuthRun> {
+    let mut child = spawn(bin, home, args.iter().copied(), env)?;
     let (code, seen, rest) = read_until(&mut child, "user code", |line| {
         line.split("enter the code ")
             .nth(1)

@@ -16,7 +16,10 @@ pub async fn with_browser(home: &Path, args: Vec<String>) -> super::Run {
 /// As `with_browser`, with `env` set for the command (e.g. `MAILBROKER_LOG`).
 pub async fn with_browser_env(home: &Path, args: Vec<String>, env: &[(&str, &str)]) -> super::Run {
     let bin = Path::new(env!("CARGO_BIN_EXE_mailbroker"));
-    let run = oauth::with_browser_env(bin, home, &args, env)
+    let database = super::database_env(home);
+    let mut env = env.to_vec();
+    env.extend(database.iter().map(|(k, v)| (*k, v.as_str())));
+    let run = oauth::with_browser_env(bin, home, &args, &env)
         .await
         .unwrap();
     assert!(

@@ -254,6 +254,7 @@ pub fn http_server_env(home: &Path, writes: bool, env: &[(&str, &str)]) -> HttpS
         .args(["mcp", "--http", "0", "--http-token-file"])
         .arg(&token)
         .args(writes.then_some("--http-allow-writes"))
+        .envs(super::database_env(home))
         .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::null())

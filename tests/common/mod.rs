@@ -123,6 +123,14 @@ pub fn database_of(home: &Path) -> Option<String> {
         .map(|(_, url)| url.clone())
 }
 
+/// `MAILBROKER_DATABASE_URL` for a process run with this home, when it was given one.
+pub fn database_env(home: &Path) -> Vec<(&'static str, String)> {
+    database_of(home)
+        .map(|url| ("MAILBROKER_DATABASE_URL", url))
+        .into_iter()
+        .collect()
+}
+
 /// A fresh database in the shared private PostgreSQL cluster, as a URL; `None` when
 /// PostgreSQL is missing outside CI (under CI that fails instead).
 #[allow(dead_code)]
@@ -176,10 +184,12 @@ pub fn at_terminal(
     let mut all = vec!["--home", home.as_str(), "--json"];
     all.extend(args);
     let bin = Path::new(env!("CARGO_BIN_EXE_mailbroker"));
-    let env = [
+    let database = database_env(Path::new(&home));
+    let mut env = vec![
         ("MB_TEST_PW", PASSWORD),
         ("MAILBROKER_SECRET_STORE", "index"),
     ];
+    env.extend(database.iter().map(|(k, v)| (*k, v.as_str())));
     let run = mailbroker_testkit::terminal::run(bin, &all, &env, typed).expect("a terminal");
     assert!(
         !run.shown.contains(PASSWORD),
