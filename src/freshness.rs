@@ -1,17 +1,15 @@
 //! Each account's freshness as `serve` keeps it: shared with `list_accounts` in the same
-//! process, and written to `serve/PID.json` in the home for `serve status` and `mcp status`
-//! in another, one file per `serve` process of the home (a node: each watches its share of
-//! the accounts). A service of its own, so the MCP surface reads it without depending on
-//! `serve`.
+//! process, and published in the index (its node's row, `store/nodes.rs`) for `serve status`
+//! and `mcp status` in another process, on any machine that reaches the index. A service of
+//! its own, so the MCP surface reads it without depending on `serve`.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use mailbroker_core::Error;
 use serde::{Deserialize, Serialize};
 
-use crate::home::Home;
+use crate::store::Store;
 
 /// How an account is being kept fresh.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
@@ -42,38 +40,34 @@ pub struct ServeStatus {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct NodeStatus {
+    /// The machine it runs on.
+    pub host: String,
     pub pid: u32,
     pub url: String,
     pub accounts: Vec<String>,
 }
 
-/// Where the running `serve` processes of a home say how they are doing.
-fn status_dir(home: &Home) -> PathBuf {
-    home.root().join("serve")
-}
-
-/// Where the `serve` process `pid` says how it is doing.
-fn status_file(home: &Home, pid: u32) -> PathBuf {
-    status_dir(home).join(format!("{pid}.json"))
-}
-
 #[derive(Debug, Clone)]
 pub struct Freshness {
     inner: Arc<Mutex<ServeStatus>>,
-    file: PathBuf,
+    /// Told at every change, for `publish`.
+    changed: Arc<tokio::sync::Notify>,
+}
+
+impl Default for Freshness {
+    fn default() -> Self {
+        Freshness::new()
+    }
 }
 
 impl Freshness {
-    pub fn new(home: &Home) -> Freshness {
+    pub fn new() -> Freshness {
         Freshness {
             inner: Arc::new(Mutex::new(ServeStatus {
                 pid: std::process::id(),
                 ..ServeStatus::default()
             })),
-            file: {
-                let _ = std::fs::create_dir_all(status_dir(home));
-                status_file(home, std::process::id())
-            },
+            changed: Arc::default(),
         }
     }
 
@@ -83,23 +77,37 @@ impl Freshness {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         change(&mut status);
-        // A status file that cannot be written only leaves `serve status` behind. Written
-        // beside and renamed into place: `serve status` in another process never reads it
-        // half written.
-        if let Ok(text) = serde_json::to_string_pretty(&*status) {
-            let beside = self.file.with_extension("json.new");
-            if std::fs::write(&beside, text).is_ok() {
-                let _ = std::fs::rename(&beside, &self.file);
+        self.changed.notify_one();
+    }
+
+    /// Writes this process's status into node `node`'s row whenever it changes, until `stop`.
+    /// A write the index refuses only leaves `serve status` behind; the next change retries.
+    pub async fn publish(
+        &self,
+        store: &Store,
+        node: &str,
+        stop: &tokio_util::sync::CancellationToken,
+    ) {
+        loop {
+            let text = {
+                let status = self
+                    .inner
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner());
+                serde_json::to_string(&*status).unwrap_or_default()
+            };
+            if let Err(e) = store.set_node_status(node, &text).await {
+                tracing::warn!(error = %e, "serve: the index did not take this node's status");
+            }
+            tokio::select! {
+                () = self.changed.notified() => {}
+                () = stop.cancelled() => return,
             }
         }
     }
 
     pub fn listening(&self, url: &str) {
         self.update(|s| s.url = url.to_string());
-    }
-
-    pub fn stopped(&self) {
-        let _ = std::fs::remove_file(&self.file);
     }
 
     /// The account is watched this way now (`idle`, `polling`, `queued`).
@@ -154,45 +162,33 @@ impl Freshness {
     }
 }
 
-/// What the running `serve` processes of this home wrote of themselves, together; `None`
-/// when none runs. The file of one that is gone (killed) is removed.
-pub fn read(home: &Home) -> Option<ServeStatus> {
+/// What the live `serve` nodes of the index say of themselves, together; `None` when none
+/// runs.
+pub async fn read(store: &Store) -> Result<Option<ServeStatus>, Error> {
     let mut running = Vec::new();
-    for entry in std::fs::read_dir(status_dir(home)).ok()?.flatten() {
-        let path = entry.path();
-        // `PID.json`, or `PID.json.new` while it is being written.
-        let name = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or_default();
-        let pid = name.split('.').next().and_then(|p| p.parse::<u32>().ok());
-        if !pid.is_some_and(crate::util::running) {
-            let _ = std::fs::remove_file(&path);
-            continue;
-        }
-        let parsed = std::fs::read_to_string(&path)
-            .ok()
-            .and_then(|text| serde_json::from_str::<ServeStatus>(&text).ok());
-        if let Some(status) = parsed.filter(|_| name.ends_with(".json")) {
-            running.push(status);
-        }
+    for (host, pid, text) in store.live_nodes().await? {
+        // A node that has not said anything yet (it just started) is listed without accounts.
+        let status = serde_json::from_str::<ServeStatus>(&text).unwrap_or_default();
+        running.push((host, pid, status));
     }
-    running.sort_by_key(|s| s.pid);
-    let first = running.first()?.clone();
+    let Some((_, pid, first)) = running.first() else {
+        return Ok(None);
+    };
     let mut all = ServeStatus {
-        pid: first.pid,
+        pid: *pid,
         url: first.url.clone(),
         ..ServeStatus::default()
     };
-    for node in running {
+    for (host, pid, node) in running {
         all.nodes.push(NodeStatus {
-            pid: node.pid,
+            host,
+            pid,
             url: node.url,
             accounts: node.accounts.keys().cloned().collect(),
         });
         all.accounts.extend(node.accounts);
     }
-    Some(all)
+    Ok(Some(all))
 }
 
 /// Each account's freshness, a few lines each, for a person: how it is watched, its last
@@ -212,34 +208,5 @@ pub fn print_accounts(accounts: &BTreeMap<String, Watching>) {
         if let Some(step) = &w.next_step {
             crate::say!("    next: {step}");
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// `serve status` reads while a `serve` writes: a file caught half written is skipped,
-    /// not taken for a process that is gone; the file of one that is gone is removed.
-    #[test]
-    fn a_status_half_written_is_skipped_and_a_gone_process_forgotten() {
-        let tmp = tempfile::tempdir().unwrap();
-        let home = Home::resolve(Some(tmp.path())).unwrap();
-        let mine = Freshness::new(&home);
-        mine.listening("http://127.0.0.1:1/mcp");
-        mine.watching("work", "idle");
-        let half = status_dir(&home).join(format!("{}.json.new", std::process::id()));
-        std::fs::write(&half, "{\"pid\":").unwrap();
-        // No process has pid 0 to signal: a file of such a one is a killed process's.
-        let gone = status_dir(&home).join("0.json");
-        std::fs::write(&gone, "{}").unwrap();
-        let all = read(&home).unwrap();
-        assert_eq!(all.nodes.len(), 1, "{all:?}");
-        assert_eq!(all.nodes[0].accounts, vec!["work".to_string()]);
-        assert!(half.exists(), "a live writer's file stays");
-        assert!(!gone.exists(), "a gone process's file is removed");
-        std::fs::write(status_file(&home, std::process::id()), "").unwrap();
-        assert!(read(&home).is_none(), "half written: not read");
-        assert!(status_file(&home, std::process::id()).exists());
     }
 }

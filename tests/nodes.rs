@@ -3,6 +3,7 @@
 //! watched; a write in flight on a killed node leaves a journal a rerun converges from; and a
 //! CLI update racing both nodes' syncs of its account is journaled once and leaves every index
 //! row as the server has it (the account's lease in the index keeps them from interleaving).
+//! Each runs with the index on SQLite (one machine) and on PostgreSQL (three).
 
 mod common;
 
@@ -12,7 +13,7 @@ use std::time::Duration;
 
 use common::mcp::{HTTP_TOKEN, http_session, ok_call};
 use common::serve::{Serve, arrives, watched_by, within};
-use common::{mb, ok, server};
+use common::{Team, mb, ok, server};
 use mailbroker_testkit::{ImapClient, Proxy, message};
 use serde_json::{Value, json};
 
@@ -20,22 +21,20 @@ use serde_json::{Value, json};
 /// (as `serve status` shows from another process); an arrival on each is searchable through
 /// either's MCP within 3 s. Killed outright, one leaves its accounts to the other within the
 /// takeover time and 5 s, and arrivals on each are searchable again.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_nodes_share_the_accounts_and_one_takes_over_when_the_other_dies() {
+async fn two_nodes_share_the_accounts_and_one_takes_over_when_the_other_dies(team: Team) {
     let Some(dovecot) = server() else {
         return;
     };
-    let home = tempfile::tempdir().unwrap();
-    let h = home.path();
+    let h = team.third();
     let mut clients = Vec::new();
     for n in 0..4 {
-        let user = format!("serve-node-{n}");
+        let user = format!("serve-node-{}-{n}", team.name());
         clients.push(ImapClient::connect(dovecot, &user).await.unwrap());
         common::add_account(dovecot, h, &format!("n{n}"), &user, &[]);
     }
     ok(h, &["sync"]);
-    let mut first = Serve::start_with(h, &["--takeover", "2"]);
-    let second = Serve::start_with(h, &["--takeover", "2"]);
+    let mut first = Serve::start_with(team.node(0), &["--takeover", "2"]);
+    let second = Serve::start_with(team.node(1), &["--takeover", "2"]);
     let all: Vec<String> = (0..4).map(|n| format!("n{n}")).collect();
     let spread = |nodes: &[(u64, Vec<String>)]| {
         let mut union: Vec<String> = nodes.iter().flat_map(|(_, a)| a.clone()).collect();
@@ -102,22 +101,20 @@ fn items_of(home: &std::path::Path, change: &Value) -> Vec<Value> {
 /// at once (the killed holder's process is gone from this host) and the same update through
 /// it converges: nothing failed, every index row matches the server, and after a sync the
 /// killed change's items are settled.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_write_in_flight_on_a_killed_node_leaves_a_journal_a_rerun_converges_from() {
+async fn a_write_in_flight_on_a_killed_node_leaves_a_journal_a_rerun_converges_from(team: Team) {
     let Some(dovecot) = server() else {
         return;
     };
-    let user = "nodes-killed-write";
+    let user = &format!("nodes-killed-write-{}", team.name());
     let mut other = common::seed(dovecot, user, "INBOX", 20).await;
-    let home = tempfile::tempdir().unwrap();
-    let h = home.path();
+    let h = team.third();
     let proxy = Proxy::start(dovecot.imap_port, Duration::ZERO).unwrap();
     common::add_proxied(h, "p", proxy.port, user);
     ok(h, &["sync"]);
     // The rerun asks again for what the killed write may have changed: within one budget.
     let nodes = ["--takeover", "2", "--confirm-above", "50"];
-    let mut first = Serve::start_with(h, &nodes);
-    let second = Serve::start_with(h, &nodes);
+    let mut first = Serve::start_with(team.node(0), &nodes);
+    let second = Serve::start_with(team.node(1), &nodes);
     let on_first = Arc::new(http_session(&first.url, HTTP_TOKEN).await);
     let ids = common::mcp::ids(&on_first, "in:inbox").await;
     assert_eq!(ids.len(), 20);
@@ -181,20 +178,18 @@ async fn a_write_in_flight_on_a_killed_node_leaves_a_journal_a_rerun_converges_f
 /// A CLI update from another process, while one node syncs the account at each arrival and
 /// the other is asked to sync it over and over: it succeeds, is journaled once, and every
 /// index row of the account is as the server has it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_cli_update_racing_both_nodes_syncs_is_journaled_once_and_the_index_matches() {
+async fn a_cli_update_racing_both_nodes_syncs_is_journaled_once_and_the_index_matches(team: Team) {
     let Some(dovecot) = server() else {
         return;
     };
-    let user = "nodes-race";
+    let user = &format!("nodes-race-{}", team.name());
     let mut other = common::seed(dovecot, user, "INBOX", 200).await;
-    let home = tempfile::tempdir().unwrap();
-    let h = home.path().to_path_buf();
+    let h = team.third().to_path_buf();
     common::add_account(dovecot, &h, "r", user, &[]);
     ok(&h, &["sync"]);
     let nodes = [
-        Serve::start_with(&h, &["--takeover", "2"]),
-        Serve::start_with(&h, &["--takeover", "2"]),
+        Serve::start_with(team.node(0), &["--takeover", "2"]),
+        Serve::start_with(team.node(1), &["--takeover", "2"]),
     ];
     within(Duration::from_secs(10), "a node watching r", || async {
         watched_by(&h).iter().any(|(_, a)| a == &["r"])
@@ -270,24 +265,22 @@ async fn a_cli_update_racing_both_nodes_syncs_is_journaled_once_and_the_index_ma
 /// Accounts never synced are synced first a given number at a time over all nodes
 /// (`--first-syncs 1` here): the index never records two first syncs at once, every account's
 /// is seen there, the waiting ones show `queued` in `serve status`, and all end synced.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn first_syncs_are_queued_across_the_nodes() {
+async fn first_syncs_are_queued_across_the_nodes(team: Team) {
     let Some(dovecot) = server() else {
         return;
     };
-    let home = tempfile::tempdir().unwrap();
-    let h = home.path();
+    let h = team.third();
     let all: Vec<String> = (0..4).map(|n| format!("f{n}")).collect();
     for (n, account) in all.iter().enumerate() {
-        let user = format!("nodes-first-{n}");
+        let user = format!("nodes-first-{}-{n}", team.name());
         let bodies = (0..1500).map(|i| message(i, "bulk@example.test", &format!("Bulk {i}"), "b"));
         dovecot.import_messages(&user, bodies).unwrap();
         common::add_account(dovecot, h, account, &user, &[]);
     }
     let index = common::index_reader(h).await;
     let nodes = ["--takeover", "2", "--first-syncs", "1"];
-    let _first = Serve::start_with(h, &nodes);
-    let _second = Serve::start_with(h, &nodes);
+    let _first = Serve::start_with(team.node(0), &nodes);
+    let _second = Serve::start_with(team.node(1), &nodes);
     let (mut most, mut seen, mut queued) = (0, std::collections::BTreeSet::new(), false);
     let synced = || async {
         let status = mb(h, &["serve", "status"]).json;
@@ -330,15 +323,13 @@ async fn first_syncs_are_queued_across_the_nodes() {
 /// A command that ends frees its account before it exits, rather than leaving its lease to
 /// a process of another machine to wait out: after `sync` and `update`, no one holds it, and
 /// each took it once (its fence counts the takes).
-#[tokio::test]
-async fn a_command_frees_its_account_before_it_exits() {
+async fn a_command_frees_its_account_before_it_exits(team: Team) {
     let Some(dovecot) = server() else {
         return;
     };
-    let user = "nodes-frees";
+    let user = &format!("nodes-frees-{}", team.name());
     common::seed(dovecot, user, "INBOX", 5).await;
-    let home = tempfile::tempdir().unwrap();
-    let h = home.path();
+    let h = team.third();
     common::add_account(dovecot, h, "a", user, &[]);
     let lease = || async {
         let index = common::index_reader(h).await;
@@ -366,3 +357,39 @@ async fn a_command_frees_its_account_before_it_exits() {
     assert_eq!(tagged["applied"], 5, "{tagged}");
     assert_eq!(lease().await, (None, 2), "after update");
 }
+
+/// Each scenario with the index on SQLite (the nodes and the CLI in one home) and on
+/// PostgreSQL (each in a home of its own, one database URL: three machines of a team).
+macro_rules! on_both_engines {
+    ($($scenario:ident),* $(,)?) => {
+        mod sqlite {
+            use super::*;
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $scenario() {
+                    super::$scenario(Team::sqlite()).await;
+                }
+            )*
+        }
+        mod postgres {
+            use super::*;
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $scenario() {
+                    let Some(team) = Team::postgres() else {
+                        return;
+                    };
+                    super::$scenario(team).await;
+                }
+            )*
+        }
+    };
+}
+
+on_both_engines!(
+    two_nodes_share_the_accounts_and_one_takes_over_when_the_other_dies,
+    a_write_in_flight_on_a_killed_node_leaves_a_journal_a_rerun_converges_from,
+    a_cli_update_racing_both_nodes_syncs_is_journaled_once_and_the_index_matches,
+    first_syncs_are_queued_across_the_nodes,
+    a_command_frees_its_account_before_it_exits,
+);

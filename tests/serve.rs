@@ -407,7 +407,7 @@ async fn a_restarted_dovecot_is_reconnected_to() {
 async fn someone_waits(home: &Path, account: &str) -> bool {
     let index = common::index_reader(home).await;
     let waiter: Option<Option<String>> =
-        sqlx::query_scalar("SELECT waiter FROM account_leases WHERE account_id = ?")
+        sqlx::query_scalar("SELECT waiter FROM account_leases WHERE account_id = $1")
             .bind(account)
             .fetch_optional(&index)
             .await

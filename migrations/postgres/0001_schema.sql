@@ -259,7 +259,9 @@ CREATE TABLE serve_nodes (
     id            TEXT PRIMARY KEY,
     host          TEXT NOT NULL,
     pid           BIGINT NOT NULL,
-    heartbeat_at  BIGINT NOT NULL
+    heartbeat_at  BIGINT NOT NULL,
+    takeover_ms   BIGINT NOT NULL DEFAULT 30000,
+    status        TEXT NOT NULL DEFAULT '{}'
 );
 
 CREATE TABLE account_watchers (

@@ -67,7 +67,7 @@ pub enum McpCommand {
 
 pub async fn run(home: &Home, store: &Store, args: McpArgs, json: bool) -> Result<()> {
     match args.command {
-        Some(McpCommand::Status) => status(home, json),
+        Some(McpCommand::Status) => status(home, store, json).await,
         Some(McpCommand::Config { http }) => config(home, &http, json),
         None => {
             let mcp = McpOptions {
@@ -103,8 +103,8 @@ struct ListenerStatus {
     accounts: Option<BTreeMap<String, crate::freshness::Watching>>,
 }
 
-fn status(home: &Home, json: bool) -> Result<()> {
-    let serve = crate::freshness::read(home);
+async fn status(home: &Home, store: &Store, json: bool) -> Result<()> {
+    let serve = crate::freshness::read(store).await?;
     let listeners: Vec<ListenerStatus> = http::listeners(home)?
         .into_iter()
         .map(|listener| ListenerStatus {

@@ -59,7 +59,7 @@ pub enum ServeCommand {
 
 pub async fn serve(home: &Home, store: &Store, args: ServeArgs, json: bool) -> Result<()> {
     if let Some(ServeCommand::Status) = args.command {
-        return show_status(home, json);
+        return show_status(home, store, json).await;
     }
     let options = ServeOptions {
         http: HttpOptions {
@@ -82,10 +82,10 @@ pub async fn serve(home: &Home, store: &Store, args: ServeArgs, json: bool) -> R
     run(home.clone(), store.clone(), options).await
 }
 
-fn show_status(home: &Home, json: bool) -> Result<()> {
-    let Some(status) = freshness::read(home) else {
+async fn show_status(home: &Home, store: &Store, json: bool) -> Result<()> {
+    let Some(status) = freshness::read(store).await? else {
         return Err(Error::not_found(format!(
-            "no serve process runs for {}",
+            "no serve process runs on the index of {}",
             home.root().display()
         ))
         .with_next_step("run: mailbroker serve"));
@@ -95,8 +95,9 @@ fn show_status(home: &Home, json: bool) -> Result<()> {
     }
     for node in &status.nodes {
         crate::say!(
-            "serve pid {} at {}: {}",
+            "serve pid {} on {} at {}: {}",
             node.pid,
+            node.host,
             node.url,
             match node.accounts.is_empty() {
                 true => "no account of its own yet".to_string(),

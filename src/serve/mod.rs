@@ -10,7 +10,7 @@
 //!   refused is reported and the others go on. An account never synced first waits for a
 //!   place among the first syncs all nodes run at once (`--first-syncs`).
 //! - `crate::freshness`: each account's freshness (`last_sync_at`, `watching`), shared with
-//!   the MCP server's `list_accounts` and written for `serve status`.
+//!   the MCP server's `list_accounts` and published in the node's row for `serve status`.
 //!
 //! Architecture Invariant: background syncs take the account's lease (`store/leases.rs`), as
 //! a write or a deletion does, and only for the sync itself, never while waiting on IDLE. A
@@ -37,7 +37,7 @@ use std::time::Duration;
 
 use mailbroker_core::{AccountId, Result};
 
-pub use crate::freshness::{Freshness, Watching, print_accounts, read as running};
+pub use crate::freshness::{Freshness, Watching, print_accounts};
 
 use crate::home::Home;
 use crate::mcp::http::{self, HttpOptions};
@@ -63,7 +63,7 @@ const STOP_WITHIN: Duration = Duration::from_millis(4500);
 
 /// Serves until SIGTERM or SIGINT, then stops cleanly.
 pub async fn run(home: Home, store: Store, mut options: ServeOptions) -> Result<()> {
-    let freshness = Freshness::new(&home);
+    let freshness = Freshness::new();
     options.http.mcp.freshness = Some(freshness.clone());
     let work = options.http.mcp.work.clone();
     let bound = http::bind(home.clone(), store.clone(), options.http).await?;
@@ -81,6 +81,7 @@ pub async fn run(home: Home, store: Store, mut options: ServeOptions) -> Result<
         tasks: tokio::task::JoinSet::new(),
     };
     node.beat(&stop, options.takeover).await?;
+    let node_id = node.id.clone();
     eprintln!(
         "mailbroker serve: MCP on {} ({}); keeping {} account(s) fresh",
         bound.url(),
@@ -107,7 +108,8 @@ pub async fn run(home: Home, store: Store, mut options: ServeOptions) -> Result<
             }
         }
     };
-    let (served, ()) = tokio::join!(serving, beats);
+    let publishing = freshness.publish(&store, &node_id, &stop);
+    let (served, (), ()) = tokio::join!(serving, beats, publishing);
     stop.cancel();
     work.close();
     if let Err(e) = store.leave(&node.id).await {
@@ -120,7 +122,6 @@ pub async fn run(home: Home, store: Store, mut options: ServeOptions) -> Result<
     if tokio::time::timeout(STOP_WITHIN, ended).await.is_err() {
         tracing::warn!("serve: work still running at exit");
     }
-    freshness.stopped();
     served
 }
 

@@ -82,8 +82,12 @@ mod tests {
 
     #[tokio::test]
     async fn a_budget_is_spent_per_account_until_it_would_be_crossed() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("index.db")).await.unwrap();
+        for (_dir, store) in crate::store::test_stores().await {
+            budget_on(store).await;
+        }
+    }
+
+    async fn budget_on(store: Store) {
         let (a, b): (AccountId, AccountId) = ("a".parse().unwrap(), "b".parse().unwrap());
         let ask = |pairs: &[(&AccountId, u64)]| -> BTreeMap<AccountId, u64> {
             pairs.iter().map(|(k, v)| ((*k).clone(), *v)).collect()

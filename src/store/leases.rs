@@ -504,15 +504,14 @@ mod tests {
         }
     }
 
-    async fn store() -> (tempfile::TempDir, Store) {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("index.db")).await.unwrap();
-        (dir, store)
-    }
-
     #[tokio::test]
     async fn a_lease_excludes_a_second_holder_until_dropped() {
-        let (_dir, store) = store().await;
+        for (_dir, store) in crate::store::test_stores().await {
+            a_lease_excludes_a_second_holder_until_dropped_on(store).await;
+        }
+    }
+
+    async fn a_lease_excludes_a_second_holder_until_dropped_on(store: Store) {
         let id: AccountId = "work".parse().unwrap();
         let first = store.lock_account(&id, Duration::ZERO).await.unwrap();
         let busy = store
@@ -529,7 +528,14 @@ mod tests {
 
     #[tokio::test]
     async fn a_holder_stepping_aside_lets_the_waiter_in_then_takes_the_account_back() {
-        let (_dir, store) = store().await;
+        for (_dir, store) in crate::store::test_stores().await {
+            a_holder_stepping_aside_lets_the_waiter_in_then_takes_the_account_back_on(store).await;
+        }
+    }
+
+    async fn a_holder_stepping_aside_lets_the_waiter_in_then_takes_the_account_back_on(
+        store: Store,
+    ) {
         let id: AccountId = "work".parse().unwrap();
         let mut first = store.lock_account(&id, Duration::ZERO).await.unwrap();
         assert!(!first.awaited().await.unwrap(), "nobody waits yet");
@@ -558,7 +564,12 @@ mod tests {
 
     #[tokio::test]
     async fn a_holder_that_lost_its_lease_writes_nothing() {
-        let (_dir, store) = store().await;
+        for (_dir, store) in crate::store::test_stores().await {
+            a_holder_that_lost_its_lease_writes_nothing_on(store).await;
+        }
+    }
+
+    async fn a_holder_that_lost_its_lease_writes_nothing_on(store: Store) {
         let id: AccountId = "work".parse().unwrap();
         let first = store.lock_account(&id, Duration::ZERO).await.unwrap();
         let stale = first.fence();

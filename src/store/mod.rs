@@ -432,6 +432,23 @@ pub(crate) fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
+/// A store on each engine, for tests of the store to run on both: SQLite in a temporary
+/// directory, and PostgreSQL on a fresh database of the tests' private cluster (left out when
+/// PostgreSQL is missing outside CI; under CI that fails).
+#[cfg(test)]
+pub(crate) async fn test_stores() -> Vec<(Option<tempfile::TempDir>, Store)> {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let sqlite = Store::open(&dir.path().join("index.db"))
+        .await
+        .expect("an index");
+    let mut out = vec![(Some(dir), sqlite)];
+    if let Some(cluster) = mailbroker_testkit::postgres::shared() {
+        let url = cluster.database().expect("a database");
+        out.push((None, Store::connect(&url).await.expect("the database")));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -27,13 +27,15 @@ impl Store {
         let mut tx = self.write_tx().await?;
         let run = async {
             sqlx::query(
-                "INSERT INTO serve_nodes (id, host, pid, heartbeat_at) VALUES ($1, $2, $3, $4)
+                "INSERT INTO serve_nodes (id, host, pid, heartbeat_at, takeover_ms)
+                 VALUES ($1, $2, $3, $4, $5)
                  ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at",
             )
             .bind(id)
             .bind(&here)
             .bind(i64::from(pid))
             .bind(now)
+            .bind(takeover_ms)
             .execute(&mut *tx)
             .await?;
             let neighbours: Vec<(String, i64)> =
@@ -98,6 +100,37 @@ impl Store {
         .map_err(db_error)?;
         tx.commit().await.map_err(db_error)?;
         run.iter().map(|a| a.parse()).collect()
+    }
+
+    /// What node `id` says of itself now (`freshness`), as JSON.
+    pub async fn set_node_status(&self, id: &str, status: &str) -> Result<(), Error> {
+        sqlx::query("UPDATE serve_nodes SET status = $1 WHERE id = $2")
+            .bind(status)
+            .bind(id)
+            .execute(self.pool())
+            .await
+            .map(drop)
+            .map_err(db_error)
+    }
+
+    /// What the live nodes say of themselves (their host, pid and status JSON), by pid: a
+    /// node is live while its beat is younger than its takeover time and, on this host, its
+    /// process runs, the rule the nodes apply to each other.
+    pub async fn live_nodes(&self) -> Result<Vec<(String, u32, String)>, Error> {
+        let rows: Vec<(String, i64, String)> = sqlx::query_as(
+            "SELECT host, pid, status FROM serve_nodes WHERE heartbeat_at >= $1 - takeover_ms
+             ORDER BY host, pid",
+        )
+        .bind(now_ms())
+        .fetch_all(self.pool())
+        .await
+        .map_err(db_error)?;
+        let here = crate::util::host();
+        Ok(rows
+            .into_iter()
+            .filter(|(host, pid, _)| *host != here || process_runs(*pid))
+            .filter_map(|(host, pid, status)| Some((host, u32::try_from(pid).ok()?, status)))
+            .collect())
     }
 
     /// Node `id` stops: its accounts are free for the others at once.

@@ -275,9 +275,56 @@ pub async fn seed(server: &Dovecot, user: &str, mailbox: &str, n: usize) -> Imap
 }
 
 /// The home's index, opened read-only beside the processes that write it.
-pub async fn index_reader(home: &Path) -> sqlx::SqlitePool {
-    let url = format!("sqlite://{}?mode=ro", home.join("index.sqlite3").display());
-    sqlx::SqlitePool::connect(&url).await.unwrap()
+pub async fn index_reader(home: &Path) -> sqlx::AnyPool {
+    sqlx::any::install_default_drivers();
+    let url = database_of(home)
+        .unwrap_or_else(|| format!("sqlite://{}?mode=ro", home.join("index.sqlite3").display()));
+    sqlx::AnyPool::connect(&url).await.unwrap()
+}
+
+/// Where the processes of a deployment run: two `serve` nodes and a third machine's CLI. On
+/// SQLite (one machine) all three share one home; on PostgreSQL each has a home of its own,
+/// all given one database URL, as machines of a team are.
+#[allow(dead_code)]
+pub struct Team {
+    homes: Vec<tempfile::TempDir>,
+}
+
+#[allow(dead_code)]
+impl Team {
+    pub fn sqlite() -> Team {
+        Team {
+            homes: vec![tempfile::tempdir().unwrap()],
+        }
+    }
+
+    /// `None` when PostgreSQL is missing outside CI (under CI that fails instead).
+    pub fn postgres() -> Option<Team> {
+        let url = postgres_database()?;
+        let homes: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+        for home in &homes {
+            on_postgres(home.path(), &url);
+        }
+        Some(Team { homes })
+    }
+
+    /// Node `n`'s home (0 or 1).
+    pub fn node(&self, n: usize) -> &Path {
+        self.homes[n.min(self.homes.len() - 1)].path()
+    }
+
+    /// The engine's name, to keep the test servers' users of each apart.
+    pub fn name(&self) -> &'static str {
+        match self.homes.len() {
+            1 => "sqlite",
+            _ => "pg",
+        }
+    }
+
+    /// The home of the CLI on a third machine.
+    pub fn third(&self) -> &Path {
+        self.homes[self.homes.len() - 1].path()
+    }
 }
 
 /// Every indexed message of `mailbox` for `account`: UID → sorted raw flags.

@@ -34,6 +34,7 @@ impl Serve {
             .arg(&token)
             .env("MAILBROKER_SECRET_STORE", "index")
             .env("MB_TEST_PW", mailbroker_testkit::PASSWORD)
+            .envs(super::database_env(home))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
