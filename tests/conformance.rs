@@ -18,7 +18,7 @@ mod common;
 use std::path::Path;
 
 use common::gmail::control;
-use common::mb_with;
+use common::{Engine, mb_with};
 use mailbroker_mock_gmail::GmailMock;
 use mailbroker_mock_graph::GraphMock;
 use mailbroker_testkit::applescript::FakeMail;
@@ -677,26 +677,15 @@ enum Kind {
     Mail,
 }
 
-/// Which engine holds the index: every scenario runs on both.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Engine {
-    Sqlite,
-    Postgres,
-}
-
 tokio::task_local! {
     /// The engine of the scenario this task runs.
     static ENGINE: Engine;
 }
 
-/// A fresh home whose index is on the scenario's engine (a new PostgreSQL database for
-/// each); `None` where PostgreSQL is not installed outside CI.
+/// A fresh home whose index is on the scenario's engine; `None` where PostgreSQL is not
+/// installed outside CI.
 fn home() -> Option<tempfile::TempDir> {
-    let home = tempfile::tempdir().unwrap();
-    if ENGINE.try_with(|e| *e) == Ok(Engine::Postgres) {
-        common::on_postgres(home.path(), &common::postgres_database()?);
-    }
-    Some(home)
+    common::home_on(ENGINE.try_with(|e| *e).unwrap_or(Engine::Sqlite))
 }
 
 /// A fresh fixture of that provider (`user` names the IMAP user); `None` where the test

@@ -4,20 +4,9 @@
 
 mod common;
 
-use common::{add_args, mb_with, server};
+use common::{Engine, add_args, home_on, index_bytes, mb_with, server};
 use mailbroker_testkit::PASSWORD;
 use mailbroker_testkit::secret_service::SecretService;
-
-/// Every byte of the index (and its WAL), to look for a secret in.
-fn index_bytes(home: &std::path::Path) -> Vec<u8> {
-    let mut all = Vec::new();
-    for name in ["index.sqlite3", "index.sqlite3-wal"] {
-        if let Ok(bytes) = std::fs::read(home.join(name)) {
-            all.extend(bytes);
-        }
-    }
-    all
-}
 
 fn holds(haystack: &[u8], needle: &str) -> bool {
     haystack
@@ -202,11 +191,10 @@ async fn a_keyring_that_fails_is_never_silently_replaced_by_the_index() {
 /// A key file (`MAILBROKER_SECRET_KEY_FILE`) seals every secret the index keeps: no byte of
 /// the index holds the password, the account works with the key, and a process without it,
 /// or with another key, says so and does nothing. A key file others may read is refused.
-#[tokio::test]
-async fn a_key_file_seals_the_secrets_the_index_keeps() {
+async fn a_key_file_seals_the_secrets_the_index_keeps(engine: Engine) {
     use std::os::unix::fs::PermissionsExt;
     let Some(server) = server() else { return };
-    let home = tempfile::tempdir().unwrap();
+    let Some(home) = home_on(engine) else { return };
     let keys = tempfile::tempdir().unwrap();
     let key_file = |name: &str, text: &str, mode: u32| {
         let path = keys.path().join(name);
@@ -224,7 +212,12 @@ async fn a_key_file_seals_the_secrets_the_index_keeps() {
         let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
         mb_with(home.path(), args, &env)
     };
-    let mut args = add_args("s", "127.0.0.1", server.imap_port, "kr-sealed");
+    let mut args = add_args(
+        "s",
+        "127.0.0.1",
+        server.imap_port,
+        &format!("kr-sealed-{engine:?}"),
+    );
     args.extend(["--tls", "none"].map(String::from));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
 
@@ -282,8 +275,7 @@ async fn a_key_file_seals_the_secrets_the_index_keeps() {
 
 /// OAuth tokens too: a Gmail account added and refreshed with a key file leaves neither its
 /// access token nor its refresh token readable in the index, and works through the refresh.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn oauth_tokens_are_sealed_through_a_refresh() {
+async fn oauth_tokens_are_sealed_through_a_refresh(engine: Engine) {
     use std::os::unix::fs::PermissionsExt;
     let mock = mailbroker_mock_gmail::GmailMock::start("me@mock.example")
         .await
@@ -294,7 +286,7 @@ async fn oauth_tokens_are_sealed_through_a_refresh() {
         serde_json::json!({ "count": 3, "labels": ["INBOX"] }),
     )
     .await;
-    let home = tempfile::tempdir().unwrap();
+    let Some(home) = home_on(engine) else { return };
     let key = home.path().join("secret.key");
     std::fs::write(&key, "7e".repeat(32)).unwrap();
     std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
@@ -329,4 +321,30 @@ async fn oauth_tokens_are_sealed_through_a_refresh() {
         "{}",
         without.stdout
     );
+}
+
+/// The sealed secrets with the index on SQLite (every byte of its file and WAL scanned) and
+/// on PostgreSQL (its dump scanned).
+mod sealed {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_key_file_seals_the_secrets_the_index_keeps_on_sqlite() {
+        super::a_key_file_seals_the_secrets_the_index_keeps(Engine::Sqlite).await;
+    }
+
+    #[tokio::test]
+    async fn a_key_file_seals_the_secrets_the_index_keeps_on_postgres() {
+        super::a_key_file_seals_the_secrets_the_index_keeps(Engine::Postgres).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn oauth_tokens_are_sealed_through_a_refresh_on_sqlite() {
+        super::oauth_tokens_are_sealed_through_a_refresh(Engine::Sqlite).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn oauth_tokens_are_sealed_through_a_refresh_on_postgres() {
+        super::oauth_tokens_are_sealed_through_a_refresh(Engine::Postgres).await;
+    }
 }

@@ -10,7 +10,8 @@ use std::sync::{Arc, Mutex};
 
 use axum::body::Bytes;
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
-use common::mcp::{HTTP_TOKEN, client, http_server_env, http_session_modern, ids, setup};
+use common::Team;
+use common::mcp::{HTTP_TOKEN, client, http_server_env, http_session_modern, ids, setup_on};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ElicitationAction, InputResponses, ProtocolVersion,
 };
@@ -100,20 +101,30 @@ fn body(response: &CallToolResponse) -> Value {
     result.structured_content.clone().unwrap_or(Value::Null)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_confirmation_asked_by_one_process_is_answered_on_another() {
-    let Some((home, mut imap)) = setup("nodes-rr").await else {
+/// The key file each machine is given a copy of (the same key), in its home.
+fn key_file(home: &std::path::Path) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let key = home.join("secret.key");
+    std::fs::write(&key, "4d".repeat(32)).unwrap();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    key.display().to_string()
+}
+
+async fn a_confirmation_asked_by_one_process_is_answered_on_another(team: Team) {
+    let user = format!("nodes-rr-{}", team.name());
+    let Some((imap, h)) = setup_on(&user, team.third()).await else {
         return;
     };
-    let h = home.path();
-    let key = h.join("secret.key");
-    std::fs::write(&key, "4d".repeat(32)).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let mut imap = imap;
+    let (n0, n1) = (team.node(0), team.node(1));
+    let keys = [key_file(n0), key_file(n1)];
     let inbox = common::message_ids(&common::ok(h, &["search", "in:inbox"]));
 
     // Without a shared key, the other process does not honour the answer: nothing moves.
-    let (a, b) = (http_server_env(h, true, &[]), http_server_env(h, true, &[]));
+    let (a, b) = (
+        http_server_env(n0, true, &[]),
+        http_server_env(n1, true, &[]),
+    );
     let (proxy, served) = round_robin(vec![base(&a.1), base(&b.1)]).await;
     let refused = body(&ask_then_answer(&proxy, inbox[0]).await);
     assert_eq!(refused["error_type"], "confirmation_required", "{refused}");
@@ -122,10 +133,9 @@ async fn a_confirmation_asked_by_one_process_is_answered_on_another() {
     drop((a, b));
 
     // With it, either process honours what the other asked, once.
-    let keyed = [("MAILBROKER_SECRET_KEY_FILE", key.to_str().unwrap())];
     let (a, b) = (
-        http_server_env(h, true, &keyed),
-        http_server_env(h, true, &keyed),
+        http_server_env(n0, true, &[("MAILBROKER_SECRET_KEY_FILE", &keys[0])]),
+        http_server_env(n1, true, &[("MAILBROKER_SECRET_KEY_FILE", &keys[1])]),
     );
     let (proxy, served) = round_robin(vec![base(&a.1), base(&b.1)]).await;
     let done = body(&ask_then_answer(&proxy, inbox[0]).await);
@@ -144,4 +154,19 @@ async fn a_confirmation_asked_by_one_process_is_answered_on_another() {
         assert_eq!(ids(&legacy, "in:inbox").await.len(), inbox.len() - 1);
     }
     legacy.cancel().await.ok();
+}
+
+/// On SQLite the processes share a home (one machine); on PostgreSQL each runs in a home of
+/// its own, given one database URL (machines of a team).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_confirmation_asked_by_one_process_is_answered_on_another_on_sqlite() {
+    a_confirmation_asked_by_one_process_is_answered_on_another(Team::sqlite()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_confirmation_asked_by_one_process_is_answered_on_another_on_postgres() {
+    let Some(team) = Team::postgres() else {
+        return;
+    };
+    a_confirmation_asked_by_one_process_is_answered_on_another(team).await;
 }

@@ -5,7 +5,7 @@
 mod common;
 
 use common::mcp::{HTTP_TOKEN, call, err_call, http_server, http_session, ids, ok_call};
-use common::{add_account, mb, ok, seed, server};
+use common::{Engine, add_account, home_on, index_bytes, mb, ok, seed, server};
 use serde_json::{Value, json};
 
 fn names(list: &Value, key: &str, field: &str) -> Vec<String> {
@@ -17,17 +17,22 @@ fn names(list: &Value, key: &str, field: &str) -> Vec<String> {
         .collect()
 }
 
-#[tokio::test]
-async fn a_scoped_token_sees_and_changes_only_its_accounts() {
+async fn a_scoped_token_sees_and_changes_only_its_accounts(engine: Engine) {
     let Some(server) = server() else {
         return;
     };
-    let home = tempfile::tempdir().unwrap();
+    let Some(home) = home_on(engine) else {
+        return;
+    };
     let h = home.path();
-    seed(server, "scope-work", "INBOX", 6).await;
-    seed(server, "scope-personal", "INBOX", 6).await;
-    add_account(server, h, "work", "scope-work", &[]);
-    add_account(server, h, "personal", "scope-personal", &[]);
+    let (work, personal) = (
+        format!("scope-work-{engine:?}"),
+        format!("scope-personal-{engine:?}"),
+    );
+    seed(server, &work, "INBOX", 6).await;
+    seed(server, &personal, "INBOX", 6).await;
+    add_account(server, h, "work", &work, &[]);
+    add_account(server, h, "personal", &personal, &[]);
     ok(h, &["sync"]);
 
     // The CLI: created once, listed without the token, names and accounts checked.
@@ -69,7 +74,7 @@ async fn a_scoped_token_sees_and_changes_only_its_accounts() {
     assert_eq!(names(&listed.json, "tokens", "name"), ["reader", "writer"]);
     assert_eq!(listed.json["tokens"][0]["accounts"], json!(["work"]));
     assert!(!listed.stdout.contains(&reader) && !listed.stdout.contains(&writer));
-    let index = std::fs::read(h.join("index.sqlite3")).unwrap();
+    let index = index_bytes(h);
     for token in [&reader, &writer] {
         assert!(
             !index.windows(token.len()).any(|w| w == token.as_bytes()),
@@ -209,4 +214,15 @@ async fn a_scoped_token_sees_and_changes_only_its_accounts() {
     for session in [owner, scoped, writing] {
         session.cancel().await.ok();
     }
+}
+
+/// With the index on SQLite, and on PostgreSQL (where the dump is what is scanned).
+#[tokio::test]
+async fn a_scoped_token_sees_and_changes_only_its_accounts_on_sqlite() {
+    a_scoped_token_sees_and_changes_only_its_accounts(Engine::Sqlite).await;
+}
+
+#[tokio::test]
+async fn a_scoped_token_sees_and_changes_only_its_accounts_on_postgres() {
+    a_scoped_token_sees_and_changes_only_its_accounts(Engine::Postgres).await;
 }

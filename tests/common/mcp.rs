@@ -310,16 +310,22 @@ Content-Transfer-Encoding: base64\r\n\r\nJVBERi0xLjQK\r\n--XX--\r\n";
 
 /// 30 INBOX messages (see `common::seed`) plus one HTML mail with an attachment, synced.
 pub async fn setup(user: &str) -> Option<(tempfile::TempDir, ImapClient)> {
+    let home = tempfile::tempdir().unwrap();
+    let (imap, _) = setup_on(user, home.path()).await?;
+    Some((home, imap))
+}
+
+/// As `setup`, in a home the caller keeps (which may be given a database); returns it back.
+pub async fn setup_on<'h>(user: &str, home: &'h Path) -> Option<(ImapClient, &'h Path)> {
     use super::{add_account, ok, seed, server};
     let server = server()?;
-    let home = tempfile::tempdir().unwrap();
     let mut imap = seed(server, user, "INBOX", 30).await;
     imap.append("INBOX", "", HTML_MAIL.as_bytes())
         .await
         .unwrap();
-    add_account(server, home.path(), "m", user, &[]);
-    ok(home.path(), &["sync"]);
-    Some((home, imap))
+    add_account(server, home, "m", user, &[]);
+    ok(home, &["sync"]);
+    Some((imap, home))
 }
 
 /// An `initialize` request body, as a client's first message.

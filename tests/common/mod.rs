@@ -282,6 +282,42 @@ pub async fn index_reader(home: &Path) -> sqlx::AnyPool {
     sqlx::AnyPool::connect(&url).await.unwrap()
 }
 
+/// Which engine holds a test's index.
+#[allow(dead_code)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Engine {
+    Sqlite,
+    Postgres,
+}
+
+/// A fresh home whose index is on `engine` (a new PostgreSQL database for each); `None` when
+/// PostgreSQL is missing outside CI (under CI that fails instead).
+#[allow(dead_code)]
+pub fn home_on(engine: Engine) -> Option<tempfile::TempDir> {
+    let home = tempfile::tempdir().unwrap();
+    if engine == Engine::Postgres {
+        on_postgres(home.path(), &postgres_database()?);
+    }
+    Some(home)
+}
+
+/// Every byte the index holds, to look for a secret in: the SQLite file and its WAL (free
+/// pages included), or a dump of the PostgreSQL database.
+#[allow(dead_code)]
+pub fn index_bytes(home: &Path) -> Vec<u8> {
+    if let Some(url) = database_of(home) {
+        let cluster = mailbroker_testkit::postgres::shared().expect("the cluster");
+        return cluster.dump(&url).expect("a dump").into_bytes();
+    }
+    let mut all = Vec::new();
+    for name in ["index.sqlite3", "index.sqlite3-wal"] {
+        if let Ok(bytes) = std::fs::read(home.join(name)) {
+            all.extend(bytes);
+        }
+    }
+    all
+}
+
 /// Where the processes of a deployment run: two `serve` nodes and a third machine's CLI. On
 /// SQLite (one machine) all three share one home; on PostgreSQL each has a home of its own,
 /// all given one database URL, as machines of a team are.
