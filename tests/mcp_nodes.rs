@@ -1,4 +1,5 @@
-//! Several server processes on one index, behind a round-robin proxy: an MCP client (rmcp's,
+//! Two `serve` nodes of one index (on SQLite in one home; on PostgreSQL each in a home of its
+//! own, one database URL), behind a round-robin proxy: an MCP client (rmcp's,
 //! protocol 2026-07-28, which has no sessions) whose every request goes to the next process
 //! initializes, searches, is asked to confirm a move to Trash by one process and has its
 //! answer honoured by the other, once, when the processes share a key file
@@ -11,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use axum::body::Bytes;
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use common::Team;
-use common::mcp::{HTTP_TOKEN, client, http_server_env, http_session_modern, ids, setup_on};
+use common::mcp::{HTTP_TOKEN, client, http_session_modern, ids, serve_node_env, setup_on};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ElicitationAction, InputResponses, ProtocolVersion,
 };
@@ -121,10 +122,7 @@ async fn a_confirmation_asked_by_one_process_is_answered_on_another(team: Team) 
     let inbox = common::message_ids(&common::ok(h, &["search", "in:inbox"]));
 
     // Without a shared key, the other process does not honour the answer: nothing moves.
-    let (a, b) = (
-        http_server_env(n0, true, &[]),
-        http_server_env(n1, true, &[]),
-    );
+    let (a, b) = (serve_node_env(n0, &[]), serve_node_env(n1, &[]));
     let (proxy, served) = round_robin(vec![base(&a.1), base(&b.1)]).await;
     let refused = body(&ask_then_answer(&proxy, inbox[0]).await);
     assert_eq!(refused["error_type"], "confirmation_required", "{refused}");
@@ -134,8 +132,8 @@ async fn a_confirmation_asked_by_one_process_is_answered_on_another(team: Team) 
 
     // With it, either process honours what the other asked, once.
     let (a, b) = (
-        http_server_env(n0, true, &[("MAILBROKER_SECRET_KEY_FILE", &keys[0])]),
-        http_server_env(n1, true, &[("MAILBROKER_SECRET_KEY_FILE", &keys[1])]),
+        serve_node_env(n0, &[("MAILBROKER_SECRET_KEY_FILE", &keys[0])]),
+        serve_node_env(n1, &[("MAILBROKER_SECRET_KEY_FILE", &keys[1])]),
     );
     let (proxy, served) = round_robin(vec![base(&a.1), base(&b.1)]).await;
     let done = body(&ask_then_answer(&proxy, inbox[0]).await);

@@ -246,24 +246,44 @@ pub fn http_server_with(home: &Path, writes: bool) -> HttpServer {
 
 /// As `http_server_with`, with `env` set for the server process.
 pub fn http_server_env(home: &Path, writes: bool, env: &[(&str, &str)]) -> HttpServer {
+    let mut args = vec!["mcp", "--http", "0"];
+    args.extend(writes.then_some("--http-allow-writes"));
+    http_command(home, &args, env)
+}
+
+/// `mailbroker serve` as a node (writes allowed), with `env` set: an HTTP server as
+/// `http_server_env`'s, which also keeps the accounts fresh.
+#[allow(dead_code)]
+pub fn serve_node_env(home: &Path, env: &[(&str, &str)]) -> HttpServer {
+    http_command(
+        home,
+        &["serve", "--http", "127.0.0.1:0", "--http-allow-writes"],
+        env,
+    )
+}
+
+/// Starts `mailbroker --home HOME ARGS --http-token-file …`, a command that serves MCP over
+/// HTTP and says its URL on its first line of stderr (the rest is drained).
+fn http_command(home: &Path, args: &[&str], env: &[(&str, &str)]) -> HttpServer {
     use std::io::{BufRead, BufReader};
     let token = token_file(home);
     let mut child = Command::new(env!("CARGO_BIN_EXE_mailbroker"))
         .arg("--home")
         .arg(home)
-        .args(["mcp", "--http", "0", "--http-token-file"])
+        .args(args)
+        .arg("--http-token-file")
         .arg(&token)
-        .args(writes.then_some("--http-allow-writes"))
         .envs(super::database_env(home))
         .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("start mcp --http");
-    let mut line = String::new();
-    let stderr = child.stderr.take().unwrap();
-    BufReader::new(stderr).read_line(&mut line).unwrap();
+        .unwrap_or_else(|e| panic!("start mailbroker {args:?}: {e}"));
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let line = lines.next().and_then(Result::ok).unwrap_or_default();
+    // A full pipe would stall the server.
+    std::thread::spawn(move || lines.map_while(Result::ok).for_each(drop));
     let url = line
         .split_whitespace()
         .find(|w| w.starts_with("http://"))

@@ -22,6 +22,8 @@ mod jmap;
 mod mcp;
 #[path = "bench/notmuch.rs"]
 mod notmuch;
+#[path = "bench/postgres.rs"]
+mod postgres;
 #[path = "bench/search.rs"]
 mod search;
 #[path = "bench/serve.rs"]
@@ -190,6 +192,11 @@ fn bench_message(i: usize) -> Vec<u8> {
 
 /// Adds user `bench` over TLS as account `bench` in `home` and runs its first sync.
 fn first_sync(bin: &Path, server: &Dovecot, home: &Path) -> Result<Measured> {
+    first_sync_on(bin, server, home, &[])
+}
+
+/// As `first_sync`, each command given `global` options first (`--database URL`).
+fn first_sync_on(bin: &Path, server: &Dovecot, home: &Path, global: &[&str]) -> Result<Measured> {
     let port = server.imaps_port.to_string();
     let ca = server.ca.ca_pem.display().to_string();
     #[rustfmt::skip]
@@ -197,8 +204,21 @@ fn first_sync(bin: &Path, server: &Dovecot, home: &Path) -> Result<Measured> {
         "account", "add", "imap", "--id", "bench", "--host", "localhost", "--port", &port,
         "--username", "bench", "--password-env", "BENCH_PW", "--ca-file", &ca,
     ];
-    run_mailbroker(bin, home, &add)?;
-    run_mailbroker(bin, home, &["sync"])
+    let with = |args: &[&str]| -> Vec<String> {
+        global.iter().chain(args).map(|s| s.to_string()).collect()
+    };
+    let add = with(&add);
+    run_mailbroker(
+        bin,
+        home,
+        &add.iter().map(String::as_str).collect::<Vec<_>>(),
+    )?;
+    let sync = with(&["sync"]);
+    run_mailbroker(
+        bin,
+        home,
+        &sync.iter().map(String::as_str).collect::<Vec<_>>(),
+    )
 }
 
 /// When the index answered searches by header (the process's wall time less the text pass
@@ -276,6 +296,7 @@ async fn main() -> Result<()> {
         Some("graph") => graph::bench_graph(messages.unwrap_or(10_000)).await,
         Some("jmap") => jmap::bench_jmap(messages.unwrap_or(10_000)).await,
         Some("search") => search::bench_search(messages.unwrap_or(100_000)).await,
+        Some("postgres") => postgres::bench_postgres(messages.unwrap_or(100_000)).await,
         Some("serve") => serve::bench_serve(messages.unwrap_or(50)).await,
         _ => {
             bail!("usage: bench sync|write|mcp|delete|gmail|graph|jmap|search|serve [--messages N]")

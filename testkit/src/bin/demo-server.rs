@@ -1,5 +1,7 @@
 //! Starts a private Dovecot with a `demo` user holding a few dozen messages, prints one JSON
-//! line with how to reach it, and runs until killed. Used by `scripts/demo`.
+//! line with how to reach it, and runs until killed. Used by `scripts/demo`; with
+//! `--postgres` (`scripts/team-demo`) also a private PostgreSQL cluster with one empty
+//! database, whose URL the line gives as `database_url`.
 
 use mailbroker_testkit::{Dovecot, PASSWORD, message};
 
@@ -11,6 +13,17 @@ extern "C" fn exit_on_signal(_: libc::c_int) {
 fn main() -> anyhow::Result<()> {
     let server = Dovecot::start()?;
     server.stop_at_exit();
+    let cluster = match std::env::args().any(|a| a == "--postgres") {
+        true => Some(mailbroker_testkit::postgres::Postgres::start()?),
+        false => None,
+    };
+    let database_url = match &cluster {
+        Some(cluster) => {
+            cluster.stop_at_exit();
+            Some(cluster.database()?)
+        }
+        None => None,
+    };
     unsafe {
         libc::signal(
             libc::SIGTERM,
@@ -50,6 +63,7 @@ fn main() -> anyhow::Result<()> {
             "ca_file": server.ca.ca_pem,
             "username": "demo",
             "password": PASSWORD,
+            "database_url": database_url,
         })
     );
     loop {
