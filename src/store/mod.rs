@@ -66,31 +66,71 @@ impl Reads {
 /// so they are `internal`; an index the user's machine keeps us from writing (read-only, a
 /// full disk) or a locked one says so, with what to do.
 pub(crate) fn db_error(e: sqlx::Error) -> Error {
-    // SQLite's primary result codes (the low byte of an extended code).
+    let failure = match &e {
+        sqlx::Error::Database(db) => match db.try_downcast_ref::<sqlx::postgres::PgDatabaseError>()
+        {
+            Some(pg) => postgres_failure(pg.code()),
+            None => sqlite_failure(db.code().and_then(|c| c.parse::<i32>().ok())),
+        },
+        // The database's server went away, or no connection came within the pool's time.
+        sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut => Some(Failure::Unreachable),
+        _ => None,
+    };
+    match failure {
+        Some(Failure::ReadOnly) => {
+            Error::writes_disabled("the index is read-only: nothing can be recorded")
+                .with_next_step(
+                    "make the index writable by you (its file and directory, see --home, or \
+                     the database's role), then retry",
+                )
+        }
+        Some(Failure::Full) => Error::limit_exceeded("the disk holding the index is full")
+            .with_next_step("free space on that disk, then retry"),
+        // Another process held the index past the busy timeout: like a busy account lock,
+        // something to retry, not a fault of ours.
+        Some(Failure::Busy) => Error::provider_unavailable(
+            "the index is busy: another mailbroker process kept it locked",
+        )
+        .with_next_step("wait for it to finish, then retry"),
+        Some(Failure::Unreachable) => {
+            Error::provider_unavailable(format!("the index's database cannot be reached: {e}"))
+                .with_next_step("check that the database runs and is reachable, then retry")
+        }
+        None => Error::internal(format!("index: {e}")),
+    }
+}
+
+/// What a database failure is, where it is the person's to fix or to retry.
+enum Failure {
+    ReadOnly,
+    Full,
+    Busy,
+    Unreachable,
+}
+
+/// From SQLite's result code (its primary code is the low byte of an extended one).
+fn sqlite_failure(code: Option<i32>) -> Option<Failure> {
     const BUSY: i32 = 5;
     const LOCKED: i32 = 6;
     const READONLY: i32 = 8;
     const FULL: i32 = 13;
-    let primary = match &e {
-        sqlx::Error::Database(db) => db.code().and_then(|c| c.parse::<i32>().ok()),
+    match code? & 0xff {
+        READONLY => Some(Failure::ReadOnly),
+        FULL => Some(Failure::Full),
+        BUSY | LOCKED => Some(Failure::Busy),
         _ => None,
     }
-    .map(|c| c & 0xff);
-    let text = e.to_string();
-    match primary {
-        Some(READONLY) => Error::writes_disabled("the index is read-only: nothing can be recorded")
-            .with_next_step(
-                "make the index file and its directory writable by you (see --home), then retry",
-            ),
-        Some(FULL) => Error::limit_exceeded("the disk holding the index is full")
-            .with_next_step("free space on that disk, then retry"),
-        // Another process held the index past the busy timeout: like a busy account lock,
-        // something to retry, not a fault of ours.
-        Some(BUSY | LOCKED) => Error::provider_unavailable(
-            "the index is busy: another mailbroker process kept it locked",
-        )
-        .with_next_step("wait for it to finish, then retry"),
-        _ => Error::internal(format!("index: {text}")),
+}
+
+/// From PostgreSQL's SQLSTATE: a read-only transaction or role, a full disk, a lock not
+/// granted or a transaction chosen to fail (deadlock, serialization), a server shutting down.
+fn postgres_failure(sqlstate: &str) -> Option<Failure> {
+    match sqlstate {
+        "25006" | "42501" => Some(Failure::ReadOnly),
+        "53100" => Some(Failure::Full),
+        "55P03" | "40P01" | "40001" => Some(Failure::Busy),
+        "57P01" | "57P02" | "57P03" | "08000" | "08003" | "08006" => Some(Failure::Unreachable),
+        _ => None,
     }
 }
 
@@ -188,6 +228,15 @@ fn pool_options(max: u32, pragmas: &'static [&'static str]) -> AnyPoolOptions {
 /// to meet it.
 const WRITERS_LOCK: i64 = 0x6d61_696c_6272_6f6b;
 
+/// Statements are logged at debug level only (`MAILBROKER_LOG=debug`): sqlx's warning for a
+/// statement slower than a second would otherwise reach a person's terminal whenever a
+/// large batch commits or a write waits its turn.
+fn quiet(options: AnyConnectOptions) -> AnyConnectOptions {
+    options
+        .log_statements(log::LevelFilter::Debug)
+        .log_slow_statements(log::LevelFilter::Debug, std::time::Duration::from_secs(1))
+}
+
 /// The schema version this build migrates to.
 fn latest_version() -> i64 {
     MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0)
@@ -208,7 +257,7 @@ impl Store {
         sqlx::any::install_default_drivers();
         let existed = path.exists();
         let pool = pool_options(4, SQLITE_WRITE_PRAGMAS)
-            .connect_with(sqlite_url(path, false)?)
+            .connect_with(quiet(sqlite_url(path, false)?))
             .await
             .map_err(|e| open_error(path, e))?;
         // Also an index restored from a backup with the usual 0644: it holds secrets.
@@ -247,7 +296,7 @@ impl Store {
         let _ = sqlx::Connection::close(first).await;
         let pool = AnyPoolOptions::new()
             .max_connections(8)
-            .connect_lazy_with(options);
+            .connect_lazy_with(quiet(options));
         PG_MIGRATOR
             .run(&pool)
             .await
@@ -274,7 +323,7 @@ impl Store {
     async fn try_reader(path: &Path) -> Option<Store> {
         sqlx::any::install_default_drivers();
         let pool = pool_options(1, SQLITE_READ_PRAGMAS)
-            .connect_with(sqlite_url(path, true).ok()?)
+            .connect_with(quiet(sqlite_url(path, true).ok()?))
             .await
             .ok()?;
         if stamped_version(&pool).await.ok()? != latest_version() {
@@ -334,6 +383,26 @@ impl Store {
                     .map_err(db_error)?;
                 Ok(tx)
             }
+        }
+    }
+
+    /// Tells PostgreSQL's planner about many rows that just arrived (a first sync), rather
+    /// than leaving its searches to plan without them until autovacuum's next round: a search
+    /// run right after a first sync otherwise reads every message for a term an index
+    /// answers. SQLite's plans take no statistics (`query.rs` names the index a term reads).
+    /// A refusal only leaves the statistics to autovacuum.
+    pub(crate) async fn refresh_statistics(&self) {
+        if self.backend != Backend::Postgres {
+            return;
+        }
+        let analyzed = sqlx::query(
+            "ANALYZE messages, message_state, message_tags, message_text, message_words,
+               message_header_words",
+        )
+        .execute(&self.pool)
+        .await;
+        if let Err(e) = analyzed {
+            tracing::warn!(error = %db_error(e), "index: statistics not refreshed");
         }
     }
 
@@ -481,6 +550,40 @@ mod tests {
         let e = db_error(refused);
         assert_eq!(e.error_type(), "provider_unavailable", "{e}");
         assert!(e.message().contains("busy"), "{e}");
+        assert!(e.is_retryable());
+    }
+
+    /// PostgreSQL's refusals say what they are as SQLite's do: a read-only transaction cannot
+    /// record anything; a lock not granted at once is a busy index to retry.
+    #[tokio::test]
+    async fn postgres_refusals_map_as_sqlite_ones_do() {
+        let Some(cluster) = mailbroker_testkit::postgres::shared() else {
+            return;
+        };
+        let store = Store::connect(&cluster.database().unwrap()).await.unwrap();
+        let mut tx = store.pool().begin().await.unwrap();
+        sqlx::query("SET TRANSACTION READ ONLY")
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+        let refused = sqlx::query("DELETE FROM accounts")
+            .execute(&mut *tx)
+            .await
+            .unwrap_err();
+        assert_eq!(db_error(refused).error_type(), "writes_disabled");
+        drop(tx);
+        let mut holder = store.pool().begin().await.unwrap();
+        sqlx::query("LOCK TABLE accounts IN ACCESS EXCLUSIVE MODE")
+            .execute(&mut *holder)
+            .await
+            .unwrap();
+        let mut other = store.pool().begin().await.unwrap();
+        let busy = sqlx::query("LOCK TABLE accounts IN ACCESS EXCLUSIVE MODE NOWAIT")
+            .execute(&mut *other)
+            .await
+            .unwrap_err();
+        let e = db_error(busy);
+        assert_eq!(e.error_type(), "provider_unavailable", "{e}");
         assert!(e.is_retryable());
     }
 

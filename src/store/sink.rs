@@ -90,7 +90,13 @@ pub struct StoreSink {
     /// and it steps aside at a checkpoint (once everything read so far is written) when a
     /// write waits for the account.
     lease: Option<AccountLock>,
+    /// Messages handed to the writer so far.
+    arrived: usize,
 }
+
+/// Messages a sync brings after which the planner's statistics are refreshed at its end
+/// (`Store::refresh_statistics`): a first sync, say.
+const MANY: usize = 1000;
 
 /// What the writer task writes: new messages (headers), or the text of indexed ones.
 enum Batch {
@@ -109,6 +115,7 @@ impl StoreSink {
             on_progress: None,
             writer: None,
             lease: None,
+            arrived: 0,
         }
     }
 
@@ -134,6 +141,9 @@ impl StoreSink {
         let flushed = self.flush().await;
         if let Some(lease) = self.lease.take() {
             lease.release().await;
+        }
+        if self.arrived >= MANY {
+            self.store.refresh_statistics().await;
         }
         flushed
     }
@@ -270,6 +280,7 @@ impl ApplyEach for StoreSink {
 
     async fn upsert_messages(&mut self, mailbox: &str, messages: Vec<MessageMeta>) -> Result<()> {
         let mailbox_id = self.mailbox(mailbox)?;
+        self.arrived += messages.len();
         self.write(Batch::Messages(mailbox_id, messages)).await
     }
 
