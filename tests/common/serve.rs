@@ -155,8 +155,8 @@ pub async fn arrives(other: &mut ImapClient, session: &Session, subject: &str) {
     found_once(session, &query, Duration::from_secs(3)).await;
 }
 
-/// The accounts each running `serve` of `home` watches, by pid, as `serve status` shows them
-/// (none until one has written its status).
+/// The accounts each running `serve` of the index `home` opens watches, by pid, as `serve
+/// status` shows them from that home (none until one has published its status).
 pub fn watched_by(home: &Path) -> Vec<(u64, Vec<String>)> {
     let status = super::mb(home, &["serve", "status"]).json;
     status["serve"]["nodes"]
