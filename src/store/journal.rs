@@ -406,23 +406,7 @@ pub(crate) async fn insert_items(
             )
         })
         .collect();
-    // PostgreSQL reads JSON as text and wants the integers cast back.
-    let sql = match Backend::of(tx) {
-        Backend::Sqlite => {
-            "INSERT INTO change_items (change_id, message_id, account_id, outcome, error_type,
-               error, before_state, before_id, after_state, after_id, route)
-             SELECT $1, value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4,
-               value ->> 5, value ->> 6, value ->> 7, value ->> 8, value ->> 9
-             FROM json_each($2)"
-        }
-        Backend::Postgres => {
-            "INSERT INTO change_items (change_id, message_id, account_id, outcome, error_type,
-               error, before_state, before_id, after_state, after_id, route)
-             SELECT $1, CAST(r ->> 0 AS BIGINT), r ->> 1, r ->> 2, r ->> 3, r ->> 4,
-               CAST(r ->> 5 AS BIGINT), r ->> 6, CAST(r ->> 7 AS BIGINT), r ->> 8, r ->> 9
-             FROM json_array_elements(CAST($2 AS json)) AS r"
-        }
-    };
+    let sql = Backend::of(tx).pick(INSERT_ITEMS, INSERT_ITEMS_PG);
     sqlx::query(sql)
         .bind(id)
         .bind(json(&rows))
@@ -431,6 +415,20 @@ pub(crate) async fn insert_items(
         .map_err(db_error)?;
     Ok(())
 }
+
+/// A change's items from one JSON array of `ItemValues` rows (`$2`).
+const INSERT_ITEMS: &str = "INSERT INTO change_items (change_id, message_id, account_id,
+       outcome, error_type, error, before_state, before_id, after_state, after_id, route)
+     SELECT $1, value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4,
+       value ->> 5, value ->> 6, value ->> 7, value ->> 8, value ->> 9
+     FROM json_each($2)";
+
+/// `INSERT_ITEMS` in PostgreSQL's words: its JSON is read as text, the integers cast back.
+const INSERT_ITEMS_PG: &str = "INSERT INTO change_items (change_id, message_id, account_id,
+       outcome, error_type, error, before_state, before_id, after_state, after_id, route)
+     SELECT $1, CAST(r ->> 0 AS BIGINT), r ->> 1, r ->> 2, r ->> 3, r ->> 4,
+       CAST(r ->> 5 AS BIGINT), r ->> 6, CAST(r ->> 7 AS BIGINT), r ->> 8, r ->> 9
+     FROM json_array_elements(CAST($2 AS json)) AS r";
 
 /// A `change_items` row after its change id, as `insert_items` passes it.
 type ItemValues<'a> = (

@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use super::batches::record_items;
 use super::journal::{JournalItem, update_index};
-use super::{Backend, ROWS_PER_STATEMENT, Store, db_error, now_secs};
+use super::{ROWS_PER_STATEMENT, Store, db_error, now_secs};
 use crate::store::MessageRef;
 
 /// Where a manifest stands. Stored as its lowercase name.
@@ -181,14 +181,6 @@ const COUNTS_SQL_PG: &str = "SELECT CAST(
           WHERE manifest_id = $1 AND reason IS NOT NULL GROUP BY reason) AS by_reason), '{}')
           AS jsonb) AS text)";
 
-/// The statement of each pair for this engine.
-fn dialect(backend: Backend, sqlite: &'static str, postgres: &'static str) -> &'static str {
-    match backend {
-        Backend::Sqlite => sqlite,
-        Backend::Postgres => postgres,
-    }
-}
-
 /// Appends `id, id, …)` to a statement that ends in `IN (`.
 fn push_list(q: &mut Sql, ids: &[i64]) {
     let mut list = q.separated(", ");
@@ -237,12 +229,11 @@ impl Store {
             q.build().execute(&mut *tx).await.map_err(db_error)?;
         }
         let ids: Vec<i64> = refs.iter().map(|r| r.id).collect();
-        let summary: String =
-            sqlx::query_scalar(dialect(self.backend(), SUMMARY_SQL, SUMMARY_SQL_PG))
-                .bind(serde_json::to_string(&ids).map_err(|e| Error::internal(e.to_string()))?)
-                .fetch_one(&mut *tx)
-                .await
-                .map_err(db_error)?;
+        let summary: String = sqlx::query_scalar(self.backend().pick(SUMMARY_SQL, SUMMARY_SQL_PG))
+            .bind(serde_json::to_string(&ids).map_err(|e| Error::internal(e.to_string()))?)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(db_error)?;
         sqlx::query("UPDATE manifests SET summary = $1 WHERE id = $2")
             .bind(&summary)
             .bind(id)
@@ -257,12 +248,11 @@ impl Store {
     /// selection before a write or deletion runs.
     pub async fn selection_summary(&self, ids: &[i64]) -> Result<serde_json::Value, Error> {
         let ids = serde_json::to_string(ids).map_err(|e| Error::internal(e.to_string()))?;
-        let summary: String =
-            sqlx::query_scalar(dialect(self.backend(), SUMMARY_SQL, SUMMARY_SQL_PG))
-                .bind(ids)
-                .fetch_one(self.pool())
-                .await
-                .map_err(db_error)?;
+        let summary: String = sqlx::query_scalar(self.backend().pick(SUMMARY_SQL, SUMMARY_SQL_PG))
+            .bind(ids)
+            .fetch_one(self.pool())
+            .await
+            .map_err(db_error)?;
         serde_json::from_str(&summary).map_err(|e| Error::internal(format!("summary: {e}")))
     }
 
@@ -321,7 +311,7 @@ impl Store {
                 .with_next_step("run: mailbroker delete-staged"));
         };
         // By status, and the skipped ones by why: `moved` since staging.
-        let counts: String = sqlx::query_scalar(dialect(self.backend(), COUNTS_SQL, COUNTS_SQL_PG))
+        let counts: String = sqlx::query_scalar(self.backend().pick(COUNTS_SQL, COUNTS_SQL_PG))
             .bind(id)
             .fetch_one(self.pool())
             .await

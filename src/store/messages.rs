@@ -7,6 +7,8 @@ use super::sql::Sql;
 use super::query::{
     SORTED_PAGE_UP_TO, count_sql, merged, push_page_ids, push_page_of_ids, push_terms,
 };
+use std::sync::Arc;
+
 use super::words::Lexicon;
 use super::{Backend, Store, db_error, postings};
 use crate::search::Query;
@@ -264,20 +266,21 @@ impl Store {
     }
 
     fn refs_start(&self) -> &'static str {
-        match self.backend() {
-            Backend::Sqlite => SELECT_REFS,
-            Backend::Postgres => SELECT_REFS_PG,
-        }
+        self.backend().pick(SELECT_REFS, SELECT_REFS_PG)
     }
 
-    /// A statement over a query's matches, from `start`: on PostgreSQL, the words of the
-    /// query's phrases are cut first (`words`).
-    async fn query_sql(&self, query: &Query, start: &str) -> Result<Sql, Error> {
-        let lexicon = match self.backend() {
+    /// The words of a query's phrases, where PostgreSQL matches them (`words`); cut once for
+    /// every statement of one search.
+    async fn lexicon(&self, query: &Query) -> Result<Option<Arc<Lexicon>>, Error> {
+        Ok(match self.backend() {
             Backend::Sqlite => None,
             Backend::Postgres => Some(Lexicon::of(query).await?),
-        };
-        Ok(Sql::on(self.backend(), start).with_lexicon(lexicon))
+        })
+    }
+
+    /// A statement over a query's matches, from `start`.
+    fn query_sql(&self, start: &str, lexicon: &Option<Arc<Lexicon>>) -> Sql {
+        Sql::on(self.backend(), start).with_lexicon(lexicon.clone())
     }
 
     pub async fn message(&self, id: i64) -> Result<MessageRow, Error> {
@@ -322,7 +325,7 @@ impl Store {
     ) -> Result<Vec<(AccountId, String)>, Error> {
         let mut out = std::collections::BTreeSet::new();
         if let Some(query) = query {
-            let mut q = self.query_sql(query, SELECT_PLACES).await?;
+            let mut q = self.query_sql(SELECT_PLACES, &self.lexicon(query).await?);
             push_terms(&mut q, query);
             q.push(")");
             let rows: Vec<(String, String)> = q
@@ -359,25 +362,26 @@ impl Store {
 
     /// Write targets matching every term, in id order.
     pub async fn search_refs(&self, query: &Query) -> Result<Vec<MessageRef>, Error> {
-        let mut q = self.query_sql(query, self.refs_start()).await?;
+        let mut q = self.query_sql(self.refs_start(), &self.lexicon(query).await?);
         push_terms(&mut q, query);
         fetch_refs(self, q).await
     }
 
     /// How many messages match the query in all.
     pub async fn count(&self, query: &Query) -> Result<u64, Error> {
-        Ok(self.found(query).await?.count())
+        let lexicon = self.lexicon(query).await?;
+        Ok(self.found(query, &lexicon).await?.count())
     }
 
     /// What a query finds before its page is read: the number of matches, or, when its posting
     /// lists are merged here, the matches themselves.
-    async fn found(&self, query: &Query) -> Result<Found, Error> {
+    async fn found(&self, query: &Query, lexicon: &Option<Arc<Lexicon>>) -> Result<Found, Error> {
         // Merging posting lists in the process is SQLite's alone (`postings`): PostgreSQL
         // plans the same set algebra itself.
         if let Some((expr, lists)) = merged(query).filter(|_| self.backend() == Backend::Sqlite) {
             return Ok(Found::Ids(postings::matches(self, &expr, &lists).await?));
         }
-        let n: i64 = count_sql(query, self.query_sql(query, "").await?)
+        let n: i64 = count_sql(query, self.query_sql("", lexicon))
             .build_query_scalar()
             .fetch_one(self.pool())
             .await
@@ -393,8 +397,9 @@ impl Store {
         limit: u32,
         offset: u64,
     ) -> Result<SearchPage, Error> {
-        let found = self.found(query).await?;
-        let rows = self.page(query, &found, limit, offset).await?;
+        let lexicon = self.lexicon(query).await?;
+        let found = self.found(query, &lexicon).await?;
+        let rows = self.page(query, &lexicon, &found, (limit, offset)).await?;
         // The two may read either side of a sync's commit; the page is what was shown.
         let total = found.count().max(offset + rows.len() as u64);
         Ok(SearchPage { rows, total })
@@ -415,15 +420,15 @@ impl Store {
     async fn page(
         &self,
         query: &Query,
+        lexicon: &Option<Arc<Lexicon>>,
         found: &Found,
-        limit: u32,
-        offset: u64,
+        (limit, offset): (u32, u64),
     ) -> Result<Vec<MessageRow>, Error> {
         let matches = found.count();
         if offset >= matches {
             return Ok(Vec::new());
         }
-        let mut q = self.query_sql(query, SELECT).await?;
+        let mut q = self.query_sql(SELECT, lexicon);
         q.push(" AND m.id IN (");
         match found {
             Found::Ids(ids) if matches > SORTED_PAGE_UP_TO => {

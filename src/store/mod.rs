@@ -192,30 +192,30 @@ fn sqlite_url(path: &Path, read_only: bool) -> Result<AnyConnectOptions, Error> 
 /// What every connection to the index file sets, reading or writing. Reads map the file
 /// rather than copy its pages through a per-connection cache: searches and their counts over
 /// 100,000 messages take 1.3–3× less (BENCHMARKS.md).
-const SQLITE_READ_PRAGMAS: &[&str] = &[
+const SQLITE_PRAGMAS: &[&str] = &[
     "PRAGMA busy_timeout = 30000",
     "PRAGMA mmap_size = 1073741824",
 ];
 
-/// What a connection that may write sets: the same, and The WAL is checkpointed every 64 MB rather
+/// What a connection that may write sets besides. The WAL is checkpointed every 64 MB rather
 /// than every 4 MB: a 10,000-message change otherwise pays for a checkpoint inside its own
 /// commit (≈ 80 ms). The last connection to close checkpoints anyway.
-const SQLITE_WRITE_PRAGMAS: &[&str] = &[
-    "PRAGMA busy_timeout = 30000",
-    "PRAGMA mmap_size = 1073741824",
+const SQLITE_WRITER_PRAGMAS: &[&str] = &[
     "PRAGMA journal_mode = WAL",
     "PRAGMA synchronous = NORMAL",
     "PRAGMA wal_autocheckpoint = 16384",
 ];
 
-/// A pool whose every new connection first runs `pragmas`.
-fn pool_options(max: u32, pragmas: &'static [&'static str]) -> AnyPoolOptions {
+/// A pool of the index file whose every new connection first sets `SQLITE_PRAGMAS`, and the
+/// writer's too when it may write.
+fn sqlite_pool(max: u32, writes: bool) -> AnyPoolOptions {
     AnyPoolOptions::new()
         .max_connections(max)
         .after_connect(move |conn, _| {
             Box::pin(async move {
                 use sqlx::Executor;
-                for pragma in pragmas {
+                let writer = if writes { SQLITE_WRITER_PRAGMAS } else { &[] };
+                for pragma in SQLITE_PRAGMAS.iter().chain(writer) {
                     conn.execute(*pragma).await?;
                 }
                 Ok(())
@@ -228,10 +228,12 @@ fn pool_options(max: u32, pragmas: &'static [&'static str]) -> AnyPoolOptions {
 /// to meet it.
 const WRITERS_LOCK: i64 = 0x6d61_696c_6272_6f6b;
 
-/// Statements are logged at debug level only (`MAILBROKER_LOG=debug`): sqlx's warning for a
-/// statement slower than a second would otherwise reach a person's terminal whenever a
+/// Options as every connection of the store takes them, with the engines' drivers known to
+/// `Any`. Statements are logged at debug level only (`MAILBROKER_LOG=debug`): sqlx's warning
+/// for a statement slower than a second would otherwise reach a person's terminal whenever a
 /// large batch commits or a write waits its turn.
-fn quiet(options: AnyConnectOptions) -> AnyConnectOptions {
+fn prepared(options: AnyConnectOptions) -> AnyConnectOptions {
+    sqlx::any::install_default_drivers();
     options
         .log_statements(log::LevelFilter::Debug)
         .log_slow_statements(log::LevelFilter::Debug, std::time::Duration::from_secs(1))
@@ -254,10 +256,9 @@ impl Store {
     /// Opens (creating if needed) the database at `path`, applies migrations, and makes the
     /// file readable by its owner only.
     pub async fn open(path: &Path) -> Result<Store, Error> {
-        sqlx::any::install_default_drivers();
         let existed = path.exists();
-        let pool = pool_options(4, SQLITE_WRITE_PRAGMAS)
-            .connect_with(quiet(sqlite_url(path, false)?))
+        let pool = sqlite_pool(4, true)
+            .connect_with(prepared(sqlite_url(path, false)?))
             .await
             .map_err(|e| open_error(path, e))?;
         // Also an index restored from a backup with the usual 0644: it holds secrets.
@@ -272,11 +273,10 @@ impl Store {
     /// its migrations (sqlx holds an advisory lock meanwhile, so nodes starting together
     /// migrate once).
     pub async fn connect(url: &str) -> Result<Store, Error> {
-        sqlx::any::install_default_drivers();
-        let options: AnyConnectOptions = url.parse().map_err(|_| {
+        let options = prepared(url.parse().map_err(|_| {
             Error::validation("the database URL is not a URL")
                 .with_next_step("give --database postgres://USER@HOST:PORT/DATABASE")
-        })?;
+        })?);
         if !matches!(options.database_url.scheme(), "postgres" | "postgresql") {
             return Err(Error::validation(
                 "the database URL must start with postgres:// (SQLite is the home's own index)",
@@ -296,7 +296,7 @@ impl Store {
         let _ = sqlx::Connection::close(first).await;
         let pool = AnyPoolOptions::new()
             .max_connections(8)
-            .connect_lazy_with(quiet(options));
+            .connect_lazy_with(options);
         PG_MIGRATOR
             .run(&pool)
             .await
@@ -321,9 +321,8 @@ impl Store {
     }
 
     async fn try_reader(path: &Path) -> Option<Store> {
-        sqlx::any::install_default_drivers();
-        let pool = pool_options(1, SQLITE_READ_PRAGMAS)
-            .connect_with(quiet(sqlite_url(path, true).ok()?))
+        let pool = sqlite_pool(1, false)
+            .connect_with(prepared(sqlite_url(path, true).ok()?))
             .await
             .ok()?;
         if stamped_version(&pool).await.ok()? != latest_version() {
@@ -474,6 +473,14 @@ pub(crate) async fn replace_tags(
 }
 
 impl Backend {
+    /// What this engine takes of a pair written for each: a statement, a keyword.
+    pub(crate) fn pick<T>(self, sqlite: T, postgres: T) -> T {
+        match self {
+            Backend::Sqlite => sqlite,
+            Backend::Postgres => postgres,
+        }
+    }
+
     /// The engine behind a connection (inside a transaction, where the store is not at hand).
     pub(crate) fn of(conn: &sqlx::AnyConnection) -> Backend {
         use sqlx::Database;

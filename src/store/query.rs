@@ -37,10 +37,7 @@ fn header_match(column: &str, value: &str) -> String {
 
 /// A substring, case-insensitively (SQLite's LIKE is; PostgreSQL's ILIKE is).
 fn push_like(q: &mut Sql, column: &str, value: &str) {
-    let like = match q.backend() {
-        Backend::Sqlite => " LIKE ",
-        Backend::Postgres => " ILIKE ",
-    };
+    let like = q.backend().pick(" LIKE ", " ILIKE ");
     q.push(column).push(like);
     q.push_bind(format!(
         "%{}%",

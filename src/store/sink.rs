@@ -652,11 +652,8 @@ async fn write_text(
     ];
     let backend = Backend::of(&tx);
     for chunk in texts.chunks(INSERT_CHUNK) {
-        // PostgreSQL's full-text rows are written below, from words cut here.
-        let statements = match backend {
-            Backend::Sqlite => &STATEMENTS[..],
-            Backend::Postgres => &STATEMENTS[..2],
-        };
+        // PostgreSQL's full-text rows are written below (`words_of_texts`).
+        let statements = backend.pick(&STATEMENTS[..], &STATEMENTS[..2]);
         for &(statement, tail, reads_body) in statements {
             let mut q = Sql::new("WITH v(remote_id, has_attachments, snippet, body) AS (");
             q.push_values(chunk, |mut row, t| {

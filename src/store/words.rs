@@ -66,13 +66,11 @@ pub(super) async fn cut(texts: &[&str]) -> Result<Vec<Vec<String>>, Error> {
     }
     let mut conn = tokenizer().await?.lock().await;
     let mut tx = conn.begin().await.map_err(db_error)?;
-    for chunk in (0..texts.len())
-        .collect::<Vec<_>>()
-        .chunks(super::ROWS_PER_STATEMENT)
-    {
+    let numbered: Vec<(i64, &str)> = (0..).zip(texts.iter().copied()).collect();
+    for chunk in numbered.chunks(super::ROWS_PER_STATEMENT) {
         let mut insert = sqlx::QueryBuilder::<sqlx::Sqlite>::new("INSERT INTO cut (rowid, text) ");
-        insert.push_values(chunk, |mut row, &i| {
-            row.push_bind(i as i64).push_bind(texts[i]);
+        insert.push_values(chunk, |mut row, &(i, text)| {
+            row.push_bind(i).push_bind(text);
         });
         insert.build().execute(&mut *tx).await.map_err(db_error)?;
     }

@@ -323,6 +323,7 @@ pub fn index_bytes(home: &Path) -> Vec<u8> {
 /// all given one database URL, as machines of a team are.
 #[allow(dead_code)]
 pub struct Team {
+    engine: Engine,
     homes: Vec<tempfile::TempDir>,
 }
 
@@ -330,6 +331,7 @@ pub struct Team {
 impl Team {
     pub fn sqlite() -> Team {
         Team {
+            engine: Engine::Sqlite,
             homes: vec![tempfile::tempdir().unwrap()],
         }
     }
@@ -341,7 +343,10 @@ impl Team {
         for home in &homes {
             on_postgres(home.path(), &url);
         }
-        Some(Team { homes })
+        Some(Team {
+            engine: Engine::Postgres,
+            homes,
+        })
     }
 
     /// Node `n`'s home (0 or 1).
@@ -351,9 +356,9 @@ impl Team {
 
     /// The engine's name, to keep the test servers' users of each apart.
     pub fn name(&self) -> &'static str {
-        match self.homes.len() {
-            1 => "sqlite",
-            _ => "pg",
+        match self.engine {
+            Engine::Sqlite => "sqlite",
+            Engine::Postgres => "pg",
         }
     }
 

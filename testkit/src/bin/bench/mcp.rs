@@ -4,7 +4,7 @@
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use mailbroker_testkit::Dovecot;
@@ -223,6 +223,23 @@ impl Session {
             url,
             id,
         })
+    }
+
+    /// How long after `since` (another client's APPEND) a search for `query` finds exactly
+    /// one message, asking every 5 ms; an error after 30 s.
+    pub async fn until_found(&self, query: &str, since: Instant) -> Result<Duration> {
+        let call = json!({"jsonrpc": "2.0", "id": 100, "method": "tools/call", "params": {
+            "name": "search_messages", "arguments": {"query": query}}});
+        loop {
+            let (_, answer) = rpc(&self.http, &self.url, Some(&self.id), call.clone()).await?;
+            if answer["result"]["structuredContent"]["total"] == 1 {
+                return Ok(since.elapsed());
+            }
+            if since.elapsed() > Duration::from_secs(30) {
+                bail!("{query} not searchable within 30 s");
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
     }
 
     async fn time(&self, queries: &[&str], calls: usize) -> Result<()> {

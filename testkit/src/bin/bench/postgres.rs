@@ -12,9 +12,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use mailbroker_testkit::postgres::Postgres;
 use mailbroker_testkit::{Dovecot, ImapClient, message};
-use serde_json::json;
 
-use super::mcp::{Session, rpc};
+use super::mcp::Session;
 use super::search::{QUERIES, varied_message};
 
 /// First syncs of each engine, alternating.
@@ -206,22 +205,8 @@ async fn two_nodes(bin: &Path, server: &Dovecot, database: Option<&str>) -> Resu
                 &message(900_000 + n, "a@example.test", &subject, "b"),
             )
             .await?;
-        let appended = Instant::now();
-        let node = &nodes[n % 2];
-        let call = json!({"jsonrpc": "2.0", "id": 10 + n, "method": "tools/call", "params": {
-            "name": "search_messages",
-            "arguments": {"query": format!("account:{} subject:\"{subject}\"", user_of(n))}}});
-        loop {
-            let (_, answer) = rpc(&node.http, &node.url, Some(&node.id), call.clone()).await?;
-            if answer["result"]["structuredContent"]["total"] == 1 {
-                break;
-            }
-            if appended.elapsed() > Duration::from_secs(30) {
-                bail!("{subject} not searchable within 30 s");
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        times.push(appended.elapsed());
+        let query = format!("account:{} subject:\"{subject}\"", user_of(n));
+        times.push(nodes[n % 2].until_found(&query, Instant::now()).await?);
     }
     times.sort();
     println!(

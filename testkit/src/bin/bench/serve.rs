@@ -5,11 +5,10 @@
 
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use mailbroker_testkit::{Dovecot, ImapClient, message};
-use serde_json::json;
 
-use super::mcp::{Session, rpc};
+use super::mcp::Session;
 
 const USERS: [&str; 3] = ["bs1", "bs2", "bs3"];
 const QUIET: Duration = Duration::from_secs(30);
@@ -47,20 +46,8 @@ pub async fn bench_serve(arrivals: usize) -> Result<()> {
         let subject = format!("Arrival {i}");
         let body = message(100_000 + i, "arrival@example.test", &subject, "b");
         other.append("INBOX", "", &body).await?;
-        let appended = Instant::now();
-        let query = json!({"jsonrpc": "2.0", "id": 100 + i, "method": "tools/call", "params": {
-            "name": "search_messages", "arguments": {"query": format!("subject:\"{subject}\"")}}});
-        loop {
-            let (_, answer) = rpc(&serve.http, &serve.url, Some(&serve.id), query.clone()).await?;
-            if answer["result"]["structuredContent"]["total"] == 1 {
-                break;
-            }
-            if appended.elapsed() > Duration::from_secs(30) {
-                bail!("{subject} not searchable within 30 s");
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        times.push(appended.elapsed());
+        let query = format!("subject:\"{subject}\"");
+        times.push(serve.until_found(&query, Instant::now()).await?);
     }
     times.sort();
     println!("serve: 3 IMAP accounts on loopback Dovecot, IDLE on each INBOX");
