@@ -687,6 +687,7 @@ async fn update_each_state(
 ) -> Result<(), Error> {
     for chunk in rows.chunks(ROWS_PER_STATEMENT) {
         let mut q = Sql::new(
+            Backend::of(tx),
             "UPDATE message_state SET version = v.column2, flags = v.column3, tags = v.column4,
                is_read = v.column5, is_flagged = v.column6 FROM (",
         );
@@ -710,8 +711,10 @@ async fn update_places(
     rows: &[&ObservedRow<'_>],
 ) -> Result<(), Error> {
     for chunk in rows.chunks(ROWS_PER_STATEMENT) {
-        let mut q =
-            Sql::new("UPDATE messages SET mailbox_id = v.column2, remote_id = v.column3 FROM (");
+        let mut q = Sql::new(
+            Backend::of(tx),
+            "UPDATE messages SET mailbox_id = v.column2, remote_id = v.column3 FROM (",
+        );
         q.push_values(chunk, |mut row, r| {
             row.push_bind(r.id)
                 .push_bind(r.mailbox_id)

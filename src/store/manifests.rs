@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use super::batches::record_items;
 use super::journal::{JournalItem, update_index};
-use super::{ROWS_PER_STATEMENT, Store, db_error, now_secs};
+use super::{Backend, ROWS_PER_STATEMENT, Store, db_error, now_secs};
 use crate::store::MessageRef;
 
 /// Where a manifest stands. Stored as its lowercase name.
@@ -215,6 +215,7 @@ impl Store {
         .map_err(db_error)?;
         for chunk in refs.chunks(ROWS_PER_STATEMENT) {
             let mut q = Sql::new(
+                Backend::of(&tx),
                 "INSERT INTO manifest_items (manifest_id, message_id, account_id, mailbox,
                    remote_id, status) ",
             );
@@ -263,7 +264,7 @@ impl Store {
         limit: u32,
     ) -> Result<Vec<Manifest>, Error> {
         // Filtered before the limit, so old pending manifests are not hidden by newer ones.
-        let mut q = Sql::new("SELECT id FROM manifests");
+        let mut q = Sql::new(self.backend(), "SELECT id FROM manifests");
         if !statuses.is_empty() {
             q.push(" WHERE status IN (");
             let mut list = q.separated(", ");
@@ -397,6 +398,7 @@ impl Store {
         journal: &[JournalItem],
     ) -> Result<(), Error> {
         let mut tx = self.write_tx().await?;
+        let backend = Backend::of(&tx);
         record_items(&mut tx, change_id, journal, false).await?;
         update_index(&mut tx, journal).await?;
         let now = now_secs();
@@ -408,6 +410,7 @@ impl Store {
             .collect();
         for chunk in purged.chunks(ROWS_PER_STATEMENT) {
             let mut copy = Sql::new(
+                backend,
                 "INSERT INTO deleted_messages (id, account_id, mailbox, remote_id,
                    message_id, from_addr, subject, date, size, deleted_at, manifest_id)
                  SELECT m.id, b.account_id, b.name, m.remote_id, m.message_id,
@@ -424,7 +427,7 @@ impl Store {
                    deleted_at = excluded.deleted_at, manifest_id = excluded.manifest_id",
             );
             copy.build().execute(&mut *tx).await.map_err(db_error)?;
-            let mut delete = Sql::new("DELETE FROM messages WHERE id IN (");
+            let mut delete = Sql::new(backend, "DELETE FROM messages WHERE id IN (");
             push_list(&mut delete, chunk);
             delete.build().execute(&mut *tx).await.map_err(db_error)?;
         }
@@ -439,7 +442,7 @@ impl Store {
         }
         for ((status, error, reason), ids) in groups {
             for chunk in ids.chunks(ROWS_PER_STATEMENT) {
-                let mut q = Sql::new("UPDATE manifest_items SET status = ");
+                let mut q = Sql::new(backend, "UPDATE manifest_items SET status = ");
                 q.push_bind(status).push(", error = ").push_bind(error);
                 q.push(", reason = ").push_bind(reason);
                 q.push(" WHERE manifest_id = ").push_bind(manifest_id);

@@ -262,7 +262,7 @@ fn push_ids(q: &mut Sql, ids: &[i64]) {
 impl Store {
     /// A statement of write targets (`SELECT_REFS`), its conditions to follow.
     fn select_refs(&self) -> Sql {
-        Sql::on(self.backend(), self.refs_start())
+        Sql::new(self.backend(), self.refs_start())
     }
 
     fn refs_start(&self) -> &'static str {
@@ -280,11 +280,11 @@ impl Store {
 
     /// A statement over a query's matches, from `start`.
     fn query_sql(&self, start: &str, lexicon: &Option<Arc<Lexicon>>) -> Sql {
-        Sql::on(self.backend(), start).with_lexicon(lexicon.clone())
+        Sql::new(self.backend(), start).with_lexicon(lexicon.clone())
     }
 
     pub async fn message(&self, id: i64) -> Result<MessageRow, Error> {
-        let mut q = Sql::on(self.backend(), SELECT);
+        let mut q = Sql::new(self.backend(), SELECT);
         q.push(" AND m.id = ").push_bind(id);
         let row: Option<Row> = q
             .build_query_as()
@@ -338,7 +338,7 @@ impl Store {
         }
         let mut found = std::collections::HashSet::new();
         for chunk in ids.chunks(500) {
-            let mut q = Sql::on(
+            let mut q = Sql::new(
                 self.backend(),
                 "SELECT m.id, b.account_id, b.name
                  FROM messages m JOIN mailboxes b ON b.id = m.mailbox_id WHERE 1 = 1",

@@ -210,7 +210,10 @@ impl StoreSink {
         let mut removed = 0;
         let mut tx = self.begin().await?;
         for chunk in ids.chunks(DELETE_CHUNK) {
-            let mut q = Sql::new("DELETE FROM messages WHERE mailbox_id = ");
+            let mut q = Sql::new(
+                self.store.backend(),
+                "DELETE FROM messages WHERE mailbox_id = ",
+            );
             q.push_bind(mailbox_id).push(" AND remote_id IN (");
             let mut list = q.separated(", ");
             for id in chunk {
@@ -501,8 +504,10 @@ async fn insert_batch(
     mailbox_id: i64,
     messages: &[MessageMeta],
 ) -> Result<()> {
+    let backend = Backend::of(&tx);
     for chunk in messages.chunks(INSERT_CHUNK) {
         let mut q = Sql::new(
+            backend,
             "INSERT INTO messages (mailbox_id, remote_id, message_id, from_addr,
                    to_addr, cc_addr, subject, date, size, has_attachments, text_pending, list_id,
                    thread_id) ",
@@ -538,6 +543,7 @@ async fn insert_batch(
         let by_id: HashMap<String, i64> = ids.into_iter().map(|(id, r)| (r, id)).collect();
         let local = |m: &MessageMeta| by_id.get(m.id.as_str()).copied();
         let mut state = Sql::new(
+            backend,
             "INSERT INTO message_state (id, mailbox_id, version, is_read, is_flagged, flags, tags) ",
         );
         state.push_values(chunk, |mut row, m| {
@@ -567,7 +573,7 @@ async fn insert_batch(
             .collect();
         if !snippets.is_empty() {
             // As for the row itself, a message indexed before keeps what it had.
-            let mut text = Sql::new("INSERT INTO message_text ");
+            let mut text = Sql::new(backend, "INSERT INTO message_text ");
             text.push_values(snippets, |mut row, (id, snippet)| {
                 row.push_bind(id).push_bind(snippet);
             });
@@ -579,7 +585,7 @@ async fn insert_batch(
         if complete.is_empty() {
             continue;
         }
-        if Backend::of(&tx) == Backend::Postgres {
+        if backend == Backend::Postgres {
             let documents: Vec<Document> = complete
                 .iter()
                 .filter_map(|m| {
@@ -597,7 +603,10 @@ async fn insert_batch(
             words::write(&mut tx, &documents).await?;
             continue;
         }
-        let mut fts = Sql::new("WITH v(id, subject, addresses, snippet, body) AS (");
+        let mut fts = Sql::new(
+            backend,
+            "WITH v(id, subject, addresses, snippet, body) AS (",
+        );
         fts.push_values(complete, |mut row, m| {
             row.push_bind(local(m))
                 .push_bind(m.subject.clone())
@@ -655,7 +664,10 @@ async fn write_text(
         // PostgreSQL's full-text rows are written below (`words_of_texts`).
         let statements = backend.pick(&STATEMENTS[..], &STATEMENTS[..2]);
         for &(statement, tail, reads_body) in statements {
-            let mut q = Sql::new("WITH v(remote_id, has_attachments, snippet, body) AS (");
+            let mut q = Sql::new(
+                backend,
+                "WITH v(remote_id, has_attachments, snippet, body) AS (",
+            );
             q.push_values(chunk, |mut row, t| {
                 row.push_bind(t.id.as_str())
                     .push_bind(i64::from(t.has_attachments))
@@ -683,6 +695,7 @@ async fn words_of_texts(
     texts: &[MessageText],
 ) -> Result<()> {
     let mut q = Sql::new(
+        Backend::of(conn),
         "SELECT remote_id, id, subject, from_addr, to_addr, cc_addr FROM messages
          WHERE mailbox_id = ",
     );

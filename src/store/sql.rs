@@ -2,8 +2,11 @@
 //!
 //! sqlx's `QueryBuilder` asks the database type how to write a placeholder, and its `Any`
 //! type (the store's, so one statement serves SQLite and PostgreSQL) answers `?`, which
-//! PostgreSQL does not take. This builder writes `$1`, `$2`, … itself: both engines bind
-//! those by number.
+//! PostgreSQL does not take. This builder writes each engine's own: `$1`, `$2`, … on
+//! PostgreSQL, `?` on SQLite. Not `$N` on SQLite too: sqlx asks SQLite the name of every
+//! numbered parameter, which SQLite finds by walking its list of names, so a statement of
+//! thousands of values (a batch of 200 messages has 2,600) took time in their square; it made
+//! a first sync 2.5× slower (BENCHMARKS.md, "Search beside notmuch").
 
 use std::fmt::{Display, Write};
 
@@ -25,13 +28,9 @@ pub(crate) struct Sql {
 }
 
 impl Sql {
-    /// A statement written the same for both engines.
-    pub(crate) fn new(start: impl Into<String>) -> Sql {
-        Sql::on(Backend::Sqlite, start)
-    }
-
-    /// A statement some of whose pieces depend on the engine (`backend()`): a search's.
-    pub(crate) fn on(backend: Backend, start: impl Into<String>) -> Sql {
+    /// A statement for `backend`, which writes its placeholders and any pieces that depend on
+    /// the engine (`backend()`).
+    pub(crate) fn new(backend: Backend, start: impl Into<String>) -> Sql {
         Sql {
             text: start.into(),
             args: AnyArguments::default(),
@@ -67,8 +66,14 @@ impl Sql {
         // Encoding into `Any`'s buffer only copies the value; it has no failure to report,
         // and a failure here would surface as a count of values unlike the placeholders.
         let _ = self.args.add(value);
-        let n = self.args.len();
-        self.push(format_args!("${n}"))
+        match self.backend {
+            // Anonymous: bound in the order written, which is the order added.
+            Backend::Sqlite => self.push("?"),
+            Backend::Postgres => {
+                let n = self.args.len();
+                self.push(format_args!("${n}"))
+            }
+        }
     }
 
     /// Pieces pushed through the result are joined by `separator`.
@@ -243,18 +248,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn placeholders_are_numbered_in_order() {
-        let mut q = Sql::new("SELECT * FROM t WHERE a = ");
-        q.push_bind(1_i64).push(" AND b IN (");
-        let mut list = q.separated(", ");
-        list.push_bind("x").push_bind("y");
-        q.push(") ");
-        q.push_values([(1_i64, "p")], |mut row, (n, s)| {
-            row.push_bind(n).push_bind(s);
-        });
+    fn placeholders_are_each_engines_in_order() {
+        let written = |backend| {
+            let mut q = Sql::new(backend, "SELECT * FROM t WHERE a = ");
+            q.push_bind(1_i64).push(" AND b IN (");
+            let mut list = q.separated(", ");
+            list.push_bind("x").push_bind("y");
+            q.push(") ");
+            q.push_values([(1_i64, "p")], |mut row, (n, s)| {
+                row.push_bind(n).push_bind(s);
+            });
+            q.sql().to_string()
+        };
         assert_eq!(
-            q.sql(),
+            written(Backend::Postgres),
             "SELECT * FROM t WHERE a = $1 AND b IN ($2, $3) VALUES ($4, $5)"
+        );
+        assert_eq!(
+            written(Backend::Sqlite),
+            "SELECT * FROM t WHERE a = ? AND b IN (?, ?) VALUES (?, ?)"
         );
     }
 }

@@ -16,8 +16,8 @@ use mailbroker_core::Error;
 use sqlx::{Connection, SqliteConnection};
 use tokio::sync::{Mutex, OnceCell};
 
-use super::db_error;
 use super::sql::Sql;
+use super::{Backend, db_error};
 use crate::search::{Query, Term};
 
 /// The header fields, told apart in one `tsvector` by weight, as FTS5's column filters tell
@@ -151,8 +151,14 @@ pub(super) async fn write(
         texts.extend([d.from, d.to, d.cc, d.subject, snippet, d.body]);
     }
     let cut = cut(&texts).await?;
-    let mut text = Sql::new("INSERT INTO message_words (id, words) VALUES ");
-    let mut headers = Sql::new("INSERT INTO message_header_words (id, words) VALUES ");
+    let mut text = Sql::new(
+        Backend::Postgres,
+        "INSERT INTO message_words (id, words) VALUES ",
+    );
+    let mut headers = Sql::new(
+        Backend::Postgres,
+        "INSERT INTO message_header_words (id, words) VALUES ",
+    );
     for (i, (d, w)) in documents.iter().zip(cut.chunks(6)).enumerate() {
         if i > 0 {
             text.push(", ");
