@@ -451,11 +451,9 @@ pub(crate) async fn replace_tags(
     conn: &mut sqlx::AnyConnection,
     rows: &[(i64, String)],
 ) -> Result<(), Error> {
+    let backend = Backend::of(conn);
     for chunk in rows.chunks(ROWS_PER_STATEMENT) {
-        let mut delete = Sql::new(
-            Backend::of(conn),
-            "DELETE FROM message_tags WHERE message_id IN (",
-        );
+        let mut delete = Sql::new(backend, "DELETE FROM message_tags WHERE message_id IN (");
         let mut ids = delete.separated(", ");
         for (id, _) in chunk {
             ids.push_bind(*id);
@@ -463,7 +461,7 @@ pub(crate) async fn replace_tags(
         delete.push(")");
         delete.build().execute(&mut *conn).await.map_err(db_error)?;
         let mut insert = Sql::new(
-            Backend::of(conn),
+            backend,
             "INSERT INTO message_tags (message_id, tag)
              SELECT v.column1, j.value FROM (",
         );

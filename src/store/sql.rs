@@ -6,7 +6,7 @@
 //! PostgreSQL, `?` on SQLite. Not `$N` on SQLite too: sqlx asks SQLite the name of every
 //! numbered parameter, which SQLite finds by walking its list of names, so a statement of
 //! thousands of values (a batch of 200 messages has 2,600) took time in their square; it made
-//! a first sync 2.5× slower (BENCHMARKS.md, "Search beside notmuch").
+//! a first sync 2.5× slower (BENCHMARKS.md, "Placeholders, and an optimised build").
 
 use std::fmt::{Display, Write};
 
