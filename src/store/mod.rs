@@ -199,11 +199,15 @@ const SQLITE_PRAGMAS: &[&str] = &[
 
 /// What a connection that may write sets besides. The WAL is checkpointed every 64 MB rather
 /// than every 4 MB: a 10,000-message change otherwise pays for a checkpoint inside its own
-/// commit (≈ 80 ms). The last connection to close checkpoints anyway.
+/// commit (≈ 80 ms). The last connection to close checkpoints anyway. Statement journals
+/// (the pages a statement that may fail halfway would restore, kept for every batch's
+/// multi-row upsert) stay in memory: in a temporary file they cost a first sync's header
+/// pass an eighth of its CPU in writes that are thrown away (BENCHMARKS.md).
 const SQLITE_WRITER_PRAGMAS: &[&str] = &[
     "PRAGMA journal_mode = WAL",
     "PRAGMA synchronous = NORMAL",
     "PRAGMA wal_autocheckpoint = 16384",
+    "PRAGMA temp_store = MEMORY",
 ];
 
 /// A pool of the index file whose every new connection first sets `SQLITE_PRAGMAS`, and the

@@ -132,7 +132,10 @@ pub async fn bench_search(messages: usize) -> Result<()> {
     );
     super::report_first_sync(&first, floor_warm);
     if let Some(before) = std::env::var_os("BENCH_BEFORE") {
-        first_syncs_side_by_side(std::path::Path::new(&before), &bin, &server)?;
+        first_syncs_side_by_side(&before, &bin, &server)?;
+        if std::env::var_os("BENCH_FIRST_SYNCS_ONLY").is_some() {
+            return Ok(());
+        }
     }
     queries_and_mcp(&bin, home.path(), messages).await?;
     let notmuch_dir = tempfile::tempdir()?;
@@ -148,35 +151,63 @@ pub async fn bench_search(messages: usize) -> Result<()> {
     Ok(())
 }
 
-/// First syncs of another build (`BENCH_BEFORE`, say the release before) and of this one
-/// into fresh homes from the same server, alternating, three each: searchable-by-header and
-/// complete times (medians) and index sizes, side by side in one run.
+/// First syncs of other builds (`BENCH_BEFORE`, say the release before; several separated as
+/// in `PATH`) and of this one into fresh homes from the same server, in turns, each round in
+/// the other order, `BENCH_ROUNDS` (3) each: every run's searchable-by-header and complete
+/// times, then each build's medians and index size, side by side in one run. A shared
+/// machine's speed drifts over minutes; turns let every build meet the same drift.
 fn first_syncs_side_by_side(
-    before: &std::path::Path,
+    before: &std::ffi::OsStr,
     now: &std::path::Path,
     server: &Dovecot,
 ) -> Result<()> {
-    let mut runs: [Vec<(f64, f64, f64)>; 2] = [Vec::new(), Vec::new()];
-    for round in 0..6 {
-        let which = (round + round / 2) % 2;
-        let bin = [before, now][which];
-        let home = tempfile::tempdir()?;
-        let first = super::first_sync(bin, server, home.path())?;
-        let size = std::fs::metadata(home.path().join("index.sqlite3"))?.len();
-        runs[which].push((
-            super::searchable_after(&first).as_secs_f64(),
-            first.wall.as_secs_f64(),
-            size as f64 / 1_048_576.0,
-        ));
+    let mut bins: Vec<std::path::PathBuf> = std::env::split_paths(before).collect();
+    bins.push(now.to_path_buf());
+    let rounds = match std::env::var("BENCH_ROUNDS") {
+        Ok(r) => r.parse().context("BENCH_ROUNDS takes a number of rounds")?,
+        Err(_) => 3,
+    };
+    if rounds == 0 {
+        bail!("BENCH_ROUNDS must be at least 1");
     }
-    for (name, mut r) in ["before", "now"].into_iter().zip(runs) {
+    let name = |bin: &std::path::Path| match bin == now {
+        true => "now".to_string(),
+        false => bin.display().to_string(),
+    };
+    let mut runs: Vec<Vec<(f64, f64, f64)>> = vec![Vec::new(); bins.len()];
+    for round in 0..rounds {
+        let mut order: Vec<usize> = (0..bins.len()).collect();
+        if round % 2 == 1 {
+            order.reverse();
+        }
+        for which in order {
+            let home = tempfile::tempdir()?;
+            let first = super::first_sync(&bins[which], server, home.path())?;
+            let size = std::fs::metadata(home.path().join("index.sqlite3"))?.len();
+            let run = (
+                super::searchable_after(&first).as_secs_f64(),
+                first.wall.as_secs_f64(),
+                size as f64 / 1_048_576.0,
+            );
+            println!(
+                "  round {}, {}: searchable by header after {:.3} s, complete after {:.3} s",
+                round + 1,
+                name(&bins[which]),
+                run.0,
+                run.1
+            );
+            runs[which].push(run);
+        }
+    }
+    for (bin, mut r) in bins.iter().zip(runs) {
         r.sort_by(|a, b| a.0.total_cmp(&b.0));
         let (usable, _, size) = r[r.len() / 2];
         let mut complete: Vec<f64> = r.iter().map(|x| x.1).collect();
         complete.sort_by(f64::total_cmp);
         println!(
-            "first sync, {name}: searchable by header after {usable:.3} s, complete after {:.3} s \
+            "first sync, {}: searchable by header after {usable:.3} s, complete after {:.3} s \
              (medians of {}), index {size:.1} MB",
+            name(bin),
             complete[complete.len() / 2],
             r.len()
         );
