@@ -212,6 +212,21 @@ mod tests {
         assert_eq!(intersection(&a, &[]), Vec::<i64>::new());
     }
 
+    #[test]
+    fn a_full_text_expression_alone_is_read_as_ids_once() {
+        let merged = |text: &str| {
+            let query = crate::search::parse(text, 0).unwrap();
+            super::super::query::merged(&query).map(|(_, lists)| lists.len())
+        };
+        assert_eq!(merged("\"quarterly report\""), Some(1));
+        assert_eq!(merged("budget OR invoice"), Some(1), "one FTS5 expression");
+        assert_eq!(merged("budget -tag:Work"), Some(2));
+        // Counted from their own index by SQLite, without a second evaluation to avoid.
+        assert_eq!(merged("from:alice"), None);
+        assert_eq!(merged("tag:Work"), None);
+        assert_eq!(merged("larger:100K"), None);
+    }
+
     /// 3,000 messages, three to a date and the oldest undated: pages of a walk that meets its
     /// first match at once, and of one that must read three runs before its first.
     #[tokio::test]

@@ -212,11 +212,14 @@ fn posting_of(expr: &Expr) -> Option<Posting> {
     }
 }
 
-/// A query of several posting lists joined by AND, OR and negation, as a set expression over
-/// those lists (`postings::matches` merges them); `None` for any other query, including one
-/// posting list alone, which SQLite counts without help.
+/// A query of several posting lists joined by AND, OR and negation, or one full-text
+/// expression alone, as a set expression over those lists (`postings::matches` reads and
+/// merges them); `None` for any other query. A full-text expression alone is read once as ids
+/// here: counted by SQLite, its page evaluated it again (a phrase's positions twice; 10.1 →
+/// 5.8 ms p95 in-process, BENCHMARKS.md). One header or tag list alone SQLite counts from its
+/// index without that cost.
 pub(super) fn merged(query: &Query) -> Option<(SetExpr, Vec<Posting>)> {
-    if posting_of(&query.root).is_some() {
+    if posting_of(&query.root).is_some_and(|p| !matches!(p, Posting::Text(_))) {
         return None;
     }
     let mut lists = Vec::new();

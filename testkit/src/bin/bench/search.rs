@@ -154,8 +154,8 @@ pub async fn bench_search(messages: usize) -> Result<()> {
 /// First syncs of other builds (`BENCH_BEFORE`, say the release before; several separated as
 /// in `PATH`) and of this one into fresh homes from the same server, in turns, each round in
 /// the other order, `BENCH_ROUNDS` (3) each: every run's searchable-by-header and complete
-/// times, then each build's medians and index size, side by side in one run. A shared
-/// machine's speed drifts over minutes; turns let every build meet the same drift.
+/// times and peak memory, then each build's medians and index size, side by side in one run.
+/// A shared machine's speed drifts over minutes; turns let every build meet the same drift.
 fn first_syncs_side_by_side(
     before: &std::ffi::OsStr,
     now: &std::path::Path,
@@ -190,11 +190,13 @@ fn first_syncs_side_by_side(
                 size as f64 / 1_048_576.0,
             );
             println!(
-                "  round {}, {}: searchable by header after {:.3} s, complete after {:.3} s",
+                "  round {}, {}: searchable by header after {:.3} s, complete after {:.3} s, \
+                 peak RSS {} MB",
                 round + 1,
                 name(&bins[which]),
                 run.0,
-                run.1
+                run.1,
+                first.max_rss_kb / 1024
             );
             runs[which].push(run);
         }
