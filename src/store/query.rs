@@ -215,12 +215,14 @@ fn posting_of(expr: &Expr) -> Option<Posting> {
 /// A query of several posting lists joined by AND, OR and negation, or one full-text
 /// expression alone, as a set expression over those lists (`postings::matches` reads and
 /// merges them); `None` for any other query. A full-text expression alone is read once as ids
-/// here: counted by SQLite, its page evaluated it again (a phrase's positions twice; 10.1 →
-/// 5.8 ms p95 in-process, BENCHMARKS.md). One header or tag list alone SQLite counts from its
-/// index without that cost.
+/// here: counted by SQLite, its page evaluated it again (a phrase's positions twice; p95
+/// in-process about 10 → 5.8 ms, BENCHMARKS.md). One header or tag list alone SQLite counts
+/// from its index without that cost.
 pub(super) fn merged(query: &Query) -> Option<(SetExpr, Vec<Posting>)> {
-    if posting_of(&query.root).is_some_and(|p| !matches!(p, Posting::Text(_))) {
-        return None;
+    match posting_of(&query.root) {
+        Some(text @ Posting::Text(_)) => return Some((SetExpr::List(0), vec![text])),
+        Some(_) => return None,
+        None => {}
     }
     let mut lists = Vec::new();
     let expr = set_expr(&query.root, &mut lists)?;

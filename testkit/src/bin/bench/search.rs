@@ -133,9 +133,9 @@ pub async fn bench_search(messages: usize) -> Result<()> {
     super::report_first_sync(&first, floor_warm);
     if let Some(before) = std::env::var_os("BENCH_BEFORE") {
         first_syncs_side_by_side(&before, &bin, &server)?;
-        if std::env::var_os("BENCH_FIRST_SYNCS_ONLY").is_some() {
-            return Ok(());
-        }
+    }
+    if std::env::var_os("BENCH_FIRST_SYNCS_ONLY").is_some() {
+        return Ok(());
     }
     queries_and_mcp(&bin, home.path(), messages).await?;
     let notmuch_dir = tempfile::tempdir()?;
