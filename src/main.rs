@@ -31,10 +31,15 @@ fn main() -> ExitCode {
     } else {
         "warn"
     });
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    // A search is a few statements, one after another, on one connection: worker threads
+    // would only be started and woken for it (BENCHMARKS.md). Everything else may run work
+    // side by side (a sync's accounts and folders, a server's clients).
+    let mut builder = if matches!(cli.command, mailbroker::cli::Command::Search { .. }) {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+    };
+    let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");

@@ -20,8 +20,17 @@ use super::Cli;
 /// `--help` end the process as clap does.
 pub fn parse_args(args: Vec<OsString>) -> Result<Cli, (Error, bool)> {
     let json = args.iter().any(|a| a == "--json");
-    let sorted = sort_query_args(&Cli::command(), args).map_err(|e| (e, json))?;
-    match <Cli as clap::Parser>::try_parse_from(sorted) {
+    // One parser for sorting and parsing: making clap's tree of every command's options is
+    // most of what parsing costs, and a search is a few milliseconds in all (BENCHMARKS.md).
+    let mut command = Cli::command();
+    let sorted = sort_query_args(&command, args).map_err(|e| (e, json))?;
+    let parsed = command
+        .try_get_matches_from_mut(sorted)
+        .and_then(|mut matches| {
+            <Cli as clap::FromArgMatches>::from_arg_matches_mut(&mut matches)
+                .map_err(|e| e.format(&mut command))
+        });
+    match parsed {
         Ok(cli) => Ok(cli),
         Err(e) if json && e.use_stderr() => Err((usage_error(&e), json)),
         Err(e) => e.exit(),
@@ -39,9 +48,7 @@ fn usage_error(e: &clap::Error) -> Error {
 /// `args` with a query command's options moved ahead of its query words, which follow `--`.
 /// Other commands' arguments are returned as they are.
 fn sort_query_args(root: &clap::Command, args: Vec<OsString>) -> Result<Vec<OsString>, Error> {
-    let mut root = root.clone();
-    root.build();
-    let Some(at) = subcommand_at(&root, &args) else {
+    let Some(at) = subcommand_at(root, &args) else {
         return Ok(args);
     };
     let Some(command) = args[at]
@@ -51,6 +58,7 @@ fn sort_query_args(root: &clap::Command, args: Vec<OsString>) -> Result<Vec<OsSt
     else {
         return Ok(args);
     };
+    let options = options_of(root, command);
     let mut out: Vec<OsString> = args[..=at].to_vec();
     let mut words = Vec::new();
     let mut rest = args[at + 1..].iter();
@@ -63,14 +71,14 @@ fn sort_query_args(root: &clap::Command, args: Vec<OsString>) -> Result<Vec<OsSt
             words.extend(rest.by_ref().cloned());
             break;
         }
-        match option_of(command, text) {
+        match option_of(&options, text) {
             Some(Opt::Known { takes_value }) => {
                 out.push(arg.clone());
                 if takes_value && let Some(value) = rest.next() {
                     out.push(value.clone());
                 }
             }
-            Some(Opt::Unknown(name)) => return Err(unknown_option(command, &name)),
+            Some(Opt::Unknown(name)) => return Err(unknown_option(command, &options, &name)),
             None => words.push(arg.clone()),
         }
     }
@@ -83,10 +91,11 @@ fn sort_query_args(root: &clap::Command, args: Vec<OsString>) -> Result<Vec<OsSt
 
 /// Where the subcommand's name is: the first word that is not a global option or its value.
 fn subcommand_at(root: &clap::Command, args: &[OsString]) -> Option<usize> {
+    let options: Vec<&clap::Arg> = root.get_arguments().collect();
     let mut i = 1;
     while i < args.len() {
         let text = args[i].to_str()?;
-        match option_of(root, text) {
+        match option_of(&options, text) {
             Some(Opt::Known { takes_value }) => i += if takes_value { 2 } else { 1 },
             Some(Opt::Unknown(_)) => return None,
             None => return Some(i),
@@ -111,32 +120,37 @@ enum Opt {
     Unknown(String),
 }
 
-/// What `text` is to `command`: one of its options, an option it does not have, or neither
-/// (a query word: `-tag:done`, `-x`, `-`).
-fn option_of(command: &clap::Command, text: &str) -> Option<Opt> {
+/// A subcommand's options: its own, and the root's global ones (which clap copies into every
+/// subcommand only when it builds the whole tree, work a search does not otherwise need).
+fn options_of<'a>(root: &'a clap::Command, command: &'a clap::Command) -> Vec<&'a clap::Arg> {
+    let globals = root.get_arguments().filter(|a| a.is_global_set());
+    command.get_arguments().chain(globals).collect()
+}
+
+/// What `text` is among `options`: one of them, an option not among them, or neither (a query
+/// word: `-tag:done`, `-x`, `-`).
+fn option_of(options: &[&clap::Arg], text: &str) -> Option<Opt> {
     if let Some(long) = text.strip_prefix("--") {
         let (name, inline) = match long.split_once('=') {
             Some((name, _)) => (name, true),
             None => (long, false),
         };
-        return Some(
-            match command.get_arguments().find(|a| a.get_long() == Some(name)) {
-                Some(arg) => Opt::Known {
-                    takes_value: !inline && arg.get_action().takes_values(),
-                },
-                None if name == "help" || name == "version" => Opt::Known { takes_value: false },
-                None => Opt::Unknown(format!("--{name}")),
+        return Some(match options.iter().find(|a| a.get_long() == Some(name)) {
+            Some(arg) => Opt::Known {
+                takes_value: !inline && arg.get_action().takes_values(),
             },
-        );
+            None if name == "help" || name == "version" => Opt::Known { takes_value: false },
+            None => Opt::Unknown(format!("--{name}")),
+        });
     }
     // Short options are only -h (help); any other `-x` is a negated query word.
     (text == "-h").then_some(Opt::Known { takes_value: false })
 }
 
-fn unknown_option(command: &clap::Command, name: &str) -> Error {
+fn unknown_option(command: &clap::Command, options: &[&clap::Arg], name: &str) -> Error {
     let wanted = name.trim_start_matches('-');
-    let nearest = command
-        .get_arguments()
+    let nearest = options
+        .iter()
         .filter_map(|a| a.get_long())
         .chain(["help"])
         .map(|long| (strsim::jaro_winkler(wanted, long), long))
@@ -229,6 +243,13 @@ mod tests {
         assert_eq!(e.error_type(), "validation_error");
         assert!(
             e.message().contains("--permanet") && e.message().contains("did you mean --permanent?"),
+            "{}",
+            e.message()
+        );
+        // The root's global options are the command's too.
+        let e = sorted("search x --hme /h").unwrap_err();
+        assert!(
+            e.message().contains("did you mean --home?"),
             "{}",
             e.message()
         );
