@@ -58,6 +58,46 @@ async fn message_state_survives_the_upgrade_to_its_own_table() {
     assert_eq!(messages[0]["read"], false);
 }
 
+/// Changes journaled before a write's unanswered messages had a count of their own (schema
+/// 31 and earlier) counted them as failed; the upgrade splits that count by the outcomes of
+/// the change's messages.
+#[tokio::test]
+async fn an_older_changes_unanswered_messages_are_counted_as_unknown_after_the_upgrade() {
+    let state = |uid: u32| {
+        format!(
+            r#"{{"mailbox":"INBOX","uidvalidity":5,"uid":{uid},"read":true,"flagged":false,"tags":[]}}"#
+        )
+    };
+    let (home, _) = home_with_index_at(
+        6,
+        &format!(
+            r#"INSERT INTO changes (id, created_at, origin, selection, patch, plan, applied, failed)
+                 VALUES (4, 0, 'cli', '{{"query":"tag:x"}}', '{{"flagged":true}}', '[]', 1, 2);
+               INSERT INTO change_items (change_id, message_id, account_id, outcome, error_type,
+                   error, before, after) VALUES
+                 (4, 7, 'old', 'applied', NULL, NULL, '{a}', '{a}'),
+                 (4, 8, 'old', 'unknown', 'outcome_unknown', 'no answer', '{b}', NULL),
+                 (4, 9, 'old', 'failed', 'verification_failed', 'did not show it', '{c}', NULL);"#,
+            a = state(70),
+            b = state(80),
+            c = state(90)
+        ),
+    )
+    .await;
+
+    let shown = ok(home.path(), &["changes", "4"]);
+    let change = &shown["change"];
+    assert_eq!(
+        (&change["applied"], &change["failed"], &change["unknown"]),
+        (
+            &serde_json::json!(1),
+            &serde_json::json!(1),
+            &serde_json::json!(1)
+        ),
+        "{shown}"
+    );
+}
+
 /// Journal entries written before states were stored once per change (schema 6) still show
 /// every item's state before and after, UIDs included, and two messages that shared a state
 /// now share one stored row.

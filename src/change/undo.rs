@@ -244,6 +244,7 @@ mod tests {
             unchanged: 0,
             stale: 0,
             failed: 0,
+            unknown: 0,
             status: ChangeStatus::Done,
             items: Vec::new(),
         }

@@ -376,7 +376,7 @@ fn print_change_record(c: &crate::store::ChangeRecord) {
         .map(|u| format!("\tundone by change {u}"))
         .unwrap_or_default();
     println!(
-        "{}\t{}\t{}\t{}\tapplied {} unchanged {} stale {} failed {}{unrecorded}{undone}",
+        "{}\t{}\t{}\t{}\tapplied {} unchanged {} stale {} failed {} unknown {}{unrecorded}{undone}",
         c.id,
         rfc3339(c.created_at),
         c.origin,
@@ -384,7 +384,8 @@ fn print_change_record(c: &crate::store::ChangeRecord) {
         c.applied,
         c.unchanged,
         c.stale,
-        c.failed
+        c.failed,
+        c.unknown
     );
 }
 

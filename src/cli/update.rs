@@ -158,11 +158,12 @@ pub(super) fn print_change(report: &change::ChangeReport, json: bool) -> Result<
         }
         if !report.dry_run {
             crate::say!(
-                "applied: {}, unchanged: {}, stale: {}, failed: {}",
+                "applied: {}, unchanged: {}, stale: {}, failed: {}, unknown: {}",
                 report.applied,
                 report.unchanged,
                 report.stale,
-                report.failed
+                report.failed,
+                report.unknown
             );
         }
         for (route, ids) in &report.routes {
@@ -186,7 +187,7 @@ pub(super) fn print_change(report: &change::ChangeReport, json: bool) -> Result<
         return Ok(b.exit_code as u8);
     }
     // The report is the output; the exit code only tells scripts that not everything happened.
-    Ok(if report.failed + report.stale > 0 {
+    Ok(if report.failed + report.unknown + report.stale > 0 {
         CHANGE_INCOMPLETE
     } else {
         0

@@ -89,6 +89,7 @@ pub struct ChangeJson<'a> {
     pub unchanged: i64,
     pub stale: i64,
     pub failed: i64,
+    pub unknown: i64,
     pub status: &'a str,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub items: Vec<ChangeItemJson<'a>>,
@@ -167,6 +168,7 @@ impl<'a> From<&'a ChangeRecord> for ChangeJson<'a> {
             unchanged: c.unchanged,
             stale: c.stale,
             failed: c.failed,
+            unknown: c.unknown,
             status: c.status.as_str(),
             items: c.items.iter().map(ChangeItemJson::from).collect(),
         }

@@ -341,6 +341,10 @@ pub struct ChangeOut {
     pub unchanged: u64,
     pub stale: u64,
     pub failed: u64,
+    // Sent without an answer: they may have changed, and the same call again re-reads them.
+    // Said by each one's `failures` line (outcome_unknown), not by a description every
+    // conversation would pay for.
+    pub unknown: u64,
     pub failures: Vec<FailureView>,
     /// The messages it changed (the first 100; `applied` counts them all).
     pub changed_ids: Vec<i64>,
@@ -365,7 +369,7 @@ pub struct ChangeOut {
 impl ChangeOut {
     pub fn of(report: &ChangeReport) -> ChangeOut {
         ChangeOut {
-            success: report.failed == 0,
+            success: report.failed == 0 && report.unknown == 0,
             change_id: report.change_id,
             dry_run: report.dry_run,
             plan: report.plan.clone(),
@@ -374,6 +378,7 @@ impl ChangeOut {
             unchanged: report.unchanged,
             stale: report.stale,
             failed: report.failed,
+            unknown: report.unknown,
             changed_ids: report.applied_ids.iter().take(100).copied().collect(),
             failures: report
                 .failures
@@ -426,6 +431,8 @@ pub struct ChangeView {
     pub stale: i64,
     #[serde(skip_serializing_if = "is_zero")]
     pub failed: i64,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub unknown: i64,
     /// Whether undo_change can revert it (`change::undo::undoable`).
     pub undoable: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -463,6 +470,7 @@ impl ChangeView {
             unchanged: c.unchanged,
             stale: c.stale,
             failed: c.failed,
+            unknown: c.unknown,
             undoable: crate::change::undo::undoable(c),
             undo_of: c.undo_of,
             undone_by: c.undone_by,
@@ -707,8 +715,8 @@ impl Brief for ChangeOut {
             .change_id
             .map_or("no change needed".to_string(), |id| format!("change {id}"));
         format!(
-            "{id}: applied {}, unchanged {}, stale {}, failed {}",
-            self.applied, self.unchanged, self.stale, self.failed
+            "{id}: applied {}, unchanged {}, stale {}, failed {}, unknown {}",
+            self.applied, self.unchanged, self.stale, self.failed, self.unknown
         )
     }
 }

@@ -66,7 +66,7 @@ impl Store {
 
 /// Puts a batch's lines into change `id`'s journal, in place of any its intent holds for the
 /// same messages, and moves the change's counts by what the batch changed: each replaced
-/// intent line was counted `failed` (its outcome `unknown`) until now.
+/// intent line was counted `unknown` until now.
 pub(crate) async fn record_items(
     tx: &mut Transaction<'_, Any>,
     id: i64,
@@ -105,13 +105,15 @@ pub(crate) async fn record_items(
     let count = |o: Outcome| items.iter().filter(|j| j.outcome == o).count() as i64;
     sqlx::query(
         "UPDATE changes SET applied = applied + $1, unchanged = unchanged + $2,
-           stale = stale + $3, failed = CASE WHEN failed + $4 - $5 > 0 THEN failed + $4 - $5 ELSE 0 END
-           WHERE id = $6",
+           stale = stale + $3, failed = failed + $4,
+           unknown = CASE WHEN unknown + $5 - $6 > 0 THEN unknown + $5 - $6 ELSE 0 END
+           WHERE id = $7",
     )
     .bind(count(Outcome::Applied))
     .bind(count(Outcome::Unchanged))
     .bind(count(Outcome::Stale))
-    .bind(count(Outcome::Failed) + count(Outcome::Unknown))
+    .bind(count(Outcome::Failed))
+    .bind(count(Outcome::Unknown))
     .bind(replaced)
     .bind(id)
     .execute(&mut **tx)

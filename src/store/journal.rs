@@ -56,6 +56,7 @@ struct ChangeRow {
     unchanged: i64,
     stale: i64,
     failed: i64,
+    unknown: i64,
     status: ChangeStatus,
 }
 
@@ -80,6 +81,7 @@ fn change_of(r: ChangeRow) -> Result<ChangeRecord, Error> {
         unchanged: r.unchanged,
         stale: r.stale,
         failed: r.failed,
+        unknown: r.unknown,
         status: r.status,
         items: Vec::new(),
     })
@@ -101,6 +103,9 @@ pub struct ChangeRecord {
     pub unchanged: i64,
     pub stale: i64,
     pub failed: i64,
+    /// Messages whose write was sent and never answered: they may have changed. A later
+    /// read-back that shows them as asked makes them `applied` (`store::settle`).
+    pub unknown: i64,
     /// `Executing` from the moment its intent is journaled (before anything is sent) until
     /// its results are recorded, then `Done`. An entry left executing could not record its
     /// results: its items say `unknown`.
@@ -135,7 +140,7 @@ impl Store {
             "SELECT id, created_at, origin, selection, patch, plan, undo_of,
                (SELECT MAX(u.id) FROM changes u WHERE u.undo_of = c.id AND u.applied > 0)
                  AS undone_by,
-               applied, unchanged, stale, failed, status
+               applied, unchanged, stale, failed, unknown, status
              FROM changes c WHERE $1 IS NULL OR id = $1 ORDER BY id DESC LIMIT $2",
         )
         .bind(id)
@@ -354,7 +359,8 @@ pub(crate) async fn insert_change(
 ) -> Result<i64, Error> {
     sqlx::query_scalar(
         "INSERT INTO changes (created_at, origin, selection, patch, plan, undo_of, applied,
-           unchanged, stale, failed, status) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+           unchanged, stale, failed, unknown, status)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
          RETURNING id",
     )
     .bind(now_secs())
@@ -367,6 +373,7 @@ pub(crate) async fn insert_change(
     .bind(change.unchanged)
     .bind(change.stale)
     .bind(change.failed)
+    .bind(change.unknown)
     .bind(change.status)
     .fetch_one(&mut **tx)
     .await

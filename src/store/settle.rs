@@ -102,8 +102,8 @@ pub(super) async fn settle(
     }
     for (change, n) in &per_change {
         sqlx::query(
-            "UPDATE changes SET applied = applied + $1, failed = CASE WHEN failed > $1 THEN failed - $1 ELSE 0 END
-               WHERE id = $2",
+            "UPDATE changes SET applied = applied + $1,
+               unknown = CASE WHEN unknown > $1 THEN unknown - $1 ELSE 0 END WHERE id = $2",
         )
         .bind(n)
         .bind(change)

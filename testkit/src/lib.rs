@@ -18,6 +18,7 @@ pub mod memory;
 pub mod mounts;
 pub mod secret_service;
 pub mod terminal;
+pub mod tokens;
 
 pub mod oauth;
 pub mod postgres;

@@ -65,6 +65,7 @@ pub async fn execute(
             unchanged: 0,
             stale: 0,
             failed: 0,
+            unknown: 0,
             // The manifest is this run's intent: its items stay pending until a batch's
             // checkpoint records them, and a pending item is re-checked on the server.
             status: crate::store::ChangeStatus::Executing,

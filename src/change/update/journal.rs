@@ -21,7 +21,7 @@ pub(super) fn intent_record(request: Request, plan: &[String], intents: &[Intent
         })
         .collect();
     let counts = ChangeReport {
-        failed: items.len() as u64,
+        unknown: items.len() as u64,
         ..ChangeReport::default()
     };
     change_record(
@@ -125,6 +125,7 @@ pub(super) fn change_record(
         unchanged: counts.unchanged as i64,
         stale: counts.stale as i64,
         failed: counts.failed as i64,
+        unknown: counts.unknown as i64,
         status,
         items,
     }
@@ -156,7 +157,8 @@ pub(super) fn tally(report: &mut ChangeReport, intents: &[Intent], results: &[Op
             }
             Outcome::Unchanged => report.unchanged += 1,
             Outcome::Stale => report.stale += 1,
-            Outcome::Failed | Outcome::Unknown => report.failed += 1,
+            Outcome::Failed => report.failed += 1,
+            Outcome::Unknown => report.unknown += 1,
         }
         let Some(result) = result else { continue };
         if let Some(route) = &result.route {

@@ -48,7 +48,12 @@ pub struct ChangeReport {
     pub applied: u64,
     pub unchanged: u64,
     pub stale: u64,
+    /// Messages the server refused, that could not be sent, or whose read-back shows other
+    /// than the change asked (`verification_failed`).
     pub failed: u64,
+    /// Messages whose write was sent and never answered: they may have changed. A rerun
+    /// re-reads them before sending anything again.
+    pub unknown: u64,
     pub failures: Vec<Failure>,
     /// The messages the change applied to, in order.
     #[serde(skip)]

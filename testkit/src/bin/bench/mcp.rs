@@ -260,18 +260,15 @@ impl Session {
     }
 }
 
-/// Tokens (o200k_base, the public BPE closest to what assistants count) of a JSON value as
-/// it is sent, compact.
-fn tokens(bpe: &tiktoken_rs::CoreBPE, value: &Value) -> usize {
-    bpe.encode_with_special_tokens(&value.to_string()).len()
-}
-
 /// The tokens of `tools/list` as `session` gets it.
 async fn tools_list(session: &Session) -> Result<usize> {
-    let bpe = tiktoken_rs::o200k_base()?;
+    let bpe = mailbroker_testkit::tokens::encoder()?;
     let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
     let (_, listed) = rpc(&session.http, &session.url, Some(&session.id), list).await?;
-    Ok(tokens(&bpe, &listed["result"]["tools"]))
+    Ok(mailbroker_testkit::tokens::of(
+        &bpe,
+        &listed["result"]["tools"],
+    ))
 }
 
 /// One tool call's result.
@@ -289,12 +286,15 @@ async fn call(session: &Session, tool: &str, arguments: Value) -> Result<Value> 
 /// share, and the output schemas'), a 20-row search, one HTML newsletter read, and the
 /// journal's 20 newest changes.
 async fn report_tokens(session: &Session) -> Result<()> {
-    let bpe = tiktoken_rs::o200k_base()?;
+    let bpe = mailbroker_testkit::tokens::encoder()?;
     let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
     let (_, listed) = rpc(&session.http, &session.url, Some(&session.id), list).await?;
     let tools = listed["result"]["tools"].as_array().context("no tools")?;
-    let schemas: usize = tools.iter().map(|t| tokens(&bpe, &t["outputSchema"])).sum();
-    let total = tokens(&bpe, &listed["result"]["tools"]);
+    let schemas: usize = tools
+        .iter()
+        .map(|t| mailbroker_testkit::tokens::of(&bpe, &t["outputSchema"]))
+        .sum();
+    let total = mailbroker_testkit::tokens::of(&bpe, &listed["result"]["tools"]);
     println!(
         "full tool list (stdio, or HTTP with --http-allow-writes), {} tools: {total} tokens; output schemas {schemas} ({:.0}%)",
         tools.len(),
@@ -304,7 +304,7 @@ async fn report_tokens(session: &Session) -> Result<()> {
         println!(
             "  {}: {} tokens",
             tool["name"].as_str().unwrap_or("?"),
-            tokens(&bpe, tool)
+            mailbroker_testkit::tokens::of(&bpe, tool)
         );
     }
     let result = call(
@@ -321,9 +321,9 @@ async fn report_tokens(session: &Session) -> Result<()> {
     }
     println!(
         "search_messages, 20 rows: {} tokens (structured content {}, text content {})",
-        tokens(&bpe, &result),
-        tokens(&bpe, &result["structuredContent"]),
-        tokens(&bpe, &result["content"])
+        mailbroker_testkit::tokens::of(&bpe, &result),
+        mailbroker_testkit::tokens::of(&bpe, &result["structuredContent"]),
+        mailbroker_testkit::tokens::of(&bpe, &result["content"])
     );
     let found = call(
         session,
@@ -339,9 +339,9 @@ async fn report_tokens(session: &Session) -> Result<()> {
     let message = &read["structuredContent"]["messages"][0];
     println!(
         "get_messages of one HTML newsletter: {} tokens (body {} characters, {} tokens)",
-        tokens(&bpe, &read),
+        mailbroker_testkit::tokens::of(&bpe, &read),
         message["body_chars"],
-        tokens(&bpe, &message["body"])
+        mailbroker_testkit::tokens::of(&bpe, &message["body"])
     );
     let changes = call(session, "list_changes", json!({})).await?;
     let listed = changes["structuredContent"]["changes"]
@@ -352,7 +352,7 @@ async fn report_tokens(session: &Session) -> Result<()> {
     }
     println!(
         "list_changes, 20 changes: {} tokens",
-        tokens(&bpe, &changes)
+        mailbroker_testkit::tokens::of(&bpe, &changes)
     );
     Ok(())
 }
