@@ -138,7 +138,7 @@ fn confirm_on_terminal(plan: &change::ChangeReport, reason: &str) -> Result<()> 
 }
 
 /// Prints a change report; exits non-zero (as `verification_failed`/`stale_state`/…) when any
-/// message failed, so scripts notice.
+/// message is stale, failed or unknown, so scripts notice.
 pub(super) fn print_change(report: &change::ChangeReport, json: bool) -> Result<u8> {
     if json {
         print_json(None, report)?;
