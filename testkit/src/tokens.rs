@@ -10,7 +10,8 @@ pub fn of(bpe: &tiktoken_rs::CoreBPE, value: &Value) -> usize {
     bpe.encode_with_special_tokens(&value.to_string()).len()
 }
 
-/// The o200k_base encoder (built once per call: a few milliseconds).
+/// The o200k_base encoder. Making one takes milliseconds: a caller counting many values makes
+/// it once.
 pub fn encoder() -> anyhow::Result<tiktoken_rs::CoreBPE> {
     tiktoken_rs::o200k_base()
 }
