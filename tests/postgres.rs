@@ -76,3 +76,49 @@ fn a_bad_database_url_is_refused_with_a_next_step() {
     let local = mb(home.path(), &["account", "list"]);
     assert_eq!(local.code, 0, "{}", local.stdout);
 }
+
+/// A database made before a write's unanswered messages had a count of their own
+/// (PostgreSQL's schema 1) is upgraded when a home connects: each change's `failed` split by
+/// its items' outcomes, as SQLite's index is (`tests/index.rs`).
+#[tokio::test]
+async fn an_older_databases_unanswered_messages_are_counted_as_unknown_after_the_upgrade() {
+    let Some(url) = postgres_database() else {
+        return;
+    };
+    let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&url)
+        .await
+        .unwrap();
+    sqlx::migrate!("./migrations/postgres")
+        .run_to(1, &mut conn)
+        .await
+        .unwrap();
+    sqlx::raw_sql(
+        r#"INSERT INTO changes (id, created_at, origin, selection, patch, plan, applied, failed)
+             VALUES (4, 0, 'cli', '{"ids":[7,8,9]}', '{"flagged":true}', '[]', 1, 2);
+           INSERT INTO change_states (id, change_id, state) VALUES
+             (1, 4, '{"mailbox":"INBOX","read":true,"flagged":false,"tags":[]}');
+           INSERT INTO change_items (change_id, message_id, account_id, outcome, error_type,
+               error, before_state, after_state, before_id) VALUES
+             (4, 7, 'old', 'applied', NULL, NULL, 1, 1, '5:70'),
+             (4, 8, 'old', 'unknown', 'outcome_unknown', 'no answer', 1, NULL, '5:80'),
+             (4, 9, 'old', 'failed', 'verification_failed', 'did not show it', 1, NULL, '5:90');"#,
+    )
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    sqlx::Connection::close(conn).await.unwrap();
+
+    let home = tempfile::tempdir().unwrap();
+    on_postgres(home.path(), &url);
+    let listed = ok(home.path(), &["changes"]);
+    let change = &listed["changes"][0];
+    assert_eq!(
+        (&change["applied"], &change["failed"], &change["unknown"]),
+        (
+            &serde_json::json!(1),
+            &serde_json::json!(1),
+            &serde_json::json!(1)
+        ),
+        "{listed}"
+    );
+}
