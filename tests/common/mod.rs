@@ -210,6 +210,11 @@ pub fn allow_unattended(home: &Path, account: &str) {
 }
 
 /// Runs and insists on success, returning the JSON.
+/// A journaled change's `applied`, `failed` and `unknown` counts, as `changes` shows them.
+pub fn outcome_counts(change: &Value) -> [Option<u64>; 3] {
+    ["applied", "failed", "unknown"].map(|k| change[k].as_u64())
+}
+
 pub fn ok(home: &Path, args: &[&str]) -> Value {
     let run = mb(home, args);
     assert_eq!(
