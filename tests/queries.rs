@@ -594,3 +594,66 @@ async fn an_older_index_learns_lists_and_threads_from_a_full_sync() {
     let alice = ok(home.path(), &["search", "from:alice", "--limit", "1"]);
     assert_eq!(alice["messages"][0]["thread_messages"], 1, "{alice}");
 }
+
+/// `from:sender5@` selected `sender50@…` through `sender59@…` too (its last word matched as
+/// the start of longer words), so `stage-delete 'from:sender5@'` staged mail from eleven
+/// senders. A value that ends in punctuation pins its last word's end, on SQLite and on
+/// PostgreSQL; one that ends in a letter or digit keeps the prefix rule.
+#[tokio::test]
+async fn a_value_ending_in_punctuation_selects_only_what_was_typed() {
+    let Some(dovecot) = server() else {
+        return;
+    };
+    let user = "qry-pinned";
+    let home = tempfile::tempdir().unwrap();
+    let mut imap = ImapClient::connect(dovecot, user).await.unwrap();
+    for (i, from) in [
+        "sender5@example.org",
+        "sender50@example.org",
+        "sender59@example.org",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let mail = message(i, from, &format!("Note {i}"), "hello");
+        imap.append("INBOX", "", &mail).await.unwrap();
+    }
+    add_account(dovecot, home.path(), "q", user, &[]);
+    ok(home.path(), &["sync"]);
+    let senders = |found: &Value| -> Vec<String> {
+        let mut out: Vec<String> = found["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["from"].as_str().unwrap().to_string())
+            .collect();
+        out.sort();
+        out
+    };
+    let pinned = ok(home.path(), &["search", "from:sender5@"]);
+    assert_eq!(senders(&pinned), ["sender5@example.org"], "{pinned}");
+    let open = ok(home.path(), &["search", "from:sender5"]);
+    assert_eq!(senders(&open).len(), 3, "{open}");
+    let domain = ok(home.path(), &["search", "from:sender5@example.org"]);
+    assert_eq!(senders(&domain), ["sender5@example.org"], "{domain}");
+    let staged = ok(home.path(), &["stage-delete", "from:sender5@"]);
+    assert_eq!(staged["manifest"]["summary"]["count"], 1, "{staged}");
+
+    // The same corpus on PostgreSQL finds the same.
+    let Some(url) = common::postgres_database() else {
+        return;
+    };
+    let pg_home = tempfile::tempdir().unwrap();
+    common::on_postgres(pg_home.path(), &url);
+    add_account(dovecot, pg_home.path(), "q", user, &[]);
+    ok(pg_home.path(), &["sync"]);
+    let store = mailbroker::store::Store::connect(&url).await.unwrap();
+    for (text, want) in [
+        ("from:sender5@", 1),
+        ("from:sender5", 3),
+        ("from:sender5@example.org", 1),
+    ] {
+        let query = mailbroker::search::parse(text, 0).unwrap();
+        assert_eq!(store.count(&query).await.unwrap(), want, "{text}");
+    }
+}

@@ -45,6 +45,13 @@ pub enum Term {
     Anywhere,
 }
 
+/// Whether a header value's last word also matches longer words (`from:ali` finds `alice`):
+/// only when the value ends in a letter or digit. A value that ends in punctuation pins its
+/// last word's end, so `from:sender5@` finds `sender5@…` and never `sender50@…`.
+pub fn last_word_open(value: &str) -> bool {
+    value.chars().last().is_some_and(char::is_alphanumeric)
+}
+
 /// A query's tree. `And(vec![])` holds for every message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Expr {

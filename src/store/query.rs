@@ -30,9 +30,15 @@ fn has_words(value: &str) -> bool {
 
 /// `from:`, `to:`, `cc:` and `subject:` as the header index reads them: the value's words in
 /// that order in that field, the last one also as the start of a word (`from:ali` finds
-/// `alice@example.test`, `from:example.test` the whole domain).
+/// `alice@example.test`, `from:example.test` the whole domain) unless the value ends in
+/// punctuation (`search::last_word_open`).
 fn header_match(column: &str, value: &str) -> String {
-    format!("{column} : {} *", fts_phrase(value))
+    let star = if crate::search::last_word_open(value) {
+        " *"
+    } else {
+        ""
+    };
+    format!("{column} : {}{star}", fts_phrase(value))
 }
 
 /// A substring, case-insensitively (SQLite's LIKE is; PostgreSQL's ILIKE is).
@@ -64,7 +70,8 @@ fn header_column(term: &Term) -> Option<(&'static str, &str)> {
 /// its header fields, joined by AND and OR.
 #[derive(Clone)]
 pub(super) enum Match {
-    /// `value`'s words in order; in a header field, the last also as the start of a word.
+    /// `value`'s words in order; in a header field, the last also as the start of a word
+    /// when the value ends in one.
     Phrase {
         value: String,
         column: Option<&'static str>,

@@ -223,7 +223,8 @@ impl Lexicon {
     }
 
     /// A `tsquery` matching `value`'s words in order, in header field `column` when one is
-    /// given (its last word also as the start of a word, as FTS5's `*`). `None` when the
+    /// given (its last word also as the start of a word, as FTS5's `*`, when the value ends
+    /// in a letter or digit: `search::last_word_open`). `None` when the
     /// value has no word PostgreSQL could hold: FTS5 finds nothing for it either.
     pub(super) fn tsquery(&self, value: &str, column: Option<&str>) -> Option<String> {
         let words = self.0.get(value)?;
@@ -232,11 +233,12 @@ impl Lexicon {
         }
         let weight = column.and_then(|c| FIELDS.iter().find(|(f, _)| *f == c).map(|(_, w)| *w));
         let last = words.len() - 1;
+        let open = crate::search::last_word_open(value);
         let lexemes: Vec<String> = words
             .iter()
             .enumerate()
             .map(|(i, w)| {
-                let star = if weight.is_some() && i == last {
+                let star = if weight.is_some() && open && i == last {
                     "*"
                 } else {
                     ""
@@ -283,14 +285,21 @@ mod tests {
 
     #[tokio::test]
     async fn a_query_is_words_in_order_and_only_words() {
-        let query =
-            crate::search::parse("from:alice@example.te \"Quarterly report\" x'|!y", 0).unwrap();
+        let query = crate::search::parse(
+            "from:alice@example.te from:sender5@ \"Quarterly report\" x'|!y",
+            0,
+        )
+        .unwrap();
         let lexicon = Lexicon::of(&query).await.unwrap();
         assert_eq!(
             lexicon
                 .tsquery("alice@example.te", Some("from_addr"))
                 .as_deref(),
             Some("'alice':A <-> 'example':A <-> 'te':*A")
+        );
+        assert_eq!(
+            lexicon.tsquery("sender5@", Some("from_addr")).as_deref(),
+            Some("'sender5':A")
         );
         assert_eq!(
             lexicon.tsquery("Quarterly report", None).as_deref(),
