@@ -607,16 +607,29 @@ async fn a_write_after_a_revoked_grant_asks_for_login() {
     assert_eq!(run.json["next_step"], "run: mailbroker account login ms");
 }
 
-/// Graph has no List-Id, only the List-Unsubscribe links it parsed: a message offering them
-/// is from the list of the host they lead to.
+/// Graph v1.0 has no list property (`unsubscribeEnabled` is beta only, and v1.0 refuses a
+/// `$select` naming it): the list comes from the `List-Id` and `List-Unsubscribe` headers,
+/// which Exchange keeps as extended properties that the delta expands. A message with a
+/// List-Id is found by it; one offering only unsubscribe links by the host they lead to;
+/// one whose headers came after the first sync by the next, incremental, one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mail_with_unsubscribe_links_is_found_by_its_list() {
+async fn mail_from_lists_is_found_by_its_list_through_v1_only() {
     let mock = GraphMock::start("me@mock.example").await.unwrap();
     let plain = mock.seed(2, "inbox", "friend@example.test", true);
-    let news = mock.seed(1, "inbox", "news@shop.example", true);
-    assert!(mock.set_unsubscribe(
+    let news = mock.seed(3, "inbox", "news@shop.example", true);
+    assert!(mock.set_internet_headers(
         &news[0],
-        &["<mailto:out@esp.example>", "<https://shop.example/u?1>"]
+        &[(
+            "List-Unsubscribe",
+            "<mailto:out@esp.example>, <https://shop.example/u?1>"
+        )]
+    ));
+    assert!(mock.set_internet_headers(
+        &news[1],
+        &[
+            ("List-Id", "Weekly <weekly.news.example>"),
+            ("List-Unsubscribe", "<https://shop.example/u?2>"),
+        ]
     ));
     let home = tempfile::tempdir().unwrap();
     add_account(&mock, home.path()).await;
@@ -625,8 +638,18 @@ async fn mail_with_unsubscribe_links_is_found_by_its_list() {
     assert_eq!(found["total"], 1, "{found}");
     assert_eq!(found["messages"][0]["list"], "shop.example", "{found}");
     assert_eq!(found["messages"][0]["remote_id"], news[0], "{found}");
+    let weekly = ok(home.path(), &["search", "list:weekly.news.example"]);
+    assert_eq!(weekly["total"], 1, "{weekly}");
+    assert_eq!(weekly["messages"][0]["remote_id"], news[1], "{weekly}");
     let other = ok(home.path(), &["search", "-is:list"]);
-    assert_eq!(other["total"], plain.len(), "{other}");
+    assert_eq!(other["total"], plain.len() + 1, "{other}");
+
+    // The delta link carries the expansion: a later change is read with its headers.
+    assert!(mock.set_internet_headers(&news[2], &[("List-Id", "<deals.shop.example>")]));
+    ok(home.path(), &["sync"]);
+    let deals = ok(home.path(), &["search", "list:deals.shop.example"]);
+    assert_eq!(deals["total"], 1, "{deals}");
+    assert_eq!(deals["messages"][0]["remote_id"], news[2], "{deals}");
 }
 
 /// An Outlook conversation (conversationId) is one thread for `thread:`.

@@ -99,6 +99,83 @@ fn refused(state: &State, method: &str, parts: &[&str], token: &str) -> Option<A
     ))
 }
 
+/// What an endpoint's request may carry, after Graph v1.0's reference: the type whose
+/// properties its query options name, and its body (an entity of a type, or an action's
+/// documented parameters).
+enum Body {
+    None,
+    Entity(&'static str),
+    Action(&'static [&'static str]),
+    /// A `$batch` envelope: its requests are each checked when they are dispatched.
+    Batch,
+}
+
+fn endpoint(method: &str, parts: &[&str]) -> Option<(&'static str, Body)> {
+    Some(match (method, parts) {
+        ("POST", ["$batch"]) => ("Message", Body::Batch),
+        ("GET", ["me"]) => ("User", Body::None),
+        ("GET", ["me", "mailFolders", ..]) if !parts.contains(&"messages") => {
+            ("MailFolder", Body::None)
+        }
+        ("POST", ["me", "mailFolders"] | ["me", "mailFolders", _, "childFolders"]) => {
+            ("MailFolder", Body::Entity("MailFolder"))
+        }
+        ("GET", ["me", "mailFolders", _, "messages", "delta" | "delta()"]) => {
+            ("Message", Body::None)
+        }
+        ("GET", ["me", "messages", _] | ["me", "messages", _, "$value"]) => ("Message", Body::None),
+        ("PATCH", ["me", "messages", _]) => ("Message", Body::Entity("Message")),
+        // Actions' parameters are in Microsoft's reference pages (message: move,
+        // permanentDelete), not in the type definitions.
+        ("POST", ["me", "messages", _, "move"]) => ("Message", Body::Action(&["destinationId"])),
+        ("POST", ["me", "messages", _, "permanentDelete"]) => ("Message", Body::Action(&[])),
+        ("GET", ["me", "outlook", "masterCategories"]) => ("OutlookCategory", Body::None),
+        ("POST", ["me", "outlook", "masterCategories"]) => {
+            ("OutlookCategory", Body::Entity("OutlookCategory"))
+        }
+        _ => return None,
+    })
+}
+
+/// Whether the request names only what Graph v1.0 documents for its endpoint: its query
+/// options' names are properties of the endpoint's type, its body's of the body's type (or
+/// the action's parameters). A path the mock does not serve is refused as unsupported.
+fn documented(
+    state: &State,
+    method: &str,
+    parts: &[&str],
+    req: &Inner,
+) -> Result<(), crate::schema::Refusal> {
+    use crate::schema::Refusal;
+    let Some((ty, body)) = endpoint(method, parts) else {
+        return Err(Refusal {
+            status: 400,
+            code: "BadRequest",
+            message: format!("Unsupported request: {method} /{}", parts.join("/")),
+        });
+    };
+    state.schema.check_query(ty, &req.query)?;
+    match body {
+        Body::None | Body::Batch => Ok(()),
+        Body::Entity(ty) => state.schema.check_body(ty, &req.body),
+        Body::Action(parameters) => match &req.body {
+            Value::Object(fields) => match fields.keys().find(|k| {
+                !k.starts_with("@odata.") && !parameters.iter().any(|p| p.eq_ignore_ascii_case(k))
+            }) {
+                Some(unknown) => Err(Refusal {
+                    status: 400,
+                    code: "RequestBodyRead",
+                    message: format!(
+                        "The parameter '{unknown}' in the request payload is not a valid parameter for the operation."
+                    ),
+                }),
+                None => Ok(()),
+            },
+            _ => Ok(()),
+        },
+    }
+}
+
 /// Most requests a `$batch` may carry.
 pub const MAX_BATCH: usize = 20;
 /// A delta page's size when the client does not ask (`Prefer: odata.maxpagesize`).
@@ -114,6 +191,12 @@ pub fn dispatch(state: &mut State, base: &str, req: &Inner) -> Answer {
     let method = req.method.as_str();
     if let Some(refusal) = refused(state, method, &parts, &req.token) {
         return refusal;
+    }
+    if let Err(refusal) = documented(state, method, &parts, req) {
+        state
+            .wire
+            .undocumented(format!("{method} /{path}: {}", refusal.message));
+        return error(refusal.status, refusal.code, &refusal.message);
     }
     // Any request may be throttled, a `$batch` envelope too (Microsoft's throttling and
     // batching guidance exempts none): then none of its requests ran.
@@ -162,7 +245,7 @@ fn route(
             delta(state, base, id, req)
         }
         ("GET", ["me", "messages", id]) => match state.messages.get(*id) {
-            Some(m) => ok(select(m.json(), req.query.get("$select"))),
+            Some(m) => ok(shaped(m, &req.query)),
             None => not_found("message"),
         },
         ("GET", ["me", "messages", id, "$value"]) => match state.messages.get(*id) {
@@ -228,6 +311,37 @@ fn create_folder(state: &mut State, parent: Option<&str>, req: &Inner) -> Answer
     }
 }
 
+/// A message as a request's `$select` and `$expand` shape it: the selected properties (and
+/// `id`), and the single-value extended properties its `$expand` asks for by id.
+fn shaped(m: &crate::state::Message, query: &HashMap<String, String>) -> Value {
+    let mut out = select(m.json(), query.get("$select"));
+    let asked = query
+        .get("$expand")
+        .map(|e| extended_ids(e))
+        .unwrap_or_default();
+    let found = m.extended_properties(&asked);
+    if !found.is_empty() {
+        out["singleValueExtendedProperties"] = Value::Array(found);
+    }
+    out
+}
+
+/// The ids an `$expand=singleValueExtendedProperties($filter=id eq '…' or id eq '…')`
+/// names.
+fn extended_ids(expand: &str) -> Vec<String> {
+    let Some(filter) = expand
+        .split_once("singleValueExtendedProperties(")
+        .map(|(_, rest)| rest)
+    else {
+        return Vec::new();
+    };
+    filter
+        .split("id eq '")
+        .skip(1)
+        .filter_map(|rest| rest.split_once('\'').map(|(id, _)| id.to_string()))
+        .collect()
+}
+
 /// Keeps only the `$select`ed properties (and `id`, which Graph always returns).
 fn select(message: Value, selected: Option<&String>) -> Value {
     let Some(selected) = selected else {
@@ -249,21 +363,24 @@ fn select(message: Value, selected: Option<&String>) -> Value {
 /// span the run covers and the last id listed (items go in id order, so a change while a
 /// client pages shifts nothing); the last page carries `@odata.deltaLink` current with the
 /// moment the run began, so what changes while a client pages is listed by the next delta,
-/// not lost.
+/// not lost. Both tokens carry the first call's `$select` and `$expand`, as Graph encodes a
+/// delta's query options into its links.
 fn delta(state: &State, base: &str, folder: &str, req: &Inner) -> Answer {
     let Some(folder) = state.folder(folder).map(|f| f.id.clone()) else {
         return not_found("folder");
     };
-    let (since, now, after) = match (req.query.get("$skiptoken"), req.query.get("$deltatoken")) {
-        (Some(skip), _) => match parse_skip(skip) {
-            Some(t) => t,
-            None => return error(400, "ErrorInvalidUrlQuery", "bad $skiptoken"),
-        },
-        (None, Some(token)) => match token.parse::<u64>() {
-            Ok(since) => (since, state.seq, String::new()),
-            Err(_) => return error(400, "ErrorInvalidUrlQuery", "bad $deltatoken"),
-        },
-        (None, None) => (0, state.seq, String::new()),
+    let first = || {
+        let options = DeltaOptions::of(&req.query);
+        Some((0, state.seq, options, String::new()))
+    };
+    let run = match (req.query.get("$skiptoken"), req.query.get("$deltatoken")) {
+        (Some(skip), _) => parse_skip(skip),
+        (None, Some(token)) => parse_delta_token(token)
+            .map(|(since, options)| (since, state.seq, options, String::new())),
+        (None, None) => first(),
+    };
+    let Some((since, now, options, after)) = run else {
+        return error(400, "ErrorInvalidUrlQuery", "bad delta token");
     };
     if since > 0 && since < state.oldest_delta {
         return error(
@@ -282,7 +399,7 @@ fn delta(state: &State, base: &str, folder: &str, req: &Inner) -> Answer {
     let (changed, removed) = state.delta(&folder, since, now);
     let mut items: Vec<(String, Value)> = changed
         .iter()
-        .map(|m| (m.id.clone(), select(m.json(), req.query.get("$select"))))
+        .map(|m| (m.id.clone(), shaped(m, &options.0)))
         .collect();
     // A first run lists what is there; only a later one says what left.
     let removed = match since {
@@ -301,21 +418,56 @@ fn delta(state: &State, base: &str, folder: &str, req: &Inner) -> Answer {
         |query: String| format!("{base}/v1.0/me/mailFolders/{folder}/messages/delta?{query}");
     let last = items.last().map(|(id, _)| id.clone()).unwrap_or_default();
     let mut body = json!({ "value": items.into_iter().map(|(_, v)| v).collect::<Vec<_>>() });
+    let carried = options.encode();
     if more {
-        body["@odata.nextLink"] = link(format!("$skiptoken={since}.{now}.{last}")).into();
+        body["@odata.nextLink"] = link(format!("$skiptoken={since}.{now}.{carried}.{last}")).into();
     } else {
-        body["@odata.deltaLink"] = link(format!("$deltatoken={now}")).into();
+        body["@odata.deltaLink"] = link(format!("$deltatoken={now}.{carried}")).into();
     }
     ok(body)
 }
 
-fn parse_skip(token: &str) -> Option<(u64, u64, String)> {
-    let mut parts = token.splitn(3, '.');
+/// A delta's `$select` and `$expand`, carried in its tokens (URL-safe base64 of JSON).
+struct DeltaOptions(HashMap<String, String>);
+
+impl DeltaOptions {
+    fn of(query: &HashMap<String, String>) -> DeltaOptions {
+        let kept = query
+            .iter()
+            .filter(|(k, _)| matches!(k.as_str(), "$select" | "$expand"))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        DeltaOptions(kept)
+    }
+
+    fn encode(&self) -> String {
+        use base64::Engine;
+        let json = serde_json::to_vec(&self.0).unwrap_or_default();
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json)
+    }
+
+    fn decode(text: &str) -> Option<DeltaOptions> {
+        use base64::Engine;
+        let json = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(text)
+            .ok()?;
+        serde_json::from_slice(&json).ok().map(DeltaOptions)
+    }
+}
+
+fn parse_skip(token: &str) -> Option<(u64, u64, DeltaOptions, String)> {
+    let mut parts = token.splitn(4, '.');
     Some((
         parts.next()?.parse().ok()?,
         parts.next()?.parse().ok()?,
+        DeltaOptions::decode(parts.next()?)?,
         parts.next()?.to_string(),
     ))
+}
+
+fn parse_delta_token(token: &str) -> Option<(u64, DeltaOptions)> {
+    let (since, options) = token.split_once('.')?;
+    Some((since.parse().ok()?, DeltaOptions::decode(options)?))
 }
 
 /// PATCH of a message's writable mail properties. `If-Match` with another changeKey is

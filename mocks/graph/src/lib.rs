@@ -12,6 +12,7 @@
 
 mod api;
 mod oauth;
+pub mod schema;
 mod state;
 
 use std::collections::HashMap;
@@ -27,6 +28,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 pub use api::MAX_BATCH;
+use mailbroker_mock_server::contract::WireLog;
 pub use oauth::DEVICE_GRANT;
 use state::State;
 pub use state::{Logged, WELL_KNOWN};
@@ -39,11 +41,19 @@ fn lock(state: &Shared) -> std::sync::MutexGuard<'_, State> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// A running mock; stops when dropped.
+/// A running mock; stops when dropped, and then fails the test if any request carried what
+/// Graph v1.0's published types do not document (`mailbroker_mock_server::contract`).
 pub struct GraphMock {
     pub url: String,
     state: Shared,
+    wire: WireLog,
     _served: mailbroker_mock_server::Served,
+}
+
+impl Drop for GraphMock {
+    fn drop(&mut self) {
+        self.wire.check();
+    }
 }
 
 #[derive(Clone)]
@@ -410,7 +420,9 @@ impl GraphMock {
     }
 
     fn serve(email: &str, bound: mailbroker_mock_server::Bound) -> std::io::Result<GraphMock> {
-        let state: Shared = Arc::new(Mutex::new(State::new(email)));
+        let wire = WireLog::default();
+        let state = State::new(email, schema::v1()?, wire.clone());
+        let state: Shared = Arc::new(Mutex::new(state));
         let app = router(App {
             state: state.clone(),
             base: bound.url.clone(),
@@ -419,8 +431,14 @@ impl GraphMock {
         Ok(GraphMock {
             url: served.url.clone(),
             state,
+            wire,
             _served: served,
         })
+    }
+
+    /// What requests carried that Graph v1.0 does not document (each was refused).
+    pub fn wire(&self) -> &WireLog {
+        &self.wire
     }
 
     /// The request log so far.
@@ -444,14 +462,18 @@ impl GraphMock {
         lock(&self.state).seed(count, folder, from, unread)
     }
 
-    /// Gives message `id` these `List-Unsubscribe` links (a change, as a new header would
-    /// be for a message delivered again); whether it exists.
-    pub fn set_unsubscribe(&self, id: &str, links: &[&str]) -> bool {
+    /// Gives message `id` these Internet headers (`List-Id`, `List-Unsubscribe`), kept as
+    /// Exchange keeps them, as extended properties (a change, as for a message delivered
+    /// again); whether it exists.
+    pub fn set_internet_headers(&self, id: &str, headers: &[(&str, &str)]) -> bool {
         let mut state = lock(&self.state);
         let Some(m) = state.messages.get_mut(id) else {
             return false;
         };
-        m.unsubscribe = links.iter().map(|l| l.to_string()).collect();
+        m.internet_headers = headers
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect();
         state.touch(id);
         true
     }

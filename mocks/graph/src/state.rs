@@ -42,8 +42,10 @@ pub struct Message {
     pub internet_message_id: String,
     /// The conversation it belongs to, when not one of its own.
     pub conversation: Option<String>,
-    /// Its `List-Unsubscribe` links, as Graph parses them into `unsubscribeData`.
-    pub unsubscribe: Vec<String>,
+    /// Internet headers Exchange keeps as named properties of the `PS_INTERNET_HEADERS`
+    /// property set (`List-Id`, `List-Unsubscribe`): name and value. Graph v1.0 returns them
+    /// only as single-value extended properties a request expands by id.
+    pub internet_headers: Vec<(String, String)>,
     /// The sequence number of its last change; its changeKey is derived from it.
     pub changed: u64,
 }
@@ -55,12 +57,13 @@ impl Message {
 
     /// Its MIME source, as `GET /me/messages/{id}/$value` returns it.
     pub fn mime(&self) -> String {
-        let unsubscribe = match self.unsubscribe.as_slice() {
-            [] => String::new(),
-            links => format!("List-Unsubscribe: {}\r\n", links.join(", ")),
-        };
+        let extra: String = self
+            .internet_headers
+            .iter()
+            .map(|(name, value)| format!("{name}: {value}\r\n"))
+            .collect();
         format!(
-            "From: {from}\r\nTo: me@mock.example\r\nSubject: {subject}\r\n{unsubscribe}\
+            "From: {from}\r\nTo: me@mock.example\r\nSubject: {subject}\r\n{extra}\
              Message-ID: {mid}\r\nMIME-Version: 1.0\r\n\
              Content-Type: text/plain; charset=utf-8\r\n\r\nBody of {subject}.\r\n",
             from = self.from,
@@ -69,7 +72,22 @@ impl Message {
         )
     }
 
-    /// The message as Graph returns it, every property the mock keeps.
+    /// Its single-value extended properties whose ids are among `ids` (compared as Exchange
+    /// compares them: the property set's GUID in any case, the name exactly), as Graph
+    /// returns them (the GUID in lower case).
+    pub fn extended_properties(&self, ids: &[String]) -> Vec<Value> {
+        self.internet_headers
+            .iter()
+            .filter_map(|(name, value)| {
+                let id = format!("String {{{PS_INTERNET_HEADERS}}} Name {name}");
+                ids.iter()
+                    .any(|asked| same_property_id(asked, &id))
+                    .then(|| json!({ "id": id, "value": value }))
+            })
+            .collect()
+    }
+
+    /// The message as Graph v1.0 returns it, every property the mock keeps.
     pub fn json(&self) -> Value {
         json!({
             "@odata.type": "#microsoft.graph.message",
@@ -89,10 +107,21 @@ impl Message {
             "conversationId": self.conversation.clone().unwrap_or_else(|| format!("conv-{}", self.id)),
             "hasAttachments": false,
             "bodyPreview": format!("Preview of {}", self.subject),
-            "unsubscribeEnabled": !self.unsubscribe.is_empty(),
-            "unsubscribeData": self.unsubscribe,
         })
     }
+}
+
+/// The property set Exchange keeps Internet headers in (MS-OXPROPS), as Graph returns it.
+pub const PS_INTERNET_HEADERS: &str = "00020386-0000-0000-c000-000000000046";
+
+/// Whether two extended property ids name one property: `String {GUID} Name N`, the GUID
+/// in any case, the name exactly (Graph documents the name filter as case-sensitive).
+fn same_property_id(a: &str, b: &str) -> bool {
+    let split = |id: &str| {
+        let (set, name) = id.split_once("} Name ")?;
+        Some((set.to_ascii_lowercase(), name.to_string()))
+    };
+    split(a).is_some() && split(a) == split(b)
 }
 
 /// A message that left a folder: listed as `@removed` by deltas from before `at`.
@@ -179,10 +208,18 @@ pub struct State {
     pub oldest_delta: u64,
     next_id: u64,
     pub log: Vec<Logged>,
+    /// Graph v1.0's published types, which every request is checked against.
+    pub schema: std::sync::Arc<crate::schema::Schema>,
+    /// What requests carried that the schema lacks.
+    pub wire: mailbroker_mock_server::contract::WireLog,
 }
 
 impl State {
-    pub fn new(email: &str) -> State {
+    pub fn new(
+        email: &str,
+        schema: std::sync::Arc<crate::schema::Schema>,
+        wire: mailbroker_mock_server::contract::WireLog,
+    ) -> State {
         let mut state = State {
             email: email.to_string(),
             identity: crate::oauth::Identity::new(),
@@ -195,6 +232,8 @@ impl State {
             oldest_delta: 0,
             next_id: 0,
             log: Vec::new(),
+            schema,
+            wire,
         };
         for (well_known, name) in WELL_KNOWN {
             let id = state.new_id("folder");
@@ -246,7 +285,6 @@ impl State {
             "childFolderCount": self.folders.iter().filter(|c| c.parent.as_ref() == Some(&f.id)).count(),
             "totalItemCount": self.messages.values().filter(here).count(),
             "unreadItemCount": self.messages.values().filter(here).filter(|m| !m.is_read).count(),
-            "wellKnownName": f.well_known,
         })
     }
 
@@ -277,7 +315,7 @@ impl State {
                         flag: "notFlagged".into(),
                         categories: Vec::new(),
                         internet_message_id: format!("<m{n}@mock.example>"),
-                        unsubscribe: Vec::new(),
+                        internet_headers: Vec::new(),
                         conversation: None,
                         changed,
                     },
@@ -356,9 +394,29 @@ impl State {
 mod tests {
     use super::*;
 
+    fn state() -> State {
+        let schema = crate::schema::v1().expect("Graph v1.0's published types");
+        State::new("me@mock.example", schema, Default::default())
+    }
+
+    /// The mock answers only with what Graph v1.0 has: every property of a message and a
+    /// folder it returns is one of the published types' (a beta-only property the mock sent
+    /// would teach the adapter to read what the real service never gives).
+    #[test]
+    fn what_the_mock_returns_is_in_the_published_types() {
+        let mut s = state();
+        let ids = s.seed(1, "inbox", "a@example.test", true);
+        let message = s.messages[&ids[0]].json();
+        s.schema.check_body("Message", &message).unwrap();
+        let folder = s.folders[0].clone();
+        s.schema
+            .check_body("MailFolder", &s.folder_json(&folder))
+            .unwrap();
+    }
+
     #[test]
     fn a_delta_lists_what_changed_and_what_left_after_its_point() {
-        let mut s = State::new("me@mock.example");
+        let mut s = state();
         let ids = s.seed(3, "inbox", "a@example.test", true);
         let inbox = s.folder("inbox").map(|f| f.id.clone()).unwrap_or_default();
         let point = s.seq;

@@ -605,3 +605,91 @@ async fn a_message_source_is_its_value() {
     let (status, _) = basic.get(&format!("/me/messages/{id}/$value")).await;
     assert_eq!(status, 403);
 }
+
+/// The wire contract, shown once with requests that are wrong on purpose: Graph v1.0 refuses
+/// a `$select` naming a beta-only property (`unsubscribeEnabled`) with its own 400 and text,
+/// and a PATCH body or `$expand` naming what the published types lack, alone or inside a
+/// `$batch`; the mock records each, and a mock that saw one fails its test when dropped
+/// (which is how every adapter test in the suite is held to the schema).
+#[tokio::test]
+async fn what_v1_does_not_document_is_refused_and_fails_the_test() {
+    let mock = GraphMock::start("me@mock.example").await.unwrap();
+    let id = mock.seed(1, "inbox", "a@example.test", true).remove(0);
+    let api = Api::new(&mock);
+    let (status, body) = api
+        .get("/me/mailFolders/inbox/messages/delta?$select=id,isRead,unsubscribeEnabled,unsubscribeData")
+        .await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["code"], "RequestBroker--ParseUri");
+    assert_eq!(
+        body["error"]["message"],
+        "Could not find a property named 'unsubscribeEnabled' on type 'microsoft.graph.message'."
+    );
+    // What v1.0 has passes, its nested expansion included.
+    let expand = "singleValueExtendedProperties($filter=id eq 'String {00020386-0000-0000-C000-000000000046} Name List-Id')";
+    let (status, body) = api
+        .get(&format!(
+            "/me/messages/{id}?$select=isRead,conversationId&$expand={expand}"
+        ))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = api.get(&format!("/me/messages/{id}?$expand=flag")).await;
+    assert_eq!(status, 400, "a complex property is not expandable: {body}");
+
+    let (status, body) = api
+        .patch(
+            &id,
+            json!({"isRead": true, "unsubscribeEnabled": false}),
+            None,
+        )
+        .await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["code"], "RequestBodyRead");
+    assert!(
+        body["error"]["message"].as_str().unwrap().starts_with(
+            "The property 'unsubscribeEnabled' does not exist on type 'microsoft.graph.message'"
+        ),
+        "{body}"
+    );
+    let (status, body) = api
+        .patch(&id, json!({"flag": {"flagStatus": "urgent"}}), None)
+        .await;
+    assert_eq!(status, 400, "an enum value v1.0 lacks: {body}");
+    let (status, body) = api
+        .post(
+            "/$batch",
+            json!({"requests": [{"id": "1", "method": "PATCH", "url": format!("/me/messages/{id}"),
+                "headers": {"Content-Type": "application/json"}, "body": {"importanceX": "high"}}]}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["responses"][0]["status"], 400, "{body}");
+    assert_eq!(
+        mock.message(&id).unwrap()["isRead"],
+        false,
+        "nothing refused was applied"
+    );
+
+    let seen = mock.wire().seen();
+    assert_eq!(seen.len(), 5, "{seen:#?}");
+    assert!(seen[0].contains("unsubscribeEnabled"), "{seen:#?}");
+    assert!(seen[4].contains("importanceX"), "{seen:#?}");
+    // Dropped, the mock fails the test that sent these, naming them.
+    let failed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(mock)));
+    let message = failed.expect_err("dropping a mock that saw undocumented requests fails");
+    let message = message
+        .downcast_ref::<String>()
+        .cloned()
+        .unwrap_or_default();
+    assert!(message.contains("unsubscribeEnabled"), "{message}");
+    assert!(message.contains("importanceX"), "{message}");
+
+    // A test that means to send such requests says so, and its mock drops quietly.
+    let quiet = GraphMock::start("me@mock.example").await.unwrap();
+    quiet.wire().expect_undocumented();
+    let (status, _) = Api::new(&quiet)
+        .get("/me/mailFolders/inbox/messages/delta?$select=unsubscribeData")
+        .await;
+    assert_eq!(status, 400);
+    drop(quiet);
+}

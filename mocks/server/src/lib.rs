@@ -1,7 +1,11 @@
-//! Serving a mock on a free loopback port, in the current tokio runtime, until it is
-//! dropped, over plain HTTP or TLS (for clients that insist on https, as Microsoft's sign-in
-//! library does). Binding comes first so a mock can put its own URL into what it serves
-//! (links).
+//! What the mocks share: serving on a free loopback port, in the current tokio runtime,
+//! until dropped, over plain HTTP or TLS (for clients that insist on https, as Microsoft's
+//! sign-in library does); the providers' published schemas (`published`); and the record
+//! of what a client sent that those schemas lack (`contract`). Binding comes first so a
+//! mock can put its own URL into what it serves (links).
+
+pub mod contract;
+pub mod published;
 
 use std::net::SocketAddr;
 use std::path::Path;

@@ -130,18 +130,52 @@ pub fn meta_of(m: &Value) -> Option<MessageMeta> {
     })
 }
 
-/// The list a message came from: Graph offers no `List-Id`, only the parsed
-/// `List-Unsubscribe` links, so the host they lead to.
-fn list_of(m: &Value) -> Option<String> {
-    if m["unsubscribeEnabled"].as_bool() != Some(true) {
-        return None;
-    }
-    let links: Vec<&str> = m["unsubscribeData"]
+/// The property set Exchange keeps a message's Internet headers in (`PS_INTERNET_HEADERS`,
+/// MS-OXPROPS).
+const PS_INTERNET_HEADERS: &str = "00020386-0000-0000-C000-000000000046";
+/// The headers a list is read from, as Graph v1.0 exposes them: single-value extended
+/// properties named `String {PS_INTERNET_HEADERS} Name <header>`.
+const LIST_HEADERS: [&str; 2] = ["List-Id", "List-Unsubscribe"];
+
+fn header_property(name: &str) -> String {
+    format!("String {{{PS_INTERNET_HEADERS}}} Name {name}")
+}
+
+/// The `$expand` value that asks a delta (or a GET) for the list headers: Graph v1.0
+/// documents `$expand` on message delta and `singleValueExtendedProperties($filter=id eq …)`
+/// on messages. Percent-encoded, as the filter holds spaces and quotes.
+pub fn list_headers_expand() -> String {
+    let ids: Vec<String> = LIST_HEADERS
+        .iter()
+        .map(|h| format!("id eq '{}'", header_property(h)))
+        .collect();
+    let expand = format!(
+        "singleValueExtendedProperties($filter={})",
+        ids.join(" or ")
+    );
+    percent_encoding::utf8_percent_encode(&expand, percent_encoding::NON_ALPHANUMERIC).to_string()
+}
+
+/// The value of Internet header `name` among the message's expanded extended properties
+/// (Graph writes the set's GUID in its own case; the name is compared as written).
+fn header_value<'a>(m: &'a Value, name: &str) -> Option<&'a str> {
+    let wanted = header_property(name).to_ascii_lowercase();
+    m["singleValueExtendedProperties"]
         .as_array()?
         .iter()
-        .filter_map(Value::as_str)
-        .collect();
-    mailbroker_core::list_of(None, &links)
+        .find(|p| {
+            p["id"]
+                .as_str()
+                .is_some_and(|id| id.to_ascii_lowercase() == wanted)
+        })?["value"]
+        .as_str()
+}
+
+/// The list a message came from: its `List-Id`, else the host its `List-Unsubscribe` links
+/// lead to, as for every provider. Where Exchange kept neither header as a property, none.
+fn list_of(m: &Value) -> Option<String> {
+    let unsubscribe: Vec<&str> = header_value(m, "List-Unsubscribe").into_iter().collect();
+    mailbroker_core::list_of(header_value(m, "List-Id"), &unsubscribe)
 }
 
 /// Seconds since the epoch of an RFC 3339 time as Graph writes it (`2026-11-02T10:00:00Z`).
@@ -175,6 +209,29 @@ mod tests {
         assert_eq!(meta.flags.tags, vec!["Red", "Work"]);
         assert_eq!(meta.date, Some(1_793_613_600));
         assert!(meta_of(&json!({"subject": "no id"})).is_none());
+        assert_eq!(meta.list, None);
+    }
+
+    #[test]
+    fn a_list_is_read_from_the_expanded_header_properties() {
+        let property = |name: &str, value: &str| {
+            json!({"id": format!("String {{00020386-0000-0000-c000-000000000046}} Name {name}"),
+                   "value": value})
+        };
+        let m = json!({"id": "A", "singleValueExtendedProperties": [
+            property("List-Unsubscribe", "<https://news.example/out>"),
+            property("List-Id", "Weekly <weekly.news.example>"),
+        ]});
+        assert_eq!(
+            meta_of(&m).unwrap().list.as_deref(),
+            Some("weekly.news.example")
+        );
+        let links = json!({"id": "B", "singleValueExtendedProperties": [
+            property("List-Unsubscribe", "<mailto:x@esp.example>, <https://Shop.Example/u>"),
+        ]});
+        assert!(meta_of(&links).unwrap().list.is_some());
+        let expand = list_headers_expand();
+        assert!(!expand.contains(' ') && !expand.contains('\''), "{expand}");
     }
 
     #[test]

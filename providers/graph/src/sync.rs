@@ -22,10 +22,10 @@ use serde_json::Value;
 use crate::client::{Client, Inner, Page};
 use crate::convert::{self, Folder};
 
-/// What the index keeps of a message: the delta's `$select`.
+/// What the index keeps of a message: the delta's `$select`, every name a property of
+/// Graph v1.0's `message`.
 const SELECT: &str = "id,subject,from,toRecipients,ccRecipients,receivedDateTime,isRead,flag,\
-categories,parentFolderId,changeKey,internetMessageId,hasAttachments,bodyPreview,conversationId,\
-unsubscribeEnabled,unsubscribeData";
+categories,parentFolderId,changeKey,internetMessageId,hasAttachments,bodyPreview,conversationId";
 /// Messages per delta page.
 pub const PAGE: usize = 200;
 
@@ -86,8 +86,9 @@ pub async fn folders(client: &Client) -> Result<Vec<Folder>> {
 
 fn first_delta(folder: &Folder) -> String {
     format!(
-        "me/mailFolders/{}/messages/delta?$select={SELECT}",
-        folder.id
+        "me/mailFolders/{}/messages/delta?$select={SELECT}&$expand={}",
+        folder.id,
+        convert::list_headers_expand()
     )
 }
 
