@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::state::{Event, SCOPE_FULL, State};
+use crate::state::{Event, State};
 
 pub type Shared = Arc<Mutex<State>>;
 
@@ -33,24 +33,58 @@ fn lock(state: &Shared) -> std::sync::MutexGuard<'_, State> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// Scopes of the request's token, set by `authorize`.
+/// What every API call passes through: the mailbox, and Gmail v1's discovery document with
+/// the record of what requests carried that it lacks.
 #[derive(Clone)]
-pub struct Scopes(pub Vec<String>);
+pub struct Gate {
+    pub state: Shared,
+    pub discovery: Arc<crate::discovery::Discovery>,
+    pub wire: mailbroker_mock_server::contract::WireLog,
+}
 
-/// Bearer check, fault injection and the request log, for every API call.
-pub async fn authorize(
-    AxState(state): AxState<Shared>,
-    mut request: Request,
-    next: Next,
-) -> Response {
+/// Bearer check, the discovery document's contract, fault injection and the request log,
+/// for every API call.
+pub async fn authorize(AxState(gate): AxState<Gate>, request: Request, next: Next) -> Response {
+    let state = gate.state.clone();
     let method = request.method().to_string();
     let path = request.uri().path().to_string();
+    let query: Vec<(String, String)> = request
+        .uri()
+        .query()
+        .map(|q| {
+            url::form_urlencoded::parse(q.as_bytes())
+                .into_owned()
+                .collect()
+        })
+        .unwrap_or_default();
     let token = request
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(str::to_string);
+    let (parts, body) = request.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, 64 << 20).await else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "badRequest",
+            "The request body could not be read.",
+        );
+    };
+    let json: Value = match bytes.is_empty() {
+        true => Value::Null,
+        false => match serde_json::from_slice(&bytes) {
+            Ok(v) => v,
+            Err(e) => {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    "parseError",
+                    &format!("Invalid JSON payload received. {e}"),
+                );
+            }
+        },
+    };
+    let request = Request::from_parts(parts, Body::from(bytes));
     let (verdict, in_flight, latency) = {
         let mut s = lock(&state);
         s.in_flight += 1;
@@ -65,43 +99,27 @@ pub async fn authorize(
                 "authError",
                 "Request had invalid authentication credentials.",
             )),
-            Some(t) => {
-                s.faults.counter += 1;
-                let every = if s.faults.rate_limit > 0.0 {
-                    (1.0 / s.faults.rate_limit).round() as u64
-                } else {
-                    0
-                };
-                if s.faults.errors > 0 {
-                    s.faults.errors -= 1;
-                    Err(error(
-                        StatusCode::INTERNAL_SERVER_ERROR,
-                        "backendError",
-                        "Backend Error",
-                    ))
-                } else if every > 0 && s.faults.counter.is_multiple_of(every) {
-                    let mut r = error(
-                        StatusCode::TOO_MANY_REQUESTS,
-                        "rateLimitExceeded",
-                        "Too many requests",
-                    );
-                    if let Ok(v) = HeaderValue::from_str(&s.faults.retry_after_secs.to_string()) {
-                        r.headers_mut().insert(header::RETRY_AFTER, v);
+            Some(t) => match gate
+                .discovery
+                .check(&method, &path, &query, &json, &t.scopes)
+            {
+                Err(refusal) => {
+                    if refusal.wire {
+                        gate.wire
+                            .undocumented(format!("{method} {path}: {}", refusal.message));
                     }
-                    Err(r)
-                } else {
-                    Ok(t.scopes)
+                    let status =
+                        StatusCode::from_u16(refusal.status).unwrap_or(StatusCode::BAD_REQUEST);
+                    Err(error(status, refusal.reason, &refusal.message))
                 }
-            }
+                Ok(()) => faulted(&mut s).map_or(Ok(()), Err),
+            },
         };
         (verdict, in_flight, latency)
     };
     tokio::time::sleep(latency).await;
     let response = match verdict {
-        Ok(scopes) => {
-            request.extensions_mut().insert(Scopes(scopes));
-            next.run(request).await
-        }
+        Ok(()) => next.run(request).await,
         Err(r) => r,
     };
     let ids = response.extensions().get::<BatchSize>().map(|b| b.0);
@@ -116,6 +134,37 @@ pub async fn authorize(
     });
     drop(s);
     response
+}
+
+/// The faults a test switched on, for one call that passed the checks: a server error or a
+/// rate limit, as Gmail answers them; `None` when the call is to be answered.
+fn faulted(s: &mut State) -> Option<Response> {
+    s.faults.counter += 1;
+    let every = if s.faults.rate_limit > 0.0 {
+        (1.0 / s.faults.rate_limit).round() as u64
+    } else {
+        0
+    };
+    if s.faults.errors > 0 {
+        s.faults.errors -= 1;
+        return Some(error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "backendError",
+            "Backend Error",
+        ));
+    }
+    if every > 0 && s.faults.counter.is_multiple_of(every) {
+        let mut r = error(
+            StatusCode::TOO_MANY_REQUESTS,
+            "rateLimitExceeded",
+            "Too many requests",
+        );
+        if let Ok(v) = HeaderValue::from_str(&s.faults.retry_after_secs.to_string()) {
+            r.headers_mut().insert(header::RETRY_AFTER, v);
+        }
+        return Some(r);
+    }
+    None
 }
 
 /// How many ids a batch call held, for the request log.
@@ -403,20 +452,11 @@ pub async fn messages_trash(
 
 pub async fn messages_batch_delete(
     AxState(state): AxState<Shared>,
-    axum::Extension(Scopes(scopes)): axum::Extension<Scopes>,
     Json(body): Json<Modify>,
 ) -> Response {
+    // Its scope (`https://mail.google.com/` alone) is the discovery document's, checked
+    // before any call is answered.
     let size = body.ids.len();
-    if !scopes.iter().any(|s| s == SCOPE_FULL) {
-        return with_size(
-            error(
-                StatusCode::FORBIDDEN,
-                "insufficientPermissions",
-                "Request had insufficient authentication scopes.",
-            ),
-            size,
-        );
-    }
     if size > 1000 {
         return too_many(size);
     }

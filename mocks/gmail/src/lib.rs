@@ -7,6 +7,7 @@
 //! another client", set faults and read the request log.
 
 mod api;
+pub mod discovery;
 mod oauth;
 mod state;
 
@@ -20,6 +21,7 @@ use axum::routing::{get, post};
 use serde::Deserialize;
 use serde_json::json;
 
+use mailbroker_mock_server::contract::WireLog;
 use state::State;
 pub use state::{Logged, SCOPE_FULL, SCOPE_MODIFY, TEST_CLIENT};
 
@@ -43,14 +45,23 @@ pub(crate) fn lock(state: &api::Shared) -> std::sync::MutexGuard<'_, State> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// A running mock; stops when dropped.
+/// A running mock; stops when dropped, and then fails the test if any request carried what
+/// Gmail's discovery document does not document (`mailbroker_mock_server::contract`).
 pub struct GmailMock {
     pub url: String,
     state: api::Shared,
+    wire: WireLog,
     _served: mailbroker_mock_server::Served,
 }
 
-pub fn router(state: api::Shared) -> axum::Router {
+impl Drop for GmailMock {
+    fn drop(&mut self) {
+        self.wire.check();
+    }
+}
+
+fn router(gate: api::Gate) -> axum::Router {
+    let state = gate.state.clone();
     let user = "/gmail/v1/users/{user}";
     let api = axum::Router::new()
         .route(&format!("{user}/profile"), get(api::profile))
@@ -77,10 +88,16 @@ pub fn router(state: api::Shared) -> axum::Router {
             post(api::messages_trash),
         )
         .route(&format!("{user}/history"), get(api::history_list))
-        .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            api::authorize,
-        ));
+        // Any other path under the API is answered by the gate too: the discovery document
+        // decides what it is (a method the mock lacks, or none of Gmail's).
+        .fallback(|| async {
+            api::error(
+                axum::http::StatusCode::NOT_IMPLEMENTED,
+                "notImplemented",
+                "a documented method this mock does not serve",
+            )
+        })
+        .layer(axum::middleware::from_fn_with_state(gate, api::authorize));
     axum::Router::new()
         .merge(api)
         .route("/o/oauth2/v2/auth", get(oauth::authorize))
@@ -213,14 +230,24 @@ impl GmailMock {
     /// Starts on a free loopback port, in the current tokio runtime.
     pub async fn start(email: &str) -> std::io::Result<GmailMock> {
         let state: api::Shared = Arc::new(Mutex::new(State::new(email)));
-        let served = mailbroker_mock_server::bind()
-            .await?
-            .serve(router(state.clone()));
+        let wire = WireLog::default();
+        let gate = api::Gate {
+            state: state.clone(),
+            discovery: discovery::v1()?,
+            wire: wire.clone(),
+        };
+        let served = mailbroker_mock_server::bind().await?.serve(router(gate));
         Ok(GmailMock {
             url: served.url.clone(),
             state,
+            wire,
             _served: served,
         })
+    }
+
+    /// What requests carried that Gmail's discovery document lacks (each was refused).
+    pub fn wire(&self) -> &WireLog {
+        &self.wire
     }
 
     /// The request log so far.
