@@ -129,13 +129,25 @@ fn entry(name: &str) -> keyring::Result<keyring::Entry> {
 /// the secret itself, sealed, or the name of its keyring entry. `label` (the account and
 /// kind) is what a sealed secret is bound to.
 ///
+/// In a `shared` index (PostgreSQL) a secret is sealed or not stored at all: neither the
+/// clear text nor one machine's keyring will do there.
+///
 /// Given a key (`MAILBROKER_SECRET_KEY_FILE`), the secret is sealed in the index unless the
 /// keyring is insisted on. Left to choose (`auto`), the index holds it only where there is
 /// no keyring at all; a keyring that is there but fails (locked, hung) is refused, so a
 /// secret never lands in the index behind the person's back while they believe it is in
 /// their keyring.
-pub async fn put(secret: &str, label: &str) -> Result<(SecretStore, String)> {
+pub async fn put(secret: &str, label: &str, shared: bool) -> Result<(SecretStore, String)> {
     let choice = chosen()?;
+    if shared {
+        return match crate::sealed::key()? {
+            Some(key) => Ok((
+                SecretStore::Sealed,
+                crate::sealed::seal(&key, label, secret)?,
+            )),
+            None => Err(crate::sealed::shared_needs_key()),
+        };
+    }
     if choice != Some(SecretStore::Keyring) {
         if let Some(key) = crate::sealed::key()? {
             return Ok((

@@ -94,6 +94,19 @@ pub fn open(label: &str, sealed: &str) -> Result<String> {
 }
 
 /// What a process without the key answers for a sealed secret: it does nothing with it.
+/// A secret would go into a shared database (PostgreSQL) without a key to seal it: every
+/// node, every database user and every dump would hold it in the clear, and a per-machine
+/// keyring is no answer either (the other nodes could not read it).
+pub fn shared_needs_key() -> Error {
+    Error::validation(
+        "a secret is stored in a shared database only sealed, and no key file is given",
+    )
+    .with_next_step(format!(
+        "run: openssl rand -hex 32 > key; chmod 600 key; export {KEY_ENV}=$PWD/key \
+         (give every node the same file)"
+    ))
+}
+
 pub fn no_key(label: &str) -> Error {
     Error::auth_required(format!(
         "the secret of {label} is sealed with a key this process was not given"

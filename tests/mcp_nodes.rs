@@ -102,11 +102,12 @@ fn body(response: &CallToolResponse) -> Value {
     result.structured_content.clone().unwrap_or(Value::Null)
 }
 
-/// The key file each machine is given a copy of (the same key), in its home.
+/// The key file each machine is given a copy of (the same key), in its home: the team's
+/// key, which on PostgreSQL also sealed the account's password.
 fn key_file(home: &std::path::Path) -> String {
     use std::os::unix::fs::PermissionsExt;
     let key = home.join("secret.key");
-    std::fs::write(&key, "4d".repeat(32)).unwrap();
+    std::fs::copy(common::team_key_file(), &key).unwrap();
     std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
     key.display().to_string()
 }
@@ -122,7 +123,8 @@ async fn a_confirmation_asked_by_one_process_is_answered_on_another(team: Team) 
     let inbox = common::message_ids(&common::ok(h, &["search", "in:inbox"]));
 
     // Without a shared key, the other process does not honour the answer: nothing moves.
-    let (a, b) = (serve_node_env(n0, &[]), serve_node_env(n1, &[]));
+    let no_key = [("MAILBROKER_SECRET_KEY_FILE", "")];
+    let (a, b) = (serve_node_env(n0, &no_key), serve_node_env(n1, &no_key));
     let (proxy, served) = round_robin(vec![base(&a.1), base(&b.1)]).await;
     let refused = body(&ask_then_answer(&proxy, inbox[0]).await);
     assert_eq!(refused["error_type"], "confirmation_required", "{refused}");

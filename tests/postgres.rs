@@ -118,3 +118,77 @@ async fn an_older_databases_unanswered_messages_are_counted_as_unknown_after_the
         "{listed}"
     );
 }
+
+/// On PostgreSQL, `account add imap --password-env` without a key file stored the password
+/// in `credentials.secret` in the clear (`secret_store: index`), in every dump and in reach
+/// of every database user. A secret in a shared database is sealed or not stored at all:
+/// without a key the account is refused, with the step that makes one, and nothing is
+/// written; with the team's key it is sealed.
+#[tokio::test]
+async fn a_shared_database_never_holds_a_secret_in_the_clear() {
+    let Some(server) = server() else {
+        return;
+    };
+    let Some(url) = postgres_database() else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    on_postgres(home.path(), &url);
+    let port = server.imaps_port.to_string();
+    let ca = server.ca.ca_pem.display().to_string();
+    let add = [
+        "account",
+        "add",
+        "imap",
+        "--id",
+        "clear",
+        "--host",
+        "localhost",
+        "--port",
+        &port,
+        "--tls",
+        "implicit",
+        "--ca-file",
+        &ca,
+        "--username",
+        "pg-clear",
+        "--password-env",
+        "MB_TEST_PW",
+    ];
+    for store in ["auto", "index", "keyring"] {
+        let refused = mb_with(
+            home.path(),
+            &add,
+            &[
+                ("MAILBROKER_SECRET_KEY_FILE", ""),
+                ("MAILBROKER_SECRET_STORE", store),
+            ],
+        );
+        assert_eq!(refused.code, 2, "{store}: {}", refused.stdout);
+        assert_eq!(
+            refused.json["error_type"], "validation_error",
+            "{}",
+            refused.stdout
+        );
+        let next = refused.json["next_step"].as_str().unwrap_or_default();
+        assert!(next.contains("openssl rand -hex 32"), "{next}");
+        assert!(next.contains("MAILBROKER_SECRET_KEY_FILE"), "{next}");
+    }
+    let listed = ok(home.path(), &["account", "list"]);
+    assert_eq!(listed["accounts"].as_array().unwrap().len(), 0, "{listed}");
+    let dump = common::index_bytes(home.path());
+    let clear = mailbroker_testkit::PASSWORD.as_bytes();
+    assert!(!dump.windows(clear.len()).any(|w| w == clear));
+
+    // With the key every node is given, it is stored sealed.
+    let added = ok(home.path(), &add);
+    assert_eq!(added["account"]["id"], "clear", "{added}");
+    let shown = ok(home.path(), &["account", "show", "clear"]);
+    assert_eq!(shown["account"]["secret_store"], "sealed", "{shown}");
+    let dump = common::index_bytes(home.path());
+    assert!(
+        !dump.windows(clear.len()).any(|w| w == clear),
+        "the password in a dump"
+    );
+    ok(home.path(), &["sync"]);
+}

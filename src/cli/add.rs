@@ -14,6 +14,9 @@ use crate::store::Store;
 
 /// Adds the account `cmd` describes.
 pub(super) async fn add(store: &Store, cmd: AddCommand, json: bool) -> Result<()> {
+    if !matches!(cmd, AddCommand::Applescript(_)) {
+        store.can_keep_secrets()?;
+    }
     match cmd {
         AddCommand::Imap(args) => add_imap(store, &args, json).await,
         AddCommand::Gmail(args) => add_gmail(store, &args, json).await,

@@ -6,7 +6,7 @@ use mailbroker_core::{
     AccountId, Capabilities, Error, MailboxCursor, ProviderKind, Role, RoleSource,
 };
 
-use super::{Store, db_error, now_secs};
+use super::{Backend, Store, db_error, now_secs};
 use crate::keyring::SecretStore;
 
 /// An account as stored. `settings` is the provider's own JSON; secrets are not here.
@@ -142,7 +142,9 @@ impl Store {
         let kept = match secret {
             Some((kind, value)) => {
                 remember(value);
-                Some(crate::keyring::put(value, &secret_label(&account.id, kind)).await?)
+                let shared = self.backend == Backend::Postgres;
+                let label = secret_label(&account.id, kind);
+                Some(crate::keyring::put(value, &label, shared).await?)
             }
             None => None,
         };
@@ -305,6 +307,15 @@ impl Store {
         })
     }
 
+    /// Whether a new account's secret could be kept: in a shared database only sealed, so
+    /// without a key file an account is refused before any sign-in.
+    pub fn can_keep_secrets(&self) -> Result<(), Error> {
+        if self.backend == Backend::Postgres && crate::sealed::key()?.is_none() {
+            return Err(crate::sealed::shared_needs_key());
+        }
+        Ok(())
+    }
+
     /// Replaces an account's secret of one kind (a refreshed or re-authorized token), where
     /// it rests.
     pub async fn set_secret(&self, id: &AccountId, kind: &str, secret: &str) -> Result<(), Error> {
@@ -326,10 +337,16 @@ impl Store {
                     None if store == SecretStore::Sealed => {
                         return Err(crate::sealed::no_key(&label));
                     }
+                    None if self.backend == Backend::Postgres => {
+                        return Err(crate::sealed::shared_needs_key());
+                    }
                     None => (SecretStore::Index, secret.to_string()),
                 }
             }
-            None => crate::keyring::put(secret, &secret_label(id, kind)).await?,
+            None => {
+                let shared = self.backend == Backend::Postgres;
+                crate::keyring::put(secret, &secret_label(id, kind), shared).await?
+            }
         };
         sqlx::query(
             "INSERT INTO credentials (account_id, kind, secret, store) VALUES ($1, $2, $3, $4)

@@ -123,12 +123,31 @@ pub fn database_of(home: &Path) -> Option<String> {
         .map(|(_, url)| url.clone())
 }
 
-/// `MAILBROKER_DATABASE_URL` for a process run with this home, when it was given one.
+/// `MAILBROKER_DATABASE_URL` for a process run with this home, when it was given one, and
+/// the team's key file: in a shared database a secret is stored sealed or not at all, so
+/// every node of a team is given the same key, as README says to do.
 pub fn database_env(home: &Path) -> Vec<(&'static str, String)> {
-    database_of(home)
-        .map(|url| ("MAILBROKER_DATABASE_URL", url))
-        .into_iter()
-        .collect()
+    let Some(url) = database_of(home) else {
+        return Vec::new();
+    };
+    vec![
+        ("MAILBROKER_DATABASE_URL", url),
+        ("MAILBROKER_SECRET_KEY_FILE", team_key_file()),
+    ]
+}
+
+/// The key file every PostgreSQL home of this test process is given (0600, 64 hex digits).
+pub fn team_key_file() -> String {
+    static KEY: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    let dir = KEY.get_or_init(|| {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let key = dir.path().join("team.key");
+        std::fs::write(&key, "5e".repeat(32)).unwrap();
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+        dir
+    });
+    dir.path().join("team.key").display().to_string()
 }
 
 /// A fresh database in the shared private PostgreSQL cluster, as a URL; `None` when
@@ -141,9 +160,7 @@ pub fn postgres_database() -> Option<String> {
 
 fn run_binary(home: &Path, args: &[&str], env: &[(&str, &str)]) -> Run {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_mailbroker"));
-    if let Some(url) = database_of(home) {
-        cmd.env("MAILBROKER_DATABASE_URL", url);
-    }
+    cmd.envs(database_env(home));
     cmd.arg("--home")
         .arg(home)
         .args(args)
