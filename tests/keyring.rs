@@ -231,7 +231,12 @@ async fn a_key_file_seals_the_secrets_the_index_keeps(engine: Engine) {
         let next = refused.json["next_step"].as_str().unwrap_or_default();
         assert!(next.contains(step), "{next}");
     }
-    let unkeyed = mb_with(home.path(), &args, &[("MAILBROKER_SECRET_STORE", "sealed")]);
+    let no_key = ("MAILBROKER_SECRET_KEY_FILE", "");
+    let unkeyed = mb_with(
+        home.path(),
+        &args,
+        &[("MAILBROKER_SECRET_STORE", "sealed"), no_key],
+    );
     assert_eq!(
         unkeyed.json["error_type"], "validation_error",
         "{}",
@@ -252,7 +257,7 @@ async fn a_key_file_seals_the_secrets_the_index_keeps(engine: Engine) {
     let synced = run(&["sync"], &key);
     assert_eq!(synced.code, 0, "{}\n{}", synced.stdout, synced.stderr);
 
-    let without = mb_with(home.path(), &["sync", "--account", "s"], &[]);
+    let without = mb_with(home.path(), &["sync", "--account", "s"], &[no_key]);
     assert_eq!(without.code, 3, "{}", without.stdout);
     assert_eq!(
         without.json["error_type"], "auth_required",
@@ -315,7 +320,8 @@ async fn oauth_tokens_are_sealed_through_a_refresh(engine: Engine) {
             "a token beginning {prefix} is in the index"
         );
     }
-    let without = mb_with(home.path(), &["account", "doctor", "g"], &[]);
+    let no_key = ("MAILBROKER_SECRET_KEY_FILE", "");
+    let without = mb_with(home.path(), &["account", "doctor", "g"], &[no_key]);
     assert_eq!(
         without.json["error_type"], "auth_required",
         "{}",

@@ -16,9 +16,11 @@ pub async fn with_browser(home: &Path, args: Vec<String>) -> super::Run {
 /// As `with_browser`, with `env` set for the command (e.g. `MAILBROKER_LOG`).
 pub async fn with_browser_env(home: &Path, args: Vec<String>, env: &[(&str, &str)]) -> super::Run {
     let bin = Path::new(env!("CARGO_BIN_EXE_mailbroker"));
+    // The test's own variables win over the home's defaults (its key file, say).
     let database = super::database_env(home);
-    let mut env = env.to_vec();
-    env.extend(database.iter().map(|(k, v)| (*k, v.as_str())));
+    let mut all: Vec<(&str, &str)> = database.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    all.extend(env.iter().copied());
+    let env = all;
     let run = oauth::with_browser_env(bin, home, &args, &env)
         .await
         .unwrap();
