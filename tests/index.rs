@@ -292,3 +292,60 @@ async fn headers_state_and_attachments_are_read_from_indexes_after_the_upgrade()
         vec![3, 4]
     );
 }
+
+/// An index from before conversations were an account's (schema 32) keeps its thread ids
+/// meaningful: the upgrade rewrites them so that the same conversation in two accounts is
+/// two, and a message that named a conversation's Message-ID under another subject (on
+/// IMAP) is no longer in it; a Gmail thread keeps every subject it has.
+#[tokio::test]
+async fn conversations_become_each_accounts_on_the_upgrade() {
+    let (home, _) = home_with_index_at(
+        32,
+        r#"INSERT INTO accounts (id, provider, settings, capabilities, created_at)
+             VALUES ('a', 'imap', '{}', '{"extensions":[],"custom_tags":true}', 0),
+                    ('b', 'imap', '{}', '{"extensions":[],"custom_tags":true}', 0),
+                    ('g', 'gmail', '{}', '{"extensions":[],"custom_tags":true}', 0);
+           INSERT INTO mailboxes (id, account_id, name, role)
+             VALUES (1, 'a', 'INBOX', 'inbox'), (2, 'b', 'INBOX', 'inbox'),
+                    (3, 'g', 'INBOX', 'inbox');
+           INSERT INTO messages (id, mailbox_id, remote_id, subject, date, thread_id)
+             VALUES (1, 1, '1:1', 'Lunch', 3, 'aaaaaaaaaaaa'),
+                    (2, 1, '1:2', 'Re: [team] Lunch', 2, 'aaaaaaaaaaaa'),
+                    (3, 1, '1:3', 'Cheap watches', 1, 'aaaaaaaaaaaa'),
+                    (4, 2, '1:1', 'Lunch', 3, 'aaaaaaaaaaaa'),
+                    (5, 3, 'g1', 'Lunch', 2, 'bbbbbbbbbbbb'),
+                    (6, 3, 'g2', 'New subject', 1, 'bbbbbbbbbbbb');
+           INSERT INTO message_state (id, mailbox_id)
+             VALUES (1, 1), (2, 1), (3, 1), (4, 2), (5, 3), (6, 3);"#,
+    )
+    .await;
+    let found = ok(home.path(), &["search", "--limit", "100", "in:inbox"]);
+    let thread = |id: i64| {
+        let rows = found["messages"].as_array().unwrap();
+        let row = rows
+            .iter()
+            .find(|r| r["id"] == id)
+            .unwrap_or_else(|| panic!("{id}: {found}"));
+        (
+            row["thread"].as_str().unwrap().to_string(),
+            row["thread_messages"].as_i64().unwrap(),
+        )
+    };
+    assert_eq!(thread(1), (thread(2).0, 2), "{found}");
+    assert_ne!(thread(3).0, thread(1).0, "{found}");
+    assert_eq!(thread(3).1, 1);
+    assert_ne!(
+        thread(4).0,
+        thread(1).0,
+        "one conversation across accounts: {found}"
+    );
+    assert_eq!(
+        thread(5),
+        (thread(6).0, 2),
+        "a server's thread keeps its subjects: {found}"
+    );
+    for old in ["aaaaaaaaaaaa", "bbbbbbbbbbbb"] {
+        let by_old = ok(home.path(), &["search", &format!("thread:{old}")]);
+        assert_eq!(by_old["total"], 0, "{by_old}");
+    }
+}

@@ -5,6 +5,23 @@ mod common;
 
 use common::{add_account, mb, mb_with, ok, on_postgres, postgres_database, seed, server};
 
+/// Database `url` brought to PostgreSQL schema `version` and given `rows`: a database an
+/// older release left, for an upgrade to start from.
+async fn database_at(url: &str, version: i64, rows: &str) {
+    let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(url)
+        .await
+        .unwrap();
+    sqlx::migrate!("./migrations/postgres")
+        .run_to(version, &mut conn)
+        .await
+        .unwrap();
+    sqlx::raw_sql(sqlx::AssertSqlSafe(rows.to_string()))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    sqlx::Connection::close(conn).await.unwrap();
+}
+
 /// Two homes on one database: what one adds, syncs, tags and tokens, the other sees.
 #[tokio::test]
 async fn two_homes_on_one_database_share_the_index() {
@@ -85,14 +102,9 @@ async fn an_older_databases_unanswered_messages_are_counted_as_unknown_after_the
     let Some(url) = postgres_database() else {
         return;
     };
-    let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&url)
-        .await
-        .unwrap();
-    sqlx::migrate!("./migrations/postgres")
-        .run_to(1, &mut conn)
-        .await
-        .unwrap();
-    sqlx::raw_sql(
+    database_at(
+        &url,
+        1,
         r#"INSERT INTO changes (id, created_at, origin, selection, patch, plan, applied, failed)
              VALUES (4, 0, 'cli', '{"ids":[7,8,9]}', '{"flagged":true}', '[]', 1, 2);
            INSERT INTO change_states (id, change_id, state) VALUES
@@ -103,10 +115,7 @@ async fn an_older_databases_unanswered_messages_are_counted_as_unknown_after_the
              (4, 8, 'old', 'unknown', 'outcome_unknown', 'no answer', 1, NULL, '5:80'),
              (4, 9, 'old', 'failed', 'verification_failed', 'did not show it', 1, NULL, '5:90');"#,
     )
-    .execute(&mut conn)
-    .await
-    .unwrap();
-    sqlx::Connection::close(conn).await.unwrap();
+    .await;
 
     let home = tempfile::tempdir().unwrap();
     on_postgres(home.path(), &url);
@@ -191,4 +200,46 @@ async fn a_shared_database_never_holds_a_secret_in_the_clear() {
         "the password in a dump"
     );
     ok(home.path(), &["sync"]);
+}
+
+/// A database from before conversations were an account's (PostgreSQL's schema 2) has its
+/// thread ids rewritten when a home connects, as SQLite's index has (`tests/index.rs`): the
+/// same conversation in two accounts is two, and a message that named its Message-ID under
+/// another subject is not in it.
+#[tokio::test]
+async fn an_older_databases_conversations_become_each_accounts() {
+    let Some(url) = postgres_database() else {
+        return;
+    };
+    database_at(
+        &url,
+        2,
+        r#"INSERT INTO accounts (id, provider, settings, capabilities, created_at)
+             VALUES ('a', 'imap', '{}', '{"extensions":[],"custom_tags":true}', 0),
+                    ('b', 'imap', '{}', '{"extensions":[],"custom_tags":true}', 0);
+           INSERT INTO mailboxes (id, account_id, name, role)
+             VALUES (1, 'a', 'INBOX', 'inbox'), (2, 'b', 'INBOX', 'inbox');
+           INSERT INTO messages (id, mailbox_id, remote_id, subject, date, thread_id)
+             VALUES (1, 1, '1:1', 'Lunch', 3, 'aaaaaaaaaaaa'),
+                    (2, 1, '1:2', 'Re: Lunch', 2, 'aaaaaaaaaaaa'),
+                    (3, 1, '1:3', 'Cheap watches', 1, 'aaaaaaaaaaaa'),
+                    (4, 2, '1:1', 'Lunch', 3, 'aaaaaaaaaaaa');
+           INSERT INTO message_state (id, mailbox_id) VALUES (1, 1), (2, 1), (3, 1), (4, 2);"#,
+    )
+    .await;
+
+    let home = tempfile::tempdir().unwrap();
+    on_postgres(home.path(), &url);
+    let found = ok(home.path(), &["search", "--limit", "100", "in:inbox"]);
+    let rows = found["messages"].as_array().unwrap();
+    let thread = |id: i64| {
+        let row = rows.iter().find(|r| r["id"] == id).unwrap();
+        (
+            row["thread"].as_str().unwrap().to_string(),
+            row["thread_messages"].clone(),
+        )
+    };
+    assert_eq!(thread(1), (thread(2).0, serde_json::json!(2)), "{found}");
+    assert_ne!(thread(3).0, thread(1).0, "{found}");
+    assert_ne!(thread(4).0, thread(1).0, "{found}");
 }

@@ -220,3 +220,102 @@ async fn a_crafted_message_cannot_drive_the_terminal() {
         found.stdout
     );
 }
+
+/// A message from a stranger with an unrelated subject and one `References:` naming a known
+/// Message-ID joined that conversation, in this account and in another:
+/// `update --query thread:ID --move-to trash --dry-run` planned the conversation's messages
+/// plus the stranger's, in two accounts. A conversation is one account's, and a message
+/// joins by its references only when its subject matches once `Re:`, `Fwd:`, `AW:` and list
+/// tags are set aside; a scoped token counts only its own accounts' messages of it.
+#[tokio::test]
+async fn a_stranger_cannot_join_a_conversation_nor_one_across_accounts() {
+    let Some(server) = server() else { return };
+    let home = tempfile::tempdir().unwrap();
+    let spam = "From: spam@evil.example\r\nTo: user@example.test\r\nSubject: Cheap watches\r\n\
+                Message-ID: <spam1@evil.example>\r\nReferences: <lunch0@example.test>\r\n\
+                In-Reply-To: <lunch0@example.test>\r\n\r\nBuy now\r\n";
+    let forward = "From: eve@example.test\r\nTo: user@example.test\r\n\
+                   Subject: AW: Fwd: [team] Re: Lunch on Friday?\r\n\
+                   Message-ID: <fwd1@example.test>\r\nReferences: <lunch0@example.test>\r\n\r\nSee below\r\n";
+    for (id, user) in [("alpha", "sec-thread-a"), ("beta", "sec-thread-b")] {
+        let mut imap = ImapClient::connect(server, user).await.unwrap();
+        let mut refs = Vec::new();
+        for i in 0..3 {
+            let raw =
+                mailbroker_testkit::reply(i, "Dana <dana@example.test>", "Lunch on Friday?", &refs);
+            imap.append("INBOX", "", raw.as_bytes()).await.unwrap();
+            refs.push(format!("<lunch{i}@example.test>"));
+        }
+        imap.append("INBOX", "", spam.as_bytes()).await.unwrap();
+        imap.append("INBOX", "", forward.as_bytes()).await.unwrap();
+        add_account(server, home.path(), id, user, &[]);
+    }
+    ok(home.path(), &["sync"]);
+
+    let rows = ok(home.path(), &["search", "--limit", "100", "in:inbox"]);
+    let rows = rows["messages"].as_array().unwrap();
+    let thread_of = |account: &str, from: &str| {
+        rows.iter()
+            .find(|r| r["account"] == account && r["from"].as_str().unwrap().contains(from))
+            .map(|r| {
+                (
+                    r["thread"].as_str().unwrap().to_string(),
+                    r["thread_messages"].clone(),
+                )
+            })
+            .unwrap()
+    };
+    let (alpha, count) = thread_of("alpha", "dana@");
+    assert_eq!(
+        count, 4,
+        "three messages and the forward with a matching subject: {rows:?}"
+    );
+    let (beta, _) = thread_of("beta", "dana@");
+    assert_ne!(alpha, beta, "one conversation across two accounts");
+    assert_ne!(thread_of("alpha", "spam@").0, alpha, "the stranger joined");
+    assert_eq!(
+        thread_of("alpha", "eve@").0,
+        alpha,
+        "a forward with the subject joins"
+    );
+
+    let planned = ok(
+        home.path(),
+        &[
+            "update",
+            "--query",
+            &format!("thread:{alpha}"),
+            "--move-to",
+            "trash",
+            "--dry-run",
+        ],
+    );
+    assert_eq!(planned["planned"], 4, "{planned}");
+
+    // A token scoped to alpha sees alpha's count, and none of beta's rows.
+    let token = ok(
+        home.path(),
+        &[
+            "token",
+            "create",
+            "--name",
+            "alpha-only",
+            "--accounts",
+            "alpha",
+        ],
+    );
+    let token = token["token"].as_str().unwrap().to_string();
+    let served = common::mcp::http_server(home.path());
+    let session = common::mcp::http_session(&served.1, &token).await;
+    let query = json!({ "query": format!("thread:{alpha}") });
+    let found = common::mcp::ok_call(&session, "search_messages", query).await;
+    let messages = found["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 4, "{found}");
+    assert!(
+        messages
+            .iter()
+            .all(|m| m["thread_messages"] == 4 && m["account"] == "alpha"),
+        "{found}"
+    );
+    session.cancel().await.ok();
+}

@@ -15,6 +15,7 @@ mod messages;
 mod nodes;
 mod postings;
 mod query;
+mod rethread;
 mod settle;
 mod sink;
 pub(crate) mod sql;
@@ -162,6 +163,7 @@ async fn migrate(pool: &AnyPool) -> Result<(), Error> {
         .run(pool)
         .await
         .map_err(|e| Error::internal(format!("index migration failed: {e}")))?;
+    rethread::rethread(pool, Backend::Sqlite).await?;
     // A PRAGMA takes no bound parameter; `latest` is this build's own number.
     sqlx::query(sqlx::AssertSqlSafe(format!(
         "PRAGMA user_version = {latest}"
@@ -305,6 +307,7 @@ impl Store {
             .run(&pool)
             .await
             .map_err(|e| Error::internal(format!("index migration failed: {e}")))?;
+        rethread::rethread(&pool, Backend::Postgres).await?;
         Ok(Store::with_pool(pool, Backend::Postgres))
     }
 

@@ -6,8 +6,8 @@ use std::collections::{HashMap, HashSet};
 use super::sql::Sql;
 use async_trait::async_trait;
 use mailbroker_core::{
-    AccountId, ApplyEach, Arrival, Error, MailboxCursor, MailboxInfo, MessageFlags, MessageMeta,
-    MessageText, RemoteId, Result, Seen, Settled, SyncSink, Version,
+    AccountId, ApplyEach, Arrival, Conversation, Error, MailboxCursor, MailboxInfo, MessageFlags,
+    MessageMeta, MessageText, RemoteId, Result, Seen, Settled, SyncSink, Version,
 };
 use sqlx::{Any, AnyConnection};
 use tokio::sync::mpsc;
@@ -51,13 +51,41 @@ pub(super) async fn upsert_mailbox(
 }
 
 /// The id `thread:` and search rows name a conversation by: 12 hex digits of a SHA-256 of
-/// the provider's thread key. Short, since every search row carries it; stable across
-/// versions and machines, since a person may write it down; and free of the characters a
-/// Message-ID or a Graph conversationId may hold, which the query language would need quoted.
-pub fn thread_id(key: &str) -> String {
+/// the account, of the provider's thread key and, for a conversation read from headers, of
+/// the subject it shares (`conversation_subject`). Short, since every search row carries it;
+/// stable across versions and machines, since a person may write it down; free of the
+/// characters a Message-ID or a Graph conversationId may hold, which the query language
+/// would need quoted; and never one conversation across accounts, nor one that a stranger
+/// joins by naming its Message-ID under another subject.
+pub fn thread_id(account: &str, conversation: &Conversation, subject: &str) -> String {
+    match conversation {
+        Conversation::Server(key) => scoped_thread_id(account, &key_hash(key), None),
+        Conversation::Headers(root) => {
+            let subject = mailbroker_core::conversation_subject(subject);
+            scoped_thread_id(account, &key_hash(root), Some(&subject))
+        }
+    }
+}
+
+/// The hash of a thread key alone: what an index kept as a message's thread before
+/// conversations were an account's, from which `scoped_thread_id` is made (the upgrade
+/// rewrites old rows with it, `store::rethread`).
+fn key_hash(key: &str) -> String {
     use sha2::{Digest, Sha256};
-    let digest = Sha256::digest(key.as_bytes());
-    hex::encode(&digest[..6])
+    hex::encode(&Sha256::digest(key.as_bytes())[..6])
+}
+
+pub(super) fn scoped_thread_id(account: &str, key_hash: &str, subject: Option<&str>) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(account.as_bytes());
+    h.update([0]);
+    h.update(key_hash.as_bytes());
+    if let Some(subject) = subject {
+        h.update([0]);
+        h.update(subject.as_bytes());
+    }
+    hex::encode(&h.finalize()[..6])
 }
 
 fn json_list(items: &[String]) -> String {
@@ -171,11 +199,14 @@ impl StoreSink {
             let store = self.store.clone();
             // Taken now: a sync steps aside (and takes a new fence) only once this is flushed.
             let fence = self.lease.as_ref().map(AccountLock::fence);
+            let account = self.account.clone();
             let task = tokio::spawn(async move {
                 while let Some(batch) = rx.recv().await {
                     let tx = Fence::begin(fence.as_ref(), &store).await?;
                     match batch {
-                        Batch::Messages(mailbox, rows) => insert_batch(tx, mailbox, &rows).await?,
+                        Batch::Messages(mailbox, rows) => {
+                            insert_batch(tx, &account, mailbox, &rows).await?
+                        }
                         Batch::Text(mailbox, texts) => write_text(tx, mailbox, &texts).await?,
                     }
                 }
@@ -501,6 +532,7 @@ macro_rules! fts_snippet {
 /// Inserts (or refreshes) one batch of messages and their full-text rows in one transaction.
 async fn insert_batch(
     mut tx: sqlx::Transaction<'static, Any>,
+    account: &AccountId,
     mailbox_id: i64,
     messages: &[MessageMeta],
 ) -> Result<()> {
@@ -525,7 +557,11 @@ async fn insert_batch(
                 .push_bind(i64::from(m.has_attachments))
                 .push_bind(i64::from(m.text_pending))
                 .push_bind(m.list.clone())
-                .push_bind(m.thread.as_deref().map(thread_id));
+                .push_bind(
+                    m.thread
+                        .as_ref()
+                        .map(|c| thread_id(account.as_str(), c, &m.subject)),
+                );
         });
         // A message indexed before keeps its row and id (the update makes RETURNING report
         // that id too), and takes the list and conversation its headers say now: an index

@@ -77,9 +77,64 @@ pub fn conversation_root(
         })
 }
 
+/// A subject as conversations compare it: reply and forward prefixes (`Re:`, `Fwd:`, `Fw:`,
+/// `AW:`, `WG:`, `SV:`, `VS:`, `Antw:`, `Re[2]:`…) and list tags (`[dev]`) set aside,
+/// wherever they repeat at its start, whitespace folded, case ignored.
+pub fn conversation_subject(subject: &str) -> String {
+    const PREFIXES: [&str; 12] = [
+        "re", "fwd", "fw", "aw", "wg", "sv", "vs", "antw", "tr", "rv", "r", "enc",
+    ];
+    let lower = subject.to_lowercase();
+    let mut rest = lower.trim();
+    loop {
+        let before = rest;
+        if let Some(tagged) = rest.strip_prefix('[')
+            && let Some(end) = tagged.find(']')
+        {
+            rest = tagged[end + 1..].trim_start();
+        }
+        if let Some((word, after)) = rest.split_once(':') {
+            // `Re[2]` and `Re(2)` count replies; the word itself is one of the prefixes.
+            let word = word.trim_end();
+            let bare = word
+                .split_once(['[', '('])
+                .filter(|(_, n)| {
+                    n.trim_end_matches([']', ')'])
+                        .chars()
+                        .all(|c| c.is_ascii_digit())
+                })
+                .map_or(word, |(w, _)| w);
+            if PREFIXES.contains(&bare) {
+                rest = after.trim_start();
+            }
+        }
+        if rest == before {
+            break;
+        }
+    }
+    rest.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{conversation_root, list_of};
+    use super::{conversation_root, conversation_subject, list_of};
+
+    #[test]
+    fn a_subject_compares_without_reply_prefixes_and_list_tags() {
+        for (subject, want) in [
+            ("Lunch on Friday", "lunch on friday"),
+            ("Re: Lunch on Friday", "lunch on friday"),
+            ("RE: re:  Lunch   on Friday ", "lunch on friday"),
+            ("AW: WG: Fwd: [team] Re: Lunch on Friday", "lunch on friday"),
+            ("Re[2]: [dev-list] Lunch on Friday", "lunch on friday"),
+            ("Antw: SV: Lunch on Friday", "lunch on friday"),
+            ("Re: Buy cheap watches", "buy cheap watches"),
+            ("Regarding: the plan", "regarding: the plan"),
+            ("[] ", ""),
+        ] {
+            assert_eq!(conversation_subject(subject), want, "{subject}");
+        }
+    }
 
     #[test]
     fn a_conversation_starts_at_its_first_reference() {

@@ -20,10 +20,11 @@ pub use adapter::{
     Secrets,
 };
 pub use error::{Error, ErrorFields, Result};
-pub use headers::{conversation_root, list_of};
+pub use headers::{conversation_root, conversation_subject, list_of};
 pub use model::{
-    AccountId, Capabilities, MailboxCursor, MailboxInfo, MailboxName, MessageFlags, MessageMeta,
-    MessageText, ProviderKind, RemoteId, Role, RoleSource, SyncMode, Version, plausible_date,
+    AccountId, Capabilities, Conversation, MailboxCursor, MailboxInfo, MailboxName, MessageFlags,
+    MessageMeta, MessageText, ProviderKind, RemoteId, Role, RoleSource, SyncMode, Version,
+    plausible_date,
 };
 pub use provider::{
     ApplyEach, Arrival, MailboxSyncReport, Provider, SameMessage, Seen, Settled, SyncRequest,

@@ -267,6 +267,19 @@ pub fn plausible_date(secs: i64) -> bool {
     (0..7_258_118_400).contains(&secs)
 }
 
+/// The conversation a message belongs to, as its provider can tell.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Conversation {
+    /// The server's own thread: a Gmail threadId, a Graph conversationId, a JMAP threadId.
+    Server(String),
+    /// Read from the message's own headers (IMAP): the Message-ID its conversation began
+    /// with (`conversation_root`). Anyone can name a Message-ID in `References`, so the
+    /// conversation holds only the messages whose subjects also match once reply and forward
+    /// prefixes and list tags are set aside (`conversation_subject`), as Gmail threads them;
+    /// a message whose subject does not match starts a conversation of its own.
+    Headers(String),
+}
+
 /// Everything the index keeps about one server copy of a message.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MessageMeta {
@@ -286,11 +299,10 @@ pub struct MessageMeta {
     pub snippet: String,
     /// A longer prefix of the text body, indexed for full-text search but not stored.
     pub body_prefix: String,
-    /// The conversation it belongs to, as the provider names it (a Gmail threadId, a Graph
-    /// conversationId, a JMAP threadId; on IMAP the Message-ID that starts it,
-    /// `conversation_root`). The index keeps a short hash of it, for `thread:`.
+    /// The conversation it belongs to (`Conversation`). The index keeps a short hash of it
+    /// and the account, for `thread:`: a conversation never spans accounts.
     #[serde(default)]
-    pub thread: Option<String>,
+    pub thread: Option<Conversation>,
     /// The mailing list it came from (`list_of`), for `list:`.
     #[serde(default)]
     pub list: Option<String>,

@@ -165,7 +165,10 @@ impl Cursor {
             body_prefix: String::new(),
             // Gmail's metadata carries the snippet: there is no second pass.
             text_pending: false,
-            thread: m.thread_id.clone(),
+            thread: m
+                .thread_id
+                .clone()
+                .map(mailbroker_core::Conversation::Server),
             list: {
                 let unsubscribe = header("List-Unsubscribe");
                 let links: Vec<&str> = unsubscribe.iter().map(String::as_str).collect();

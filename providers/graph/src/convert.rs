@@ -125,7 +125,9 @@ pub fn meta_of(m: &Value) -> Option<MessageMeta> {
         snippet: text(m, "bodyPreview").to_string(),
         body_prefix: text(m, "bodyPreview").to_string(),
         text_pending: false,
-        thread: m["conversationId"].as_str().map(str::to_string),
+        thread: m["conversationId"]
+            .as_str()
+            .map(|c| mailbroker_core::Conversation::Server(c.to_string())),
         list: list_of(m),
     })
 }

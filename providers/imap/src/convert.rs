@@ -340,7 +340,8 @@ pub(crate) fn meta_of(fetch: &Fetch, uidvalidity: UidValidity) -> Option<Message
             msg.header_raw("References"),
             msg.header_raw("In-Reply-To"),
             msg.header_raw("Message-ID"),
-        );
+        )
+        .map(mailbroker_core::Conversation::Headers);
         // A Date header that names no real moment (garbage reads as year 10000) is no date:
         // the server's INTERNALDATE, set above, stands.
         if let Some(date) = msg

@@ -221,7 +221,9 @@ pub fn meta_of(email: &Value, state: &str) -> Option<MessageMeta> {
         snippet: email["preview"].as_str().unwrap_or_default().to_string(),
         body_prefix: email["preview"].as_str().unwrap_or_default().to_string(),
         text_pending: false,
-        thread: email["threadId"].as_str().map(str::to_string),
+        thread: email["threadId"]
+            .as_str()
+            .map(|t| mailbroker_core::Conversation::Server(t.to_string())),
         list: mailbroker_core::list_of(
             email[LIST_ID].as_str(),
             &email[LIST_UNSUBSCRIBE]
