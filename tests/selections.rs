@@ -36,6 +36,34 @@ async fn selections_that_would_take_everything_change_nothing() {
             assert_eq!(run.json["error_type"], "validation_error", "{}", run.stdout);
         }
     }
+    // A phrase with no word in it matches no message, so its negation matched every one.
+    for query in [
+        "-\"\"",
+        "-\" \"",
+        "-\"-\"",
+        "-\".\"",
+        "-\"@\"",
+        "-\"\u{200B}\"",
+        "-(\"\" OR \"\")",
+        "x OR -\"\"",
+    ] {
+        let with_query = format!("--query={query}");
+        for args in [
+            vec!["update", with_query.as_str(), "--flag", "--yes"],
+            vec!["stage-delete", "--dry-run", "--", query],
+            vec!["search", "--", query],
+        ] {
+            let run = mb(home.path(), &args);
+            assert_eq!(run.code, 2, "{query:?} {args:?}: {}", run.stdout);
+            assert_eq!(run.json["error_type"], "validation_error", "{}", run.stdout);
+            assert!(
+                run.json["error"]
+                    .as_str()
+                    .unwrap()
+                    .contains("no letter or digit")
+            );
+        }
+    }
     assert_eq!(imap.flags("INBOX").await.unwrap(), before);
     let staged = ok(home.path(), &["delete-staged"]);
     assert!(
@@ -44,7 +72,13 @@ async fn selections_that_would_take_everything_change_nothing() {
     );
 
     let session = connect(home.path(), client(None, ProtocolVersion::V_2025_11_25)).await;
-    for query in ["", " ", "larger:18446744073709551615"] {
+    for query in [
+        "",
+        " ",
+        "larger:18446744073709551615",
+        "-\"\"",
+        "x OR -\" \"",
+    ] {
         let body = err_call(
             &session,
             "update_message",

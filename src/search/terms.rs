@@ -121,7 +121,19 @@ fn parse_size(token: &str, value: &str) -> Result<u64, Error> {
 /// The term one query word names: `key:value`, or full-text words.
 pub(super) fn term_of(token: &str, now: i64) -> Result<Term, Error> {
     let Some((key, value)) = token.split_once(':').filter(|(k, _)| !k.starts_with('"')) else {
-        return Ok(Term::Text(unquote(token)));
+        let text = unquote(token);
+        // The full-text index holds words (letters and digits): a phrase without one matches
+        // no message, so its negation, `-""`, would match every message.
+        if !text.chars().any(char::is_alphanumeric) {
+            return Err(Error::validation(format!(
+                "{token:?} holds no letter or digit, so it would match no message (and its \
+                 negation every one)"
+            ))
+            .with_next_step(
+                "search for words; for punctuation in an address use a header term (from:@)",
+            ));
+        }
+        return Ok(Term::Text(text));
     };
     let value = unquote(value);
     if value.is_empty() {

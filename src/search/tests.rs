@@ -190,11 +190,8 @@ fn dashes_negate_by_parity_without_recursion() {
     assert_eq!(root("--x"), text("x"));
     let q = format!("{}(a OR b)", "-".repeat(100_000));
     assert_eq!(root(&q), Expr::Or(vec![text("a"), text("b")]));
-    // Dashes alone are a word.
-    assert_eq!(
-        root("a - b"),
-        Expr::And(vec![text("a"), text("-"), text("b")])
-    );
+    // Dashes alone are a word, and one without a letter or digit, which is refused.
+    refused("a - b");
 }
 
 #[test]
@@ -242,4 +239,30 @@ fn lists_by_id_or_any_and_threads_by_id() {
         Expr::And(vec![t(Term::Thread("0A1B2c3d4e5f".into())), from("dana")])
     );
     refused("thread:");
+}
+
+/// `-""` (and `-" "`, `-"-"`, `-"."`, `-"@"`, a zero-width space, `-("" OR "")`,
+/// `x OR -""`) selected every message: a phrase with no word in it matches none, so its
+/// negation matched all. A phrase or word with no letter or digit is refused.
+#[test]
+fn a_phrase_without_a_word_is_refused() {
+    for q in [
+        "\"\"",
+        "-\"\"",
+        "-\" \"",
+        "-\"-\"",
+        "-\".\"",
+        "-\"@\"",
+        "-\"\u{200B}\"",
+        "-(\"\" OR \"\")",
+        "x OR -\"\"",
+        "-.",
+        "in:inbox -@@",
+    ] {
+        let e = refused(q);
+        assert!(e.to_string().contains("no letter or digit"), "{q}: {e}");
+    }
+    assert_eq!(root("\"don't\""), text("don't"));
+    assert_eq!(root("-\"x.y\""), not(text("x.y")));
+    assert_eq!(root("from:@"), t(Term::From("@".into())));
 }
