@@ -8,14 +8,17 @@ use common::{mb, ok};
 use mailbroker_testkit::cyrus::Cyrus;
 use serde_json::{Value, json};
 
-/// A Cyrus user with `n` Inbox emails from Erin, and account `j` for it, synced.
-async fn account(user: &str, n: usize) -> Option<(&'static Cyrus, tempfile::TempDir, Vec<String>)> {
+/// The shared Cyrus with user `user` made and given `n` Inbox emails from `from`: their ids.
+async fn seeded(user: &str, n: usize, from: &str) -> Option<(&'static Cyrus, Vec<String>)> {
     let cyrus = mailbroker_testkit::cyrus::shared()?;
     cyrus.add_user(user).await.unwrap();
-    let ids = cyrus
-        .seed(user, "Inbox", n, "erin@example.test", &[])
-        .await
-        .unwrap();
+    let ids = cyrus.seed(user, "Inbox", n, from, &[]).await.unwrap();
+    Some((cyrus, ids))
+}
+
+/// A Cyrus user with `n` Inbox emails from Erin, and account `j` for it, synced.
+async fn account(user: &str, n: usize) -> Option<(&'static Cyrus, tempfile::TempDir, Vec<String>)> {
+    let (cyrus, ids) = seeded(user, n, "erin@example.test").await?;
     let home = tempfile::tempdir().unwrap();
     let add = mailbroker_testkit::cyrus::account_add_args("j", &cyrus.url(), user, "MB_TEST_PW");
     let added = common::mb_args(home.path(), &add);
@@ -177,15 +180,10 @@ fn plain_http_to_another_host_is_refused() {
 /// with a next step that says so.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_private_ca_is_trusted_with_ca_file() {
-    let Some(cyrus) = mailbroker_testkit::cyrus::shared() else {
+    let user = "tls";
+    let Some((cyrus, _)) = seeded(user, 2, "tls@example.test").await else {
         return;
     };
-    let user = "tls";
-    cyrus.add_user(user).await.unwrap();
-    cyrus
-        .seed(user, "Inbox", 2, "tls@example.test", &[])
-        .await
-        .unwrap();
     let home = tempfile::tempdir().unwrap();
     let mut add =
         mailbroker_testkit::cyrus::account_add_args("t", &cyrus.https_url(), user, "MB_TEST_PW");
@@ -442,4 +440,211 @@ async fn a_conversation_is_one_thread() {
     assert_eq!(done["applied"], 4, "{done}");
     let archived = ok(home.path(), &["search", "in:archive subject:lunch"]);
     assert_eq!(archived["total"], 4, "{archived}");
+}
+
+/// `account add jmap` with `args` after the URL (password from `MB_TEST_PW`).
+fn add_jmap(home: &std::path::Path, url: &str, extra: &[&str]) -> common::Run {
+    let mut args = vec![
+        "account",
+        "add",
+        "jmap",
+        "--id",
+        "x",
+        "--url",
+        url,
+        "--username",
+        "me",
+        "--password-env",
+        "MB_TEST_PW",
+    ];
+    args.extend(extra);
+    mb(home, &args)
+}
+
+/// The password went in clear where a JMAP URL or its session said: `--url
+/// 'http://localhost:x@127.0.0.2/jmap'` passed the "plain http only to this machine" rule
+/// (read by splitting the text, its host looked like `localhost`), and a session's `apiUrl`
+/// on another origin, over plain http, was used as given. Every URL is now read by a URL
+/// parser, none may carry a user name, and credentials go only to the session's own origin
+/// (or an https origin the person trusted); a redirect to another origin is not followed.
+/// The host at 127.0.0.2 (standing for another machine) gets nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn credentials_go_only_where_the_session_is() {
+    use mailbroker_testkit::jmap_session::{Reply, SessionServer, session};
+    let elsewhere = SessionServer::http([127, 0, 0, 2], Reply::Nothing)
+        .await
+        .unwrap();
+    let other = elsewhere.url.clone();
+    let home = tempfile::tempdir().unwrap();
+    let host_port = other.trim_start_matches("http://");
+
+    let userinfo = add_jmap(
+        home.path(),
+        &format!("http://localhost:x@{host_port}/jmap"),
+        &[],
+    );
+    assert_eq!(userinfo.code, 2, "{}", userinfo.stdout);
+    assert_eq!(
+        userinfo.json["error_type"], "validation_error",
+        "{}",
+        userinfo.stdout
+    );
+
+    let api_elsewhere = SessionServer::http(
+        [127, 0, 0, 1],
+        Reply::Session(session(&format!("{other}/api"), None)),
+    )
+    .await
+    .unwrap();
+    let refused = add_jmap(home.path(), &api_elsewhere.url, &[]);
+    assert_eq!(refused.code, 2, "{}", refused.stdout);
+    assert!(
+        refused.json["error"]
+            .as_str()
+            .unwrap()
+            .contains("another origin"),
+        "{}",
+        refused.stdout
+    );
+    let next = refused.json["next_step"].as_str().unwrap_or_default();
+    assert!(next.contains("--trust-origin"), "{next}");
+    // Only an https origin can be trusted.
+    let plain = add_jmap(home.path(), &api_elsewhere.url, &["--trust-origin", &other]);
+    assert_eq!(
+        plain.json["error_type"], "validation_error",
+        "{}",
+        plain.stdout
+    );
+    assert!(
+        api_elsewhere
+            .got()
+            .iter()
+            .all(|g| g.request.contains("well-known"))
+    );
+
+    let redirect = SessionServer::http(
+        [127, 0, 0, 1],
+        Reply::Redirect(format!("{other}/.well-known/jmap")),
+    )
+    .await
+    .unwrap();
+    let redirected = add_jmap(home.path(), &redirect.url, &[]);
+    assert_ne!(redirected.code, 0, "{}", redirected.stdout);
+
+    assert!(
+        elsewhere.got().is_empty(),
+        "another host was sent {:?}",
+        elsewhere.got()
+    );
+    let listed = ok(home.path(), &["account", "list"]);
+    assert!(
+        listed["accounts"].as_array().unwrap().is_empty(),
+        "{listed}"
+    );
+}
+
+/// Over https: a certificate the roots do not know says so and names `--ca-file` (it said
+/// only "error sending request"); a `--ca-file` holding no certificate is refused; and with
+/// the right CA, a session naming a plain-http `apiUrl` (a step down from https) gets no
+/// credentials.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_failures_say_what_they_are_and_https_never_steps_down() {
+    use mailbroker_testkit::jmap_session::{Reply, SessionServer, session};
+    let certs = tempfile::tempdir().unwrap();
+    let ca = mailbroker_testkit::TestCa::generate(certs.path()).unwrap();
+    let catcher = SessionServer::http([127, 0, 0, 1], Reply::Nothing)
+        .await
+        .unwrap();
+    let secure = SessionServer::https(
+        &ca,
+        Reply::Session(session(&format!("{}/api", catcher.url), None)),
+    )
+    .await
+    .unwrap();
+    let url = secure.url.replace("127.0.0.1", "localhost");
+    let home = tempfile::tempdir().unwrap();
+
+    let untrusted = add_jmap(home.path(), &url, &[]);
+    assert_eq!(untrusted.code, 4, "{}", untrusted.stdout);
+    assert!(
+        untrusted.json["error"]
+            .as_str()
+            .unwrap()
+            .contains("certificate"),
+        "{}",
+        untrusted.stdout
+    );
+    assert!(
+        untrusted.json["next_step"]
+            .as_str()
+            .unwrap()
+            .contains("--ca-file")
+    );
+
+    let empty = certs.path().join("empty.pem");
+    std::fs::write(&empty, "not a certificate\n").unwrap();
+    let empty = empty.display().to_string();
+    let no_cert = add_jmap(home.path(), &url, &["--ca-file", &empty]);
+    assert_eq!(
+        no_cert.json["error_type"], "validation_error",
+        "{}",
+        no_cert.stdout
+    );
+
+    let ca_file = ca.ca_pem.display().to_string();
+    let down = add_jmap(home.path(), &url, &["--ca-file", &ca_file]);
+    assert_eq!(down.code, 2, "{}", down.stdout);
+    assert!(
+        down.json["error"].as_str().unwrap().contains("http"),
+        "{}",
+        down.stdout
+    );
+    assert!(
+        catcher.got().is_empty(),
+        "the plain-http API was sent {:?}",
+        catcher.got()
+    );
+}
+
+/// A server that allows one method call a request (`maxCallsInRequest: 1`) was sent two or
+/// three at once. Calls go in as many requests as the limit asks, a reference to an earlier
+/// request's result resolved by the client: a sync, a write and its undo all work, and the
+/// server refused nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_takes_one_call_a_request_gets_one() {
+    let user = "one-call";
+    let Some((cyrus, _)) = seeded(user, 5, "erin@example.test").await else {
+        return;
+    };
+    let front = mailbroker_testkit::jmap_push::PushFront::start_limited(cyrus, user, Some(1))
+        .await
+        .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let add = mailbroker_testkit::cyrus::account_add_args("j", &front.url(), user, "MB_TEST_PW");
+    let added = common::mb_args(home.path(), &add);
+    assert_eq!(added.code, 0, "{}", added.stdout);
+    ok(home.path(), &["sync"]);
+    let found = ok(home.path(), &["search", "from:erin"]);
+    assert_eq!(found["total"], 5, "{found}");
+    let tagged = ok(
+        home.path(),
+        &[
+            "update",
+            "--query",
+            "from:erin",
+            "--add-tag",
+            "Seen1",
+            "--yes",
+        ],
+    );
+    assert_eq!(tagged["applied"], 5, "{tagged}");
+    ok(home.path(), &["sync"]);
+    let undone = ok(home.path(), &["undo", &tagged["change_id"].to_string()]);
+    assert_eq!(undone["applied"], 5, "{undone}");
+    assert_eq!(
+        front.over_limit(),
+        0,
+        "requests over the server's limit were sent"
+    );
+    assert!(front.api_requests() > 5);
 }

@@ -319,3 +319,50 @@ async fn a_stranger_cannot_join_a_conversation_nor_one_across_accounts() {
     );
     session.cancel().await.ok();
 }
+
+/// A plain-http `--token-url` (or `--auth-url`, `--api-base`, Microsoft's `--authority`,
+/// `--graph-base`) to a host that is not this machine was used as given, and its listener
+/// got the client secret and the code in clear. Refused when the command starts, before any
+/// sign-in URL is shown; a URL with a user name in it too.
+#[test]
+fn sign_in_endpoints_in_clear_to_another_host_are_refused_at_once() {
+    let home = tempfile::tempdir().unwrap();
+    let gmail = [
+        "account",
+        "add",
+        "gmail",
+        "--id",
+        "g",
+        "--client-id",
+        "c",
+        "--no-browser",
+    ];
+    let graph = ["account", "add", "graph", "--id", "m", "--client-id", "c"];
+    let cases: [(&[&str], &str, &str); 6] = [
+        (&gmail, "--token-url", "http://192.0.2.1/token"),
+        (&gmail, "--auth-url", "http://192.0.2.1/auth"),
+        (&gmail, "--api-base", "http://192.0.2.1/"),
+        (&gmail, "--token-url", "http://localhost:x@192.0.2.1/token"),
+        (&graph, "--authority", "http://192.0.2.1"),
+        (&graph, "--graph-base", "http://192.0.2.1"),
+    ];
+    for (first, flag, url) in cases {
+        let mut args = first.to_vec();
+        args.extend([flag, url]);
+        let started = std::time::Instant::now();
+        let run = mb(home.path(), &args);
+        assert_eq!(run.code, 2, "{args:?}: {}\n{}", run.stdout, run.stderr);
+        assert_eq!(run.json["error_type"], "validation_error", "{}", run.stdout);
+        assert!(
+            run.json["error"].as_str().unwrap().contains(flag),
+            "{}",
+            run.stdout
+        );
+        assert!(
+            !run.stderr.contains("http"),
+            "a sign-in URL was shown: {}",
+            run.stderr
+        );
+        assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    }
+}

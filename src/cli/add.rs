@@ -111,6 +111,10 @@ pub struct JmapArgs {
     /// Trust this CA (PEM) in addition to the public roots.
     #[arg(long, value_name = "PEM")]
     pub ca_file: Option<PathBuf>,
+    /// An https origin (https://host) the session may name for its URLs besides its own, to
+    /// which the credentials then go too (by default only the session's own origin).
+    #[arg(long, value_name = "ORIGIN")]
+    pub trust_origin: Vec<String>,
     /// What a tag is on the server: a keyword of the message, or a mailbox it is in beside
     /// its others (Fastmail's labels mode).
     #[arg(long, value_name = "KIND", default_value = "keywords",
@@ -382,6 +386,11 @@ async fn add_jmap(store: &Store, args: &JmapArgs, json: bool) -> Result<()> {
             Some(path) => Some(absolute(path)?),
             None => None,
         },
+        trusted_origins: args
+            .trust_origin
+            .iter()
+            .map(|o| o.trim_end_matches('/').to_string())
+            .collect(),
         tags: mailbroker_jmap::TagMode::parse(&args.tags)?,
     };
     settings.check_plaintext()?;

@@ -2,6 +2,8 @@
 //! with 204) that serves Cyrus's session with its own `eventSourceUrl`, passes API requests
 //! through (counting them), and streams `state` events (RFC 8620 §7.3) as a pushing server
 //! does: the current states when a stream opens, then each new state as Cyrus reaches it.
+//! With a call limit it announces that `maxCallsInRequest` and refuses a request over it as
+//! RFC 8620 §3.6.1 says, as a stricter server than Cyrus would.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -31,6 +33,8 @@ pub struct PushFront {
 #[derive(Default)]
 struct Seen {
     api_requests: AtomicUsize,
+    /// Requests refused for holding more calls than the announced limit.
+    over_limit: AtomicUsize,
     streams: AtomicUsize,
     query: std::sync::Mutex<String>,
 }
@@ -41,11 +45,21 @@ struct Front {
     user: String,
     port: u16,
     seen: Arc<Seen>,
+    max_calls: Option<usize>,
 }
 
 impl PushFront {
     /// Starts a front for `user`'s mail on `cyrus`, on a port of its own.
     pub async fn start(cyrus: &'static Cyrus, user: &str) -> Result<PushFront> {
+        PushFront::start_limited(cyrus, user, None).await
+    }
+
+    /// The same, announcing and holding requests to at most `max_calls` method calls.
+    pub async fn start_limited(
+        cyrus: &'static Cyrus,
+        user: &str,
+        max_calls: Option<usize>,
+    ) -> Result<PushFront> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let port = listener.local_addr()?.port();
         let seen = Arc::new(Seen::default());
@@ -54,6 +68,7 @@ impl PushFront {
             user: user.to_string(),
             port,
             seen: seen.clone(),
+            max_calls,
         };
         let app = Router::new()
             .route("/.well-known/jmap", get(session))
@@ -74,6 +89,11 @@ impl PushFront {
     /// API requests passed through so far.
     pub fn api_requests(&self) -> usize {
         self.seen.api_requests.load(Ordering::SeqCst)
+    }
+
+    /// Requests refused for holding more calls than the announced limit.
+    pub fn over_limit(&self) -> usize {
+        self.seen.over_limit.load(Ordering::SeqCst)
     }
 
     /// Event streams opened so far.
@@ -115,6 +135,9 @@ async fn session(State(front): State<Front>, headers: HeaderMap) -> Result<Strin
     session["eventSourceUrl"] = json!(format!(
         "{base}/events?types={{types}}&closeafter={{closeafter}}&ping={{ping}}"
     ));
+    if let Some(max) = front.max_calls {
+        session["capabilities"]["urn:ietf:params:jmap:core"]["maxCallsInRequest"] = json!(max);
+    }
     Ok(session.to_string())
 }
 
@@ -123,8 +146,19 @@ async fn api(
     State(front): State<Front>,
     headers: HeaderMap,
     body: Bytes,
-) -> Result<String, StatusCode> {
+) -> Result<String, (StatusCode, String)> {
     front.seen.api_requests.fetch_add(1, Ordering::SeqCst);
+    let calls = serde_json::from_slice::<Value>(&body)
+        .ok()
+        .and_then(|b| b["methodCalls"].as_array().map(Vec::len))
+        .unwrap_or(0);
+    if front.max_calls.is_some_and(|max| calls > max) {
+        front.seen.over_limit.fetch_add(1, Ordering::SeqCst);
+        let problem = json!({ "type": "urn:ietf:params:jmap:error:limit",
+            "limit": "maxCallsInRequest", "status": 400 });
+        return Err((StatusCode::BAD_REQUEST, problem.to_string()));
+    }
+    let gateway = |_| (StatusCode::BAD_GATEWAY, String::new());
     let mut request = reqwest::Client::new()
         .post(format!("{}/jmap/", front.cyrus.url()))
         .header(header::CONTENT_TYPE, "application/json")
@@ -132,8 +166,8 @@ async fn api(
     if let Some(auth) = headers.get(header::AUTHORIZATION) {
         request = request.header(header::AUTHORIZATION, auth.as_bytes());
     }
-    let answer = request.send().await.map_err(|_| StatusCode::BAD_GATEWAY)?;
-    answer.text().await.map_err(|_| StatusCode::BAD_GATEWAY)
+    let answer = request.send().await.map_err(gateway)?;
+    answer.text().await.map_err(gateway)
 }
 
 /// The event stream: the current states at once, then each new one.

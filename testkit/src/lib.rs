@@ -12,6 +12,7 @@ mod dovecot;
 mod imap;
 pub mod imap4d;
 pub mod jmap_push;
+pub mod jmap_session;
 mod proxy;
 
 pub mod memory;

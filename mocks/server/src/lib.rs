@@ -38,7 +38,12 @@ impl Drop for Served {
 
 /// Binds a free port on 127.0.0.1.
 pub async fn bind() -> std::io::Result<Bound> {
-    let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
+    bind_on([127, 0, 0, 1]).await
+}
+
+/// Binds a free port on this loopback address (`127.0.0.2` stands for another host).
+pub async fn bind_on(ip: [u8; 4]) -> std::io::Result<Bound> {
+    let listener = tokio::net::TcpListener::bind(SocketAddr::from((ip, 0))).await?;
     let url = format!("http://{}", listener.local_addr()?);
     Ok(Bound {
         listener,

@@ -12,6 +12,7 @@ mod model;
 mod provider;
 mod write;
 
+pub mod endpoint;
 pub mod path;
 pub mod secrets;
 

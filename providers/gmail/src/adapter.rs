@@ -39,6 +39,7 @@ pub async fn setup(
     permanent_delete: bool,
     how: Consent,
 ) -> Result<NewAccount> {
+    settings.check_endpoints()?;
     let wanted = scopes(permanent_delete);
     let tokens = oauth::authorize(
         &settings,

@@ -34,6 +34,18 @@ pub struct OAuthSettings {
     pub quota_units_per_sec: u32,
 }
 
+impl OAuthSettings {
+    /// Refuses an endpoint the client secret, a code or a token may not go to
+    /// (`mailbroker_core::endpoint`): plain http to another host, a user name in the URL.
+    pub fn check_endpoints(&self) -> Result<()> {
+        use mailbroker_core::endpoint::credential_url;
+        credential_url("--auth-url", &self.auth_url)?;
+        credential_url("--token-url", &self.token_url)?;
+        credential_url("--api-base", &self.api_base)?;
+        Ok(())
+    }
+}
+
 pub const DEFAULT_QUOTA: u32 = 250;
 
 fn default_quota() -> u32 {

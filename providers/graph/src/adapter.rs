@@ -32,6 +32,7 @@ pub async fn setup(
     settings: GraphSettings,
     how: Consent,
 ) -> Result<NewAccount> {
+    settings.check_endpoints()?;
     let tokens = sign_in(&settings, how, id.as_str()).await?;
     let client = Client::new(
         &settings.graph_base,

@@ -48,6 +48,16 @@ pub struct GraphSettings {
 }
 
 impl GraphSettings {
+    /// Refuses an endpoint a code or a token may not go to (`mailbroker_core::endpoint`):
+    /// plain http to another host, a user name in the URL. The device code and token
+    /// endpoints are under the authority.
+    pub fn check_endpoints(&self) -> Result<()> {
+        use mailbroker_core::endpoint::credential_url;
+        credential_url("--authority", &self.authority)?;
+        credential_url("--graph-base", &self.graph_base)?;
+        Ok(())
+    }
+
     fn endpoint(&self, which: &str) -> String {
         format!(
             "{}/{}/oauth2/v2.0/{which}",

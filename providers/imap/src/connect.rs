@@ -84,16 +84,6 @@ impl fmt::Debug for ImapConfig {
     }
 }
 
-/// Whether `host` names this machine: `localhost`, or a loopback address literal. A name is
-/// not resolved: what it resolves to can change.
-fn is_loopback(host: &str) -> bool {
-    let bare = host.trim_start_matches('[').trim_end_matches(']');
-    bare.eq_ignore_ascii_case("localhost")
-        || bare
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
-}
-
 /// The byte stream under an IMAP session: plain TCP or TLS over TCP.
 #[derive(Debug)]
 pub(crate) enum Transport {
@@ -303,7 +293,10 @@ impl ImapConfig {
     /// Refuses a connection without TLS to a host other than this machine, unless the person
     /// allowed it: LOGIN would send the password in clear text across the network.
     pub fn check_plaintext(&self) -> Result<()> {
-        if self.tls != TlsMode::None || self.allow_plaintext || is_loopback(&self.host) {
+        if self.tls != TlsMode::None
+            || self.allow_plaintext
+            || mailbroker_core::endpoint::is_this_machine(&self.host)
+        {
             return Ok(());
         }
         Err(Error::validation(format!(
@@ -340,32 +333,5 @@ impl ImapConfig {
             disabled_extensions: settings.disabled_extensions,
             allow_plaintext: settings.allow_plaintext,
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_loopback_hosts_count_as_this_machine() {
-        for host in [
-            "localhost",
-            "LOCALHOST",
-            "127.0.0.1",
-            "127.1.2.3",
-            "::1",
-            "[::1]",
-        ] {
-            assert!(is_loopback(host), "{host}");
-        }
-        for host in [
-            "0.0.0.0",
-            "192.0.2.1",
-            "imap.example.com",
-            "localhost.example.com",
-        ] {
-            assert!(!is_loopback(host), "{host}");
-        }
     }
 }

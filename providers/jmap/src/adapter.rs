@@ -28,6 +28,10 @@ pub struct JmapSettings {
     /// A CA (PEM) trusted beside the public roots, for a server with a private one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ca_file: Option<String>,
+    /// Other https origins the session's URLs may name, which its credentials may go to
+    /// (`--trust-origin`): by default only the session's own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub trusted_origins: Vec<String>,
     /// What a tag is: a keyword, or a mailbox beside the email's others.
     #[serde(default)]
     pub tags: TagMode,
@@ -44,28 +48,28 @@ impl JmapSettings {
         }
     }
 
-    /// Refuses plain `http://` to any host but this machine: the secret would cross the
-    /// network in clear text.
+    /// Refuses a URL credentials may not go to (`mailbroker_core::endpoint`): plain `http://`
+    /// to any host but this machine, a user name or password inside it; and a trusted origin
+    /// that is not an https origin.
     pub fn check_plaintext(&self) -> Result<()> {
-        let Some(rest) = self.url.strip_prefix("http://") else {
-            return match self.url.starts_with("https://") {
-                true => Ok(()),
-                false => Err(
-                    Error::validation(format!("{:?} is not an http(s) URL", self.url))
-                        .with_next_step(
-                            "give the JMAP session URL, e.g. https://api.fastmail.com/jmap/session",
-                        ),
-                ),
-            };
-        };
-        let host = rest.split(['/', '?']).next().unwrap_or_default();
-        let host = host.rsplit_once(':').map_or(host, |(h, _)| h);
-        match matches!(host, "localhost" | "127.0.0.1" | "[::1]") {
-            true => Ok(()),
-            false => Err(Error::validation(format!(
-                "plain http to {host} would send the password in clear text"
-            ))
-            .with_next_step("use https://, or a JMAP server on this machine")),
+        mailbroker_core::endpoint::credential_url("the JMAP URL", &self.url)?;
+        for origin in &self.trusted_origins {
+            let url = mailbroker_core::endpoint::credential_url("--trust-origin", origin)?;
+            if url.scheme() != "https" || url.path() != "/" || url.query().is_some() {
+                return Err(Error::validation(format!(
+                    "--trust-origin {origin} is not an https origin"
+                ))
+                .with_next_step("give it as https://host (or https://host:port)"));
+            }
+        }
+        Ok(())
+    }
+
+    /// What the session trusts beyond the public roots and its own origin.
+    fn trust(&self) -> crate::Trust {
+        crate::Trust {
+            ca_file: self.ca_file.clone(),
+            origins: self.trusted_origins.clone(),
         }
     }
 }
@@ -87,8 +91,7 @@ pub async fn setup(
 ) -> Result<NewAccount> {
     settings.check_plaintext()?;
     let auth = settings.auth(secret.clone());
-    let ca_file = settings.ca_file.as_deref();
-    let mut jmap = JmapProvider::connect_with(&settings.url, auth, ca_file, None)
+    let mut jmap = JmapProvider::connect_with(&settings.url, auth, &settings.trust(), None)
         .await?
         .with_tags(settings.tags);
     let mailboxes = jmap.list_mailboxes().await?;
@@ -158,10 +161,11 @@ impl Adapter for Jmap {
     ) -> Result<Box<dyn Connector>> {
         let settings: JmapSettings = account.settings()?;
         let secret = secrets.get(SECRET_KIND).await?;
-        let (auth, ca_file) = (settings.auth(secret), settings.ca_file.as_deref());
-        let provider = JmapProvider::connect_with(&settings.url, auth, ca_file, account.cursor)
-            .await?
-            .with_tags(settings.tags);
+        let auth = settings.auth(secret);
+        let provider =
+            JmapProvider::connect_with(&settings.url, auth, &settings.trust(), account.cursor)
+                .await?
+                .with_tags(settings.tags);
         Ok(Box::new(Ready(Box::new(provider))))
     }
 
@@ -279,6 +283,7 @@ mod tests {
             username: "me".into(),
             auth: "basic".into(),
             ca_file: None,
+            trusted_origins: Vec::new(),
             tags: TagMode::Keywords,
         }
     }
@@ -296,10 +301,24 @@ mod tests {
                 .check_plaintext()
                 .is_ok()
         );
-        let e = settings("http://mail.example.com/jmap")
-            .check_plaintext()
-            .unwrap_err();
-        assert_eq!(e.error_type(), "validation_error");
-        assert!(settings("ftp://x").check_plaintext().is_err());
+        for bad in [
+            "http://mail.example.com/jmap",
+            // Read by splitting its text, this passed as `localhost`.
+            "http://localhost:x@127.0.0.2/jmap",
+            "ftp://x",
+        ] {
+            let e = settings(bad).check_plaintext().unwrap_err();
+            assert_eq!(e.error_type(), "validation_error", "{bad}");
+        }
+        let mut trusting = settings("https://api.example.com/jmap/session");
+        trusting.trusted_origins = vec!["https://content.example.com".into()];
+        assert!(trusting.check_plaintext().is_ok());
+        for bad in [
+            "http://content.example.com",
+            "https://content.example.com/path",
+        ] {
+            trusting.trusted_origins = vec![bad.into()];
+            assert!(trusting.check_plaintext().is_err(), "{bad}");
+        }
     }
 }

@@ -37,33 +37,118 @@ pub struct Client {
     sent: u64,
 }
 
-impl Client {
-    /// Opens the session at `url`: the session resource itself, or a server whose
-    /// `/.well-known/jmap` leads to it; `ca_file` is a CA (PEM) trusted beside the public
-    /// roots.
-    pub async fn connect(url: &str, auth: Auth, ca_file: Option<&str>) -> Result<Client> {
-        let mut builder = reqwest::Client::builder().timeout(std::time::Duration::from_secs(120));
-        if let Some(path) = ca_file {
-            let pem = std::fs::read(path).map_err(|e| {
-                Error::validation(format!("cannot read the CA file {path}: {e}"))
-                    .with_next_step("pass a PEM file with --ca-file")
-            })?;
-            let ca = reqwest::Certificate::from_pem(&pem).map_err(|e| {
-                Error::validation(format!("{path} is not a PEM certificate: {e}"))
-                    .with_next_step("pass a PEM file with --ca-file")
-            })?;
+/// What a session trusts beyond the public roots and its own origin: a CA (PEM) for a
+/// server with a private one, and other https origins the person allowed the session's URLs
+/// to name (`--trust-origin`), to which its credentials may then go too.
+#[derive(Debug, Clone, Default)]
+pub struct Trust {
+    pub ca_file: Option<String>,
+    pub origins: Vec<String>,
+}
+
+/// The session's URLs a request carries credentials to (RFC 8620 §2), each checked.
+const SESSION_URLS: [(&str, &str); 4] = [
+    ("apiUrl", "its API URL"),
+    ("downloadUrl", "its download URL"),
+    ("uploadUrl", "its upload URL"),
+    ("eventSourceUrl", "its event source URL"),
+];
+
+/// The HTTP client: a timeout, the CA given, and redirects followed only within the
+/// origin they start from (so never to another host, nor from https down to http, where
+/// they would take the credentials).
+fn http_client(ca_file: Option<&str>) -> Result<reqwest::Client> {
+    let mut builder = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(120))
+        .redirect(reqwest::redirect::Policy::custom(|attempt| {
+            let same = attempt
+                .previous()
+                .first()
+                .is_some_and(|first| mailbroker_core::endpoint::same_origin(first, attempt.url()));
+            match same && attempt.previous().len() < 5 {
+                true => attempt.follow(),
+                false => attempt.stop(),
+            }
+        }));
+    if let Some(path) = ca_file {
+        let pem = std::fs::read(path).map_err(|e| {
+            Error::validation(format!("cannot read the CA file {path}: {e}"))
+                .with_next_step("pass a PEM file with --ca-file")
+        })?;
+        // A file with no certificate in it would be taken as trusting nothing more, and the
+        // failure would come later as a refused certificate.
+        let certificates = reqwest::Certificate::from_pem_bundle(&pem).unwrap_or_default();
+        if certificates.is_empty() {
+            return Err(
+                Error::validation(format!("{path} holds no PEM certificate")).with_next_step(
+                    "pass the server's CA certificate (BEGIN CERTIFICATE) with --ca-file",
+                ),
+            );
+        }
+        for ca in certificates {
             builder = builder.add_root_certificate(ca);
         }
-        let http = builder
-            .build()
-            .map_err(|e| Error::internal(format!("jmap http client: {e}")))?;
+    }
+    builder
+        .build()
+        .map_err(|e| Error::internal(format!("jmap http client: {e}")))
+}
+
+/// A URL the session names, made absolute against `session` and kept as written (a
+/// template's `{accountId}` stays as it is), that credentials may go to: on the session's
+/// own origin, or on an https origin the person trusted.
+fn named_url(
+    session: &url::Url,
+    reference: &str,
+    what: &str,
+    trusted: &[String],
+) -> Result<String> {
+    let what = format!("the JMAP session's {what}");
+    let absolute = match reference.contains("://") {
+        true => reference.to_string(),
+        false => format!(
+            "{}/{}",
+            session.origin().ascii_serialization(),
+            reference.trim_start_matches('/')
+        ),
+    };
+    // Checked with the template's braces out of the way; what is checked is its origin.
+    let url = mailbroker_core::endpoint::credential_url(&what, &absolute.replace(['{', '}'], ""))?;
+    let origin = url.origin().ascii_serialization();
+    let allowed = mailbroker_core::endpoint::same_origin(session, &url)
+        || (url.scheme() == "https" && trusted.iter().any(|t| t.trim_end_matches('/') == origin));
+    if !allowed {
+        return Err(Error::validation(format!(
+            "{what} is on {origin}, another origin than the session's ({}): the account's \
+             credentials go only to the session's origin",
+            session.origin().ascii_serialization()
+        ))
+        .with_next_step(format!(
+            "if {origin} is the server's own, add the account with --trust-origin {origin}"
+        )));
+    }
+    Ok(absolute)
+}
+
+impl Client {
+    /// Opens the session at `url`: the session resource itself, or a server whose
+    /// `/.well-known/jmap` leads to it. Every URL the session names must be one its
+    /// credentials may go to (`named_url`).
+    pub async fn connect(url: &str, auth: Auth, trust: &Trust) -> Result<Client> {
+        let http = http_client(trust.ca_file.as_deref())?;
         let base = url.trim_end_matches('/');
-        let session_url = match base.contains("/jmap") || base.contains("/.well-known/") {
+        let session_url_text = match base.contains("/jmap") || base.contains("/.well-known/") {
             true => base.to_string(),
             false => format!("{base}/.well-known/jmap"),
         };
-        let request = authorized(http.get(&session_url), &auth);
-        let session: Value = answer(request.send().await, "jmap session")?
+        let session_url =
+            mailbroker_core::endpoint::credential_url("the JMAP URL", &session_url_text)?;
+        let request = authorized(http.get(session_url.as_str()), &auth);
+        let response = answer(request.send().await, "jmap session")?;
+        // A redirect within the origin was followed; the session's URLs are relative to
+        // where it ended.
+        let session_url = response.url().clone();
+        let session: Value = response
             .json()
             .await
             .map_err(|e| Error::provider_unavailable(format!("jmap session: {e}")))?;
@@ -75,7 +160,19 @@ impl Client {
                 )
             })?
             .to_string();
-        let api_url = absolute(&session_url, session["apiUrl"].as_str().unwrap_or("/jmap/"));
+        let mut urls = std::collections::HashMap::new();
+        for (key, what) in SESSION_URLS {
+            if let Some(reference) = session[key].as_str() {
+                urls.insert(
+                    key,
+                    named_url(&session_url, reference, what, &trust.origins)?,
+                );
+            }
+        }
+        let api_url = match urls.remove("apiUrl") {
+            Some(api) => api,
+            None => named_url(&session_url, "/jmap/", "API URL", &trust.origins)?,
+        };
         let core = &session["capabilities"]["urn:ietf:params:jmap:core"];
         let limit = |key: &str, default: usize| {
             core[key]
@@ -87,20 +184,14 @@ impl Client {
             max_objects_in_set: limit("maxObjectsInSet", 500),
             max_calls_in_request: limit("maxCallsInRequest", 16),
         };
-        let event_source = session["eventSourceUrl"]
-            .as_str()
-            .map(|url| absolute(&session_url, url));
-        let download = session["downloadUrl"]
-            .as_str()
-            .map(|url| absolute(&session_url, url));
         Ok(Client {
             http,
             auth,
             api_url,
             account_id,
             limits,
-            event_source,
-            download,
+            event_source: urls.remove("eventSourceUrl"),
+            download: urls.remove("downloadUrl"),
             sent: 1,
         })
     }
@@ -123,31 +214,42 @@ impl Client {
     }
 
     /// Sends `calls` (`[name, arguments, call id]` each; the account id is added to every
-    /// call's arguments) in one request; the responses in order. A method error answers as
-    /// `["error", {type}, id]` in its place, for the caller to read.
+    /// call's arguments); the responses in order. A method error answers as
+    /// `["error", {type}, id]` in its place, for the caller to read. The calls go in as few
+    /// requests as the session's `maxCallsInRequest` allows, in order; a result reference
+    /// (`#ids`) to a call answered by an earlier request is resolved here, since a server
+    /// sees only the calls of its own request (RFC 8620 §3.7).
     pub async fn call(&mut self, calls: Vec<(&str, Value)>) -> Result<Vec<(String, Value)>> {
-        let method_calls: Vec<Value> = calls
-            .into_iter()
-            .enumerate()
-            .map(|(n, (name, mut args))| {
+        let max = self.limits.max_calls_in_request.max(1);
+        let mut answered: Vec<(String, Value)> = Vec::with_capacity(calls.len());
+        let mut calls = calls.into_iter().enumerate().peekable();
+        while calls.peek().is_some() {
+            let first = answered.len();
+            let mut method_calls = Vec::with_capacity(max);
+            for (n, (name, mut args)) in calls.by_ref().take(max) {
+                resolve_references(&mut args, &answered[..first])?;
                 args["accountId"] = json!(self.account_id);
-                json!([name, args, n.to_string()])
-            })
-            .collect();
-        let body = json!({ "using": USING, "methodCalls": method_calls });
-        self.sent += 1;
-        let request = authorized(self.http.post(&self.api_url), &self.auth).json(&body);
-        let answer: Value = answer(request.send().await, "jmap request")?
-            .json()
-            .await
-            .map_err(|e| Error::provider_unavailable(format!("jmap answer: {e}")))?;
-        let responses = answer["methodResponses"].as_array().ok_or_else(|| {
-            Error::provider_unavailable(format!("jmap answer without methodResponses: {answer}"))
-        })?;
-        Ok(responses
-            .iter()
-            .map(|r| (r[0].as_str().unwrap_or_default().to_string(), r[1].clone()))
-            .collect())
+                method_calls.push(json!([name, args, n.to_string()]));
+            }
+            let body = json!({ "using": USING, "methodCalls": method_calls });
+            self.sent += 1;
+            let request = authorized(self.http.post(&self.api_url), &self.auth).json(&body);
+            let answer: Value = answer(request.send().await, "jmap request")?
+                .json()
+                .await
+                .map_err(|e| Error::provider_unavailable(format!("jmap answer: {e}")))?;
+            let responses = answer["methodResponses"].as_array().ok_or_else(|| {
+                Error::provider_unavailable(format!(
+                    "jmap answer without methodResponses: {answer}"
+                ))
+            })?;
+            answered.extend(
+                responses
+                    .iter()
+                    .map(|r| (r[0].as_str().unwrap_or_default().to_string(), r[1].clone())),
+            );
+        }
+        Ok(answered)
     }
 
     /// The blob `blob_id` (a whole message, as `message/rfc822`) from the download URL.
@@ -175,6 +277,76 @@ impl Client {
     /// Requests sent on this session (the session resource included).
     pub fn sent(&self) -> u64 {
         self.sent
+    }
+}
+
+/// Replaces each result reference in `args` (`"#ids": {resultOf, name, path}`) to a call
+/// among `answered` (by its number) with the value its path points at there; references to
+/// calls of the same request are left to the server.
+fn resolve_references(args: &mut Value, answered: &[(String, Value)]) -> Result<()> {
+    let Value::Object(fields) = args else {
+        return Ok(());
+    };
+    let references: Vec<String> = fields
+        .keys()
+        .filter(|k| k.starts_with('#'))
+        .cloned()
+        .collect();
+    for key in references {
+        let reference = &fields[&key];
+        let Some(at) = reference["resultOf"]
+            .as_str()
+            .and_then(|n| n.parse::<usize>().ok())
+            .filter(|n| *n < answered.len())
+        else {
+            continue;
+        };
+        let (name, result) = &answered[at];
+        if reference["name"].as_str() != Some(name.as_str()) {
+            return Err(Error::provider_unavailable(format!(
+                "jmap: call {at} answered {name}, not the {} a later call refers to",
+                reference["name"]
+            )));
+        }
+        let path = reference["path"].as_str().unwrap_or_default();
+        let value = pointer(result, path);
+        fields.remove(&key);
+        fields.insert(key[1..].to_string(), value);
+    }
+    Ok(())
+}
+
+/// The value at a result reference's `path` (a JSON pointer whose `*` maps over an array,
+/// flattening arrays it yields: RFC 8620 §3.7).
+fn pointer(value: &Value, path: &str) -> Value {
+    let Some(rest) = path.strip_prefix('/') else {
+        return value.clone();
+    };
+    let (token, rest) = rest.split_once('/').map_or((rest, ""), |(t, r)| (t, r));
+    let rest = if rest.is_empty() {
+        String::new()
+    } else {
+        format!("/{rest}")
+    };
+    let token = token.replace("~1", "/").replace("~0", "~");
+    match (token.as_str(), value) {
+        ("*", Value::Array(items)) => {
+            let mut out = Vec::new();
+            for item in items {
+                match pointer(item, &rest) {
+                    Value::Array(inner) => out.extend(inner),
+                    other => out.push(other),
+                }
+            }
+            Value::Array(out)
+        }
+        (_, Value::Object(map)) => map.get(&token).map_or(Value::Null, |v| pointer(v, &rest)),
+        (_, Value::Array(items)) => token
+            .parse::<usize>()
+            .ok()
+            .and_then(|i| items.get(i))
+            .map_or(Value::Null, |v| pointer(v, &rest)),
+        _ => Value::Null,
     }
 }
 
@@ -210,13 +382,29 @@ fn answer(
     what: &str,
 ) -> Result<reqwest::Response> {
     let response = sent.map_err(|e| {
+        // reqwest says only "error sending request"; the reason is further down the chain.
+        let mut reasons = Vec::new();
+        let mut cause: Option<&dyn std::error::Error> = std::error::Error::source(&e);
+        while let Some(c) = cause {
+            reasons.push(c.to_string());
+            cause = c.source();
+        }
         let connect = e.is_connect();
-        let refused = Error::provider_unavailable(format!("{what}: {}", e.without_url()));
-        // A certificate the roots do not know fails the connection; say what fixes it.
+        let reason = reasons
+            .last()
+            .cloned()
+            .unwrap_or_else(|| e.without_url().to_string());
+        if reasons.iter().any(|r| r.contains("certificate")) {
+            return Error::provider_unavailable(format!(
+                "{what}: the server's TLS certificate is not trusted ({reason})"
+            ))
+            .with_next_step(
+                "for a server with a private CA, pass its CA certificate with --ca-file PEM",
+            );
+        }
+        let refused = Error::provider_unavailable(format!("{what}: {reason}"));
         match connect {
-            true => refused.with_next_step(
-                "check the URL; for a server with a private CA, pass it with --ca-file PEM",
-            ),
+            true => refused.with_next_step("check the URL and that the server runs, then retry"),
             false => refused,
         }
     })?;
@@ -248,35 +436,31 @@ fn encode(value: &str) -> String {
         .collect()
 }
 
-/// `reference` (the session's `apiUrl`, often a path) made absolute against `session_url`.
-fn absolute(session_url: &str, reference: &str) -> String {
-    if reference.starts_with("http://") || reference.starts_with("https://") {
-        return reference.to_string();
-    }
-    let origin_end = session_url
-        .find("://")
-        .and_then(|scheme| session_url[scheme + 3..].find('/').map(|i| scheme + 3 + i))
-        .unwrap_or(session_url.len());
-    format!("{}{}", &session_url[..origin_end], reference)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn an_api_path_is_made_absolute_against_the_session() {
-        assert_eq!(
-            absolute("http://127.0.0.1:8080/.well-known/jmap", "/jmap/"),
-            "http://127.0.0.1:8080/jmap/"
-        );
-        assert_eq!(
-            absolute(
-                "https://api.example.com/jmap/session",
-                "https://api.example.com/jmap/api/"
-            ),
-            "https://api.example.com/jmap/api/"
-        );
+    fn a_reference_to_an_earlier_request_is_resolved_here() {
+        let answered = vec![(
+            "Email/query".to_string(),
+            json!({ "ids": ["a", "b"], "list": [{ "id": "x", "ids": [1, 2] }, { "id": "y", "ids": [3] }] }),
+        )];
+        let mut args = json!({
+            "#ids": { "resultOf": "0", "name": "Email/query", "path": "/ids" },
+            "properties": ["id"],
+        });
+        resolve_references(&mut args, &answered).unwrap();
+        assert_eq!(args, json!({ "ids": ["a", "b"], "properties": ["id"] }));
+        assert_eq!(pointer(&answered[0].1, "/list/*/id"), json!(["x", "y"]));
+        assert_eq!(pointer(&answered[0].1, "/list/*/ids"), json!([1, 2, 3]));
+        // A reference within the request is the server's.
+        let mut same =
+            json!({ "#ids": { "resultOf": "1", "name": "Email/query", "path": "/ids" } });
+        resolve_references(&mut same, &answered).unwrap();
+        assert!(same.get("#ids").is_some());
+        let mut wrong = json!({ "#ids": { "resultOf": "0", "name": "Email/get", "path": "/ids" } });
+        assert!(resolve_references(&mut wrong, &answered).is_err());
     }
 
     #[test]

@@ -28,7 +28,7 @@ use mailbroker_core::{
 use serde_json::json;
 
 pub use adapter::{Jmap, JmapSettings, setup};
-pub use client::{Auth, Client};
+pub use client::{Auth, Client, Trust};
 pub use labels::TagMode;
 
 /// A session with one JMAP account.
@@ -48,17 +48,18 @@ impl JmapProvider {
     /// Opens the session at `url` (the session resource, or a server whose
     /// `/.well-known/jmap` leads to it), resuming from the account cursor `cursor`.
     pub async fn connect(url: &str, auth: Auth, cursor: Option<&str>) -> Result<JmapProvider> {
-        JmapProvider::connect_with(url, auth, None, cursor).await
+        JmapProvider::connect_with(url, auth, &Trust::default(), cursor).await
     }
 
-    /// The same, trusting the CA in `ca_file` (PEM) beside the public roots.
+    /// The same, trusting what `trust` names beside the public roots and the session's
+    /// own origin.
     pub async fn connect_with(
         url: &str,
         auth: Auth,
-        ca_file: Option<&str>,
+        trust: &Trust,
         cursor: Option<&str>,
     ) -> Result<JmapProvider> {
-        let client = Client::connect(url, auth, ca_file).await?;
+        let client = Client::connect(url, auth, trust).await?;
         Ok(JmapProvider {
             client,
             capabilities: Capabilities {

@@ -165,7 +165,7 @@ async fn floor(url: &str, user: &str, keyword: &str, read_back: bool) -> Result<
         username: user.into(),
         password: mailbroker_testkit::PASSWORD.into(),
     };
-    let mut client = Client::connect(url, auth, None).await?;
+    let mut client = Client::connect(url, auth, &Default::default()).await?;
     let mut ids: Vec<String> = Vec::new();
     loop {
         let query = json!({ "position": ids.len(), "calculateTotal": false });
