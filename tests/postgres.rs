@@ -243,3 +243,89 @@ async fn an_older_databases_conversations_become_each_accounts() {
     assert_ne!(thread(3).0, thread(1).0, "{found}");
     assert_ne!(thread(4).0, thread(1).0, "{found}");
 }
+
+/// Every node talked to the database in clear ("SQLx was built without TLS support" for
+/// `sslmode=require`). Against the private cluster with TLS on and a private CA:
+/// `sslmode=verify-full` with that CA connects, and every connection a `serve` node holds is
+/// encrypted (`pg_stat_ssl`); another CA is refused, saying what to give.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_link_to_postgresql_is_tls_checked_against_the_ca() {
+    let Some(server) = server() else {
+        return;
+    };
+    let Some(plain) = postgres_database() else {
+        return;
+    };
+    let cluster = mailbroker_testkit::postgres::shared().unwrap();
+    let ca = cluster.ca.ca_pem.display().to_string();
+    let url = format!(
+        "{}?sslmode=verify-full&sslrootcert={ca}",
+        plain.replace("127.0.0.1", "localhost")
+    );
+    let home = tempfile::tempdir().unwrap();
+    on_postgres(home.path(), &url);
+    seed(server, "pg-tls", "INBOX", 3).await;
+    add_account(server, home.path(), "t", "pg-tls", &[]);
+    let serve = common::serve::Serve::start(home.path());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let (all, tls) = loop {
+        let found = ok(home.path(), &["search", "in:inbox"]);
+        let counts = cluster.tls_connections(&plain).unwrap();
+        if found["total"] == 3 && counts.0 > 0 {
+            break counts;
+        }
+        assert!(std::time::Instant::now() < deadline, "no sync: {found}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    assert_eq!(tls, all, "{} of {all} connections in clear", all - tls);
+    drop(serve);
+
+    let certs = tempfile::tempdir().unwrap();
+    let other = mailbroker_testkit::TestCa::generate(certs.path()).unwrap();
+    let wrong = format!(
+        "{}?sslmode=verify-full&sslrootcert={}",
+        plain.replace("127.0.0.1", "localhost"),
+        other.ca_pem.display()
+    );
+    let refused = mb_with(
+        home.path(),
+        &["account", "list"],
+        &[("MAILBROKER_DATABASE_URL", &wrong)],
+    );
+    assert_eq!(refused.code, 4, "{}", refused.stdout);
+    let next = refused.json["next_step"].as_str().unwrap_or_default();
+    assert!(next.contains("sslrootcert"), "{}", refused.stdout);
+}
+
+/// A database URL given as `--database` shows its password in `ps` for as long as a node
+/// runs: the command warns, and says what to use instead; from the environment it does not.
+#[test]
+fn a_password_on_the_command_line_is_warned_about() {
+    let Some(url) = postgres_database() else {
+        return;
+    };
+    let with_password = url.replacen("mailbroker@", "mailbroker:s3cret@", 1);
+    let home = tempfile::tempdir().unwrap();
+    let key = common::team_key_file();
+    let env = [("MAILBROKER_SECRET_KEY_FILE", key.as_str())];
+    let warned = mb_with(
+        home.path(),
+        &["--database", &with_password, "account", "list"],
+        &env,
+    );
+    assert_eq!(warned.code, 0, "{}\n{}", warned.stdout, warned.stderr);
+    assert!(warned.stderr.contains("ps"), "{}", warned.stderr);
+    assert!(
+        warned.stderr.contains("MAILBROKER_DATABASE_URL"),
+        "{}",
+        warned.stderr
+    );
+    assert!(!warned.stderr.contains("s3cret"), "{}", warned.stderr);
+    let quiet = mb_with(
+        home.path(),
+        &["account", "list"],
+        &[("MAILBROKER_DATABASE_URL", &with_password), env[0]],
+    );
+    assert_eq!(quiet.code, 0, "{}", quiet.stdout);
+    assert!(!quiet.stderr.contains("warning"), "{}", quiet.stderr);
+}

@@ -197,10 +197,37 @@ impl UpdateArgs {
     }
 }
 
+/// Whether `--database` was given on the command line (not from the environment) with a
+/// password in its URL.
+fn database_password_in_argv(args: impl Iterator<Item = String>) -> bool {
+    let mut args = args.skip(1);
+    while let Some(arg) = args.next() {
+        let value = match arg.strip_prefix("--database") {
+            Some("") => args.next(),
+            Some(rest) => rest.strip_prefix('=').map(str::to_string),
+            None => None,
+        };
+        if value
+            .and_then(|v| url::Url::parse(&v).ok())
+            .is_some_and(|u| u.password().is_some())
+        {
+            return true;
+        }
+    }
+    false
+}
+
 /// Runs one command to completion; returns the exit code.
 pub async fn run(cli: Cli) -> Result<u8> {
     let started = std::time::Instant::now();
     let home = Home::resolve(cli.home.as_deref())?;
+    if database_password_in_argv(std::env::args()) {
+        crate::say_err!(
+            "warning: the database URL on the command line holds a password, which `ps` shows \
+             to every user of this machine for as long as this runs; use \
+             MAILBROKER_DATABASE_URL, PGPASSWORD or a ~/.pgpass file"
+        );
+    }
     let store = match (&cli.database, &cli.command) {
         (Some(url), _) => Store::connect(url).await?,
         (None, Command::Search { .. }) => Store::open_reader(&home.database()).await?,

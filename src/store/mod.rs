@@ -140,6 +140,18 @@ fn postgres_failure(sqlstate: &str) -> Option<Failure> {
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 static PG_MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
 
+/// Subjects, senders, bodies and the journal travel the link to PostgreSQL: to another
+/// machine over TLS with the server's certificate and name checked (`sslmode=verify-full`),
+/// unless the URL (or `PGSSLMODE`, `by_env`) says otherwise. On this machine (or a socket),
+/// PostgreSQL's own default, `prefer`.
+fn tls_by_default(url: &mut url::Url, by_env: bool) {
+    let host = url.host_str().unwrap_or_default().to_string();
+    let chosen = by_env || url.query_pairs().any(|(k, _)| k == "sslmode");
+    if !chosen && !host.is_empty() && !mailbroker_core::endpoint::is_this_machine(&host) {
+        url.query_pairs_mut().append_pair("sslmode", "verify-full");
+    }
+}
+
 /// Which engine holds the index: SQLite in the home (one machine), or a PostgreSQL database
 /// that several machines share (`--database`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -279,7 +291,7 @@ impl Store {
     /// its migrations (sqlx holds an advisory lock meanwhile, so nodes starting together
     /// migrate once).
     pub async fn connect(url: &str) -> Result<Store, Error> {
-        let options = prepared(url.parse().map_err(|_| {
+        let mut options = prepared(url.parse().map_err(|_| {
             Error::validation("the database URL is not a URL")
                 .with_next_step("give --database postgres://USER@HOST:PORT/DATABASE")
         })?);
@@ -291,13 +303,24 @@ impl Store {
                 "give --database postgres://USER@HOST:PORT/DATABASE, or leave it out",
             ));
         }
+        tls_by_default(
+            &mut options.database_url,
+            std::env::var_os("PGSSLMODE").is_some(),
+        );
         // One connection first, alone: a pool retries a refused connection until its timeout
         // and then reports only that it timed out, where this says why at once.
         let first = <sqlx::AnyConnection as sqlx::Connection>::connect_with(&options)
             .await
             .map_err(|e| {
+                let tls = e.to_string().to_lowercase().contains("certificate");
                 Error::provider_unavailable(format!("cannot reach the database: {e}"))
-                    .with_next_step("check the database URL and that PostgreSQL runs, then retry")
+                    .with_next_step(match tls {
+                        true => {
+                            "give the database's CA with sslrootcert=/path/ca.pem in the URL \
+                                 (sslmode=verify-full checks the certificate and its name)"
+                        }
+                        false => "check the database URL and that PostgreSQL runs, then retry",
+                    })
             })?;
         let _ = sqlx::Connection::close(first).await;
         let pool = AnyPoolOptions::new()
@@ -532,6 +555,34 @@ pub(crate) async fn test_stores() -> Vec<(Option<tempfile::TempDir>, Store)> {
         out.push((None, Store::connect(&url).await.expect("the database")));
     }
     out
+}
+
+#[cfg(test)]
+mod tls_tests {
+    #[test]
+    fn another_machine_is_reached_over_verified_tls_unless_the_url_says_otherwise() {
+        let after = |text: &str, by_env: bool| {
+            let mut url = url::Url::parse(text).unwrap();
+            super::tls_by_default(&mut url, by_env);
+            url.to_string()
+        };
+        assert_eq!(
+            after("postgres://u@db.internal:5432/mb", false),
+            "postgres://u@db.internal:5432/mb?sslmode=verify-full"
+        );
+        for kept in [
+            "postgres://u@db.internal/mb?sslmode=require",
+            "postgres://u@127.0.0.1:5432/mb",
+            "postgres://u@localhost/mb",
+            "postgres://u@[::1]/mb",
+        ] {
+            assert_eq!(after(kept, false), kept);
+        }
+        assert_eq!(
+            after("postgres://u@db.internal/mb", true),
+            "postgres://u@db.internal/mb"
+        );
+    }
 }
 
 #[cfg(test)]

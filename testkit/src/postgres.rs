@@ -1,6 +1,8 @@
 //! A private PostgreSQL cluster: `initdb` into a temporary directory, `postgres` on a free
 //! loopback port, trust authentication for one user, so nothing on the machine is touched.
-//! As root the server runs as the `postgres` user (it refuses to run as root).
+//! As root the server runs as the `postgres` user (it refuses to run as root). TLS is on,
+//! with a certificate from a private CA of its own (`Postgres::ca`), as a team's database
+//! would be: a client that asks for it (`sslmode=verify-full&sslrootcert=…`) gets it.
 
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
@@ -17,6 +19,8 @@ pub struct Postgres {
     dir: tempfile::TempDir,
     child: Option<Child>,
     pub port: u16,
+    /// The private CA the server's certificate (for `localhost` and `127.0.0.1`) is from.
+    pub ca: crate::TestCa,
     bin: PathBuf,
     /// Who runs the server: `postgres` when we are root, else ourselves.
     owner: Option<(u32, u32)>,
@@ -74,6 +78,16 @@ impl Postgres {
         if !out.status.success() {
             bail!("initdb failed: {}", String::from_utf8_lossy(&out.stderr));
         }
+        let tls = dir.path().join("tls");
+        std::fs::create_dir(&tls)?;
+        let ca = crate::TestCa::generate(&tls)?;
+        // The server reads its key only if no one else can.
+        std::fs::set_permissions(&ca.key_pem, std::fs::Permissions::from_mode(0o600))?;
+        if let Some((uid, gid)) = owner {
+            for file in [&tls, &ca.cert_pem, &ca.key_pem, &ca.ca_pem] {
+                crate::dovecot::chown(file, uid, gid)?;
+            }
+        }
         let port = crate::dovecot::free_port()?;
         let log = dir.path().join("postgres.log");
         let mut server = Command::new(bin.join("postgres"));
@@ -85,7 +99,11 @@ impl Postgres {
             .arg("-k")
             .arg(dir.path())
             .args(["-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"])
-            .args(["-c", "max_connections=200"])
+            .args(["-c", "max_connections=200", "-c", "ssl=on"])
+            .arg("-c")
+            .arg(format!("ssl_cert_file={}", ca.cert_pem.display()))
+            .arg("-c")
+            .arg(format!("ssl_key_file={}", ca.key_pem.display()))
             .stderr(std::fs::File::create(&log)?);
         if let Some((uid, gid)) = owner {
             crate::dovecot::chown(&log, uid, gid)?;
@@ -96,6 +114,7 @@ impl Postgres {
             dir,
             child: Some(child),
             port,
+            ca,
             bin,
             owner,
             made: Default::default(),
@@ -122,6 +141,30 @@ impl Postgres {
     /// The URL of database `name` in this cluster.
     pub fn url(&self, name: &str) -> String {
         format!("postgres://{USER}@127.0.0.1:{}/{name}", self.port)
+    }
+
+    /// `(total, over TLS)`: the connections to database `url` other than the asker's own,
+    /// and how many of them are encrypted (`pg_stat_ssl`).
+    pub fn tls_connections(&self, url: &str) -> Result<(u32, u32)> {
+        let name = url.rsplit('/').next().unwrap_or_default();
+        let name = name.split('?').next().unwrap_or_default();
+        let sql = format!(
+            "SELECT count(*), count(*) FILTER (WHERE s.ssl) FROM pg_stat_activity a \
+             JOIN pg_stat_ssl s USING (pid) WHERE a.datname = '{name}' AND a.pid <> pg_backend_pid()"
+        );
+        let mut psql = Command::new(self.bin.join("psql"));
+        psql.args(["-h", "127.0.0.1", "-p", &self.port.to_string(), "-U", USER])
+            .args(["-At", "-F", " ", "-d", "postgres", "-c", &sql]);
+        let out = as_owner(&mut psql, self.owner).output()?;
+        if !out.status.success() {
+            bail!("psql failed: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        let text = String::from_utf8_lossy(&out.stdout);
+        let mut counts = text.split_whitespace().map(str::parse::<u32>);
+        match (counts.next(), counts.next()) {
+            (Some(Ok(all)), Some(Ok(tls))) => Ok((all, tls)),
+            _ => bail!("psql answered {text:?}"),
+        }
     }
 
     /// A plain-text dump of database `url`'s every table (for scans of what it holds).
