@@ -33,8 +33,9 @@ pub fn print_json(key: Option<&str>, value: &impl Serialize) -> Result<(), Error
     let value = serde_json::to_value(value).map_err(|e| Error::internal(format!("json: {e}")))?;
     let envelope = match (key, value) {
         (Some(k), v) => json!({ "success": true, k: v }),
+        // A report that says how it went (`success` false for a partial one) keeps it.
         (None, Value::Object(mut map)) => {
-            map.insert("success".into(), Value::Bool(true));
+            map.entry("success").or_insert(Value::Bool(true));
             Value::Object(map)
         }
         (None, v) => json!({ "success": true, "result": v }),

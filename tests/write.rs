@@ -505,6 +505,8 @@ async fn a_write_whose_answer_is_lost_is_unknown_and_a_rerun_converges() {
     // It reached the server: not failed, but not known to have applied either.
     assert_eq!(run.json["failed"], 0, "{}", run.stdout);
     assert_eq!(run.json["unknown"], 4, "{}", run.stdout);
+    assert_eq!(run.json["success"], false, "{}", run.stdout);
+    assert_eq!(run.json["error_type"], "outcome_unknown", "{}", run.stdout);
     let failures = run.json["failures"].as_array().unwrap();
     assert!(
         failures
@@ -749,4 +751,56 @@ async fn scattered_uids_take_several_pipelined_stores() {
         );
     }
     assert_eq!(common::indexed_flags(home.path(), "w", "INBOX"), after);
+}
+
+/// `success` meant two things: for a write that left a message stale (or unknown) the CLI
+/// said `"success": true` (with exit 5), MCP `success: false` with no `error_type`. One
+/// rule now (SPEC §6): true only when every message is applied or unchanged; a partial
+/// report carries the §10 fields of what fell short, and each message's outcome.
+#[tokio::test]
+async fn success_means_one_thing_on_every_surface() {
+    let Some((home, mut client, id)) = setup_with_note_2_flagged_elsewhere("w-success").await
+    else {
+        return;
+    };
+    let run = mb(home.path(), &["update", &id, "--add-tag", "Seen1"]);
+    assert_eq!(run.code, 5, "{}", run.stdout);
+    assert_eq!(run.json["stale"], 1, "{}", run.stdout);
+    assert_eq!(run.json["success"], false, "{}", run.stdout);
+    assert_eq!(run.json["error_type"], "stale_state", "{}", run.stdout);
+    assert!(
+        run.json["next_step"].as_str().unwrap().contains("sync"),
+        "{}",
+        run.stdout
+    );
+    let done = ok(
+        home.path(),
+        &[
+            "update",
+            "--query",
+            "subject:\"Note 0\"",
+            "--add-tag",
+            "Seen1",
+        ],
+    );
+    assert_eq!(done["success"], true, "{done}");
+    assert!(done.get("error_type").is_none(), "{done}");
+
+    ok(home.path(), &["sync"]);
+    client
+        .store("INBOX", 3, "-FLAGS", "\\Flagged")
+        .await
+        .unwrap();
+    let session = common::mcp::connect(
+        home.path(),
+        common::mcp::client(None, rmcp::model::ProtocolVersion::V_2025_11_25),
+    )
+    .await;
+    let args = serde_json::json!({ "ids": [id.parse::<i64>().unwrap()], "read": true });
+    let (is_error, body) = common::mcp::call(&session, "update_message", args).await;
+    assert!(!is_error, "a partial report is a report: {body}");
+    assert_eq!(body["stale"], 1, "{body}");
+    assert_eq!(body["success"], false, "{body}");
+    assert_eq!(body["error_type"], "stale_state", "{body}");
+    session.cancel().await.ok();
 }

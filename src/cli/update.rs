@@ -140,8 +140,19 @@ fn confirm_on_terminal(plan: &change::ChangeReport, reason: &str) -> Result<()> 
 /// Prints a change report; exits non-zero (as `verification_failed`/`stale_state`/…) when any
 /// message is stale, failed or unknown, so scripts notice.
 pub(super) fn print_change(report: &change::ChangeReport, json: bool) -> Result<u8> {
+    let shortfall = report.shortfall();
     if json {
-        print_json(None, report)?;
+        // `success` as on every surface (SPEC §6); a partial report carries the §10 fields of
+        // what fell short, beside each message's outcome.
+        let mut value = serde_json::to_value(report)
+            .map_err(|e| mailbroker_core::Error::internal(format!("json: {e}")))?;
+        value["success"] = report.success().into();
+        if let Some(s) = &shortfall {
+            value["error"] = s.error.clone().into();
+            value["error_type"] = s.error_type.into();
+            value["next_step"] = s.next_step.clone().into();
+        }
+        print_json(None, &value)?;
     } else {
         if report.dry_run {
             crate::say!(
@@ -175,7 +186,7 @@ pub(super) fn print_change(report: &change::ChangeReport, json: bool) -> Result<
         for f in &report.failures {
             crate::say!("  message {}: {} {}", f.id, f.error_type, f.error);
         }
-        if let Some(b) = &report.blocked {
+        if let Some(b) = &shortfall {
             crate::say_err!("error[{}]: {}", b.error_type, b.error);
             if let Some(step) = &b.next_step {
                 crate::say_err!("next: {step}");

@@ -331,6 +331,8 @@ pub struct FailureView {
 #[derive(Debug, Default, Serialize, JsonSchema)]
 pub struct ChangeOut {
     pub success: bool,
+    pub error: Option<String>,
+    pub error_type: Option<String>,
     /// Journal id, for list_changes and undo_change; absent for a dry run or no-op.
     pub change_id: Option<i64>,
     pub dry_run: bool,
@@ -368,8 +370,11 @@ pub struct ChangeOut {
 
 impl ChangeOut {
     pub fn of(report: &ChangeReport) -> ChangeOut {
+        let shortfall = report.shortfall();
         ChangeOut {
-            success: report.failed == 0 && report.unknown == 0,
+            success: report.success(),
+            error: shortfall.as_ref().map(|s| s.error.clone()),
+            error_type: shortfall.as_ref().map(|s| s.error_type.to_string()),
             change_id: report.change_id,
             dry_run: report.dry_run,
             plan: report.plan.clone(),
@@ -390,8 +395,7 @@ impl ChangeOut {
                 })
                 .collect(),
             routes: report.routes.clone(),
-            next_step: report
-                .blocked
+            next_step: shortfall
                 .as_ref()
                 .and_then(|b| b.next_step.as_deref())
                 .map(super::shape::for_mcp),

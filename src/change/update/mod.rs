@@ -88,6 +88,60 @@ pub struct Blocked {
     pub exit_code: i32,
 }
 
+impl ChangeReport {
+    /// SPEC §6's one meaning, on every surface: true only when every message is applied or
+    /// unchanged (and no account was stopped before its messages were written).
+    pub fn success(&self) -> bool {
+        self.blocked.is_none() && self.stale + self.failed + self.unknown == 0
+    }
+
+    /// When not every message is applied or unchanged: the SPEC §10 fields that say so. The
+    /// error that stopped an account, else the worst of its messages' outcomes (unknown, then
+    /// failed, then stale); each message's own is in `failures`.
+    pub fn shortfall(&self) -> Option<Blocked> {
+        if let Some(b) = &self.blocked {
+            return Some(b.clone());
+        }
+        let counts = format!(
+            "not every message was changed: applied {}, unchanged {}, stale {}, failed {}, unknown {}",
+            self.applied, self.unchanged, self.stale, self.failed, self.unknown
+        );
+        let (error_type, next_step) = if self.unknown > 0 {
+            (
+                "outcome_unknown",
+                "run the same change again: the messages without an answer are read back first, \
+                 never sent blindly",
+            )
+        } else if self.failed > 0 {
+            // The first failed message's own type (a refusal, a read-back that disagreed).
+            let first = self
+                .failures
+                .iter()
+                .filter(|f| f.outcome == Outcome::Failed)
+                .find_map(|f| Error::TYPES.iter().find(|t| **t == f.error_type))
+                .copied();
+            (
+                first.unwrap_or("provider_write_failed"),
+                "see each message's failure; run the same change again for the ones that failed",
+            )
+        } else if self.stale > 0 {
+            (
+                "stale_state",
+                "run: mailbroker sync, then the change again (the stale messages changed on the \
+                 server since they were indexed, and were left alone)",
+            )
+        } else {
+            return None;
+        };
+        Some(Blocked {
+            error: counts,
+            error_type,
+            next_step: Some(next_step.to_string()),
+            exit_code: 5,
+        })
+    }
+}
+
 /// Messages one write may touch before a person must confirm it (SPEC §6).
 pub const DEFAULT_CONFIRM_ABOVE: u64 = 25;
 
