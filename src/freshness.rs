@@ -52,6 +52,10 @@ pub struct Freshness {
     inner: Arc<Mutex<ServeStatus>>,
     /// Told at every change, for `publish`.
     changed: Arc<tokio::sync::Notify>,
+    /// For a watcher's handle (`for_watcher`): once this is cancelled, its writes are
+    /// dropped, so a watcher finishing after its node gave its account up cannot put the
+    /// account back into the node's status.
+    stop: Option<tokio_util::sync::CancellationToken>,
 }
 
 impl Default for Freshness {
@@ -68,6 +72,18 @@ impl Freshness {
                 ..ServeStatus::default()
             })),
             changed: Arc::default(),
+            stop: None,
+        }
+    }
+
+    /// The handle a watcher reports through: the same status, its writes dropped once
+    /// `stop` (the watcher's own token) is cancelled. The check is made under the status's
+    /// lock, and the node cancels before it forgets, so nothing a stopped watcher says
+    /// outlives the node's `forget`.
+    pub fn for_watcher(&self, stop: tokio_util::sync::CancellationToken) -> Freshness {
+        Freshness {
+            stop: Some(stop),
+            ..self.clone()
         }
     }
 
@@ -76,12 +92,21 @@ impl Freshness {
             .inner
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if self.stop.as_ref().is_some_and(|s| s.is_cancelled()) {
+            return;
+        }
         change(&mut status);
         self.changed.notify_one();
     }
 
-    /// Writes this process's status into node `node`'s row whenever it changes, until `stop`.
-    /// A write the index refuses only leaves `serve status` behind; the next change retries.
+    /// Has `publish` write the status again though nothing changed (its node's row is new).
+    pub fn republish(&self) {
+        self.changed.notify_one();
+    }
+
+    /// Writes this process's status into node `node`'s row whenever it changes (or is asked
+    /// to again, `republish`), until `stop`. A write the index refuses is tried again a
+    /// second later: `serve status` would otherwise show a status the node left behind.
     pub async fn publish(
         &self,
         store: &Store,
@@ -96,11 +121,22 @@ impl Freshness {
                     .unwrap_or_else(|poisoned| poisoned.into_inner());
                 serde_json::to_string(&*status).unwrap_or_default()
             };
-            if let Err(e) = store.set_node_status(node, &text).await {
-                tracing::warn!(error = %e, "serve: the index did not take this node's status");
-            }
+            let retry = match store.set_node_status(node, &text).await {
+                Ok(()) => None,
+                Err(e) => {
+                    tracing::warn!(error = %e, "serve: the index did not take this node's status");
+                    Some(std::time::Duration::from_secs(1))
+                }
+            };
+            let retried = async {
+                match retry {
+                    Some(after) => tokio::time::sleep(after).await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 () = self.changed.notified() => {}
+                () = retried => {}
                 () = stop.cancelled() => return,
             }
         }

@@ -79,6 +79,7 @@ pub async fn run(home: Home, store: Store, mut options: ServeOptions) -> Result<
         },
         running: BTreeMap::new(),
         tasks: tokio::task::JoinSet::new(),
+        watching: std::collections::HashMap::new(),
     };
     node.beat(&stop, options.takeover).await?;
     let node_id = node.id.clone();
@@ -134,12 +135,14 @@ struct Watchers {
     poll: Duration,
 }
 
-/// This process as a node: the accounts it watches, each stopped by its own token.
+/// This process as a node: the accounts it watches, each stopped by its own token, and the
+/// task watching each.
 struct Node {
     id: String,
     watchers: Watchers,
     running: BTreeMap<AccountId, tokio_util::sync::CancellationToken>,
     tasks: tokio::task::JoinSet<()>,
+    watching: std::collections::HashMap<tokio::task::Id, AccountId>,
 }
 
 impl Node {
@@ -150,11 +153,34 @@ impl Node {
         stop: &tokio_util::sync::CancellationToken,
         takeover: Duration,
     ) -> Result<()> {
-        let mine = self
+        // A watcher that ended on its own (a panic: it stops only when told to) leaves no
+        // claim without a watcher: it is started again below if the account is still ours.
+        while let Some(ended) = self.tasks.try_join_next_with_id() {
+            let id = match &ended {
+                Ok((id, ())) => *id,
+                Err(e) => e.id(),
+            };
+            if let Some(account) = self.watching.remove(&id)
+                && self
+                    .running
+                    .get(&account)
+                    .is_some_and(|t| !t.is_cancelled())
+            {
+                tracing::warn!(account = %account, "serve: a watcher ended; starting it again");
+                self.running.remove(&account);
+                self.watchers.freshness.forget(account.as_str());
+            }
+        }
+        let (mine, joined) = self
             .watchers
             .store
             .beat_and_share(&self.id, std::process::id(), takeover.as_millis() as i64)
             .await?;
+        if joined {
+            // The row is new (or another node had taken this one for dead and removed it):
+            // it holds no status until this node writes it again.
+            self.watchers.freshness.republish();
+        }
         self.running.retain(|account, token| {
             let kept = mine.contains(account);
             if !kept {
@@ -174,12 +200,13 @@ impl Node {
                 node: self.id.clone(),
                 first_syncs: w.first_syncs,
                 account: account.clone(),
-                freshness: w.freshness.clone(),
+                freshness: w.freshness.for_watcher(token.clone()),
                 stop: token.clone(),
                 interval: w.interval,
                 poll: w.poll,
             };
-            self.tasks.spawn(watcher.run());
+            let task = self.tasks.spawn(watcher.run());
+            self.watching.insert(task.id(), account.clone());
             self.running.insert(account, token);
         }
         Ok(())

@@ -16,28 +16,38 @@ impl Store {
     /// Node `id` beats, and takes its share of the accounts: the dead nodes (silent for
     /// `takeover_ms`) are removed with their claims, then it releases what it holds beyond
     /// an even share of the accounts among the live nodes and claims unwatched ones up to
-    /// it. Returns the accounts it watches now, by id.
+    /// it. Returns the accounts it watches now, by id, and whether its row was made anew
+    /// (first beat, or another node had taken it for dead): its status is then to be
+    /// written again.
     pub async fn beat_and_share(
         &self,
         id: &str,
         pid: u32,
         takeover_ms: i64,
-    ) -> Result<Vec<AccountId>, Error> {
+    ) -> Result<(Vec<AccountId>, bool), Error> {
         let (now, here) = (now_ms(), crate::util::host());
         let mut tx = self.write_tx().await?;
         let run = async {
-            sqlx::query(
-                "INSERT INTO serve_nodes (id, host, pid, heartbeat_at, takeover_ms)
-                 VALUES ($1, $2, $3, $4, $5)
-                 ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at",
-            )
-            .bind(id)
-            .bind(&here)
-            .bind(i64::from(pid))
-            .bind(now)
-            .bind(takeover_ms)
-            .execute(&mut *tx)
-            .await?;
+            let beat = sqlx::query("UPDATE serve_nodes SET heartbeat_at = $1 WHERE id = $2")
+                .bind(now)
+                .bind(id)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            let joined = beat == 0;
+            if joined {
+                sqlx::query(
+                    "INSERT INTO serve_nodes (id, host, pid, heartbeat_at, takeover_ms)
+                     VALUES ($1, $2, $3, $4, $5)",
+                )
+                .bind(id)
+                .bind(&here)
+                .bind(i64::from(pid))
+                .bind(now)
+                .bind(takeover_ms)
+                .execute(&mut *tx)
+                .await?;
+            }
             let neighbours: Vec<(String, i64)> =
                 sqlx::query_as("SELECT id, pid FROM serve_nodes WHERE host = $1 AND id != $2")
                     .bind(&here)
@@ -89,17 +99,20 @@ impl Store {
             .bind(share)
             .execute(&mut *tx)
             .await?;
-            sqlx::query_scalar::<_, String>(
+            let mine = sqlx::query_scalar::<_, String>(
                 "SELECT account_id FROM account_watchers WHERE node_id = $1 ORDER BY account_id",
             )
             .bind(id)
             .fetch_all(&mut *tx)
-            .await
+            .await?;
+            Ok::<_, sqlx::Error>((mine, joined))
         }
         .await
         .map_err(db_error)?;
         tx.commit().await.map_err(db_error)?;
-        run.iter().map(|a| a.parse()).collect()
+        let (mine, joined) = run;
+        let mine = mine.iter().map(|a| a.parse()).collect::<Result<_, _>>()?;
+        Ok((mine, joined))
     }
 
     /// What node `id` says of itself now (`freshness`), as JSON.

@@ -89,38 +89,65 @@ impl Postgres {
             }
         }
         let port = crate::dovecot::free_port()?;
-        let log = dir.path().join("postgres.log");
-        let mut server = Command::new(bin.join("postgres"));
-        server
-            .arg("-D")
-            .arg(&data)
-            .arg("-p")
-            .arg(port.to_string())
-            .arg("-k")
-            .arg(dir.path())
-            .args(["-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"])
-            .args(["-c", "max_connections=200", "-c", "ssl=on"])
-            .arg("-c")
-            .arg(format!("ssl_cert_file={}", ca.cert_pem.display()))
-            .arg("-c")
-            .arg(format!("ssl_key_file={}", ca.key_pem.display()))
-            .stderr(std::fs::File::create(&log)?);
-        if let Some((uid, gid)) = owner {
-            crate::dovecot::chown(&log, uid, gid)?;
-        }
-        as_owner(&mut server, owner);
-        let child = crate::dovecot::spawn_tied(server)?;
         let mut pg = Postgres {
             dir,
-            child: Some(child),
+            child: None,
             port,
             ca,
             bin,
             owner,
             made: Default::default(),
         };
+        pg.serve()?;
         pg.wait_ready()?;
         Ok(pg)
+    }
+
+    /// Starts the server on the cluster's data, port and certificate, and waits until it
+    /// accepts connections.
+    fn serve(&mut self) -> Result<()> {
+        let data = self.dir.path().join("data");
+        let log = self.dir.path().join("postgres.log");
+        let mut server = Command::new(self.bin.join("postgres"));
+        server
+            .arg("-D")
+            .arg(&data)
+            .arg("-p")
+            .arg(self.port.to_string())
+            .arg("-k")
+            .arg(self.dir.path())
+            .args(["-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"])
+            .args(["-c", "max_connections=200", "-c", "ssl=on"])
+            .arg("-c")
+            .arg(format!("ssl_cert_file={}", self.ca.cert_pem.display()))
+            .arg("-c")
+            .arg(format!("ssl_key_file={}", self.ca.key_pem.display()))
+            .stderr(std::fs::File::create(&log)?);
+        if let Some((uid, gid)) = self.owner {
+            crate::dovecot::chown(&log, uid, gid)?;
+        }
+        as_owner(&mut server, self.owner);
+        self.child = Some(crate::dovecot::spawn_tied(server)?);
+        self.wait_ready()
+    }
+
+    /// Stops the server (fast shutdown: every connection is cut), keeps it down for `down`,
+    /// then starts it again on the same data and port: a database that went away and came
+    /// back, as a team's may.
+    pub fn restart_after(&mut self, down: Duration) -> Result<()> {
+        self.stop();
+        std::thread::sleep(down);
+        self.serve()
+    }
+
+    fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            // SIGINT: PostgreSQL's fast shutdown (SIGTERM waits for clients to leave).
+            unsafe {
+                libc::kill(child.id() as libc::pid_t, libc::SIGINT);
+            }
+            let _ = child.wait();
+        }
     }
 
     /// A new, empty database in this cluster, as a URL.
@@ -212,13 +239,7 @@ impl Postgres {
 
 impl Drop for Postgres {
     fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            // SIGINT: PostgreSQL's fast shutdown (SIGTERM waits for clients to leave).
-            unsafe {
-                libc::kill(child.id() as libc::pid_t, libc::SIGINT);
-            }
-            let _ = child.wait();
-        }
+        self.stop();
     }
 }
 
