@@ -2,11 +2,16 @@ use std::process::ExitCode;
 
 /// Rust starts with SIGPIPE ignored, so a command whose reader has gone (`mailbroker search … |
 /// head`) would panic on its next print. Commands end quietly instead, as Unix tools do. The
-/// MCP server keeps it ignored: a client that hangs up must not end a server that serves
-/// others.
+/// servers keep it ignored: a client that hangs up must not end a server that serves others.
+/// Their reports (`serve status`, `mcp status`, `mcp config`) are commands like any other.
 fn quiet_on_closed_stdout(cli: &mailbroker::cli::Cli) {
     use mailbroker::cli::Command;
-    if !matches!(cli.command, Command::Mcp(_) | Command::Serve(_)) {
+    let serves = match &cli.command {
+        Command::Mcp(m) => m.command.is_none(),
+        Command::Serve(s) => s.command.is_none(),
+        _ => false,
+    };
+    if !serves {
         // SAFETY: setting a signal's disposition to the default, before any thread starts.
         unsafe {
             libc::signal(libc::SIGPIPE, libc::SIG_DFL);

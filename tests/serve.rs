@@ -13,7 +13,7 @@
 mod common;
 
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -672,4 +672,33 @@ fn stopped_with_the_change_journaled(
     let change = changes["changes"][0].clone();
     assert_eq!(change["status"], "done", "{changes}");
     change
+}
+
+/// `serve status | head` panicked on the closed pipe (so did `mcp status` and `mcp config`):
+/// the servers' reports kept the servers' way with SIGPIPE. Each ends quietly now when its
+/// reader has gone, as any command does.
+#[test]
+fn reports_end_quietly_when_their_reader_has_gone() {
+    let home = tempfile::tempdir().unwrap();
+    common::ok(home.path(), &["account", "list"]);
+    for args in [
+        &["serve", "status"][..],
+        &["mcp", "status"],
+        &["mcp", "config"],
+        &["serve", "status", "--json"],
+    ] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let ended = Command::new(env!("CARGO_BIN_EXE_mailbroker"))
+            .arg("--home")
+            .arg(home.path())
+            .args(args)
+            .stdout(writer)
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&ended.stderr);
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert_ne!(ended.status.code(), Some(101), "{args:?}: {stderr}");
+    }
 }
