@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 #[macro_export]
 macro_rules! say {
     ($($arg:tt)*) => {
-        println!("{}", $crate::output::one_line(&format!($($arg)*)))
+        println!("{}", $crate::output::layout_line(&format!($($arg)*)))
     };
 }
 
@@ -24,7 +24,7 @@ macro_rules! say {
 #[macro_export]
 macro_rules! say_err {
     ($($arg:tt)*) => {
-        eprintln!("{}", $crate::output::one_line(&format!($($arg)*)))
+        eprintln!("{}", $crate::output::layout_line(&format!($($arg)*)))
     };
 }
 
@@ -79,6 +79,18 @@ pub fn one_line(text: &str) -> Cow<'_, str> {
 /// As `one_line`, for a message body: line breaks and tabs stay (CRLF becomes LF).
 pub fn body_text(text: &str) -> Cow<'_, str> {
     neutralise(text, true)
+}
+
+/// A line mailbroker lays out itself (`say!`): its own tabs separate columns and stay;
+/// every other control character is pictured, in case a caller left server text in it
+/// unescaped. Text from a server goes in through `one_line`, where a tab is pictured too,
+/// so it cannot make a column of its own.
+pub fn layout_line(text: &str) -> Cow<'_, str> {
+    if !text.contains('\t') {
+        return one_line(text);
+    }
+    let parts: Vec<Cow<'_, str>> = text.split('\t').map(one_line).collect();
+    Cow::Owned(parts.join("\t"))
 }
 
 fn neutralise(text: &str, keep_lines: bool) -> Cow<'_, str> {
@@ -199,5 +211,22 @@ mod tests {
         let body = body_text("line one\r\nline\ttwo\x1b[2J\u{9b}");
         assert_eq!(body, "line one\nline\ttwo\u{241b}[2J\u{fffd}");
         assert!(matches!(one_line("plain Grüße"), Cow::Borrowed(_)));
+    }
+
+    /// `account list` printed `ana␉imap␉-␉last sync: never`: the layout's own tabs were
+    /// pictured as if they came from a server. They stay; a server's tab, escaped on its way
+    /// in, and every other control character do not.
+    #[test]
+    fn the_layouts_tabs_stay_and_a_servers_do_not() {
+        let subject = one_line("a\tforged column");
+        let line = format!("42\t{subject}\tdone\x1b[2J");
+        assert_eq!(
+            layout_line(&line),
+            "42\ta\u{2409}forged column\tdone\u{241b}[2J"
+        );
+        assert_eq!(
+            layout_line("ana\timap\t-\tlast sync: never"),
+            "ana\timap\t-\tlast sync: never"
+        );
     }
 }

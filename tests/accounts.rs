@@ -21,6 +21,14 @@ fn add_over_implicit_tls_detects_capabilities_and_roles() {
     let account = &json["account"];
     assert_eq!(account["id"], "work");
     assert_eq!(account["provider"], "imap");
+    // As a person reads it: the columns are tabs, not pictures of tabs.
+    let listed = common::mb_text(home.path(), &["account", "list"]);
+    assert_eq!(
+        listed.stdout.trim_end(),
+        "work\timap\talice@example.test\tlast sync: never",
+        "{}",
+        listed.stdout
+    );
     let exts: Vec<&str> = account["capabilities"]["extensions"]
         .as_array()
         .unwrap()

@@ -214,7 +214,7 @@ async fn list(store: &Store, json: bool) -> Result<()> {
             "{}\t{}\t{}\tlast sync: {}",
             a.id,
             a.provider.as_str(),
-            a.email.as_deref().unwrap_or("-"),
+            crate::output::one_line(a.email.as_deref().unwrap_or("-")),
             a.last_sync_at.map_or("never".into(), rfc3339)
         );
     }

@@ -402,12 +402,13 @@ fn print_change_record(c: &crate::store::ChangeRecord) {
         .undone_by
         .map(|u| format!("\tundone by change {u}"))
         .unwrap_or_default();
-    println!(
+    // The origin names a client as the client named itself: escaped, tabs too.
+    crate::say!(
         "{}\t{}\t{}\t{}\tapplied {} unchanged {} stale {} failed {} unknown {}{unrecorded}{undone}",
         c.id,
         rfc3339(c.created_at),
-        c.origin,
-        c.patch,
+        output::one_line(&c.origin),
+        output::one_line(&c.patch.to_string()),
         c.applied,
         c.unchanged,
         c.stale,
