@@ -56,12 +56,40 @@ pub fn restrict_file(path: &Path) -> Result<(), Error> {
         .map_err(|e| io_error(&format!("cannot restrict {}", path.display()), &e))
 }
 
+/// The largest file a person hands mailbroker to read (a client file, a key, a token): a
+/// few kilobytes each, so anything larger is a mistake, not something to read whole.
+pub const SMALL_FILE: u64 = 1 << 20;
+
+/// The text of a small file a person names (`what`: "client file"), read only if it is no
+/// larger than `SMALL_FILE`; a UTF-8 byte order mark, which editors on some systems write, is
+/// set aside.
+pub fn read_small(path: &Path, what: &str) -> Result<String, Error> {
+    let cannot = |e: std::io::Error| {
+        Error::validation(format!("cannot read {what} {}: {e}", path.display()))
+    };
+    let file = fs::File::open(path).map_err(cannot)?;
+    let size = file.metadata().map_err(cannot)?.len();
+    if size > SMALL_FILE {
+        return Err(Error::validation(format!(
+            "{what} {} is {size} bytes; one is a few kilobytes",
+            path.display()
+        ))
+        .with_next_step(format!("check the path: give the {what} itself")));
+    }
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut std::io::Read::take(file, SMALL_FILE), &mut text)
+        .map_err(cannot)?;
+    Ok(match text.strip_prefix('\u{feff}') {
+        Some(rest) => rest.to_string(),
+        None => text,
+    })
+}
+
 /// The text of a file that holds a secret (`what`: "token file", "secret key file"), refused
 /// when others than its owner may read or write it (`check_private`).
 pub fn read_private(path: &Path, what: &str) -> Result<String, Error> {
     check_private(path, what)?;
-    fs::read_to_string(path)
-        .map_err(|e| Error::validation(format!("cannot read {what} {}: {e}", path.display())))
+    read_small(path, what)
 }
 
 /// Refuses a file that holds a secret when others than its owner may read or write it: the

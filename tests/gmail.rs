@@ -178,3 +178,50 @@ async fn an_expired_testing_grant_explains_itself_and_login_recovers() {
     let found = common::ok(home.path(), &["search", "account:g"]);
     assert_eq!(found["total"], 4, "{found}");
 }
+
+/// A client file saved by an editor that writes a UTF-8 byte order mark was refused as "not
+/// JSON"; it is read as the JSON it is. A 200 MB file given as the client file was read
+/// whole; anything over a megabyte is refused before it is read, saying so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_file_with_a_byte_order_mark_works_and_a_huge_one_is_refused() {
+    let mock = GmailMock::start("me@mock.example").await.unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let plain = mailbroker_testkit::oauth::client_file(&mock.url);
+    let marked = home.path().join("client_secret_bom.json");
+    let text = std::fs::read_to_string(&plain).unwrap();
+    std::fs::write(&marked, format!("\u{feff}{text}")).unwrap();
+    let mut args: Vec<String> = ["account", "add", "gmail", "--id", "g", "--credentials"]
+        .map(String::from)
+        .to_vec();
+    args.push(marked.display().to_string());
+    args.extend(mailbroker_testkit::oauth::endpoint_args(&mock.url));
+    let added = with_browser(home.path(), args).await;
+    assert_eq!(added.code, 0, "{}\n{}", added.stdout, added.stderr);
+
+    let huge = home.path().join("huge.json");
+    std::fs::File::create(&huge)
+        .unwrap()
+        .set_len(200 << 20)
+        .unwrap();
+    let started = std::time::Instant::now();
+    let run = common::mb(
+        home.path(),
+        &[
+            "account",
+            "add",
+            "gmail",
+            "--id",
+            "h",
+            "--no-browser",
+            "--credentials",
+            huge.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(run.json["error_type"], "validation_error", "{}", run.stdout);
+    assert!(
+        run.json["error"].as_str().unwrap().contains("bytes"),
+        "{}",
+        run.stdout
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+}

@@ -376,6 +376,14 @@ async fn a_read_only_home_is_writes_disabled() {
     assert_ne!(run.code, 0, "{}", run.stdout);
     assert_eq!(run.json["error_type"], "writes_disabled", "{}", run.stdout);
     assert!(run.json["next_step"].as_str().is_some(), "{}", run.stdout);
+    // `account list` took 30 s and printed 14 lines of the pool's retries: it says why at
+    // once, in two lines (the error and what to do).
+    let started = std::time::Instant::now();
+    let listed = common::mb_text(home.path(), &["account", "list"]);
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    assert_ne!(listed.code, 0);
+    assert_eq!(listed.stderr.lines().count(), 2, "{}", listed.stderr);
+    assert!(listed.stderr.contains("writes_disabled"), "{}", listed.stderr);
 }
 
 /// A move whose answer was lost stayed `unknown` for good, and could never be undone, even

@@ -226,3 +226,22 @@ async fn a_scoped_token_sees_and_changes_only_its_accounts_on_sqlite() {
 async fn a_scoped_token_sees_and_changes_only_its_accounts_on_postgres() {
     a_scoped_token_sees_and_changes_only_its_accounts(Engine::Postgres).await;
 }
+
+/// `token create --name ''` made a token no one could name to revoke.
+#[test]
+fn a_token_needs_a_name() {
+    let home = tempfile::tempdir().unwrap();
+    for name in ["", "   ", "a\u{7}b"] {
+        let run = mb(
+            home.path(),
+            &["token", "create", "--name", name, "--accounts", "x"],
+        );
+        assert_eq!(
+            run.json["error_type"], "validation_error",
+            "{name:?}: {}",
+            run.stdout
+        );
+    }
+    let listed = mb(home.path(), &["token", "list", "--json"]);
+    assert!(!listed.stdout.contains("\"name\""), "{}", listed.stdout);
+}

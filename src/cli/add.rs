@@ -292,10 +292,7 @@ fn imap_config(args: &ImapArgs) -> Result<ImapConfig> {
 
 /// The OAuth client to sign in with: from Google's client file, or an id and a secret.
 fn gmail_client(args: &GmailArgs) -> Result<(String, Option<String>)> {
-    let read = |f: &PathBuf| {
-        std::fs::read_to_string(f)
-            .map_err(|e| Error::validation(format!("cannot read {}: {e}", f.display())))
-    };
+    let read = |f: &PathBuf| crate::util::read_small(f, "client file");
     if let Some(file) = &args.credentials {
         let client = mailbroker_gmail::oauth::ClientFile::parse(&read(file)?)?;
         return Ok((client.client_id, Some(client.client_secret)));

@@ -71,6 +71,12 @@ async fn create(
     allow_writes: bool,
     json: bool,
 ) -> Result<()> {
+    if name.trim().is_empty() || name.chars().count() > 64 || name.chars().any(char::is_control) {
+        return Err(mailbroker_core::Error::validation(format!(
+            "token name {name:?}: give 1 to 64 characters, no control characters"
+        ))
+        .with_next_step("name it for who uses it: --name laptop-claude"));
+    }
     let ids = accounts
         .iter()
         .map(|a| a.trim().parse())

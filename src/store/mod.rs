@@ -275,6 +275,9 @@ impl Store {
     /// file readable by its owner only.
     pub async fn open(path: &Path) -> Result<Store, Error> {
         let existed = path.exists();
+        // Checked before any connection: a pool retries a connection it cannot open for its
+        // whole timeout (30 s), logging every attempt, where this says why at once.
+        unwritable(path)?;
         let pool = sqlite_pool(4, true)
             .connect_with(prepared(sqlite_url(path, false)?))
             .await
@@ -444,15 +447,26 @@ impl Store {
 /// directory that cannot be written (a read-only mount) keeps it shut: that is the person's
 /// to fix, not a fault of ours.
 fn open_error(path: &Path, e: sqlx::Error) -> Error {
+    match unwritable(path) {
+        Err(refused) => refused,
+        Ok(()) => Error::internal(format!("cannot open index {}: {e}", path.display())),
+    }
+}
+
+/// Why the index at `path` cannot be written, if it cannot: the file (a read-only file
+/// system, another owner) or its directory, where SQLite keeps its journal beside it.
+fn unwritable(path: &Path) -> Result<(), Error> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let what = format!("cannot open index {}", path.display());
     match std::fs::File::options().append(true).open(path) {
-        Err(io) if io.raw_os_error() != Some(libc::ENOENT) => crate::util::io_error(&what, &io),
-        _ if !writable(dir) => {
-            Error::writes_disabled(format!("{what}: its directory cannot be written"))
-                .with_next_step("make the home directory writable by you (see --home), then retry")
+        Err(io) if io.raw_os_error() != Some(libc::ENOENT) => {
+            Err(crate::util::io_error(&what, &io))
         }
-        _ => Error::internal(format!("{what}: {e}")),
+        _ if !writable(dir) => Err(Error::writes_disabled(format!(
+            "{what}: its directory cannot be written"
+        ))
+        .with_next_step("make the home directory writable by you (see --home), then retry")),
+        _ => Ok(()),
     }
 }
 
