@@ -26,6 +26,11 @@ pub struct Session {
 }
 
 impl Session {
+    /// The account's fence: what the session's journal writes and lease checks go by.
+    pub fn fence(&self) -> crate::store::Fence {
+        self.lock.fence()
+    }
+
     /// Logs out, then frees the account; the protocol commands the session sent.
     pub async fn close(mut self) -> u64 {
         self.provider.close().await;

@@ -383,7 +383,11 @@ async fn a_read_only_home_is_writes_disabled() {
     assert!(started.elapsed() < std::time::Duration::from_secs(5));
     assert_ne!(listed.code, 0);
     assert_eq!(listed.stderr.lines().count(), 2, "{}", listed.stderr);
-    assert!(listed.stderr.contains("writes_disabled"), "{}", listed.stderr);
+    assert!(
+        listed.stderr.contains("writes_disabled"),
+        "{}",
+        listed.stderr
+    );
 }
 
 /// A move whose answer was lost stayed `unknown` for good, and could never be undone, even
@@ -506,5 +510,73 @@ async fn each_batch_is_journaled_as_it_comes_back() {
         (&entry["applied"], &entry["failed"], &entry["unknown"]),
         (&json!(5), &json!(0), &json!(0)),
         "{list}"
+    );
+}
+
+/// A process stopped past its lease (SIGSTOP) still sent its batch after another process
+/// had taken the account. Here the lease is taken from under a write while its first batch
+/// waits on the server: that batch, already sent, is not journaled over what the new
+/// holder may have written (its lines stay `unknown`), and nothing more is sent.
+#[tokio::test]
+async fn a_writer_that_lost_its_lease_sends_and_journals_nothing_more() {
+    let Some(server) = server() else { return };
+    let home = tempfile::tempdir().unwrap();
+    let mut client = common::seed(server, "i-fenced", "INBOX", 3).await;
+    client.create("Archive").await.unwrap();
+    for i in 0..2 {
+        let body = message(10 + i, "erin@example.test", "Old", "text");
+        client.append("Archive", "", &body).await.unwrap();
+    }
+    let proxy =
+        mailbroker_testkit::Proxy::start(server.imap_port, std::time::Duration::ZERO).unwrap();
+    common::add_proxied(home.path(), "p", proxy.port, "i-fenced");
+    ok(home.path(), &["sync"]);
+    proxy.take_sent();
+    // Batches go in mailbox order: Archive's first, held at its STORE.
+    proxy.hold_at("UID STORE");
+    let dir = home.path().to_path_buf();
+    let request = [
+        "update",
+        "--query",
+        "account:p",
+        "--add-tag",
+        "Late",
+        "--yes",
+    ];
+    let run = tokio::task::spawn_blocking(move || mb(&dir, &request));
+    common::until_held(&proxy, "Archive's STORE").await;
+
+    // Another process takes the account, as one would once the lease ran out.
+    let url = format!("sqlite://{}", home.path().join("index.sqlite3").display());
+    let mut conn = <sqlx::SqliteConnection as sqlx::Connection>::connect(&url)
+        .await
+        .unwrap();
+    sqlx::query(
+        "UPDATE account_leases SET holder = 'other', holder_host = 'elsewhere', fence = fence + 1,
+           expires_at = 9999999999999 WHERE account_id = 'p'",
+    )
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    sqlx::Connection::close(conn).await.unwrap();
+    proxy.release();
+
+    let done = run.await.unwrap();
+    assert_ne!(done.code, 0, "{}", done.stdout);
+    let sent = proxy.take_sent();
+    assert_eq!(
+        sent.matches("UID STORE").count(),
+        1,
+        "a second batch was sent:\n{sent}"
+    );
+    let archive = common::indexed_flags(home.path(), "p", "Archive");
+    assert!(
+        archive.values().all(|f| !f.contains(&"Late".to_string())),
+        "a writer without the lease wrote the index: {archive:?}"
+    );
+    let inbox = client.flags("INBOX").await.unwrap();
+    assert!(
+        inbox.values().all(|f| !f.contains(&"Late".to_string())),
+        "{inbox:?}"
     );
 }

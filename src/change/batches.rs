@@ -7,6 +7,9 @@
 use async_trait::async_trait;
 use mailbroker_core::{Error, ItemResult, Outcome, Provider, RemoteId, Result};
 
+use crate::sessions::Session;
+use crate::store::Store;
+
 /// What a change does with one account's batches: how one is sent, and how what came back
 /// is recorded (in memory for a write, which journals its results at the end; in the index
 /// at once for a staged deletion, which checkpoints per batch).
@@ -34,12 +37,16 @@ pub(crate) trait Batches: Send {
     async fn skipped(&mut self, batch: &Self::Batch, cause: &Error) -> Result<()>;
 }
 
-/// Runs `batches` in order on `provider`, recording each through `work`.
+/// Runs `batches` in order on the session, recording each through `work`. Before each is
+/// sent the account's lease is confirmed: a process that lost it (stalled past it, while
+/// another took the account) sends nothing more, and its error ends the account's work.
 pub(crate) async fn run_account<B: Batches>(
-    provider: &mut dyn Provider,
+    session: &mut Session,
+    store: &Store,
     batches: &[B::Batch],
     work: &mut B,
 ) -> Result<()> {
+    let fence = session.fence();
     let mut broken: Option<Error> = None;
     for batch in batches {
         if let Some(cause) = &broken {
@@ -49,7 +56,8 @@ pub(crate) async fn run_account<B: Batches>(
         if !work.prepare(batch).await? {
             continue;
         }
-        let sent = work.send(provider, batch).await;
+        fence.confirm(store).await?;
+        let sent = work.send(session.provider.as_mut(), batch).await;
         if let Err(e) = &sent {
             broken = Some(e.clone());
         }

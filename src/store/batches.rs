@@ -27,9 +27,12 @@ impl Store {
         id: i64,
         items: &[JournalItem],
         as_intended: bool,
+        fence: &super::Fence,
     ) -> Result<(), Error> {
         tracing::debug!(items = items.len(), "journal: recording a batch");
-        let mut tx = self.write_tx().await?;
+        // Only while the account is still this writer's: one that lost it (stalled past its
+        // lease) must not write over what its next holder indexed; its lines stay unknown.
+        let mut tx = super::Fence::begin(Some(fence), self).await?;
         record_items(&mut tx, id, items, as_intended).await?;
         update_index(&mut tx, items).await?;
         tracing::debug!("journal: batch's index rows updated");

@@ -242,9 +242,19 @@ pub struct Fence {
 }
 
 impl Fence {
+    /// Whether the lease is still this holder's, renewing it if so: checked before a batch
+    /// is sent, so a holder that lost the account (stalled past its lease) sends nothing
+    /// more to its server.
+    pub async fn confirm(&self, store: &Store) -> Result<(), Error> {
+        match renew(store.pool(), self).await? {
+            0 => Err(lost(&self.account)),
+            _ => Ok(()),
+        }
+    }
+
     /// A write transaction in which the lease is still this holder's (and renewed by it):
     /// a holder that lost the account writes nothing, and says so.
-    pub(super) async fn begin(
+    pub(crate) async fn begin(
         fence: Option<&Fence>,
         store: &Store,
     ) -> Result<Transaction<'static, Any>, Error> {
@@ -299,7 +309,7 @@ impl AccountLock {
         lock
     }
 
-    pub(super) fn fence(&self) -> Fence {
+    pub fn fence(&self) -> Fence {
         Fence {
             account: self.account.to_string(),
             holder: self.me.id.clone(),

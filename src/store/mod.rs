@@ -35,7 +35,7 @@ pub use accounts::{AccountRecord, Fallback, MailboxRecord};
 pub use approvals::Approval;
 pub use budget::Over;
 pub use journal::{ChangeRecord, ChangeStatus, JournalItem, MessageState};
-pub use leases::{AccountLock, LOCK_WAIT};
+pub use leases::{AccountLock, Fence, LOCK_WAIT};
 pub use manifests::{ItemOutcome, ItemStatus, Manifest, ManifestItem, ManifestStatus};
 pub use messages::{MessageRef, MessageRow, SearchPage, no_message};
 pub use sink::{StoreSink, SyncProgress};

@@ -118,7 +118,7 @@ impl Run<'_> {
             tracing::debug!(error = %e, "delete: not synced first; the provider checks alone");
         }
         let mut session = crate::sessions::open(self.store, account).await?;
-        let provider = &mut session.provider;
+        let store = self.store;
         let mut deletions = Deletions {
             trash: trash_of(self.store, account).await,
             run: self,
@@ -127,7 +127,7 @@ impl Run<'_> {
             sending: Vec::new(),
             advanced,
         };
-        let ran = run_account(provider.as_mut(), &groups, &mut deletions).await;
+        let ran = run_account(&mut session, store, &groups, &mut deletions).await;
         self.commands += session.close().await;
         ran
     }

@@ -32,15 +32,15 @@ pub(super) async fn run_batches(
         connected_and_journaled(sessions, store, by_account, intent).await?;
     let mut unrecorded_batch = None;
     for (mut session, batches) in open {
-        let provider = &mut session.provider;
         if unrecorded_batch.is_none() {
             let mut writes = Writes {
                 store,
                 change_id,
                 intents,
                 results: &mut *results,
+                fence: session.fence(),
             };
-            let ran = run_account(provider.as_mut(), &batches, &mut writes).await;
+            let ran = run_account(&mut session, store, &batches, &mut writes).await;
             unrecorded_batch = ran.err();
         }
         commands += session.close().await;
@@ -104,6 +104,8 @@ struct Writes<'a> {
     change_id: i64,
     intents: &'a [Intent],
     results: &'a mut [Option<ItemResult>],
+    /// The account's fence: a batch is journaled only while the account is still ours.
+    fence: crate::store::Fence,
 }
 
 impl Writes<'_> {
@@ -132,7 +134,7 @@ impl Writes<'_> {
         let intended = as_intended(batch.iter().map(|(intent, item)| (*intent, item)));
         let items: Vec<JournalItem> = batch.into_iter().map(|(_, item)| item).collect();
         self.store
-            .record_batch(self.change_id, &items, intended)
+            .record_batch(self.change_id, &items, intended, &self.fence)
             .await
     }
 
