@@ -26,6 +26,11 @@ pub struct Session {
 }
 
 impl Session {
+    /// The id the account's lease names this session's holder by.
+    pub fn holder(&self) -> &str {
+        self.lock.holder()
+    }
+
     /// The account's fence: what the session's journal writes and lease checks go by.
     pub fn fence(&self) -> crate::store::Fence {
         self.lock.fence()

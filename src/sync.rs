@@ -67,7 +67,9 @@ pub async fn sync_account(
 /// What a sync that ran to its end records: when, and the unknown outcomes it settles.
 async fn settled(store: &Store, id: &AccountId) -> Result<()> {
     store.mark_synced(id).await?;
-    // The index is the server's again: an earlier write whose answer was lost shows here.
+    // The index is the server's again: an earlier write whose answer was lost shows here
+    // (one whose process ended first is marked interrupted, then settled like the rest).
+    store.interrupt_orphaned().await?;
     store.settle_unknown().await?;
     Ok(())
 }

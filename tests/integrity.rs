@@ -209,11 +209,14 @@ async fn a_disk_full_after_the_write_leaves_an_unknown_entry_and_a_rerun_converg
     proxy.release();
     let first = run.await.unwrap();
     assert_ne!(first.code, 0, "{}", first.stdout);
+    // Sent, not recorded: its outcome is unknown, and the next step says what to fix first.
     assert_eq!(
-        first.json["error_type"], "limit_exceeded",
+        first.json["error_type"], "outcome_unknown",
         "{}",
         first.stdout
     );
+    let next = first.json["next_step"].as_str().unwrap_or_default();
+    assert!(next.contains("free space"), "{}", first.stdout);
     let on_server = client.flags("INBOX").await.unwrap();
     assert!(
         on_server.values().all(|f| f.contains(&"Late".to_string())),
@@ -221,10 +224,11 @@ async fn a_disk_full_after_the_write_leaves_an_unknown_entry_and_a_rerun_converg
     );
     std::fs::remove_file(filler).unwrap();
 
-    // The change is journaled, every message's outcome unknown.
+    // The change is journaled, every message's outcome unknown; its process has ended, so
+    // it is interrupted rather than executing.
     let list = ok(home.path(), &["changes"]);
     let entry = &list["changes"][0];
-    assert_eq!(entry["status"], "executing", "{list}");
+    assert_eq!(entry["status"], "interrupted", "{list}");
     let shown = ok(home.path(), &["changes", &entry["id"].to_string()]);
     let items = shown["change"]["items"].as_array().unwrap();
     assert_eq!(items.len(), 300, "{shown}");

@@ -97,7 +97,8 @@ fn items_of(home: &std::path::Path, change: &Value) -> Vec<Value> {
 }
 
 /// A write in flight on a node killed outright (its STORE sent, the answer not back) leaves
-/// its change journaled, `executing`, every item `unknown`. The other node takes the account
+/// its change journaled, `interrupted` once its process is found gone (it stayed `executing`
+/// for good), every item `unknown`. The other node takes the account
 /// at once (the killed holder's process is gone from this host) and the same update through
 /// it converges: nothing failed, every index row matches the server, and after a sync the
 /// killed change's items are settled.
@@ -135,8 +136,10 @@ async fn a_write_in_flight_on_a_killed_node_leaves_a_journal_a_rerun_converges_f
     proxy.release();
     update.abort();
 
+    // Its process is gone, so nothing more will be recorded for it: interrupted, not
+    // executing forever.
     let (entry, items) = only_change(h);
-    assert_eq!(entry["status"], "executing", "{entry}");
+    assert_eq!(entry["status"], "interrupted", "{entry}");
     assert_eq!(
         items.len(),
         to_flag,
@@ -171,6 +174,7 @@ async fn a_write_in_flight_on_a_killed_node_leaves_a_journal_a_rerun_converges_f
         items.iter().all(|i| i["outcome"] != "unknown"),
         "settled by the sync: {items:?}"
     );
+    assert_eq!(killed["status"], "done", "nothing left unknown: {killed}");
     on_second.cancel().await.ok();
     drop(second);
 }

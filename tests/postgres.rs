@@ -329,3 +329,81 @@ fn a_password_on_the_command_line_is_warned_about() {
     assert_eq!(quiet.code, 0, "{}", quiet.stdout);
     assert!(!quiet.stderr.contains("warning"), "{}", quiet.stderr);
 }
+
+/// A write whose database went away after the server took it waited about 70 s and then
+/// said `provider_unavailable` (exit 4, "retry later"): nothing says whether the messages
+/// changed. It says `outcome_unknown` with the change's id, sooner; once the database is
+/// back, the same request converges and sends nothing twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_whose_database_went_away_says_its_outcome_is_unknown() {
+    let Some(server) = server() else {
+        return;
+    };
+    if !mailbroker_testkit::postgres::Postgres::available() {
+        assert!(
+            !mailbroker_testkit::postgres::required(),
+            "CI=true but no PostgreSQL"
+        );
+        return;
+    }
+    let mut cluster = mailbroker_testkit::postgres::Postgres::start().unwrap();
+    let url = cluster.database().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    on_postgres(home.path(), &url);
+    let mut client = seed(server, "pg-gone", "INBOX", 4).await;
+    let proxy =
+        mailbroker_testkit::Proxy::start(server.imap_port, std::time::Duration::ZERO).unwrap();
+    common::add_proxied(home.path(), "g", proxy.port, "pg-gone");
+    ok(home.path(), &["sync"]);
+    proxy.hold_at("UID STORE");
+    let dir = home.path().to_path_buf();
+    let request = [
+        "update",
+        "--query",
+        "in:inbox",
+        "--add-tag",
+        "Gone",
+        "--yes",
+    ];
+    let run = tokio::task::spawn_blocking(move || mb(&dir, &request));
+    common::until_held(&proxy, "the STORE").await;
+    tokio::task::block_in_place(|| cluster.stop());
+    let released = std::time::Instant::now();
+    proxy.release();
+    let first = run.await.unwrap();
+    let took = released.elapsed();
+    assert_eq!(first.code, 5, "{}\n{}", first.stdout, first.stderr);
+    assert_eq!(
+        first.json["error_type"], "outcome_unknown",
+        "{}",
+        first.stdout
+    );
+    assert!(
+        first.json["error"].as_str().unwrap().contains("change 1"),
+        "{}",
+        first.stdout
+    );
+    assert!(
+        took < std::time::Duration::from_secs(40),
+        "said after {took:?}"
+    );
+    let on_server = client.flags("INBOX").await.unwrap();
+    assert!(on_server.values().all(|f| f.contains(&"Gone".to_string())));
+
+    tokio::task::block_in_place(|| cluster.start_again()).unwrap();
+    proxy.take_sent();
+    let rerun = ok(
+        home.path(),
+        &[
+            "update",
+            "--query",
+            "in:inbox",
+            "--add-tag",
+            "Gone",
+            "--yes",
+        ],
+    );
+    assert_eq!(rerun["applied"], 0, "{rerun}");
+    assert_eq!(rerun["unchanged"], 4, "{rerun}");
+    assert!(!proxy.take_sent().contains("UID STORE"), "sent twice");
+}

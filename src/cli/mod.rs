@@ -393,10 +393,14 @@ async fn show_body(
 }
 
 fn print_change_record(c: &crate::store::ChangeRecord) {
-    let unrecorded = if c.status == crate::store::ChangeStatus::Executing {
-        "\tnot finished (a message without a recorded result: outcome unknown)"
-    } else {
-        ""
+    let unrecorded = match c.status {
+        crate::store::ChangeStatus::Executing => {
+            "\tnot finished (a message without a recorded result: outcome unknown)"
+        }
+        crate::store::ChangeStatus::Interrupted => {
+            "\tinterrupted (its process ended first; a sync or a rerun settles what is unknown)"
+        }
+        crate::store::ChangeStatus::Done => "",
     };
     let undone = c
         .undone_by

@@ -120,11 +120,15 @@ pub enum ChangeStatus {
     Executing,
     /// Its results are recorded.
     Done,
+    /// Its process ended (killed, or it lost its accounts) before every result was recorded:
+    /// those stay `unknown` until a sync or a rerun reads them (`Store::interrupt_orphaned`).
+    Interrupted,
 }
 
 text_column!(ChangeStatus {
     Executing = "executing",
     Done = "done",
+    Interrupted = "interrupted",
 });
 
 fn json(v: &impl Serialize) -> String {
@@ -207,7 +211,53 @@ impl Store {
 
     /// The latest changes, newest first, without their items.
     pub async fn changes(&self, limit: u32) -> Result<Vec<ChangeRecord>, Error> {
+        self.interrupt_orphaned().await?;
         self.change_rows(None, limit).await
+    }
+
+    /// Records the account lease holders change `id` writes under, by which it is later
+    /// told whether its process still runs (`interrupt_orphaned`).
+    pub async fn set_change_holders(&self, id: i64, holders: &[String]) -> Result<(), Error> {
+        sqlx::query("UPDATE changes SET holders = $1 WHERE id = $2")
+            .bind(json(&holders))
+            .bind(id)
+            .execute(self.pool())
+            .await
+            .map(drop)
+            .map_err(db_error)
+    }
+
+    /// Marks `interrupted` every change still `executing` whose process no longer holds any
+    /// of the leases it wrote under (killed, or stalled past them): nothing more will be
+    /// recorded for it. Its unknown items are settled by a sync or a rerun (`settle`).
+    pub async fn interrupt_orphaned(&self) -> Result<(), Error> {
+        let executing: Vec<(i64, String)> = sqlx::query_as(
+            "SELECT id, holders FROM changes WHERE status = $1 AND holders IS NOT NULL",
+        )
+        .bind(ChangeStatus::Executing)
+        .fetch_all(self.pool())
+        .await
+        .map_err(db_error)?;
+        for (id, holders) in executing {
+            let holders: Vec<String> = serde_json::from_str(&holders).unwrap_or_default();
+            if self.any_holds(&holders).await? {
+                continue;
+            }
+            // One whose every item was settled meanwhile has said all it will: done.
+            sqlx::query(
+                "UPDATE changes SET status = CASE WHEN EXISTS (SELECT 1 FROM change_items
+                     WHERE change_id = $1 AND outcome = 'unknown') THEN $2 ELSE $3 END
+                 WHERE id = $1 AND status = $4",
+            )
+            .bind(id)
+            .bind(ChangeStatus::Interrupted)
+            .bind(ChangeStatus::Done)
+            .bind(ChangeStatus::Executing)
+            .execute(self.pool())
+            .await
+            .map_err(db_error)?;
+        }
+        Ok(())
     }
 
     /// The messages of change `id` that a fallback route carried, by route.

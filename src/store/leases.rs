@@ -128,6 +128,32 @@ fn lost(account: &str) -> Error {
 }
 
 impl Store {
+    /// Whether any of these lease holders still holds an account: a lease of theirs not
+    /// expired and, on this host, their process running (the rule every taker applies).
+    pub(super) async fn any_holds(&self, holders: &[String]) -> Result<bool, Error> {
+        if holders.is_empty() {
+            return Ok(false);
+        }
+        let rows: Vec<(String, Option<String>, Option<i64>, Option<i64>)> = sqlx::query_as(
+            "SELECT holder, holder_host, holder_pid, expires_at FROM account_leases
+             WHERE holder IS NOT NULL",
+        )
+        .fetch_all(self.pool())
+        .await
+        .map_err(db_error)?;
+        let (now, here) = (now_ms(), host());
+        Ok(rows.iter().any(|(holder, h, pid, until)| {
+            holders.contains(holder)
+                && stands(
+                    Some(holder),
+                    (h.as_deref(), *pid, *until),
+                    now,
+                    &here,
+                    &process_runs,
+                )
+        }))
+    }
+
     /// Takes the account's lease, waiting in line up to `wait`.
     pub async fn lock_account(&self, id: &AccountId, wait: Duration) -> Result<AccountLock, Error> {
         let me = Party {
@@ -307,6 +333,11 @@ impl AccountLock {
         };
         lock.renew_meanwhile();
         lock
+    }
+
+    /// This lock's holder id, as the account's lease names it.
+    pub fn holder(&self) -> &str {
+        &self.me.id
     }
 
     pub fn fence(&self) -> Fence {

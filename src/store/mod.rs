@@ -326,8 +326,11 @@ impl Store {
                     })
             })?;
         let _ = sqlx::Connection::close(first).await;
+        // A database that went away answers no connection: a command says so within this,
+        // rather than after the default half minute for each statement it still tries.
         let pool = AnyPoolOptions::new()
             .max_connections(8)
+            .acquire_timeout(std::time::Duration::from_secs(10))
             .connect_lazy_with(options);
         PG_MIGRATOR
             .run(&pool)
@@ -457,7 +460,8 @@ fn open_error(path: &Path, e: sqlx::Error) -> Error {
 /// system, another owner) or its directory, where SQLite keeps its journal beside it.
 fn unwritable(path: &Path) -> Result<(), Error> {
     let dir = path.parent().unwrap_or(Path::new("."));
-    let what = format!("cannot open index {}", path.display());
+    // Said before anything is read, planned or sent: nothing was.
+    let what = format!("cannot open index {} (nothing was sent)", path.display());
     match std::fs::File::options().append(true).open(path) {
         Err(io) if io.raw_os_error() != Some(libc::ENOENT) => {
             Err(crate::util::io_error(&what, &io))

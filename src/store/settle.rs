@@ -111,5 +111,17 @@ pub(super) async fn settle(
         .await
         .map_err(db_error)?;
     }
+    // An interrupted change with nothing left unknown says all it will ever say: it is done.
+    for change in per_change.keys() {
+        sqlx::query(
+            "UPDATE changes SET status = 'done' WHERE id = $1 AND status = 'interrupted'
+               AND NOT EXISTS (SELECT 1 FROM change_items
+                               WHERE change_id = $1 AND outcome = 'unknown')",
+        )
+        .bind(change)
+        .execute(&mut **tx)
+        .await
+        .map_err(db_error)?;
+    }
     Ok(per_change.values().sum::<i64>() as u64)
 }

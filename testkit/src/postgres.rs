@@ -140,7 +140,13 @@ impl Postgres {
         self.serve()
     }
 
-    fn stop(&mut self) {
+    /// Starts a stopped server again on the same data and port.
+    pub fn start_again(&mut self) -> Result<()> {
+        self.serve()
+    }
+
+    /// Stops the server (fast shutdown): a database that went away.
+    pub fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {
             // SIGINT: PostgreSQL's fast shutdown (SIGTERM waits for clients to leave).
             unsafe {

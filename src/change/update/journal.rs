@@ -87,12 +87,15 @@ pub(super) fn not_sent(e: Error) -> Error {
     e.context("nothing was sent: this change could not be journaled")
 }
 
-/// A change was sent but its results could not be recorded: its intent stays.
+/// A change was sent but its results could not be recorded (the index went away, its
+/// disk filled, the account's lease was lost): its intent stays, every message it did not
+/// record says `unknown`, and so does the error, with the change's id and what to fix.
 pub(super) fn unrecorded(e: Error, change_id: i64) -> Error {
     let step = e.next_step().unwrap_or("fix the index").to_string();
-    e.context(format!(
-        "the change was sent, but its results could not be recorded (change {change_id} \
-         says outcome_unknown)"
+    Error::outcome_unknown(format!(
+        "change {change_id} was sent, but its results could not be recorded ({}): its \
+         messages may have changed, and say unknown",
+        e.message()
     ))
     .with_next_step(format!(
         "{step}; then repeat the request: it re-reads the server and sends nothing twice"

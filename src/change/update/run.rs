@@ -30,6 +30,12 @@ pub(super) async fn run_batches(
     }
     let (open, mut commands, change_id) =
         connected_and_journaled(sessions, store, by_account, intent).await?;
+    // Should this process end before every result is recorded, the change is told from one
+    // whose process still runs by these (`Store::interrupt_orphaned`).
+    let holders: Vec<String> = open.iter().map(|(s, _)| s.holder().to_string()).collect();
+    if let Err(e) = store.set_change_holders(change_id, &holders).await {
+        tracing::warn!(error = %e, change = change_id, "the change's holders were not recorded");
+    }
     let mut unrecorded_batch = None;
     for (mut session, batches) in open {
         if unrecorded_batch.is_none() {
