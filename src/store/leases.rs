@@ -134,23 +134,18 @@ impl Store {
         if holders.is_empty() {
             return Ok(false);
         }
-        let rows: Vec<(String, Option<String>, Option<i64>, Option<i64>)> = sqlx::query_as(
-            "SELECT holder, holder_host, holder_pid, expires_at FROM account_leases
-             WHERE holder IS NOT NULL",
+        let rows: Vec<LeaseRow> = sqlx::query_as(
+            "SELECT holder, holder_host, holder_pid, expires_at, waiter, waiter_host,
+               waiter_pid, waiter_expires_at FROM account_leases WHERE holder IS NOT NULL",
         )
         .fetch_all(self.pool())
         .await
         .map_err(db_error)?;
         let (now, here) = (now_ms(), host());
-        Ok(rows.iter().any(|(holder, h, pid, until)| {
-            holders.contains(holder)
-                && stands(
-                    Some(holder),
-                    (h.as_deref(), *pid, *until),
-                    now,
-                    &here,
-                    &process_runs,
-                )
+        Ok(rows.iter().any(|r| {
+            let claim = (r.holder_host.as_deref(), r.holder_pid, r.expires_at);
+            r.holder.as_ref().is_some_and(|h| holders.contains(h))
+                && stands(r.holder.as_deref(), claim, now, &here, &process_runs)
         }))
     }
 
