@@ -250,7 +250,7 @@ async fn headers_state_and_attachments_are_read_from_indexes_after_the_upgrade()
         ("from:\"Alice Example\"", vec![1]),
         ("from:bob", vec![2, 4]),
         ("to:alice", vec![4]),
-        // Inside a word is not a word's start: README says so.
+        // Inside a word is not a word's start: docs/search.md says so.
         ("from:lice", vec![]),
         ("from:@", vec![1, 2, 3, 4, 5]),
         // A message whose text (and so its header index row) is still to come: by substring.

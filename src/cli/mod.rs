@@ -43,7 +43,7 @@ pub struct Cli {
         hide_env_values = true
     )]
     pub database: Option<String>,
-    /// Print machine-readable JSON on stdout (field names are stable; see README).
+    /// Print machine-readable JSON on stdout (field names are stable; see docs/cli.md).
     #[arg(long, global = true)]
     pub json: bool,
     #[command(subcommand)]
@@ -69,7 +69,7 @@ pub enum Command {
     },
     /// Search the local index (e.g. `from:alice is:unread tag:invoice "exact phrase"`).
     Search {
-        /// Query terms; see README for the language. `-term` negates a term.
+        /// Query terms; see docs/search.md for the language. `-term` negates a term.
         #[arg(required = true, allow_hyphen_values = true, trailing_var_arg = true)]
         query: Vec<String>,
         /// Most messages to return.

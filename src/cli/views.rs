@@ -1,4 +1,4 @@
-//! What `--json` prints: the CLI's output contract (README "JSON output"), as MCP has its
+//! What `--json` prints: the CLI's output contract (docs/cli.md, "JSON output"), as MCP has its
 //! own in `mcp/views.rs`. Store rows are turned into these at the edge, so the index can
 //! change shape without changing what scripts read.
 
