@@ -1,6 +1,5 @@
 fn main() {
-    // Rebuild when a migration changes: `sqlx::migrate!` embeds them at compile time.
-    println!("cargo:rerun-if-changed=migrations");
+    println!("cargo:rerun-if-changed=build.rs");
     // Relative relocations packed (DT_RELR: binutils ≥ 2.38, glibc ≥ 2.36): 50,000 pointers
     // that every process start relocates are read from a 14 KB table rather than 1.2 MB, a
     // few tenths of a millisecond of each short command (BENCHMARKS.md). The binary stays

@@ -1,29 +1,19 @@
-//! mailbroker: a local index of mail accounts and a safe, verified way to change mail on the
-//! server, for a person (CLI) and an assistant (MCP).
-//!
-//! This crate is the core and its surfaces: the store, the query language, sync orchestration
-//! and the CLI. Providers live in their own crates under `providers/`; this crate reaches them
-//! only through `mailbroker_core::Provider` and the registry.
+//! mailbroker's surfaces: the command line (`cli`), the MCP server (`mcp`) and `serve`, and
+//! how they print (`output`, `logging`). The work is the engine's (`mailbroker-engine`): a
+//! surface parses what was asked, calls the engine, and shapes the answer. The store, the
+//! query language and the engine are re-exported under the names the surfaces use.
 
-pub mod accounts;
-pub mod change;
 pub mod cli;
-pub mod fallback;
-pub mod freshness;
-pub mod home;
-pub mod keyring;
 pub mod logging;
 pub mod mcp;
 pub mod output;
-pub mod read;
-pub mod registry;
-pub mod scope;
-pub mod sealed;
-pub mod search;
 pub mod serve;
-pub mod sessions;
-pub mod store;
-pub mod sync;
-pub mod util;
+
+pub use mailbroker_engine::{
+    accounts, change, fallback, freshness, read, registry, scope, sessions, sync,
+};
+pub use mailbroker_query as search;
+pub use mailbroker_store as store;
+pub use mailbroker_store::{home, keyring, sealed, util};
 
 pub use mailbroker_core::{Error, Result};

@@ -197,6 +197,26 @@ pub fn rfc3339(secs: i64) -> String {
     mail_parser::DateTime::from_timestamp(secs).to_rfc3339()
 }
 
+/// Each account's freshness, a few lines each, for a person: how it is watched, its last
+/// sync, and what went wrong with what to do.
+pub fn print_freshness(
+    accounts: &std::collections::BTreeMap<String, mailbroker_engine::freshness::Watching>,
+) {
+    for (account, w) in accounts {
+        let when = w.last_sync_at.map_or_else(|| "never".to_string(), rfc3339);
+        crate::say!("  {account}: {}, last sync {when}", w.watching);
+        if let Some(error) = &w.error {
+            crate::say!(
+                "    {}: {error}",
+                w.error_type.as_deref().unwrap_or("error")
+            );
+        }
+        if let Some(step) = &w.next_step {
+            crate::say!("    next: {step}");
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

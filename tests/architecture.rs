@@ -4,13 +4,14 @@
 use std::path::Path;
 
 /// Where repository paths begin; other backquoted words are code or prose.
-const ROOTS: [&str; 10] = [
+const ROOTS: [&str; 11] = [
     "src/",
     "providers/",
     "tests/",
     "mocks/",
     "testkit/",
-    "migrations/",
+    "crates/",
+    "bench/",
     "scripts/",
     "docs/",
     ".ci/",

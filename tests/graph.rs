@@ -531,7 +531,8 @@ async fn server_text_never_reaches_the_terminal_raw() {
         let all = format!("{}{}", run.stdout, run.stderr);
         // Line breaks and the layout's own column tabs are mailbroker's; nothing else is.
         assert!(
-            !all.chars().any(|c| c.is_control() && c != '\n' && c != '\t'),
+            !all.chars()
+                .any(|c| c.is_control() && c != '\n' && c != '\t'),
             "a control character reached the terminal: {all:?}"
         );
         assert!(!all.contains("\nforged row"), "a forged row: {all}");

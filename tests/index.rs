@@ -12,7 +12,7 @@ async fn home_with_index_at(version: i64, rows: &str) -> (tempfile::TempDir, Str
     let path = home.path().join("index.sqlite3");
     let url = format!("sqlite://{}?mode=rwc", path.display());
     let mut conn = sqlx::SqliteConnection::connect(&url).await.unwrap();
-    sqlx::migrate!("./migrations")
+    sqlx::migrate!("./crates/store/migrations")
         .run_to(version, &mut conn)
         .await
         .unwrap();

@@ -11,7 +11,7 @@ async fn database_at(url: &str, version: i64, rows: &str) {
     let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(url)
         .await
         .unwrap();
-    sqlx::migrate!("./migrations/postgres")
+    sqlx::migrate!("./crates/store/migrations/postgres")
         .run_to(version, &mut conn)
         .await
         .unwrap();

@@ -137,7 +137,7 @@ async fn status(home: &Home, store: &Store, json: bool) -> Result<()> {
             if l.writes { "allowed" } else { "disabled" }
         );
         if let Some(accounts) = accounts {
-            crate::freshness::print_accounts(accounts);
+            crate::output::print_freshness(accounts);
         }
     }
     Ok(())

@@ -105,6 +105,6 @@ async fn show_status(home: &Home, store: &Store, json: bool) -> Result<()> {
             }
         );
     }
-    freshness::print_accounts(&status.accounts);
+    crate::output::print_freshness(&status.accounts);
     Ok(())
 }

@@ -37,7 +37,7 @@ use std::time::Duration;
 
 use mailbroker_core::{AccountId, Result};
 
-pub use crate::freshness::{Freshness, Watching, print_accounts};
+pub use crate::freshness::{Freshness, Watching};
 
 use crate::home::Home;
 use crate::mcp::http::{self, HttpOptions};

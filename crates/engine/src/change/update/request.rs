@@ -1,0 +1,265 @@
+//! A change request resolved once. `check` parses the selection and applies every touched
+//! account's rules (nothing read but the places and account rows); `resolve` reads the
+//! targets, works out what each still needs and plans the batches. The one
+//! `ResolvedRequest` then serves the dry run, the confirmation and the run: nothing is
+//! parsed, checked or planned twice.
+
+use super::*;
+use crate::registry::AccountAdapter;
+
+use crate::change::Selection;
+use mailbroker_core::Grouping;
+
+/// An update checked against every account it touches, its targets not read yet: sessions
+/// opened ahead (`places`) connect while `resolve` reads them.
+pub struct CheckedRequest {
+    selection: Selection,
+    patch: Patch,
+    places: Vec<(AccountId, String)>,
+    /// The rows of the accounts it touches, read once here for every later step.
+    records: Records,
+    targets: HashMap<AccountId, String>,
+    move_role: Option<String>,
+}
+
+impl CheckedRequest {
+    /// Checks `patch` against each account the selection touches: tags against the
+    /// provider's rules, what the account can do, the move target resolved from a name or a
+    /// role. Nothing is sent to a server.
+    pub async fn check(
+        store: &Store,
+        selection: &Selection,
+        patch: &Patch,
+    ) -> Result<CheckedRequest> {
+        let places = store
+            .selection_places(selection.ids(), selection.query())
+            .await?;
+        let accounts = places.iter().map(|(a, _)| a.clone()).collect();
+        let records = records_of(store, accounts).await?;
+        let (targets, move_role) = check_request(store, &records, patch).await?;
+        Ok(CheckedRequest {
+            selection: selection.clone(),
+            patch: patch.clone(),
+            places,
+            records,
+            targets,
+            move_role,
+        })
+    }
+
+    /// The (account, mailbox) pairs the selection touches.
+    pub fn places(&self) -> &[(AccountId, String)] {
+        &self.places
+    }
+
+    /// The rows of the accounts the selection touches.
+    pub(crate) fn records(&self) -> &Records {
+        &self.records
+    }
+
+    /// Refuses tags to add that the touched accounts do not know (see `require_known_tags`).
+    pub async fn require_known_tags(&self, store: &Store) -> Result<()> {
+        require_known_tags(store, &self.records, &self.patch).await
+    }
+
+    /// Reads the targets, works out what each still needs, and plans the batches.
+    pub async fn resolve(self, store: &Store) -> Result<ResolvedRequest> {
+        let started = std::time::Instant::now();
+        let (selection, rows) = self.selection.rows(store).await?;
+        let intents: Vec<Intent> = rows
+            .into_iter()
+            .map(|row| intent_of(row, &self.patch, &self.targets))
+            .collect();
+        let patch =
+            serde_json::to_value(&self.patch).map_err(|e| Error::internal(e.to_string()))?;
+        let requested = FlagOp {
+            read: self.patch.read,
+            flagged: self.patch.flagged,
+            add_tags: self.patch.add_tags.clone(),
+            remove_tags: self.patch.remove_tags.clone(),
+        };
+        let request = (selection, patch, None);
+        let mut resolved = plan(
+            store,
+            request,
+            (self.records, Some(&requested)),
+            intents,
+            Vec::new(),
+        )
+        .await?;
+        resolved.set_move_role(self.move_role);
+        resolved.resolve_ms = started.elapsed().as_millis() as u64;
+        resolved.preview.local_ms = resolved.resolve_ms;
+        Ok(resolved)
+    }
+}
+
+/// A change ready to run: its intents, their batches and the plan, and the report a dry
+/// run shows (`preview`). Running it journals and sends exactly what was previewed.
+pub struct ResolvedRequest {
+    /// (selection, patch, undo_of) as the journal records them.
+    request: (serde_json::Value, serde_json::Value, Option<i64>),
+    intents: Vec<Intent>,
+    groups: Vec<(BatchKey, Vec<usize>, WriteBatch)>,
+    /// Messages found stale while resolving (an undo's, changed since): reported, not sent.
+    stale: Vec<Failure>,
+    preview: ChangeReport,
+    resolve_ms: u64,
+    /// The rows of the accounts it touches, for its sessions.
+    records: Records,
+}
+
+/// Builds the batches of `intents` and their plan: a `ResolvedRequest`. `records` are the
+/// rows of the accounts already read (an update's check read them all; an undo's are read
+/// here); `requested` is the flag part every message was asked for (an update's; an undo's
+/// differ per message), which accounts whose adapter groups `Whole` batch under.
+pub(crate) async fn plan(
+    store: &Store,
+    request: (serde_json::Value, serde_json::Value, Option<i64>),
+    (known, requested): (Records, Option<&FlagOp>),
+    intents: Vec<Intent>,
+    stale: Vec<Failure>,
+) -> Result<ResolvedRequest> {
+    let started = std::time::Instant::now();
+    let missing: Vec<AccountId> = intents
+        .iter()
+        .map(|i| i.row.account.clone())
+        .filter(|a| !known.contains_key(a))
+        .collect();
+    let mut records = records_of(store, missing).await?;
+    records.extend(known);
+    let mut whole = HashMap::new();
+    for (account, record) in &records {
+        if let (Grouping::Whole, Some(op)) = (record.adapter()?.grouping(), requested) {
+            whole.insert(account.clone(), op.clone());
+        }
+    }
+    // Each batch is built once: for the plan, then to send.
+    let mut groups: Vec<(BatchKey, Vec<usize>, WriteBatch)> = Vec::new();
+    let mut plan = Vec::new();
+    for (key, members) in batches(&intents, &whole) {
+        let synced = match key.1.is_empty() {
+            true => common_cursor(store, &key.0, &intents, &members).await?,
+            false => store.mailbox_cursor(&key.0, &key.1).await?,
+        };
+        let move_synced = match &key.3 {
+            Some(target) => store.mailbox_cursor(&key.0, target).await?,
+            None => MailboxCursor::default(),
+        };
+        let mut batch = batch_of(&key, &intents, &members, (synced, move_synced));
+        let named: Vec<&str> = std::iter::once(key.1.as_str())
+            .filter(|m| !m.is_empty())
+            .chain(key.3.as_deref())
+            .collect();
+        batch.folders = store.folder_ids(&key.0, &named).await?;
+        if let Some(record) = records.get(&key.0) {
+            plan.extend(record.adapter()?.plan(&record.info(), &batch));
+        }
+        groups.push((key, members, batch));
+    }
+    let planned = intents.iter().filter(|i| i.changes_something()).count() as u64;
+    let mut preview = ChangeReport {
+        dry_run: true,
+        plan,
+        planned,
+        unchanged: intents.len() as u64 - planned,
+        local_ms: started.elapsed().as_millis() as u64,
+        ..ChangeReport::default()
+    };
+    add_stale(&mut preview, &stale);
+    tracing::debug!(ms = preview.local_ms, "write: planned");
+    Ok(ResolvedRequest {
+        request,
+        intents,
+        groups,
+        stale,
+        preview,
+        resolve_ms: 0,
+        records,
+    })
+}
+
+fn add_stale(report: &mut ChangeReport, stale: &[Failure]) {
+    report.stale += stale.len() as u64;
+    report.failures.extend(stale.iter().cloned());
+}
+
+impl ResolvedRequest {
+    /// What a dry run reports: the plan, and how many messages would change.
+    pub fn preview(&self) -> &ChangeReport {
+        &self.preview
+    }
+
+    /// What a dry run reports, the request itself no longer needed.
+    pub fn into_preview(self) -> ChangeReport {
+        self.preview
+    }
+
+    /// Records the role of where it moves messages (`junk`, `trash`), which decides whether a
+    /// person must confirm it.
+    pub(crate) fn set_move_role(&mut self, role: Option<String>) {
+        self.preview.move_role = role;
+    }
+
+    /// Messages that need a change, by account.
+    pub fn planned_by_account(&self) -> BTreeMap<AccountId, u64> {
+        let mut out = BTreeMap::new();
+        for intent in self.intents.iter().filter(|i| i.changes_something()) {
+            *out.entry(intent.row.account.clone()).or_default() += 1;
+        }
+        out
+    }
+
+    /// The local ids of every message the request selected.
+    pub fn ids(&self) -> Vec<i64> {
+        self.intents.iter().map(|i| i.row.id).collect()
+    }
+
+    /// The selection as the journal records it.
+    pub fn selection(&self) -> &serde_json::Value {
+        &self.request.0
+    }
+
+    /// Journals the intent, sends the batches on `sessions`, verifies and journals the
+    /// results (`execute`); a request that needs nothing sends nothing.
+    pub async fn run(
+        self,
+        sessions: Sessions,
+        store: &Store,
+        origin: &str,
+    ) -> Result<ChangeReport> {
+        let (selection, patch, undo_of) = self.request;
+        let request = (origin.to_string(), selection, patch, undo_of);
+        let plan = &self.preview.plan;
+        let sessions = sessions.knowing(self.records);
+        let mut report =
+            execute(sessions, store, request, plan, &self.intents, &self.groups).await?;
+        report.move_role = self.preview.move_role;
+        report.local_ms += self.resolve_ms + self.preview.local_ms;
+        add_stale(&mut report, &self.stale);
+        Ok(report)
+    }
+}
+
+/// The cursor a batch across mailboxes (`members`, of `account`) was synced at: the one its
+/// mailboxes share, as an account-wide sync leaves them; else none (cursors are opaque, so
+/// no older one can be picked), and the provider checks from its targets' versions.
+async fn common_cursor(
+    store: &Store,
+    account: &AccountId,
+    intents: &[Intent],
+    members: &[usize],
+) -> Result<MailboxCursor> {
+    let mailboxes: std::collections::BTreeSet<&str> = members
+        .iter()
+        .map(|i| intents[*i].row.mailbox.as_str())
+        .collect();
+    let mut cursors = std::collections::BTreeSet::new();
+    for mailbox in mailboxes {
+        cursors.insert(store.mailbox_cursor(account, mailbox).await?);
+    }
+    Ok(match cursors.len() {
+        1 => cursors.into_iter().next().unwrap_or_default(),
+        _ => MailboxCursor::default(),
+    })
+}
