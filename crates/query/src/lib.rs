@@ -1,6 +1,6 @@
-//! The query language of SPEC §7, parsed into a typed tree. Turning the tree into SQL is the
-//! store's job (`store/messages.rs`), with every value bound as a parameter: nothing from a
-//! query is ever spliced into SQL text.
+//! mailbroker's search language (SPEC §7), parsed into a typed tree; this crate does nothing
+//! else. Turning the tree into SQL is the store's job (`mailbroker-store`'s `query.rs`), with
+//! every value bound as a parameter: nothing from a query is ever spliced into SQL text.
 //!
 //! Terms: `from:` `to:` `cc:` `subject:` `tag:`/`label:` `in:`/`mailbox:` `account:`
 //! `is:unread|read|flagged|starred|unflagged|list` `has:attachment` `list:` (`list:*`) `thread:` `before:`/`after:` (YYYY-MM-DD)

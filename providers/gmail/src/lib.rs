@@ -1,6 +1,30 @@
 //! mailbroker's Gmail adapter: account setup (`oauth`), the API calls (`api`, over `client`),
 //! labels in our terms (`convert`), sync by history id (`sync`) and label writes with
 //! history-based preconditions and verification (`write`).
+//!
+//! # How it is built
+//!
+//! The Gmail adapter.
+//! Every endpoint (API base, auth, token) comes from the account's settings, so the same code runs against Google and `mocks/gmail`.
+//!
+//! - `oauth.rs`: authorization code + PKCE S256 through the `oauth2` crate over our reqwest, a one-shot loopback redirect listener on 127.0.0.1, optionally the final URL pasted on stdin, refresh.
+//!   `ClientFile` reads the JSON Google's console downloads (`installed`, or `web`); the client secret is kept in the account's tokens (Google's token endpoint requires it for a Desktop client, at the exchange and every refresh).
+//!   `refused` puts Google's token answers in our terms: a missing or wrong secret or unknown client is `validation_error` saying how to pass the client file (signing in again would fail the same way); a dead refresh token is `auth_required` with `run: mailbroker account login ID` and the 7-day expiry of an app in Testing.
+//! - `client.rs`: the session: the generated `google-gmail1` hub over rustls (aws-lc-rs, web PKI roots), a `GetToken` cell holding the current access token, a `Delegate` that records a failure's status and Retry-After, and `Client::call`, the one retry rule: the per-user quota as a token bucket (`--quota`, 250 units/s by default), refresh once on 401 (single-flight: a caller whose token was already replaced just retries), 429/rate-limit 403 retried with backoff and jitter honouring Retry-After, reads also retried on 5xx and transport errors, writes never (`outcome_unknown`).
+//! - `api.rs`: the calls we make, with their quota costs, and Google's optional-everywhere models turned into ours at the edge (`Label`, `Profile`, `Message`, `History`).
+//! - `convert.rs`: Gmail in our terms.
+//!   A message is one index row in the mailbox its labels put it in (`place_of`: TRASH, SPAM, INBOX, DRAFT, SENT, else All Mail with role archive); user labels are tags; UNREAD/STARRED are read/flagged; all label ids are the raw flags; the message id is the row's `RemoteId` as Gmail spells it, and the history id is both a message's `Version` and every mailbox's cursor.
+//!   The account cursor (`Cursor`: history id and user labels by id) is what `Seen::AccountCursor` stores and every session gets back, so a write resolves tag names without a `labels.list`.
+//! - `sync.rs`: no cursor or `--full`: profile (history id first), `messages.list` (500 a page, spam and trash included), `messages.get format=metadata` under the quota, at most 16 at a time, as many as `window.rs` allows (additive increase, multiplicative decrease: a rate limit halves the window once for the requests already in flight, each window's worth of clean answers gives a slot back), the account cursor first marked with the history id the first sync began at (`Cursor::unfinished`), so a killed first sync resumes: it fetches only what is not indexed yet and what `history.list` since that start says changed, and removes what is gone (404 there: start over); otherwise `history.list` since the stored history id and a metadata GET of only the messages it names, put in place with `mailbroker_core::place` (a message whose labels moved it is settled as moved, by its id, and keeps its local id).
+//!   History too old (404) → full sync.
+//! - `write.rs`: a batch becomes label ids to add and remove (tags looked up, created when missing); preconditions: one `history.list` since the mailbox's synced history id, and only the targets it shows changed after their own indexed history id are re-read (newer → `stale_state`, or unchanged when they already show the request); `messages.batchModify` in calls of ≤ 1,000 ids; verification: one `history.list` since the history id before the write, replayed over each message's indexed labels (`WriteTarget::flags.raw`).
+//!   A lost answer is `Unknown` unless history shows the change.
+//!   Deletion: trash adds TRASH (the same verification), permanent is `messages.batchDelete` after a scope check (`insufficient_scope` with the upgrade step).
+//!   A state read back with a label id the cached map knows neither as a tag nor as a system label (created by an earlier write, whose map is not stored, or by another client since the last sync) makes the adapter read the label list once more and take those states anew, so no tag is read back as missing.
+//!
+//! Architecture Invariant: one history record can touch many messages (Gmail's `History` resource says so, and the mock makes one record per API call), so verification costs one `history.list` page per 500 records, not per message.
+//!
+//! Architecture Invariant: tokens live only in the account's `oauth` secret; `Tokens`' `Debug` hides them and nothing prints them (the Gmail test fails if stdout or stderr carries one).
 
 mod adapter;
 pub mod api;
