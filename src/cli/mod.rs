@@ -406,18 +406,19 @@ fn print_change_record(c: &crate::store::ChangeRecord) {
         .undone_by
         .map(|u| format!("\tundone by change {u}"))
         .unwrap_or_default();
+    let counts: Vec<String> = c
+        .tally
+        .counts()
+        .map(|(o, n)| format!("{} {n}", o.as_str()))
+        .collect();
     // The origin names a client as the client named itself: escaped, tabs too.
     crate::say!(
-        "{}\t{}\t{}\t{}\tapplied {} unchanged {} stale {} failed {} unknown {}{unrecorded}{undone}",
+        "{}\t{}\t{}\t{}\t{}{unrecorded}{undone}",
         c.id,
         rfc3339(c.created_at),
         output::one_line(&c.origin),
         output::one_line(&c.patch.to_string()),
-        c.applied,
-        c.unchanged,
-        c.stale,
-        c.failed,
-        c.unknown
+        counts.join(" ")
     );
 }
 

@@ -158,7 +158,7 @@ pub(super) fn print_change(report: &change::ChangeReport, json: bool) -> Result<
             crate::say!(
                 "dry run: nothing was changed; {} messages would change, {} already as asked",
                 report.planned,
-                report.unchanged
+                report.tally.get(mailbroker_core::Outcome::Unchanged)
             );
         }
         for line in &report.plan {
@@ -168,14 +168,12 @@ pub(super) fn print_change(report: &change::ChangeReport, json: bool) -> Result<
             crate::say!("change {id}");
         }
         if !report.dry_run {
-            crate::say!(
-                "applied: {}, unchanged: {}, stale: {}, failed: {}, unknown: {}",
-                report.applied,
-                report.unchanged,
-                report.stale,
-                report.failed,
-                report.unknown
-            );
+            let counts: Vec<String> = report
+                .tally
+                .counts()
+                .map(|(o, n)| format!("{}: {n}", o.as_str()))
+                .collect();
+            crate::say!("{}", counts.join(", "));
         }
         for (route, ids) in &report.routes {
             crate::say!(
@@ -198,7 +196,7 @@ pub(super) fn print_change(report: &change::ChangeReport, json: bool) -> Result<
         return Ok(b.exit_code as u8);
     }
     // The report is the output; the exit code only tells scripts that not everything happened.
-    Ok(if report.failed + report.unknown + report.stale > 0 {
+    Ok(if !report.tally.settled() {
         CHANGE_INCOMPLETE
     } else {
         0

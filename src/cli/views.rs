@@ -85,11 +85,8 @@ pub struct ChangeJson<'a> {
     pub undo_of: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub undone_by: Option<i64>,
-    pub applied: i64,
-    pub unchanged: i64,
-    pub stale: i64,
-    pub failed: i64,
-    pub unknown: i64,
+    #[serde(flatten)]
+    pub tally: mailbroker_core::Tally,
     pub status: &'a str,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub items: Vec<ChangeItemJson<'a>>,
@@ -164,11 +161,7 @@ impl<'a> From<&'a ChangeRecord> for ChangeJson<'a> {
             plan: &c.plan,
             undo_of: c.undo_of,
             undone_by: c.undone_by,
-            applied: c.applied,
-            unchanged: c.unchanged,
-            stale: c.stale,
-            failed: c.failed,
-            unknown: c.unknown,
+            tally: c.tally,
             status: c.status.as_str(),
             items: c.items.iter().map(ChangeItemJson::from).collect(),
         }

@@ -339,14 +339,11 @@ pub struct ChangeOut {
     /// Exactly what is (or would be) sent to the server.
     pub plan: Vec<String>,
     pub planned: u64,
-    pub applied: u64,
-    pub unchanged: u64,
-    pub stale: u64,
-    pub failed: u64,
-    // Sent without an answer: they may have changed, and the same call again re-reads them.
-    // Said by each one's `failures` line (outcome_unknown), not by a description every
-    // conversation would pay for.
-    pub unknown: u64,
+    // `unknown`: sent without an answer, so they may have changed, and the same call again
+    // re-reads them. Said by each one's `failures` line (outcome_unknown), not by a
+    // description every conversation would pay for.
+    #[serde(flatten)]
+    pub tally: mailbroker_core::Tally,
     pub failures: Vec<FailureView>,
     /// The messages it changed (the first 100; `applied` counts them all).
     pub changed_ids: Vec<i64>,
@@ -379,11 +376,7 @@ impl ChangeOut {
             dry_run: report.dry_run,
             plan: report.plan.clone(),
             planned: report.planned,
-            applied: report.applied,
-            unchanged: report.unchanged,
-            stale: report.stale,
-            failed: report.failed,
-            unknown: report.unknown,
+            tally: report.tally,
             changed_ids: report.applied_ids.iter().take(100).copied().collect(),
             failures: report
                 .failures
@@ -426,17 +419,9 @@ pub struct ChangeView {
     pub origin: String,
     /// What it did, in words: "flag, add tag Finance (query \"from:shop\")".
     pub summary: String,
-    pub applied: i64,
-    /// The other outcomes, where there were any: twenty lines of zeros cost an assistant's
-    /// context as much as the lines themselves.
-    #[serde(skip_serializing_if = "is_zero")]
-    pub unchanged: i64,
-    #[serde(skip_serializing_if = "is_zero")]
-    pub stale: i64,
-    #[serde(skip_serializing_if = "is_zero")]
-    pub failed: i64,
-    #[serde(skip_serializing_if = "is_zero")]
-    pub unknown: i64,
+    /// `applied`, and the other outcomes where there were any.
+    #[serde(flatten)]
+    pub counts: mailbroker_core::NonzeroTally,
     /// Whether undo_change can revert it (`change::undo::undoable`).
     pub undoable: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -450,10 +435,6 @@ pub struct ChangeView {
     pub patch: Option<serde_json::Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub plan: Option<Vec<String>>,
-}
-
-fn is_zero(n: &i64) -> bool {
-    *n == 0
 }
 
 impl ChangeView {
@@ -470,11 +451,7 @@ impl ChangeView {
             created_at: rfc3339(c.created_at),
             origin: c.origin.clone(),
             summary,
-            applied: c.applied,
-            unchanged: c.unchanged,
-            stale: c.stale,
-            failed: c.failed,
-            unknown: c.unknown,
+            counts: c.tally.nonzero(),
             undoable: crate::change::undo::undoable(c),
             undo_of: c.undo_of,
             undone_by: c.undone_by,
@@ -718,10 +695,12 @@ impl Brief for ChangeOut {
         let id = self
             .change_id
             .map_or("no change needed".to_string(), |id| format!("change {id}"));
-        format!(
-            "{id}: applied {}, unchanged {}, stale {}, failed {}, unknown {}",
-            self.applied, self.unchanged, self.stale, self.failed, self.unknown
-        )
+        let counts: Vec<String> = self
+            .tally
+            .counts()
+            .map(|(o, n)| format!("{} {n}", o.as_str()))
+            .collect();
+        format!("{id}: {}", counts.join(", "))
     }
 }
 

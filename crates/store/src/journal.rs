@@ -1,6 +1,6 @@
 //! The change journal and the index update that goes with it, in one transaction.
 
-use mailbroker_core::{AccountId, Error, MessageFlags, Outcome, RemoteId, Version};
+use mailbroker_core::{AccountId, Error, MessageFlags, Outcome, RemoteId, Tally, Version};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 
@@ -77,11 +77,16 @@ fn change_of(r: ChangeRow) -> Result<ChangeRecord, Error> {
         plan: serde_json::from_str(&r.plan).map_err(bad)?,
         undo_of: r.undo_of,
         undone_by: r.undone_by,
-        applied: r.applied,
-        unchanged: r.unchanged,
-        stale: r.stale,
-        failed: r.failed,
-        unknown: r.unknown,
+        tally: {
+            let mut t = Tally::default();
+            let count = |n: i64| u64::try_from(n).unwrap_or(0);
+            t.set(Outcome::Applied, count(r.applied));
+            t.set(Outcome::Unchanged, count(r.unchanged));
+            t.set(Outcome::Stale, count(r.stale));
+            t.set(Outcome::Failed, count(r.failed));
+            t.set(Outcome::Unknown, count(r.unknown));
+            t
+        },
         status: r.status,
         items: Vec::new(),
     })
@@ -99,13 +104,9 @@ pub struct ChangeRecord {
     pub undo_of: Option<i64>,
     /// The latest change that undid this one and applied something (read, never stored).
     pub undone_by: Option<i64>,
-    pub applied: i64,
-    pub unchanged: i64,
-    pub stale: i64,
-    pub failed: i64,
-    /// Messages whose write was sent and never answered: they may have changed. A later
-    /// read-back that shows them as asked makes them `applied` (`store::settle`).
-    pub unknown: i64,
+    /// How its messages ended; an `unknown` one (sent, never answered) becomes `applied`
+    /// when a later read-back shows it as asked (`settle`).
+    pub tally: Tally,
     /// `Executing` from the moment its intent is journaled (before anything is sent) until
     /// its results are recorded, then `Done`. An entry left executing could not record its
     /// results: its items say `unknown`.
@@ -419,11 +420,11 @@ pub(crate) async fn insert_change(
     .bind(change.patch.to_string())
     .bind(json(&change.plan))
     .bind(change.undo_of)
-    .bind(change.applied)
-    .bind(change.unchanged)
-    .bind(change.stale)
-    .bind(change.failed)
-    .bind(change.unknown)
+    .bind(change.tally.get(Outcome::Applied) as i64)
+    .bind(change.tally.get(Outcome::Unchanged) as i64)
+    .bind(change.tally.get(Outcome::Stale) as i64)
+    .bind(change.tally.get(Outcome::Failed) as i64)
+    .bind(change.tally.get(Outcome::Unknown) as i64)
     .bind(change.status)
     .fetch_one(&mut **tx)
     .await

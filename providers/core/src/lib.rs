@@ -10,6 +10,7 @@ mod error;
 mod headers;
 mod model;
 mod provider;
+mod tally;
 mod write;
 
 pub mod endpoint;
@@ -31,6 +32,7 @@ pub use provider::{
     ApplyEach, Arrival, MailboxSyncReport, Provider, SameMessage, Seen, Settled, SyncRequest,
     SyncSink, Watched, place,
 };
+pub use tally::{NonzeroTally, Tally};
 pub use write::{
     DeleteBatch, DeleteMode, FlagOp, ItemResult, MOVED_SINCE_STAGED, Outcome, Patch, WriteBatch,
     WriteTarget,

@@ -13,7 +13,7 @@ use mailbroker_store::{JournalItem, MessageRef, MessageState, Store};
 /// run is moved back).
 pub fn undoable(change: &mailbroker_store::ChangeRecord) -> bool {
     let permanent = change.patch.get("delete").and_then(|d| d.as_str()) == Some("permanent");
-    change.applied > 0 && change.undone_by.is_none() && !permanent
+    change.tally.get(Outcome::Applied) > 0 && change.undone_by.is_none() && !permanent
 }
 
 /// The inverse of a journaled change, for the messages whose current state still equals the
@@ -240,11 +240,11 @@ mod tests {
             plan: Vec::new(),
             undo_of: None,
             undone_by,
-            applied,
-            unchanged: 0,
-            stale: 0,
-            failed: 0,
-            unknown: 0,
+            tally: {
+                let mut t = mailbroker_core::Tally::default();
+                t.set(mailbroker_core::Outcome::Applied, applied as u64);
+                t
+            },
             status: ChangeStatus::Done,
             items: Vec::new(),
         }

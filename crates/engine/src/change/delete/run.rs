@@ -61,11 +61,7 @@ pub async fn execute(
             plan: plan_of(store, manifest.mode, &groups).await?,
             undo_of: None,
             undone_by: None,
-            applied: 0,
-            unchanged: 0,
-            stale: 0,
-            failed: 0,
-            unknown: 0,
+            tally: Default::default(),
             // The manifest is this run's intent: its items stay pending until a batch's
             // checkpoint records them, and a pending item is re-checked on the server.
             status: mailbroker_store::ChangeStatus::Executing,

@@ -20,10 +20,8 @@ pub(super) fn intent_record(request: Request, plan: &[String], intents: &[Intent
             }
         })
         .collect();
-    let counts = ChangeReport {
-        unknown: items.len() as u64,
-        ..ChangeReport::default()
-    };
+    let mut counts = ChangeReport::default();
+    counts.tally.add_n(Outcome::Unknown, items.len() as u64);
     change_record(
         request,
         plan.to_vec(),
@@ -124,11 +122,7 @@ pub(super) fn change_record(
         plan,
         undo_of,
         undone_by: None,
-        applied: counts.applied as i64,
-        unchanged: counts.unchanged as i64,
-        stale: counts.stale as i64,
-        failed: counts.failed as i64,
-        unknown: counts.unknown as i64,
+        tally: counts.tally,
         status,
         items,
     }
@@ -153,15 +147,9 @@ pub(super) fn reported(result: &ItemResult) -> ItemResult {
 pub(super) fn tally(report: &mut ChangeReport, intents: &[Intent], results: &[Option<ItemResult>]) {
     for (intent, result) in intents.iter().zip(results) {
         let outcome = result.as_ref().map_or(Outcome::Unchanged, |r| r.outcome);
-        match outcome {
-            Outcome::Applied => {
-                report.applied += 1;
-                report.applied_ids.push(intent.row.id);
-            }
-            Outcome::Unchanged => report.unchanged += 1,
-            Outcome::Stale => report.stale += 1,
-            Outcome::Failed => report.failed += 1,
-            Outcome::Unknown => report.unknown += 1,
+        report.tally.add(outcome);
+        if outcome == Outcome::Applied {
+            report.applied_ids.push(intent.row.id);
         }
         let Some(result) = result else { continue };
         if let Some(route) = &result.route {

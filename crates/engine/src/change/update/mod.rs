@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use mailbroker_core::{
     AccountId, Error, FlagOp, ItemResult, MailboxCursor, MessageFlags, Operation, Outcome, Patch,
-    Result, WriteBatch, WriteTarget,
+    Result, Tally, WriteBatch, WriteTarget,
 };
 use serde::Serialize;
 
@@ -46,15 +46,11 @@ pub struct ChangeReport {
     pub plan: Vec<String>,
     /// Messages that needed a change (in a dry run: would be changed).
     pub planned: u64,
-    pub applied: u64,
-    pub unchanged: u64,
-    pub stale: u64,
-    /// Messages the server refused, that could not be sent, or whose read-back shows other
-    /// than the change asked (`verification_failed`).
-    pub failed: u64,
-    /// Messages whose write was sent and never answered: they may have changed. A rerun
-    /// re-reads them before sending anything again.
-    pub unknown: u64,
+    /// How each message ended. `failed`: refused, not sent, or read back other than asked
+    /// (`verification_failed`); `unknown`: sent and never answered, so it may have changed
+    /// (a rerun re-reads it before sending anything again).
+    #[serde(flatten)]
+    pub tally: Tally,
     pub failures: Vec<Failure>,
     /// The messages the change applied to, in order.
     #[serde(skip)]
@@ -93,7 +89,7 @@ impl ChangeReport {
     /// SPEC §6's one meaning, on every surface: true only when every message is applied or
     /// unchanged (and no account was stopped before its messages were written).
     pub fn success(&self) -> bool {
-        self.blocked.is_none() && self.stale + self.failed + self.unknown == 0
+        self.blocked.is_none() && self.tally.settled()
     }
 
     /// When not every message is applied or unchanged: the SPEC §10 fields that say so. The
@@ -103,17 +99,20 @@ impl ChangeReport {
         if let Some(b) = &self.blocked {
             return Some(b.clone());
         }
-        let counts = format!(
-            "not every message was changed: applied {}, unchanged {}, stale {}, failed {}, unknown {}",
-            self.applied, self.unchanged, self.stale, self.failed, self.unknown
-        );
-        let (error_type, next_step) = if self.unknown > 0 {
+        let counts: Vec<String> = self
+            .tally
+            .counts()
+            .map(|(o, n)| format!("{} {n}", o.as_str()))
+            .collect();
+        let counts = format!("not every message was changed: {}", counts.join(", "));
+        let t = &self.tally;
+        let (error_type, next_step) = if t.get(Outcome::Unknown) > 0 {
             (
                 "outcome_unknown",
                 "run the same change again: the messages without an answer are read back first, \
                  never sent blindly",
             )
-        } else if self.failed > 0 {
+        } else if t.get(Outcome::Failed) > 0 {
             // The first failed message's own type (a refusal, a read-back that disagreed).
             let first = self
                 .failures
@@ -125,7 +124,7 @@ impl ChangeReport {
                 first.unwrap_or("provider_write_failed"),
                 "see each message's failure; run the same change again for the ones that failed",
             )
-        } else if self.stale > 0 {
+        } else if t.get(Outcome::Stale) > 0 {
             (
                 "stale_state",
                 "run: mailbroker sync, then the change again (the stale messages changed on the \
@@ -298,7 +297,7 @@ async fn execute(
         ..ChangeReport::default()
     };
     if report.planned == 0 {
-        report.unchanged = intents.len() as u64;
+        report.tally.set(Outcome::Unchanged, intents.len() as u64);
         // A session opened ahead for a request that needs nothing goes unused.
         let mut sessions = sessions;
         report.commands = sessions.close_unused().await;

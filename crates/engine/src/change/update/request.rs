@@ -162,10 +162,12 @@ pub(crate) async fn plan(
         dry_run: true,
         plan,
         planned,
-        unchanged: intents.len() as u64 - planned,
         local_ms: started.elapsed().as_millis() as u64,
         ..ChangeReport::default()
     };
+    preview
+        .tally
+        .set(Outcome::Unchanged, intents.len() as u64 - planned);
     add_stale(&mut preview, &stale);
     tracing::debug!(ms = preview.local_ms, "write: planned");
     Ok(ResolvedRequest {
@@ -180,7 +182,7 @@ pub(crate) async fn plan(
 }
 
 fn add_stale(report: &mut ChangeReport, stale: &[Failure]) {
-    report.stale += stale.len() as u64;
+    report.tally.add_n(Outcome::Stale, stale.len() as u64);
     report.failures.extend(stale.iter().cloned());
 }
 
