@@ -407,22 +407,96 @@ async fn a_staged_message_moved_since_is_left_alone_in_both_modes() {
     }
 }
 
-/// A staged deletion read each batch's rows twice: for the plan it journals, then for the
-/// batch itself. The plan needs only the manifest's ids: each row is read once.
+/// A surface that says yes; `Person(true)` is one where a person runs staged deletions.
+struct Person(bool);
+
+#[async_trait::async_trait]
+impl mailbroker::change::Confirmation for Person {
+    type Answer = ();
+
+    fn runs_deletions(&self) -> bool {
+        self.0
+    }
+
+    async fn confirm(
+        &mut self,
+        _: mailbroker::change::Asking<'_>,
+    ) -> mailbroker_core::Result<mailbroker::change::Confirmed<()>> {
+        Ok(mailbroker::change::Confirmed::Yes)
+    }
+}
+
+/// A staged deletion's run was a second pipeline: it synced each account on one login, then
+/// logged in again for its batches (the account free in between), read the account's row
+/// three times, and read each batch's rows twice. It is an operation of the one change
+/// request: per account one lease, one login and one read of its row, and each staged
+/// message's row read once.
 #[tokio::test]
-async fn a_staged_deletion_reads_each_row_once() {
-    let Some((home, mut imap)) = setup("del-reads", 30).await else {
+async fn a_staged_deletion_logs_in_once_per_account_and_reads_each_row_once() {
+    let Some(server) = server() else {
         return;
     };
+    let home = tempfile::tempdir().unwrap();
+    let mut accounts = Vec::new();
+    for (account, user) in [("a", "del-once-a"), ("b", "del-once-b")] {
+        let mut imap = ImapClient::connect(server, user).await.unwrap();
+        for i in 0..15 {
+            let body = message(i, "news@shop.example", &format!("Offer {i}"), "buy");
+            imap.append("INBOX", "", &body).await.unwrap();
+        }
+        let proxy = mailbroker_testkit::Proxy::start(server.imap_port, Duration::ZERO).unwrap();
+        let mut args = common::add_args(account, "127.0.0.1", proxy.port, user);
+        args.extend(["--tls", "none"].map(String::from));
+        assert_eq!(common::mb_args(home.path(), &args).code, 0);
+        accounts.push((proxy, imap));
+    }
+    ok(home.path(), &["sync"]);
     let id = stage(home.path(), &["from:news@shop.example"]);
+    accounts
+        .iter()
+        .for_each(|(proxy, _)| drop(proxy.take_sent()));
+
     let h = mailbroker::home::Home::resolve(Some(home.path())).unwrap();
     let store = mailbroker::store::Store::open(&h.database()).await.unwrap();
+    let work = tokio_util::task::TaskTracker::new();
+    let cx = mailbroker::change::Context {
+        home: &h,
+        store: &store,
+        work: &work,
+    };
+    let request = mailbroker::change::ChangeRequest {
+        operation: mailbroker::change::Operation::Run {
+            manifest: id,
+            batch_size: 10,
+            progress: Default::default(),
+        },
+        dry_run: false,
+        origin: "cli".into(),
+        confirm_above: 25,
+        budget: None,
+    };
+    // Where no person runs deletions (an assistant's surface), its yes runs nothing.
+    let refused = mailbroker::change::request(&cx, request.clone(), &mut Person(false)).await;
+    let Err(refused) = refused else {
+        panic!("a run went ahead without a person");
+    };
+    assert_eq!(refused.error_type(), "confirmation_required");
+    assert_eq!(counts(home.path(), id)["pending"], 30);
+
     let before = store.reads();
-    let report = mailbroker::change::delete::execute(&store, id, 10, |_, _| {})
-        .await
-        .unwrap();
+    let outcome = mailbroker::change::request(&cx, request, &mut Person(true)).await;
     let after = store.reads();
-    assert_eq!(report.counts["done"], 30, "{report:?}");
+    let Ok(mailbroker::change::Outcome::Ran { report, manifest }) = outcome else {
+        panic!("the run did not run");
+    };
+    assert_eq!(manifest.counts["done"], 30, "{manifest:?}");
+    assert_eq!(report.tally.get(mailbroker_core::Outcome::Applied), 30);
+    assert!(report.success(), "{report:?}");
+    assert_eq!(after.0 - before.0, 2, "account rows read");
     assert_eq!(after.1 - before.1, 30, "message rows read");
-    assert_eq!(imap.flags("Trash").await.unwrap().len(), 30);
+    for (proxy, imap) in &mut accounts {
+        let sent = proxy.take_sent();
+        assert_eq!(sent.matches(" LOGIN ").count(), 1, "{sent}");
+        assert_eq!(imap.flags("Trash").await.unwrap().len(), 15);
+    }
 }

@@ -1,11 +1,11 @@
 //! `mailbroker stage-delete` and `mailbroker delete-staged`: the person's side of deletion.
 
 use clap::Args;
-use mailbroker_core::{DeleteMode, Error, Result};
+use mailbroker_core::{AccountId, DeleteMode, Error, Result};
 
 use super::views::ManifestJson;
 use crate::change::delete;
-use crate::change::{Operation, Selection};
+use crate::change::{ChangeReport, Operation, Selection};
 use crate::home::Home;
 use crate::output::{Terminal, print_json, progress_bar};
 use crate::store::{Manifest, ManifestStatus, Store};
@@ -139,26 +139,26 @@ fn selection_lines(s: &serde_json::Value) -> Vec<String> {
     lines
 }
 
-/// Asks the person at the terminal; permanent deletion needs the word `delete` typed.
+/// Asks the person at the terminal to run manifest `m`; permanent deletion needs the word
+/// `delete` typed.
 ///
 /// Trash mode (undoable) asks on stdin when it is a terminal, or takes `--yes`. Permanent
 /// mode asks at the controlling terminal only, `--yes` or not, unless a person allowed every
-/// account of the manifest to be deleted from unattended (`account set ID
+/// account of the run to be deleted from unattended (`attended` is empty: `account set ID
 /// --unattended-deletions`, itself made at a terminal): a program without a terminal cannot
 /// delete mail for good on its own.
-async fn confirm(store: &Store, m: &Manifest, yes: bool) -> Result<()> {
+pub(super) fn confirm(m: &Manifest, attended: &[AccountId], yes: bool) -> Result<()> {
     match m.mode {
         DeleteMode::Trash => confirm_trash(m, yes),
         DeleteMode::Permanent => {
-            let waiting = not_unattended(store, m).await?;
-            if yes && waiting.is_empty() {
+            if yes && attended.is_empty() {
                 return Ok(());
             }
             let mut person = Terminal::open(&format!(
                 "deleting the {} message(s) of manifest {} for good",
                 m.summary["count"], m.id
             ))
-            .map_err(|e| match waiting.first() {
+            .map_err(|e| match attended.first() {
                 Some(account) => e.with_next_step(format!(
                     "run it yourself in a terminal; for unattended runs (cron), allow them \
                      once at a terminal: mailbroker account set {account} --unattended-deletions"
@@ -177,23 +177,6 @@ async fn confirm(store: &Store, m: &Manifest, yes: bool) -> Result<()> {
             }
         }
     }
-}
-
-/// The manifest's accounts no person allowed unattended permanent deletions for.
-async fn not_unattended(store: &Store, m: &Manifest) -> Result<Vec<String>> {
-    let mut waiting = Vec::new();
-    for account in m.summary["accounts"]
-        .as_object()
-        .into_iter()
-        .flatten()
-        .map(|(a, _)| a)
-    {
-        let record = store.account(&account.parse()?).await;
-        if !record.is_ok_and(|r| r.unattended_deletions_since.is_some()) {
-            waiting.push(account.clone());
-        }
-    }
-    Ok(waiting)
 }
 
 fn confirm_trash(m: &Manifest, yes: bool) -> Result<()> {
@@ -222,8 +205,12 @@ fn confirm_trash(m: &Manifest, yes: bool) -> Result<()> {
     }
 }
 
-pub async fn delete_staged(store: &Store, args: DeleteStagedArgs, json: bool) -> Result<u8> {
-    let batch = args.batch_size as usize;
+pub async fn delete_staged(
+    home: &Home,
+    store: &Store,
+    args: DeleteStagedArgs,
+    json: bool,
+) -> Result<u8> {
     if let Some(id) = args.show {
         show(store, id, json).await?;
         return Ok(0);
@@ -241,16 +228,19 @@ pub async fn delete_staged(store: &Store, args: DeleteStagedArgs, json: bool) ->
         list_pending(store, json).await?;
         return Ok(0);
     };
-    if args.dry_run {
-        let plan = delete::plan(store, id, batch).await?;
-        if json {
-            print_json(Some("plan"), &plan)?;
-        } else {
-            plan.iter().for_each(|line| crate::say!("{line}"));
-        }
-        return Ok(0);
-    }
-    run(store, id, batch, args.yes, json).await
+    let bar = progress_bar(json || args.dry_run);
+    let shown = bar.clone();
+    let operation = Operation::Run {
+        manifest: id,
+        batch_size: args.batch_size as usize,
+        progress: delete::Progress::new(move |done, total| {
+            shown.set_length(total);
+            shown.set_position(done);
+        }),
+    };
+    let outcome = super::update::change(home, store, operation, (args.dry_run, args.yes)).await;
+    bar.finish_and_clear();
+    super::update::print_outcome(store, outcome?, json).await
 }
 
 /// `delete-staged --show ID`: the manifest and each of its items.
@@ -296,40 +286,31 @@ async fn list_pending(store: &Store, json: bool) -> Result<()> {
     Ok(())
 }
 
-/// `delete-staged ID`: asks (unless `--yes`), runs the manifest, reports; exit 5 when not
-/// every item was done.
-async fn run(store: &Store, id: i64, batch: usize, yes: bool, json: bool) -> Result<u8> {
-    let manifest = store.manifest(id, false).await?;
-    if manifest.status == ManifestStatus::Cancelled {
-        return Err(Error::validation(format!(
-            "manifest {id} was cancelled; nothing runs"
-        )));
-    }
-    confirm(store, &manifest, yes).await?;
-    let bar = progress_bar(json);
-    let report = delete::execute(store, id, batch, |done, total| {
-        bar.set_length(total);
-        bar.set_position(done);
-    })
-    .await?;
-    bar.finish_and_clear();
+/// What a run did: the manifest's status and counts, then the change's report; exit 5 when
+/// not every message was deleted or already gone (SPEC §6's `success`).
+pub(super) fn print_run(report: &ChangeReport, m: &Manifest, json: bool) -> Result<u8> {
     if json {
-        print_json(None, &report)?;
+        let mut value = super::update::change_json(report)?;
+        value["manifest_id"] = m.id.into();
+        value["status"] = m.status.to_string().into();
+        value["counts"] = m.counts.clone();
+        print_json(None, &value)?;
     } else {
-        crate::say!("manifest {id}: {} {}", report.status, report.counts);
-        for (route, ids) in &report.routes {
-            crate::say!(
-                "carried by the {route} fallback (the account's own route was unavailable): {} message(s)",
-                ids.len()
-            );
-        }
-        for f in &report.failures {
-            crate::say!("  failed: {f}");
-        }
+        crate::say!("manifest {}: {} {}", m.id, m.status, m.counts);
+        super::update::print_report_lines(report);
     }
-    Ok(if report.status == ManifestStatus::Done {
-        0
-    } else {
-        5
+    Ok(match report.success() {
+        true => 0,
+        false => super::update::CHANGE_INCOMPLETE,
     })
+}
+
+/// A run's dry run: the exact plan, nothing sent.
+pub(super) fn print_plan(plan: &[String], json: bool) -> Result<u8> {
+    if json {
+        print_json(Some("plan"), &plan)?;
+    } else {
+        plan.iter().for_each(|line| crate::say!("{line}"));
+    }
+    Ok(0)
 }

@@ -271,7 +271,7 @@ async fn dispatch(home: &Home, store: &Store, command: Command, json: bool) -> R
             true => show_body(store, id, (offset, max_chars), json).await,
         },
         Command::StageDelete(args) => delete::stage(home, store, args, json).await,
-        Command::DeleteStaged(args) => return delete::delete_staged(store, args, json).await,
+        Command::DeleteStaged(args) => return delete::delete_staged(home, store, args, json).await,
         Command::Mcp(args) => crate::mcp::command::run(home, store, args, json).await,
         Command::Serve(args) => crate::serve::command::serve(home, store, args, json).await,
     };

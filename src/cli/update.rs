@@ -28,9 +28,17 @@ impl Confirmation for AtTerminal {
         self.yes
     }
 
+    fn runs_deletions(&self) -> bool {
+        true
+    }
+
     async fn confirm(&mut self, asking: Asking<'_>) -> Result<Confirmed<Infallible>> {
         match asking.preview {
             Preview::Change(plan) if !self.yes => confirm_on_terminal(plan, asking.reason)?,
+            // A staged deletion's own rules: `--yes` alone never deletes for good unattended.
+            Preview::Run {
+                manifest, attended, ..
+            } => super::delete::confirm(manifest, attended, self.yes)?,
             _ => {}
         }
         Ok(Confirmed::Yes)
@@ -110,6 +118,11 @@ pub(super) async fn print_outcome(
             super::delete::print_staged(&manifest, json)?;
             Ok(0)
         }
+        Outcome::DryRun {
+            preview: Preview::Run { plan, .. },
+            ..
+        } => super::delete::print_plan(&plan, json),
+        Outcome::Ran { report, manifest } => super::delete::print_run(&report, &manifest, json),
         Outcome::Answered(never) => match never {},
     }
 }
@@ -140,19 +153,8 @@ fn confirm_on_terminal(plan: &change::ChangeReport, reason: &str) -> Result<()> 
 /// Prints a change report; exits non-zero (as `verification_failed`/`stale_state`/…) when any
 /// message is stale, failed or unknown, so scripts notice.
 pub(super) fn print_change(report: &change::ChangeReport, json: bool) -> Result<u8> {
-    let shortfall = report.shortfall();
     if json {
-        // `success` as on every surface (SPEC §6); a partial report carries the §10 fields of
-        // what fell short, beside each message's outcome.
-        let mut value = serde_json::to_value(report)
-            .map_err(|e| mailbroker_core::Error::internal(format!("json: {e}")))?;
-        value["success"] = report.success().into();
-        if let Some(s) = &shortfall {
-            value["error"] = s.error.clone().into();
-            value["error_type"] = s.error_type.into();
-            value["next_step"] = s.next_step.clone().into();
-        }
-        print_json(None, &value)?;
+        print_json(None, &change_json(report)?)?;
     } else {
         if report.dry_run {
             crate::say!(
@@ -164,32 +166,7 @@ pub(super) fn print_change(report: &change::ChangeReport, json: bool) -> Result<
         for line in &report.plan {
             crate::say!("  {line}");
         }
-        if let Some(id) = report.change_id {
-            crate::say!("change {id}");
-        }
-        if !report.dry_run {
-            let counts: Vec<String> = report
-                .tally
-                .counts()
-                .map(|(o, n)| format!("{}: {n}", o.as_str()))
-                .collect();
-            crate::say!("{}", counts.join(", "));
-        }
-        for (route, ids) in &report.routes {
-            crate::say!(
-                "carried by the {route} fallback (the account's own route was unavailable): {} message(s)",
-                ids.len()
-            );
-        }
-        for f in &report.failures {
-            crate::say!("  message {}: {} {}", f.id, f.error_type, f.error);
-        }
-        if let Some(b) = &shortfall {
-            crate::say_err!("error[{}]: {}", b.error_type, b.error);
-            if let Some(step) = &b.next_step {
-                crate::say_err!("next: {step}");
-            }
-        }
+        print_report_lines(report);
     }
     // An account the person must fix first says so as a command's own error would.
     if let Some(b) = &report.blocked {
@@ -203,5 +180,50 @@ pub(super) fn print_change(report: &change::ChangeReport, json: bool) -> Result<
     })
 }
 
+/// A change report as JSON: `success` as on every surface (SPEC §6); a partial report
+/// carries the §10 fields of what fell short, beside each message's outcome.
+pub(super) fn change_json(report: &change::ChangeReport) -> Result<serde_json::Value> {
+    let mut value = serde_json::to_value(report)
+        .map_err(|e| mailbroker_core::Error::internal(format!("json: {e}")))?;
+    value["success"] = report.success().into();
+    if let Some(s) = report.shortfall() {
+        value["error"] = s.error.into();
+        value["error_type"] = s.error_type.into();
+        value["next_step"] = s.next_step.into();
+    }
+    Ok(value)
+}
+
+/// A change report for a person, after its plan: the change, the counts, the fallback
+/// routes, each failure, and what fell short with its next step.
+pub(super) fn print_report_lines(report: &change::ChangeReport) {
+    if let Some(id) = report.change_id {
+        crate::say!("change {id}");
+    }
+    if !report.dry_run {
+        let counts: Vec<String> = report
+            .tally
+            .counts()
+            .map(|(o, n)| format!("{}: {n}", o.as_str()))
+            .collect();
+        crate::say!("{}", counts.join(", "));
+    }
+    for (route, ids) in &report.routes {
+        crate::say!(
+            "carried by the {route} fallback (the account's own route was unavailable): {} message(s)",
+            ids.len()
+        );
+    }
+    for f in &report.failures {
+        crate::say!("  message {}: {} {}", f.id, f.error_type, f.error);
+    }
+    if let Some(b) = report.shortfall() {
+        crate::say_err!("error[{}]: {}", b.error_type, b.error);
+        if let Some(step) = &b.next_step {
+            crate::say_err!("next: {step}");
+        }
+    }
+}
+
 /// Exit code of an update or undo that left some messages stale or failed.
-const CHANGE_INCOMPLETE: u8 = 5;
+pub(super) const CHANGE_INCOMPLETE: u8 = 5;

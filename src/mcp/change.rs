@@ -142,7 +142,9 @@ impl McpServer {
                 ));
                 Ok(success(&out).into())
             }
-            Outcome::Done(report) => Ok(success(&ChangeOut::of(&report)).into()),
+            Outcome::Done(report) | Outcome::Ran { report, .. } => {
+                Ok(success(&ChangeOut::of(&report)).into())
+            }
         }
     }
 
@@ -158,6 +160,12 @@ impl McpServer {
         let mut dry = match &preview {
             Preview::Change(report) => ChangeOut::of(report),
             Preview::Staged { count, mode } => ChangeOut::staged(*count, mode.as_str(), true),
+            // `ByClient` runs no staged deletion: `change::request` refuses it first.
+            Preview::Run { .. } => {
+                return Err(Error::internal(
+                    "a staged deletion's run reached an MCP tool",
+                ));
+            }
         };
         if let Some(action) = reason {
             let (reason, summary) = self.described(&action, ids, &call.args).await?;

@@ -119,7 +119,7 @@ impl McpServer {
                     .into_iter()
                     .map(|m| MailboxView {
                         name: m.name,
-                        role: m.role.map(|r| r.as_str().to_string()),
+                        role: m.role,
                         messages: m.messages,
                         unread: m.unread,
                     })

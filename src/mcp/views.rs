@@ -182,7 +182,7 @@ pub struct AccountsOut {
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct MailboxView {
     pub name: String,
-    pub role: Option<String>,
+    pub role: Option<mailbroker_core::Role>,
     pub messages: i64,
     pub unread: i64,
 }

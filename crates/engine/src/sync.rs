@@ -7,6 +7,7 @@ use mailbroker_core::{AccountId, Error, MailboxSyncReport, Result, SyncRequest};
 use serde::Serialize;
 
 use crate::registry;
+use crate::sessions::Session;
 use mailbroker_store::{AccountLock, Store, StoreSink, SyncProgress};
 
 #[derive(Debug, Serialize)]
@@ -83,7 +84,31 @@ pub async fn sync_with(
     lock: AccountLock,
     provider: &mut dyn mailbroker_core::Provider,
     full: bool,
-    mut progress: impl FnMut(SyncProgress) + Send + Sync + 'static,
+    progress: impl FnMut(SyncProgress) + Send + Sync + 'static,
+) -> Result<AccountSyncReport> {
+    let sink = StoreSink::new(store.clone(), id.clone()).with_lease(lock);
+    sync_into(store, id, sink, provider, (full, progress)).await
+}
+
+/// Syncs one account on a change's session, under the lease the session holds and keeps:
+/// a staged deletion's run brings the index up to date on the login that then sends its
+/// batches, with no other writer between them.
+pub async fn sync_on(
+    store: &Store,
+    id: &AccountId,
+    session: &mut Session,
+) -> Result<AccountSyncReport> {
+    let sink = StoreSink::new(store.clone(), id.clone()).with_fence(session.fence());
+    sync_into(store, id, sink, session.provider.as_mut(), (false, |_| {})).await
+}
+
+/// Feeds `sink` from the provider's sync and records its end (`settled`).
+async fn sync_into(
+    store: &Store,
+    id: &AccountId,
+    sink: StoreSink,
+    provider: &mut dyn mailbroker_core::Provider,
+    (full, mut progress): (bool, impl FnMut(SyncProgress) + Send + Sync + 'static),
 ) -> Result<AccountSyncReport> {
     let started = Instant::now();
     let commands_before = provider.commands_sent();
@@ -91,14 +116,12 @@ pub async fn sync_with(
     let request = SyncRequest { full, known };
     let headers_done = std::sync::Arc::new(std::sync::OnceLock::new());
     let mark = headers_done.clone();
-    let mut sink = StoreSink::new(store.clone(), id.clone())
-        .with_lease(lock)
-        .on_progress(move |p| {
-            if matches!(p, SyncProgress::Text { .. }) {
-                mark.get_or_init(|| started.elapsed().as_millis() as u64);
-            }
-            progress(p)
-        });
+    let mut sink = sink.on_progress(move |p| {
+        if matches!(p, SyncProgress::Text { .. }) {
+            mark.get_or_init(|| started.elapsed().as_millis() as u64);
+        }
+        progress(p)
+    });
     let synced = match provider.sync(&request, &mut sink).await {
         Ok(mailboxes) => settled(store, id).await.map(|()| mailboxes),
         Err(e) => Err(e.context(format!("sync of account {id}"))),

@@ -1,6 +1,6 @@
 //! The change journal and the index update that goes with it, in one transaction.
 
-use mailbroker_core::{AccountId, Error, MessageFlags, Outcome, RemoteId, Tally, Version};
+use mailbroker_core::{AccountId, Error, MessageFlags, Outcome, RemoteId, Role, Tally, Version};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 
@@ -369,7 +369,7 @@ impl Store {
         &self,
         account: &AccountId,
         name: &str,
-    ) -> Result<(String, Option<String>), Error> {
+    ) -> Result<(String, Option<Role>), Error> {
         let found: Option<(String, Option<String>)> = sqlx::query_as(
             "SELECT name, role FROM mailboxes WHERE account_id = $1 AND selectable = 1
                AND (name = $2 OR lower(role) = lower($2))
@@ -380,10 +380,11 @@ impl Store {
         .fetch_optional(self.pool())
         .await
         .map_err(db_error)?;
-        found.ok_or_else(|| {
+        let (name, role) = found.ok_or_else(|| {
             Error::not_found(format!("account {account} has no mailbox or role {name:?}"))
                 .with_next_step(format!("run: mailbroker account show {account}"))
-        })
+        })?;
+        Ok((name, role.as_deref().and_then(Role::parse)))
     }
 
     /// Whether `tag` is the account's: a message carries it, or mailbroker added or removed

@@ -389,15 +389,17 @@ impl Store {
         Ok(())
     }
 
-    /// One executed batch, committed as a whole (see the module's invariant).
+    /// One executed batch, committed as a whole (see the module's invariant), only while the
+    /// account is still the run's (`fence`): one that lost it records nothing, and its items
+    /// stay pending for the next run to check on the server.
     pub async fn checkpoint(
         &self,
-        manifest_id: i64,
-        change_id: i64,
+        (manifest_id, change_id): (i64, i64),
         outcomes: &[ItemOutcome],
         journal: &[JournalItem],
+        fence: &super::Fence,
     ) -> Result<(), Error> {
-        let mut tx = self.write_tx().await?;
+        let mut tx = super::Fence::begin(Some(fence), self).await?;
         let backend = Backend::of(&tx);
         record_items(&mut tx, change_id, journal, false).await?;
         update_index(&mut tx, journal).await?;

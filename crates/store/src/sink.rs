@@ -118,6 +118,9 @@ pub struct StoreSink {
     /// and it steps aside at a checkpoint (once everything read so far is written) when a
     /// write waits for the account.
     lease: Option<AccountLock>,
+    /// The fence of a lease someone else holds (a deletion run's session, which syncs on it):
+    /// its writes check the lease is still there, and it never steps aside.
+    fence: Option<Fence>,
     /// Messages handed to the writer so far.
     arrived: usize,
 }
@@ -143,6 +146,7 @@ impl StoreSink {
             on_progress: None,
             writer: None,
             lease: None,
+            fence: None,
             arrived: 0,
         }
     }
@@ -154,13 +158,23 @@ impl StoreSink {
         self
     }
 
+    /// Syncs under a lease its caller holds and keeps (`fence` is that lease's).
+    pub fn with_fence(mut self, fence: Fence) -> StoreSink {
+        self.fence = Some(fence);
+        self
+    }
+
+    /// What the sync's writes go by: its own lease's fence, or its caller's.
+    fn fence(&self) -> Option<Fence> {
+        self.lease
+            .as_ref()
+            .map(AccountLock::fence)
+            .or_else(|| self.fence.clone())
+    }
+
     /// A write transaction, in which the lease (if the sync holds one) is still its own.
     async fn begin(&self) -> Result<sqlx::Transaction<'static, Any>> {
-        Fence::begin(
-            self.lease.as_ref().map(AccountLock::fence).as_ref(),
-            &self.store,
-        )
-        .await
+        Fence::begin(self.fence().as_ref(), &self.store).await
     }
 
     /// Waits until every batch is written, then frees the account for the next in line (a
@@ -198,7 +212,7 @@ impl StoreSink {
             let (tx, mut rx) = mpsc::channel::<Batch>(2);
             let store = self.store.clone();
             // Taken now: a sync steps aside (and takes a new fence) only once this is flushed.
-            let fence = self.lease.as_ref().map(AccountLock::fence);
+            let fence = self.fence();
             let account = self.account.clone();
             let task = tokio::spawn(async move {
                 while let Some(batch) = rx.recv().await {

@@ -147,6 +147,7 @@ impl FromStr for ProviderKind {
 
 /// The meaning of a mailbox, whatever the provider calls it (SPEC §2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
     Inbox,
@@ -185,6 +186,17 @@ impl Role {
         Role::ALL
             .into_iter()
             .find(|r| r.as_str().eq_ignore_ascii_case(s))
+    }
+
+    /// Whether moving mail here needs a person's yes, however few messages (SPEC §6).
+    pub fn needs_confirmation(self) -> bool {
+        matches!(self, Role::Junk | Role::Trash)
+    }
+}
+
+impl std::fmt::Display for Role {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 

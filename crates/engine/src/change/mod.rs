@@ -6,7 +6,8 @@
 //! run, asks the surface when the change needs a person's yes, and runs it. `update` is the
 //! write pipeline (check, resolve, plan, journal the intent, send, read back, journal the
 //! results); `undo` plans the inverse of a journaled change through it; `delete` stages
-//! manifests and runs them (only a person does: `mailbroker delete-staged`).
+//! manifests and runs them (only a person does: `mailbroker delete-staged`, whose
+//! `Confirmation` alone may run one).
 //!
 //! Architecture Invariant: a surface never sequences these steps itself; what differs
 //! between surfaces (a terminal prompt, MCP elicitation, a confirm token) lives in its
@@ -50,6 +51,12 @@ pub enum Operation {
     },
     /// Revert a journaled change.
     Undo { change: i64 },
+    /// Run (or resume) a staged deletion, `batch_size` messages a batch and checkpoint.
+    Run {
+        manifest: i64,
+        batch_size: usize,
+        progress: delete::Progress,
+    },
 }
 
 impl Operation {
@@ -105,6 +112,13 @@ pub enum Preview {
         count: u64,
         mode: DeleteMode,
     },
+    /// A staged deletion to run: its manifest, the exact plan of its pending items, and the
+    /// accounts among them whose person has not allowed permanent deletions unattended.
+    Run {
+        manifest: Box<Manifest>,
+        plan: Vec<String>,
+        attended: Vec<mailbroker_core::AccountId>,
+    },
 }
 
 /// What a person is asked to confirm: the plan, why it needs a yes, and the messages it
@@ -137,6 +151,12 @@ pub trait Confirmation: Send {
         false
     }
 
+    /// Whether a person runs staged deletions here (SPEC §5): only the CLI's terminal does;
+    /// elsewhere `Operation::Run` is refused before anything is read.
+    fn runs_deletions(&self) -> bool {
+        false
+    }
+
     async fn confirm(&mut self, asking: Asking<'_>) -> Result<Confirmed<Self::Answer>>;
 }
 
@@ -154,6 +174,11 @@ pub enum Outcome<A> {
     Staged(Manifest),
     /// The change ran: its report.
     Done(ChangeReport),
+    /// The staged deletion ran: its report, and its manifest as the run left it.
+    Ran {
+        report: ChangeReport,
+        manifest: Box<Manifest>,
+    },
 }
 
 /// Where a change runs: the home (locks, secrets), the index, and the tasks a change runs on,
@@ -200,6 +225,17 @@ pub async fn request<C: Confirmation>(
             let resolved = checked.resolve(cx.store).await?;
             let ids = resolved.ids();
             (resolved, sessions, ids)
+        }
+        Operation::Run {
+            manifest,
+            batch_size,
+            progress,
+        } => {
+            if !confirmation.runs_deletions() {
+                return Err(only_a_person_runs(manifest));
+            }
+            let ready = delete::resolve(cx.store, manifest, batch_size).await?;
+            return run(cx, ready, (dry_run, progress), confirmation).await;
         }
         // The journal fixes which messages an undo touches: the change id binds them.
         Operation::Undo { change } => (
@@ -286,4 +322,58 @@ async fn stage<C: Confirmation>(
     }
     let manifest = delete::stage(store, origin, selection, rows, mode, limit).await?;
     Ok(Outcome::Staged(manifest))
+}
+
+/// Why a surface other than the person's terminal cannot run a staged deletion.
+fn only_a_person_runs(manifest: i64) -> Error {
+    Error::confirmation_required(format!(
+        "a staged deletion is run by a person; manifest {manifest} was not run"
+    ))
+    .with_next_step(format!(
+        "ask the user to run: mailbroker delete-staged {manifest}"
+    ))
+}
+
+/// Runs a staged deletion after the person's yes (nothing pending: nothing is asked); a dry
+/// run returns its plan.
+async fn run<C: Confirmation>(
+    cx: &Context<'_>,
+    ready: delete::Ready,
+    (dry_run, progress): (bool, delete::Progress),
+    confirmation: &mut C,
+) -> Result<Outcome<C::Answer>> {
+    let reason = ready.reason();
+    let preview = Preview::Run {
+        manifest: Box::new(ready.manifest.clone()),
+        plan: ready.plan.clone(),
+        attended: ready.attended.clone(),
+    };
+    if dry_run {
+        return Ok(Outcome::DryRun {
+            preview,
+            reason: Some(reason),
+            ids: Vec::new(),
+        });
+    }
+    if ready.pending() > 0 {
+        let asking = Asking {
+            preview: &preview,
+            reason: &reason,
+            ids: &[],
+        };
+        if let Confirmed::Answer(a) = confirmation.confirm(asking).await? {
+            return Ok(Outcome::Answered(a));
+        }
+    }
+    let store = cx.store.clone();
+    let ran = cx
+        .work
+        .spawn(async move { delete::execute(&store, ready, progress).await });
+    let (report, manifest) = ran
+        .await
+        .map_err(|e| Error::internal(format!("the deletion's task: {e}")))??;
+    Ok(Outcome::Ran {
+        report,
+        manifest: Box::new(manifest),
+    })
 }

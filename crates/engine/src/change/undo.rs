@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use mailbroker_core::{AccountId, Error, FlagOp, Outcome, Result};
+use mailbroker_core::{AccountId, Error, FlagOp, Outcome, Result, Role};
 
 use super::update::{Failure, Intent, ResolvedRequest, state_of};
 use mailbroker_store::{JournalItem, MessageRef, MessageState, Store};
@@ -76,11 +76,11 @@ pub async fn resolve(store: &Store, change_id: i64) -> Result<ResolvedRequest> {
     let patch = serde_json::json!({ "undo_of": change_id });
     let stale = stale
         .into_iter()
-        .map(|id| Failure {
-            id,
-            outcome: Outcome::Stale,
-            error_type: "stale_state".into(),
-            error: format!("message {id} changed after change {change_id}; left alone"),
+        .map(|id| {
+            let e = Error::stale_state(format!(
+                "message {id} changed after change {change_id}; left alone"
+            ));
+            Failure::of(id, Outcome::Stale, &e)
         })
         .collect();
     let request = (selection, patch, Some(change_id));
@@ -94,7 +94,7 @@ pub async fn resolve(store: &Store, change_id: i64) -> Result<ResolvedRequest> {
 /// The role of where the undo moves messages, as an update's target has one: junk or trash
 /// first (a change that took mail out of them puts it back there, which a person confirms
 /// as they would the same update), else any other.
-async fn move_role(store: &Store, intents: &[Intent]) -> Result<Option<String>> {
+async fn move_role(store: &Store, intents: &[Intent]) -> Result<Option<Role>> {
     let mut targets: Vec<(&AccountId, &str)> = intents
         .iter()
         .filter_map(|i| Some((&i.row.account, i.move_to.as_deref()?)))
@@ -109,10 +109,7 @@ async fn move_role(store: &Store, intents: &[Intent]) -> Result<Option<String>> 
             Err(e) if e.is_not_found() => None,
             Err(e) => return Err(e),
         };
-        if role
-            .as_deref()
-            .is_some_and(|r| matches!(r, "junk" | "trash"))
-        {
+        if role.is_some_and(Role::needs_confirmation) {
             return Ok(role);
         }
         found = found.or(role);

@@ -1,22 +1,21 @@
 //! Staged deletion (SPEC §5): an assistant or a person stages a manifest; only a person runs
-//! it with `mailbroker delete-staged`. Execution goes batch by batch through the provider
-//! trait, checkpointing after each batch, so a run killed at any moment resumes where it
-//! stopped: nothing lost, nothing deleted twice.
+//! it with `mailbroker delete-staged` (`Operation::Run`). Execution goes batch by batch
+//! through the provider trait, checkpointing after each batch, so a run killed at any moment
+//! resumes where it stopped: nothing lost, nothing deleted twice.
 
 mod run;
 
-pub use run::execute;
+pub use run::{Ready, execute, resolve};
 
 use crate::registry::AccountAdapter;
 use std::collections::{BTreeMap, HashMap};
 
 use mailbroker_core::{
-    AccountId, DeleteBatch, DeleteMode, Error, ErrorFields, MessageFlags, Operation, Result,
-    Version, WriteTarget,
+    AccountId, DeleteBatch, DeleteMode, Error, MessageFlags, Operation, Result, Version,
+    WriteTarget,
 };
-use serde::Serialize;
 
-use mailbroker_store::{ItemStatus, Manifest, ManifestItem, ManifestStatus, MessageRef, Store};
+use mailbroker_store::{Manifest, ManifestItem, ManifestStatus, MessageRef, Store};
 
 /// The most messages one manifest may hold (SPEC §5).
 pub const MAX_MESSAGES: usize = 100_000;
@@ -91,7 +90,7 @@ pub(super) async fn trash_of(store: &Store, account: &AccountId) -> Option<Strin
         .resolve_mailbox(account, "trash")
         .await
         .ok()
-        .filter(|(_, role)| role.as_deref() == Some("trash"))
+        .filter(|(_, role)| *role == Some(mailbroker_core::Role::Trash))
         .map(|(name, _)| name)
 }
 
@@ -129,69 +128,25 @@ pub(super) fn batch_of(
     }
 }
 
-/// The exact plan of the pending items, per provider; nothing is sent.
-pub async fn plan(store: &Store, id: i64, batch_size: usize) -> Result<Vec<String>> {
-    let manifest = store.manifest(id, false).await?;
-    let pending = store.manifest_items(id, Some(ItemStatus::Pending)).await?;
-    plan_of(store, manifest.mode, &in_batches(pending, batch_size)).await
-}
+/// How a run tells its progress: (items finished, items in the manifest).
+#[derive(Clone, Default)]
+pub struct Progress(Option<std::sync::Arc<dyn Fn(u64, u64) + Send + Sync>>);
 
-/// The plan of `groups`, from the manifest's items alone: what is sent depends on their ids,
-/// not on the index's state of them, which the run reads once per batch as it goes.
-pub(super) async fn plan_of(
-    store: &Store,
-    mode: DeleteMode,
-    groups: &Pending,
-) -> Result<Vec<String>> {
-    let mut lines = Vec::new();
-    let unread = HashMap::new();
-    for (account, groups) in groups {
-        let record = store.account(account).await?;
-        let trash = trash_of(store, account).await;
-        for (place, items) in groups {
-            let batch = batch_of(place, items, &unread, mode, trash.clone());
-            lines.extend(record.adapter()?.plan_delete(&record.info(), &batch));
+impl Progress {
+    pub fn new(f: impl Fn(u64, u64) + Send + Sync + 'static) -> Progress {
+        Progress(Some(std::sync::Arc::new(f)))
+    }
+
+    fn tell(&self, finished: u64, total: u64) {
+        if let Some(f) = &self.0 {
+            f(finished, total);
         }
     }
-    Ok(lines)
 }
 
-#[derive(Debug, Serialize)]
-pub struct RunReport {
-    pub manifest_id: i64,
-    pub change_id: Option<i64>,
-    pub status: ManifestStatus,
-    /// Item counts by status after the run.
-    pub counts: serde_json::Value,
-    pub failures: Vec<BatchFailure>,
-    /// Protocol commands sent by this run, login and logout included.
-    pub commands: u64,
-    /// Messages a fallback route carried (the account's own was unavailable), by route.
-    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-    pub routes: std::collections::BTreeMap<String, Vec<i64>>,
-}
-
-/// A batch the provider refused as a whole: where, and its error's SPEC §10 fields.
-#[derive(Debug, Clone, Serialize)]
-pub struct BatchFailure {
-    pub account: String,
-    pub mailbox: String,
-    #[serde(flatten)]
-    pub error: ErrorFields,
-}
-
-impl std::fmt::Display for BatchFailure {
+impl std::fmt::Debug for Progress {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let e = &self.error;
-        write!(
-            f,
-            "{} {:?}: error[{}]: {}",
-            self.account, self.mailbox, e.error_type, e.error
-        )?;
-        match &e.next_step {
-            Some(step) => write!(f, " (next: {step})"),
-            None => Ok(()),
-        }
+        f.write_str("Progress")
     }
 }
 

@@ -1,131 +1,250 @@
-//! Running a manifest: each account synced first, then its batches through the shared
-//! executor (`change::batches`), each re-checked against the index before it is sent and
-//! checkpointed after (item statuses, journal lines and the index in one transaction).
+//! Running a manifest (`Operation::Run`): each account locked and logged in once, on one
+//! session that syncs it first and then sends its batches through the shared executor
+//! (`change::batches`). Each batch is re-checked against the index before it is sent and
+//! checkpointed after (item statuses, journal lines and the index in one transaction, while
+//! the account's lease is still the run's); the run reports a `ChangeReport`.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use mailbroker_core::{
-    AccountId, DeleteMode, Error, ErrorFields, ItemResult, MOVED_SINCE_STAGED, Outcome, Provider,
-    RemoteId, Result,
+    AccountId, DeleteMode, Error, ItemResult, MOVED_SINCE_STAGED, Outcome, Provider, RemoteId,
+    Result,
 };
 
-use super::{BatchFailure, Place, RunReport, batch_of, in_batches, plan_of, trash_of};
-use crate::change::batches::{Batches, run_account};
+use super::{Pending, Place, Progress, batch_of, in_batches, trash_of};
+use crate::change::batches::{Batches, failed_as_batch, run_account};
+use crate::change::update::{ChangeReport, Records, records_of};
+use crate::registry::AccountAdapter;
+use crate::sessions::Sessions;
 use mailbroker_store::{
-    ChangeRecord, ItemOutcome, ItemStatus, JournalItem, ManifestItem, ManifestStatus, MessageRef,
-    MessageState, Store,
+    ChangeRecord, Fence, ItemOutcome, ItemStatus, JournalItem, Manifest, ManifestItem,
+    ManifestStatus, MessageRef, MessageState, Store,
 };
 
-/// The index rows of these items that the index still has, by message id.
-async fn indexed_rows(store: &Store, items: &[ManifestItem]) -> Result<HashMap<i64, MessageRef>> {
-    let ids: Vec<i64> = items.iter().map(|i| i.message_id).collect();
-    let rows = store.existing_refs(&ids).await?;
-    Ok(rows.into_iter().map(|r| (r.id, r)).collect())
+/// A manifest ready to run, read once: its pending items in batches, the rows of their
+/// accounts (which their sessions open with), each account's trash, and the plan.
+pub struct Ready {
+    pub manifest: Manifest,
+    /// What the run sends, from the manifest's items alone: what is sent depends on their
+    /// ids, not on the index's state of them, which the run reads once per batch as it goes.
+    pub plan: Vec<String>,
+    /// The accounts of its pending items whose person has not allowed permanent deletions
+    /// to run unattended (`account set ID --unattended-deletions`).
+    pub attended: Vec<AccountId>,
+    groups: Pending,
+    records: Records,
+    trash: BTreeMap<AccountId, Option<String>>,
 }
 
-/// Runs (or resumes) a manifest. `progress` gets (items finished, items in the manifest).
-pub async fn execute(
-    store: &Store,
-    id: i64,
-    batch_size: usize,
-    mut progress: impl FnMut(u64, u64) + Send,
-) -> Result<RunReport> {
+/// Reads what running manifest `id` needs; a cancelled manifest is refused.
+pub async fn resolve(store: &Store, id: i64, batch_size: usize) -> Result<Ready> {
     let manifest = store.manifest(id, false).await?;
-    match manifest.status {
+    let pending = match manifest.status {
         ManifestStatus::Cancelled => {
             return Err(
                 Error::validation(format!("manifest {id} was cancelled; nothing runs"))
                     .with_next_step("stage the deletion again if it is still wanted"),
             );
         }
-        ManifestStatus::Done => return report(store, id, None, Vec::new(), 0).await,
-        _ => {}
-    }
-    let pending = store.manifest_items(id, Some(ItemStatus::Pending)).await?;
-    let total = manifest.summary["count"]
-        .as_u64()
-        .unwrap_or(pending.len() as u64);
-    let mut finished = total.saturating_sub(pending.len() as u64);
-    progress(finished, total);
+        ManifestStatus::Done => Vec::new(),
+        _ => store.manifest_items(id, Some(ItemStatus::Pending)).await?,
+    };
     let groups = in_batches(pending, batch_size);
+    let records = records_of(store, groups.keys().cloned().collect()).await?;
+    let mut trash = BTreeMap::new();
+    for account in groups.keys() {
+        trash.insert(account.clone(), trash_of(store, account).await);
+    }
+    let mut plan = Vec::new();
+    for (account, groups) in &groups {
+        let (Some(record), Some(trash)) = (records.get(account), trash.get(account)) else {
+            continue;
+        };
+        for (place, items) in groups {
+            let batch = batch_of(place, items, &HashMap::new(), manifest.mode, trash.clone());
+            plan.extend(record.adapter()?.plan_delete(&record.info(), &batch));
+        }
+    }
+    let attended = records
+        .iter()
+        .filter(|(_, r)| r.unattended_deletions_since.is_none())
+        .map(|(account, _)| account.clone())
+        .collect();
+    Ok(Ready {
+        manifest,
+        plan,
+        attended,
+        groups,
+        records,
+        trash,
+    })
+}
+
+impl Ready {
+    /// The items still to run.
+    pub fn pending(&self) -> u64 {
+        let groups = self.groups.values().flatten();
+        groups.map(|(_, items)| items.len() as u64).sum()
+    }
+
+    /// What running it does, in words ("deletes 3 message(s) of manifest 7 for good").
+    pub fn reason(&self) -> String {
+        let (n, id) = (self.pending(), self.manifest.id);
+        match self.manifest.mode {
+            DeleteMode::Trash => format!("moves {n} message(s) of manifest {id} to the trash"),
+            DeleteMode::Permanent => format!("deletes {n} message(s) of manifest {id} for good"),
+        }
+    }
+}
+
+/// Runs (or resumes) a manifest; returns its report and the manifest as the run left it.
+pub async fn execute(
+    store: &Store,
+    ready: Ready,
+    progress: Progress,
+) -> Result<(ChangeReport, Manifest)> {
+    let started = std::time::Instant::now();
+    let pending = ready.pending();
+    let Ready {
+        manifest,
+        plan,
+        groups,
+        records,
+        trash,
+        ..
+    } = ready;
+    let id = manifest.id;
+    let mut report = ChangeReport {
+        plan,
+        planned: pending,
+        ..ChangeReport::default()
+    };
+    if pending == 0 {
+        return settle(store, id, report).await;
+    }
+    let total = manifest.summary["count"].as_u64().unwrap_or(pending);
     store
         .set_manifest_status(id, ManifestStatus::Executing)
         .await?;
-    let change_id = store
-        .open_change(&ChangeRecord {
-            id: 0,
-            created_at: 0,
-            origin: "cli".into(),
-            selection: serde_json::json!({ "manifest": id }),
-            patch: serde_json::json!({ "delete": manifest.mode.as_str() }),
-            plan: plan_of(store, manifest.mode, &groups).await?,
-            undo_of: None,
-            undone_by: None,
-            tally: Default::default(),
-            // The manifest is this run's intent: its items stay pending until a batch's
-            // checkpoint records them, and a pending item is re-checked on the server.
-            status: mailbroker_store::ChangeStatus::Executing,
-            items: Vec::new(),
-        })
-        .await?;
+    let change_id = store.open_change(&intent(&manifest, &report.plan)).await?;
+    report.change_id = Some(change_id);
     let mut run = Run {
         store,
-        manifest_id: id,
-        change_id,
+        ids: (id, change_id),
         mode: manifest.mode,
-        failures: Vec::new(),
-        commands: 0,
+        report,
+        finished: total.saturating_sub(pending),
+        total,
+        progress,
     };
-    let mut advanced = |n| {
-        finished += n;
-        progress(finished, total);
-    };
+    run.progress.tell(run.finished, total);
+    let mut sessions = Sessions::new(store).knowing(records);
     for (account, groups) in groups {
-        run.account(&account, groups, &mut advanced).await?;
+        let trash = trash.get(&account).cloned().flatten();
+        run.account(&mut sessions, &account, trash, groups)
+            .await
+            .map_err(|e| stopped(e, id))?;
     }
     store.close_change(change_id, &[]).await?;
-    let (failures, commands) = (run.failures, run.commands);
-    report(store, id, Some(change_id), failures, commands).await
+    let mut report = run.report;
+    report.local_ms = (started.elapsed().as_millis() as u64).saturating_sub(report.provider_ms);
+    settle(store, id, report).await
+}
+
+/// The journal's record of a run: the manifest is its intent. Its items stay pending until
+/// a batch's checkpoint records them, and a pending item is re-checked on the server.
+fn intent(manifest: &Manifest, plan: &[String]) -> ChangeRecord {
+    ChangeRecord {
+        id: 0,
+        created_at: 0,
+        origin: "cli".into(),
+        selection: serde_json::json!({ "manifest": manifest.id }),
+        patch: serde_json::json!({ "delete": manifest.mode.as_str() }),
+        plan: plan.to_vec(),
+        undo_of: None,
+        undone_by: None,
+        tally: Default::default(),
+        status: mailbroker_store::ChangeStatus::Executing,
+        items: Vec::new(),
+    }
+}
+
+/// A run that stopped before its end (the index could not record a batch, the account was
+/// taken over): what was not recorded stays pending, and the next run checks it again.
+fn stopped(e: Error, id: i64) -> Error {
+    if e.next_step().is_some() {
+        return e;
+    }
+    e.with_next_step(format!(
+        "run it again: mailbroker delete-staged {id} (its unrecorded messages are checked on \
+         the server first)"
+    ))
 }
 
 /// One run of a manifest: where results go, and what it gathered.
 struct Run<'a> {
     store: &'a Store,
-    manifest_id: i64,
-    change_id: i64,
+    /// (manifest, change)
+    ids: (i64, i64),
     mode: DeleteMode,
-    failures: Vec<BatchFailure>,
-    commands: u64,
+    report: ChangeReport,
+    finished: u64,
+    total: u64,
+    progress: Progress,
 }
 
 impl Run<'_> {
-    /// One account's batches under its lock, on one connection, after a sync.
+    /// One account's batches on its one session (its lease and login), after a sync on it.
     async fn account(
         &mut self,
+        sessions: &mut Sessions,
         account: &AccountId,
+        trash: Option<String>,
         groups: Vec<(Place, Vec<ManifestItem>)>,
-        advanced: &mut (dyn FnMut(u64) + Send),
     ) -> Result<()> {
+        let mut session = match sessions.take(account).await {
+            Ok(session) => session,
+            Err(e) => {
+                // Nothing was sent to this account: its items stay pending for the next run.
+                groups
+                    .iter()
+                    .for_each(|(_, items)| self.not_sent(items, &e));
+                return Ok(());
+            }
+        };
         // A staged message is deleted only if it is still what and where it was staged:
         // the index is brought up to date first (another client's moves and changes), and
         // each batch is checked against it (`recheck`); the provider checks again on the
         // server. A sync that cannot run leaves that to the provider.
-        if let Err(e) = crate::sync::sync_account(self.store, account, false, |_| {}).await {
+        if let Err(e) = crate::sync::sync_on(self.store, account, &mut session).await {
             tracing::debug!(error = %e, "delete: not synced first; the provider checks alone");
         }
-        let mut session = crate::sessions::open(self.store, account).await?;
         let store = self.store;
         let mut deletions = Deletions {
-            trash: trash_of(self.store, account).await,
+            fence: session.fence(),
             run: self,
             account,
+            trash,
             indexed: HashMap::new(),
             sending: Vec::new(),
-            advanced,
         };
         let ran = run_account(&mut session, store, &groups, &mut deletions).await;
-        self.commands += session.close().await;
+        self.report.commands += session.close().await;
         ran
+    }
+
+    /// Reports `items` as not sent (or, if the connection dropped while it was, unknown);
+    /// they stay pending in the manifest.
+    fn not_sent(&mut self, items: &[ManifestItem], e: &Error) {
+        let results = failed_as_batch(items.iter().map(|i| &i.remote_id), e);
+        for (item, result) in items.iter().zip(&results) {
+            self.report.tell(item.message_id, &item.account, result);
+        }
+    }
+
+    fn advanced(&mut self, n: usize) {
+        self.finished += n as u64;
+        self.progress.tell(self.finished, self.total);
     }
 }
 
@@ -133,13 +252,20 @@ impl Run<'_> {
 struct Deletions<'r, 'a> {
     run: &'r mut Run<'a>,
     account: &'r AccountId,
+    fence: Fence,
     trash: Option<String>,
     /// The batch's rows as indexed before it: its targets' state, and its journal's
     /// "before" once it is done.
     indexed: HashMap<i64, MessageRef>,
     /// The batch's items still to send once `recheck` settled the others.
     sending: Vec<ManifestItem>,
-    advanced: &'r mut (dyn FnMut(u64) + Send),
+}
+
+/// The index rows of these items that the index still has, by message id.
+async fn indexed_rows(store: &Store, items: &[ManifestItem]) -> Result<HashMap<i64, MessageRef>> {
+    let ids: Vec<i64> = items.iter().map(|i| i.message_id).collect();
+    let rows = store.existing_refs(&ids).await?;
+    Ok(rows.into_iter().map(|r| (r.id, r)).collect())
 }
 
 #[async_trait::async_trait]
@@ -153,8 +279,7 @@ impl Batches for Deletions<'_, '_> {
         let (send, settled) = recheck(items.clone(), &self.indexed, mode, trash);
         if !settled.is_empty() {
             let (left, results): (Vec<ManifestItem>, Vec<ItemResult>) = settled.into_iter().unzip();
-            self.run.checkpoint(&left, &self.indexed, results).await?;
-            (self.advanced)(left.len() as u64);
+            self.checkpoint(&left, results).await?;
         }
         self.sending = send;
         Ok(!self.sending.is_empty())
@@ -173,48 +298,36 @@ impl Batches for Deletions<'_, '_> {
         batch.folders = self.run.store.folder_ids(self.account, &named).await?;
         let started = std::time::Instant::now();
         let sent = provider.delete(&batch).await;
-        tracing::debug!(
-            ms = started.elapsed().as_millis() as u64,
-            n = self.sending.len(),
-            "delete: batch sent"
-        );
+        let ms = started.elapsed().as_millis() as u64;
+        self.run.report.provider_ms += ms;
+        tracing::debug!(ms, n = self.sending.len(), "delete: batch sent");
         sent
     }
 
-    async fn record(
-        &mut self,
-        (place, _): &Self::Batch,
-        sent: Result<Vec<ItemResult>>,
-    ) -> Result<()> {
+    async fn record(&mut self, _: &Self::Batch, sent: Result<Vec<ItemResult>>) -> Result<()> {
         let items = std::mem::take(&mut self.sending);
         let e = match sent {
-            Ok(results) => {
-                self.run.checkpoint(&items, &self.indexed, results).await?;
-                (self.advanced)(items.len() as u64);
-                return Ok(());
-            }
+            Ok(results) => return self.checkpoint(&items, results).await,
             Err(e) => e,
         };
-        self.run.failures.push(BatchFailure {
-            account: self.account.to_string(),
-            mailbox: place.1.clone(),
-            error: ErrorFields::from(&e),
-        });
-        // Nothing of the batch is known to have been sent. When the account needs fixing,
-        // the server asks to retry later, or the outcome is unknown, the items stay pending
-        // for the next run; otherwise they failed.
+        // When the account needs fixing, the server asks to retry later, or the batch may
+        // have reached the server before its answer was lost, the items stay pending for the
+        // next run (which checks them on the server first); otherwise they failed.
         if e.needs_account_fix() || e.is_retryable() || e.is_unknown_outcome() {
+            self.run.not_sent(&items, &e);
             return Ok(());
         }
-        let failed: Vec<ItemResult> = items
-            .iter()
-            .map(|i| ItemResult::new(i.remote_id.clone(), Outcome::Failed).with_error(e.clone()))
-            .collect();
-        self.run.checkpoint(&items, &self.indexed, failed).await
+        let failed = failed_as_batch(items.iter().map(|i| &i.remote_id), &e);
+        self.checkpoint(&items, failed).await
     }
 
-    /// A batch after a failed one stays pending for the next run.
-    async fn skipped(&mut self, _: &Self::Batch, _: &Error) -> Result<()> {
+    /// A batch after a failed one is not sent: it stays pending for the next run.
+    async fn skipped(&mut self, (_, items): &Self::Batch, cause: &Error) -> Result<()> {
+        let e = Error::provider_unavailable(format!(
+            "not attempted after an earlier failure: {}",
+            cause.message()
+        ));
+        self.run.not_sent(items, &e);
         Ok(())
     }
 }
@@ -259,37 +372,19 @@ fn recheck(
     (send, settled)
 }
 
-/// Settles the manifest's status from its items and reports.
-async fn report(
-    store: &Store,
-    id: i64,
-    change_id: Option<i64>,
-    failures: Vec<BatchFailure>,
-    commands: u64,
-) -> Result<RunReport> {
-    let manifest = store.manifest(id, false).await?;
+/// Settles the manifest's status from its items: done when none is pending or failed.
+async fn settle(store: &Store, id: i64, report: ChangeReport) -> Result<(ChangeReport, Manifest)> {
+    let mut manifest = store.manifest(id, false).await?;
     let count = |s: &str| manifest.counts[s].as_u64().unwrap_or(0);
-    let status = if count("pending") > 0 || count("failed") > 0 {
-        ManifestStatus::Failed
-    } else {
-        ManifestStatus::Done
+    let status = match count("pending") > 0 || count("failed") > 0 {
+        true => ManifestStatus::Failed,
+        false => ManifestStatus::Done,
     };
     if manifest.status != status {
         store.set_manifest_status(id, status).await?;
+        manifest.status = status;
     }
-    let routes = match change_id {
-        Some(change) => store.change_routes(change).await?,
-        None => Default::default(),
-    };
-    Ok(RunReport {
-        manifest_id: id,
-        change_id,
-        status,
-        counts: manifest.counts,
-        failures,
-        commands,
-        routes,
-    })
+    Ok((report, manifest))
 }
 
 /// One item's status and journal line from what the server did with it. `indexed` is its
@@ -364,31 +459,39 @@ fn record_of(
     (record, line)
 }
 
-impl Run<'_> {
-    /// Records one batch's results: item statuses, journal lines and the index, together.
-    async fn checkpoint(
-        &self,
-        items: &[ManifestItem],
-        indexed: &HashMap<i64, MessageRef>,
-        results: Vec<ItemResult>,
-    ) -> Result<()> {
-        let (store, mode) = (self.store, self.mode);
+impl Deletions<'_, '_> {
+    /// Records one batch's results (item statuses, journal lines and the index, together,
+    /// while the account is still the run's) and reports them.
+    async fn checkpoint(&mut self, items: &[ManifestItem], results: Vec<ItemResult>) -> Result<()> {
+        let mode = self.run.mode;
         let mut by_id: HashMap<RemoteId, ItemResult> =
             results.into_iter().map(|r| (r.id.clone(), r)).collect();
         let mut outcomes = Vec::with_capacity(items.len());
         let mut journal = Vec::with_capacity(items.len());
+        let mut told = Vec::with_capacity(items.len());
         for item in items {
             let result = by_id.remove(&item.remote_id).unwrap_or_else(|| {
                 ItemResult::new(item.remote_id.clone(), Outcome::Failed).with_error(
                     Error::verification_failed("the server's answer did not mention this message"),
                 )
             });
-            let (outcome, line) = record_of(item, result, mode, indexed.get(&item.message_id));
+            told.push(ItemResult {
+                error: result.error.clone(),
+                route: result.route.clone(),
+                ..ItemResult::new(item.remote_id.clone(), result.outcome)
+            });
+            let (outcome, line) = record_of(item, result, mode, self.indexed.get(&item.message_id));
             outcomes.push(outcome);
             journal.push(line);
         }
+        let store = self.run.store;
         store
-            .checkpoint(self.manifest_id, self.change_id, &outcomes, &journal)
-            .await
+            .checkpoint(self.run.ids, &outcomes, &journal, &self.fence)
+            .await?;
+        for (item, result) in items.iter().zip(&told) {
+            self.run.report.tell(item.message_id, self.account, result);
+        }
+        self.run.advanced(items.len());
+        Ok(())
     }
 }

@@ -146,44 +146,10 @@ pub(super) fn reported(result: &ItemResult) -> ItemResult {
 /// Counts each message's outcome into the report, with its failure and route.
 pub(super) fn tally(report: &mut ChangeReport, intents: &[Intent], results: &[Option<ItemResult>]) {
     for (intent, result) in intents.iter().zip(results) {
-        let outcome = result.as_ref().map_or(Outcome::Unchanged, |r| r.outcome);
-        report.tally.add(outcome);
-        if outcome == Outcome::Applied {
-            report.applied_ids.push(intent.row.id);
+        match result {
+            Some(result) => report.tell(intent.row.id, &intent.row.account, result),
+            None => report.tally.add(Outcome::Unchanged),
         }
-        let Some(result) = result else { continue };
-        if let Some(route) = &result.route {
-            report
-                .routes
-                .entry(route.clone())
-                .or_default()
-                .push(intent.row.id);
-        }
-        if let Some(e) = &result.error {
-            if e.needs_account_fix() && report.blocked.is_none() {
-                report.blocked = Some(blocked(e, &intent.row.account));
-            }
-            report.failures.push(Failure {
-                id: intent.row.id,
-                outcome,
-                error_type: e.error_type().to_string(),
-                error: e.message().to_string(),
-            });
-        }
-    }
-}
-
-/// The report's top-level error for `e`, which needs the person to fix `account`.
-fn blocked(e: &Error, account: &AccountId) -> Blocked {
-    let step = e.next_step().map_or_else(
-        || format!("run: mailbroker account login {account}"),
-        str::to_string,
-    );
-    Blocked {
-        error: format!("account {account}: {}", e.message()),
-        error_type: e.error_type(),
-        next_step: Some(step),
-        exit_code: e.exit_code(),
     }
 }
 

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use mailbroker_core::{
     AccountId, Error, FlagOp, ItemResult, MailboxCursor, MessageFlags, Operation, Outcome, Patch,
-    Result, Tally, WriteBatch, WriteTarget,
+    Result, Role, Tally, WriteBatch, WriteTarget,
 };
 use serde::Serialize;
 
@@ -63,7 +63,7 @@ pub struct ChangeReport {
     pub local_ms: u64,
     /// The role of the move target, when it has one (`junk`/`trash` need confirmation).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub move_role: Option<String>,
+    pub move_role: Option<Role>,
     /// Messages a route other than their account's own carried (a fallback), by route.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub routes: BTreeMap<String, Vec<i64>>,
@@ -153,11 +153,7 @@ impl ChangeReport {
         if self.planned == 0 {
             return None;
         }
-        if let Some(role) = self
-            .move_role
-            .as_deref()
-            .filter(|r| matches!(*r, "junk" | "trash"))
-        {
+        if let Some(role) = self.move_role.filter(|r| r.needs_confirmation()) {
             return Some(format!("moves {} message(s) to {role}", self.planned));
         }
         (self.planned > confirm_above).then(|| {
@@ -169,12 +165,64 @@ impl ChangeReport {
     }
 }
 
+/// A message that was not applied or unchanged: its outcome and its error's SPEC §10 fields.
 #[derive(Debug, Clone, Serialize)]
 pub struct Failure {
     pub id: i64,
     pub outcome: Outcome,
     pub error_type: String,
     pub error: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_step: Option<String>,
+}
+
+impl Failure {
+    pub fn of(id: i64, outcome: Outcome, e: &Error) -> Failure {
+        Failure {
+            id,
+            outcome,
+            error_type: e.error_type().to_string(),
+            error: e.message().to_string(),
+            next_step: e.next_step().map(str::to_string),
+        }
+    }
+}
+
+impl ChangeReport {
+    /// Counts message `id`'s result: its outcome, the route that carried it, its failure,
+    /// and (the first time one does) the error that stops its account.
+    pub(crate) fn tell(&mut self, id: i64, account: &AccountId, result: &ItemResult) {
+        let outcome = result.outcome;
+        self.tally.add(outcome);
+        if outcome == Outcome::Applied {
+            self.applied_ids.push(id);
+        }
+        if let Some(route) = &result.route {
+            self.routes.entry(route.clone()).or_default().push(id);
+        }
+        if let Some(e) = &result.error {
+            if e.needs_account_fix() && self.blocked.is_none() {
+                self.blocked = Some(Blocked::of(e, account));
+            }
+            self.failures.push(Failure::of(id, outcome, e));
+        }
+    }
+}
+
+impl Blocked {
+    /// The report's top-level error for `e`, which needs the person to fix `account`.
+    fn of(e: &Error, account: &AccountId) -> Blocked {
+        let step = e.next_step().map_or_else(
+            || format!("run: mailbroker account login {account}"),
+            str::to_string,
+        );
+        Blocked {
+            error: format!("account {account}: {}", e.message()),
+            error_type: e.error_type(),
+            next_step: Some(step),
+            exit_code: e.exit_code(),
+        }
+    }
 }
 
 pub(crate) fn state_of(row: &MessageRef) -> MessageState {
@@ -209,7 +257,7 @@ async fn require_known_tags(store: &Store, records: &Records, patch: &Patch) -> 
 
 /// What a patch means for each account it touches, checked before anything is sent: the
 /// mailbox its move target names there, by account, and that target's role.
-type MoveTargets = (HashMap<AccountId, String>, Option<String>);
+type MoveTargets = (HashMap<AccountId, String>, Option<Role>);
 
 /// The account rows a request touches, read once, by account id.
 pub(crate) type Records = BTreeMap<AccountId, mailbroker_store::AccountRecord>;

@@ -19,7 +19,7 @@ pub struct CheckedRequest {
     /// The rows of the accounts it touches, read once here for every later step.
     records: Records,
     targets: HashMap<AccountId, String>,
-    move_role: Option<String>,
+    move_role: Option<Role>,
 }
 
 impl CheckedRequest {
@@ -199,7 +199,7 @@ impl ResolvedRequest {
 
     /// Records the role of where it moves messages (`junk`, `trash`), which decides whether a
     /// person must confirm it.
-    pub(crate) fn set_move_role(&mut self, role: Option<String>) {
+    pub(crate) fn set_move_role(&mut self, role: Option<Role>) {
         self.preview.move_role = role;
     }
 
