@@ -489,7 +489,7 @@ async fn a_staged_deletion_logs_in_once_per_account_and_reads_each_row_once() {
     let Ok(mailbroker::change::Outcome::Ran { report, manifest }) = outcome else {
         panic!("the run did not run");
     };
-    assert_eq!(manifest.counts["done"], 30, "{manifest:?}");
+    assert_eq!(manifest.counts.done, 30, "{manifest:?}");
     assert_eq!(report.tally.get(mailbroker_core::Outcome::Applied), 30);
     assert!(report.success(), "{report:?}");
     assert_eq!(after.0 - before.0, 2, "account rows read");

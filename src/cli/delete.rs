@@ -1,7 +1,7 @@
 //! `mailbroker stage-delete` and `mailbroker delete-staged`: the person's side of deletion.
 
 use clap::Args;
-use mailbroker_core::{AccountId, DeleteMode, Error, Result};
+use mailbroker_core::{AccountId, DeleteMode, Error, Result, Summary};
 
 use super::views::ManifestJson;
 use crate::change::delete;
@@ -81,7 +81,7 @@ pub(super) async fn print_would_stage(
     }
     crate::say!(
         "would stage {count} message(s), {} bytes, for {} deletion",
-        summary["bytes"],
+        summary.bytes,
         mode.as_str()
     );
     selection_lines(&summary)
@@ -114,8 +114,8 @@ fn summary_lines(m: &Manifest) -> Vec<String> {
         m.id,
         m.status,
         m.mode.as_str(),
-        s["count"],
-        s["bytes"],
+        s.count,
+        s.bytes,
         m.origin,
         m.selection
     )];
@@ -124,16 +124,12 @@ fn summary_lines(m: &Manifest) -> Vec<String> {
 }
 
 /// A selection summary's senders and mailboxes, a line each.
-fn selection_lines(s: &serde_json::Value) -> Vec<String> {
+fn selection_lines(s: &Summary) -> Vec<String> {
     let mut lines = Vec::new();
-    for sender in s["top_senders"].as_array().into_iter().flatten().take(10) {
-        lines.push(format!(
-            "  {:>6}  {}",
-            sender["messages"],
-            sender["from"].as_str().unwrap_or("")
-        ));
+    for sender in s.top_senders.iter().take(10) {
+        lines.push(format!("  {:>6}  {}", sender.messages, sender.from));
     }
-    for (name, n) in s["mailboxes"].as_object().into_iter().flatten() {
+    for (name, n) in &s.mailboxes {
         lines.push(format!("  {n:>6}  in {name}"));
     }
     lines
@@ -156,7 +152,7 @@ pub(super) fn confirm(m: &Manifest, attended: &[AccountId], yes: bool) -> Result
             }
             let mut person = Terminal::open(&format!(
                 "deleting the {} message(s) of manifest {} for good",
-                m.summary["count"], m.id
+                m.summary.count, m.id
             ))
             .map_err(|e| match attended.first() {
                 Some(account) => e.with_next_step(format!(
@@ -187,7 +183,7 @@ fn confirm_trash(m: &Manifest, yes: bool) -> Result<()> {
     if !std::io::stdin().is_terminal() {
         return Err(Error::confirmation_required(format!(
             "deleting the {} message(s) of manifest {} needs confirmation",
-            m.summary["count"], m.id
+            m.summary.count, m.id
         ))
         .with_next_step(format!(
             "run it on a terminal, or add --yes: mailbroker delete-staged {} --yes",
@@ -293,7 +289,8 @@ pub(super) fn print_run(report: &ChangeReport, m: &Manifest, json: bool) -> Resu
         let mut value = super::update::change_json(report)?;
         value["manifest_id"] = m.id.into();
         value["status"] = m.status.to_string().into();
-        value["counts"] = m.counts.clone();
+        value["counts"] =
+            serde_json::to_value(m.counts).map_err(|e| Error::internal(format!("json: {e}")))?;
         print_json(None, &value)?;
     } else {
         crate::say!("manifest {}: {} {}", m.id, m.status, m.counts);

@@ -176,11 +176,11 @@ pub struct ManifestJson<'a> {
     pub origin: &'a str,
     pub selection: &'a serde_json::Value,
     pub mode: DeleteMode,
-    pub summary: &'a serde_json::Value,
+    pub summary: &'a mailbroker_core::Summary,
     pub status: ManifestStatus,
     pub updated_at: i64,
     pub executed_at: Option<i64>,
-    pub counts: &'a serde_json::Value,
+    pub counts: &'a crate::store::ItemCounts,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub items: Vec<ManifestItemJson<'a>>,
 }

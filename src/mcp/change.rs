@@ -8,7 +8,7 @@ use rmcp::service::RequestContext;
 use rmcp::{RoleServer, model::CallToolResult};
 
 use super::confirm::{self, Asked};
-use super::views::{ChangeOut, describe};
+use super::views::{ChangeOut, SummaryOut, describe};
 use super::{McpServer, success};
 use crate::change::{
     self, Asking, ChangeRequest, Confirmation, Confirmed, Operation, Outcome, Preview,
@@ -132,10 +132,10 @@ impl McpServer {
             } => Ok(self.dry_run(&call, preview, reason, &ids).await?.into()),
             Outcome::Answered(answer) => Ok(answer),
             Outcome::Staged(manifest) => {
-                let count = manifest.summary["count"].as_u64().unwrap_or(0);
+                let count = manifest.summary.count;
                 let mut out = ChangeOut::staged(count, manifest.mode.as_str(), false);
                 out.manifest_id = Some(manifest.id);
-                out.summary = Some(manifest.summary);
+                out.summary = Some(SummaryOut::of(manifest.summary, None));
                 out.next_step = Some(format!(
                     "ask the user to run: mailbroker delete-staged {}",
                     manifest.id
@@ -196,14 +196,13 @@ impl McpServer {
         action: &str,
         ids: &[i64],
         args: &serde_json::Value,
-    ) -> Result<(String, Option<serde_json::Value>)> {
+    ) -> Result<(String, Option<SummaryOut>)> {
         if ids.is_empty() {
             return Ok((action.to_string(), None));
         }
-        let mut summary = self.store.selection_summary(ids).await?;
+        let summary = self.store.selection_summary(ids).await?;
         let text = describe(action, &summary, args);
-        summary["text"] = text.clone().into();
-        Ok((text, Some(summary)))
+        Ok((text.clone(), Some(SummaryOut::of(summary, Some(text)))))
     }
 }
 

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::change::ChangeReport;
 use crate::store::{ChangeRecord, MessageRow};
+use mailbroker_core::Summary;
 
 /// Longest snippet in a search row.
 const SNIPPET_CHARS: usize = 160;
@@ -355,7 +356,7 @@ pub struct ChangeOut {
     /// For `delete`: the staged manifest, which only the user can run.
     pub manifest_id: Option<i64>,
     /// For `delete`: count, bytes, date range, top senders, per-account and per-mailbox counts.
-    pub summary: Option<serde_json::Value>,
+    pub summary: Option<SummaryOut>,
     /// What the user does next, when something is left to them.
     pub next_step: Option<String>,
     /// Messages a fallback route carried (the account's own was unavailable), by route. Not
@@ -505,8 +506,8 @@ impl From<&crate::store::Manifest> for ManifestView {
             origin: m.origin.clone(),
             mode: m.mode.as_str().to_string(),
             status: m.status.to_string(),
-            messages: m.summary["count"].as_u64().unwrap_or(0),
-            counts: m.counts.clone(),
+            messages: m.summary.count,
+            counts: serde_json::to_value(m.counts).unwrap_or_default(),
         }
     }
 }
@@ -553,48 +554,24 @@ pub struct SyncOut {
 /// What a write or deletion will do, as the person is asked about it: the action, then the
 /// messages (how many, from whom, their dates) and how they were chosen. `summary` is a
 /// selection summary (`Store::selection_summary`); `selection` the request's ids or query.
-pub fn describe(
-    action: &str,
-    summary: &serde_json::Value,
-    selection: &serde_json::Value,
-) -> String {
+pub fn describe(action: &str, summary: &Summary, selection: &serde_json::Value) -> String {
     let mut text = action.to_string();
-    let senders: Vec<String> = summary["top_senders"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .take(3)
-        .map(|s| {
-            format!(
-                "{} from {}",
-                s["messages"],
-                s["from"]
-                    .as_str()
-                    .filter(|f| !f.is_empty())
-                    .unwrap_or("(no sender)")
-            )
-        })
-        .collect();
-    if !senders.is_empty() {
+    let (first, rest) = summary.first_senders(3);
+    if !first.is_empty() {
+        let senders: Vec<String> = first
+            .iter()
+            .map(|s| match s.from.as_str() {
+                "" => format!("{} from (no sender)", s.messages),
+                from => format!("{} from {from}", s.messages),
+            })
+            .collect();
         text.push_str(&format!(": {}", senders.join(", ")));
-        let shown: u64 = summary["top_senders"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .take(3)
-            .filter_map(|s| s["messages"].as_u64())
-            .sum();
-        let rest = summary["count"].as_u64().unwrap_or(0).saturating_sub(shown);
         if rest > 0 {
             text.push_str(&format!(" and {rest} more"));
         }
     }
-    let day = |k: &str| {
-        summary[k]
-            .as_str()
-            .map(|d| d.chars().take(10).collect::<String>())
-    };
-    if let (Some(first), Some(last)) = (day("first_date"), day("last_date")) {
+    let day = |d: &Option<String>| d.as_ref().map(|d| d.chars().take(10).collect::<String>());
+    if let (Some(first), Some(last)) = (day(&summary.first_date), day(&summary.last_date)) {
         match first == last {
             true => text.push_str(&format!("; dated {first}")),
             false => text.push_str(&format!("; dated {first} to {last}")),
@@ -739,5 +716,20 @@ impl Brief for SyncOut {
             (true, false) => failed.join("; "),
             (false, false) => format!("synced {}; {}", parts.join("; "), failed.join("; ")),
         }
+    }
+}
+
+/// A selection's summary as a tool shows it, with the sentence the user is asked (`text`).
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct SummaryOut {
+    #[serde(flatten)]
+    pub summary: Summary,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+}
+
+impl SummaryOut {
+    pub fn of(summary: Summary, text: Option<String>) -> SummaryOut {
+        SummaryOut { summary, text }
     }
 }

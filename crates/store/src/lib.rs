@@ -44,7 +44,7 @@ pub use approvals::Approval;
 pub use budget::Over;
 pub use journal::{ChangeRecord, ChangeStatus, JournalItem, MessageState};
 pub use leases::{AccountLock, Fence, LOCK_WAIT};
-pub use manifests::{ItemOutcome, ItemStatus, Manifest, ManifestItem, ManifestStatus};
+pub use manifests::{ItemCounts, ItemOutcome, ItemStatus, Manifest, ManifestItem, ManifestStatus};
 pub use messages::{MessageRef, MessageRow, SearchPage, no_message};
 pub use sink::{StoreSink, SyncProgress};
 pub use tokens::{AccessToken, Touched};

@@ -6,8 +6,8 @@
 //! moment resumes from the last checkpoint.
 
 use super::sql::{Sql, text_column};
-use mailbroker_core::{AccountId, DeleteMode, Error, RemoteId};
-use serde::Serialize;
+use mailbroker_core::{AccountId, DeleteMode, Error, RemoteId, Summary};
+use serde::{Deserialize, Serialize};
 
 use super::batches::record_items;
 use super::journal::{JournalItem, update_index};
@@ -39,6 +39,44 @@ text_column!(ManifestStatus {
 impl std::fmt::Display for ManifestStatus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+/// A manifest's items by status, and the skipped ones by why (`moved`: no longer where they
+/// were staged). A count of none is left out of the JSON.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ItemCounts {
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub pending: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub done: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub skipped: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub failed: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub moved: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl std::fmt::Display for ItemCounts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let counts = [
+            ("pending", self.pending),
+            ("done", self.done),
+            ("skipped", self.skipped),
+            ("failed", self.failed),
+            ("moved", self.moved),
+        ];
+        let shown: Vec<String> = counts
+            .iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(what, n)| format!("{what} {n}"))
+            .collect();
+        f.write_str(&shown.join(", "))
     }
 }
 
@@ -85,12 +123,12 @@ pub struct Manifest {
     pub origin: String,
     pub selection: serde_json::Value,
     pub mode: DeleteMode,
-    pub summary: serde_json::Value,
+    pub summary: Summary,
     pub status: ManifestStatus,
     pub updated_at: i64,
     pub executed_at: Option<i64>,
     /// Item counts by status.
-    pub counts: serde_json::Value,
+    pub counts: ItemCounts,
     pub items: Vec<ManifestItem>,
 }
 
@@ -247,7 +285,7 @@ impl Store {
 
     /// The summary of the messages with these ids (see `SUMMARY_SQL`), as a person is shown a
     /// selection before a write or deletion runs.
-    pub async fn selection_summary(&self, ids: &[i64]) -> Result<serde_json::Value, Error> {
+    pub async fn selection_summary(&self, ids: &[i64]) -> Result<Summary, Error> {
         let ids = serde_json::to_string(ids).map_err(|e| Error::internal(e.to_string()))?;
         let summary: String = sqlx::query_scalar(self.backend().pick(SUMMARY_SQL, SUMMARY_SQL_PG))
             .bind(ids)
@@ -333,7 +371,8 @@ impl Store {
             } else {
                 DeleteMode::Trash
             },
-            summary: dated(serde_json::from_str(&summary).map_err(bad)?),
+            summary: serde_json::from_value(dated(serde_json::from_str(&summary).map_err(bad)?))
+                .map_err(bad)?,
             status,
             updated_at,
             executed_at,

@@ -10,6 +10,7 @@ mod error;
 mod headers;
 mod model;
 mod provider;
+mod summary;
 mod tally;
 mod write;
 
@@ -32,6 +33,7 @@ pub use provider::{
     ApplyEach, Arrival, MailboxSyncReport, Provider, SameMessage, Seen, Settled, SyncRequest,
     SyncSink, Watched, place,
 };
+pub use summary::{Sender, Summary};
 pub use tally::{NonzeroTally, Tally};
 pub use write::{
     DeleteBatch, DeleteMode, FlagOp, ItemResult, MOVED_SINCE_STAGED, Outcome, Patch, WriteBatch,

@@ -122,7 +122,7 @@ pub async fn execute(
     if pending == 0 {
         return settle(store, id, report).await;
     }
-    let total = manifest.summary["count"].as_u64().unwrap_or(pending);
+    let total = manifest.summary.count.max(pending);
     store
         .set_manifest_status(id, ManifestStatus::Executing)
         .await?;
@@ -375,8 +375,7 @@ fn recheck(
 /// Settles the manifest's status from its items: done when none is pending or failed.
 async fn settle(store: &Store, id: i64, report: ChangeReport) -> Result<(ChangeReport, Manifest)> {
     let mut manifest = store.manifest(id, false).await?;
-    let count = |s: &str| manifest.counts[s].as_u64().unwrap_or(0);
-    let status = match count("pending") > 0 || count("failed") > 0 {
+    let status = match manifest.counts.pending > 0 || manifest.counts.failed > 0 {
         true => ManifestStatus::Failed,
         false => ManifestStatus::Done,
     };
