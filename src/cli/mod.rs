@@ -417,7 +417,7 @@ fn print_change_record(c: &crate::store::ChangeRecord) {
         c.id,
         rfc3339(c.created_at),
         output::one_line(&c.origin),
-        output::one_line(&c.patch.to_string()),
+        output::one_line(&serde_json::to_string(&c.patch).unwrap_or_default()),
         counts.join(" ")
     );
 }

@@ -80,7 +80,7 @@ pub struct ChangeJson<'a> {
     pub created_at: i64,
     pub origin: &'a str,
     pub selection: &'a serde_json::Value,
-    pub patch: &'a serde_json::Value,
+    pub patch: &'a mailbroker_store::Asked,
     pub plan: &'a [String],
     pub undo_of: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -109,6 +109,7 @@ impl McpServer {
             store: &self.store,
             work: &self.options.work,
         };
+        let words = change::words::operation_words(&operation);
         let request = ChangeRequest {
             operation,
             dry_run: call.dry_run,
@@ -129,7 +130,10 @@ impl McpServer {
                 preview,
                 reason,
                 ids,
-            } => Ok(self.dry_run(&call, preview, reason, &ids).await?.into()),
+            } => {
+                let asked = (preview, reason, words);
+                Ok(self.dry_run(&call, asked, &ids).await?.into())
+            }
             Outcome::Answered(answer) => Ok(answer),
             Outcome::Staged(manifest) => {
                 let count = manifest.summary.count;
@@ -153,8 +157,7 @@ impl McpServer {
     async fn dry_run(
         &self,
         call: &ToolCall,
-        preview: Preview,
-        reason: Option<String>,
+        (preview, reason, words): (Preview, Option<String>, String),
         ids: &[i64],
     ) -> Result<CallToolResult> {
         let mut dry = match &preview {
@@ -182,7 +185,6 @@ impl McpServer {
             dry.confirmation_required = Some(reason);
         } else if dry.planned > 0 {
             // The same sentence a confirmation shows, so the plan reads in words as well.
-            let words = crate::change::words::patch_words(&call.args);
             let action = format!("{words} ({} message(s) to change)", dry.planned);
             dry.summary = self.described(&action, ids, &call.args).await?.1;
         }

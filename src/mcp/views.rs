@@ -433,7 +433,8 @@ pub struct ChangeView {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub selection: Option<serde_json::Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub patch: Option<serde_json::Value>,
+    #[schemars(with = "Option<serde_json::Value>")]
+    pub patch: Option<mailbroker_store::Asked>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub plan: Option<Vec<String>>,
 }
@@ -441,8 +442,8 @@ pub struct ChangeView {
 impl ChangeView {
     /// The change as one line of a list.
     pub fn line(c: &ChangeRecord) -> ChangeView {
-        use crate::change::words::{patch_words, selection_words};
-        let words = patch_words(&c.patch);
+        use crate::change::words::{asked_words, selection_words};
+        let words = asked_words(&c.patch);
         let summary = match selection_words(&c.selection).filter(|_| c.undo_of.is_none()) {
             Some(chosen) => format!("{words} ({chosen})"),
             None => words,

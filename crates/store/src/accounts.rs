@@ -437,41 +437,6 @@ impl Store {
         Ok(())
     }
 
-    /// The provider's ids of the account's mailboxes among `names` that have one.
-    pub async fn folder_ids(
-        &self,
-        account: &AccountId,
-        names: &[&str],
-    ) -> Result<std::collections::BTreeMap<String, String>, Error> {
-        let names = serde_json::to_string(names).map_err(|e| Error::internal(e.to_string()))?;
-        let rows: Vec<(String, String)> = sqlx::query_as(
-            "SELECT name, remote_id FROM mailboxes WHERE account_id = $1
-               AND remote_id IS NOT NULL AND name IN (SELECT value FROM json_each($2))",
-        )
-        .bind(account.as_str())
-        .bind(names)
-        .fetch_all(&self.pool)
-        .await
-        .map_err(db_error)?;
-        Ok(rows.into_iter().collect())
-    }
-
-    /// Where the last sync of one mailbox stopped (empty when it never completed).
-    pub async fn mailbox_cursor(
-        &self,
-        account: &AccountId,
-        mailbox: &str,
-    ) -> Result<MailboxCursor, Error> {
-        let cursor: Option<String> =
-            sqlx::query_scalar("SELECT cursor FROM mailboxes WHERE account_id = $1 AND name = $2")
-                .bind(account.as_str())
-                .bind(mailbox)
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(db_error)?;
-        Ok(MailboxCursor::new(cursor.unwrap_or_default()))
-    }
-
     /// Where the last sync of each mailbox stopped, for mailboxes synced at least once.
     pub async fn cursors(&self, id: &AccountId) -> Result<Vec<(String, MailboxCursor)>, Error> {
         let rows: Vec<(String, String)> = sqlx::query_as(

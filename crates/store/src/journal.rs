@@ -1,6 +1,8 @@
 //! The change journal and the index update that goes with it, in one transaction.
 
-use mailbroker_core::{AccountId, Error, MessageFlags, Outcome, RemoteId, Role, Tally, Version};
+use mailbroker_core::{
+    AccountId, DeleteMode, Error, MessageFlags, Outcome, Patch, RemoteId, Tally, Version,
+};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 
@@ -39,6 +41,35 @@ pub struct JournalItem {
     pub observed: Option<(Version, MessageFlags)>,
     /// The route that carried it when not the account's own (`applescript`).
     pub route: Option<String>,
+}
+
+/// What a change asked, as its journal row keeps it (the `patch` column, in the same JSON a
+/// tool's arguments use): the undo of another change, the run of a staged deletion, or a
+/// patch on the selected messages.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Asked {
+    Undo { undo_of: i64 },
+    Deletion { delete: DeleteMode },
+    Patch(Patch),
+}
+
+impl Asked {
+    /// Whether it deleted for good (which no undo brings back).
+    pub fn is_permanent_deletion(&self) -> bool {
+        matches!(
+            self,
+            Asked::Deletion {
+                delete: DeleteMode::Permanent
+            }
+        )
+    }
+
+    /// Whether it was a staged deletion's run (whose undo moves the messages back and leaves
+    /// their flags as they are now).
+    pub fn is_deletion(&self) -> bool {
+        matches!(self, Asked::Deletion { .. })
+    }
 }
 
 /// A change's own row in `changes`, its JSON columns still text.
@@ -99,7 +130,7 @@ pub struct ChangeRecord {
     pub created_at: i64,
     pub origin: String,
     pub selection: serde_json::Value,
-    pub patch: serde_json::Value,
+    pub patch: Asked,
     pub plan: Vec<String>,
     pub undo_of: Option<i64>,
     /// The latest change that undid this one and applied something (read, never stored).
@@ -361,32 +392,6 @@ impl Store {
         Ok(change)
     }
 
-    /// The mailbox a move target names in an account, with its role: the mailbox holding the
-    /// role `name` (`junk`, `trash`, …), else the one named exactly `name`. A role wins over a
-    /// folder that merely carries its name, so `--move-to junk` always means the junk role,
-    /// and asks for confirmation as a move to junk does.
-    pub async fn resolve_mailbox(
-        &self,
-        account: &AccountId,
-        name: &str,
-    ) -> Result<(String, Option<Role>), Error> {
-        let found: Option<(String, Option<String>)> = sqlx::query_as(
-            "SELECT name, role FROM mailboxes WHERE account_id = $1 AND selectable = 1
-               AND (name = $2 OR lower(role) = lower($2))
-             ORDER BY lower(role) = lower($2) DESC LIMIT 1",
-        )
-        .bind(account.as_str())
-        .bind(name)
-        .fetch_optional(self.pool())
-        .await
-        .map_err(db_error)?;
-        let (name, role) = found.ok_or_else(|| {
-            Error::not_found(format!("account {account} has no mailbox or role {name:?}"))
-                .with_next_step(format!("run: mailbroker account show {account}"))
-        })?;
-        Ok((name, role.as_deref().and_then(Role::parse)))
-    }
-
     /// Whether `tag` is the account's: a message carries it, or mailbroker added or removed
     /// it there before.
     pub async fn tag_known(&self, account: &AccountId, tag: &str) -> Result<bool, Error> {
@@ -418,7 +423,7 @@ pub(crate) async fn insert_change(
     .bind(now_secs())
     .bind(&change.origin)
     .bind(change.selection.to_string())
-    .bind(change.patch.to_string())
+    .bind(json(&change.patch))
     .bind(json(&change.plan))
     .bind(change.undo_of)
     .bind(change.tally.get(Outcome::Applied) as i64)

@@ -18,6 +18,7 @@ mod batches;
 mod budget;
 mod journal;
 mod leases;
+mod mailboxes;
 mod manifests;
 mod messages;
 mod nodes;
@@ -42,8 +43,9 @@ use sqlx::{AnyPool, ConnectOptions};
 pub use accounts::{AccountRecord, Fallback, MailboxRecord};
 pub use approvals::Approval;
 pub use budget::Over;
-pub use journal::{ChangeRecord, ChangeStatus, JournalItem, MessageState};
+pub use journal::{Asked, ChangeRecord, ChangeStatus, JournalItem, MessageState};
 pub use leases::{AccountLock, Fence, LOCK_WAIT};
+pub use mailboxes::Mailboxes;
 pub use manifests::{ItemCounts, ItemOutcome, ItemStatus, Manifest, ManifestItem, ManifestStatus};
 pub use messages::{MessageRef, MessageRow, SearchPage, no_message};
 pub use sink::{StoreSink, SyncProgress};
@@ -57,12 +59,36 @@ pub struct Store {
     reads: std::sync::Arc<Reads>,
 }
 
-/// How many account rows and message rows this store (and its clones) has read: what tests
-/// count to show a request reads each fact once.
+/// How many account rows, mailbox lists and message rows this store (and its clones) has
+/// read: what tests count to show a request reads each fact once.
 #[derive(Debug, Default)]
-pub struct Reads {
-    pub accounts: std::sync::atomic::AtomicU64,
-    pub messages: std::sync::atomic::AtomicU64,
+struct Reads {
+    accounts: std::sync::atomic::AtomicU64,
+    mailboxes: std::sync::atomic::AtomicU64,
+    messages: std::sync::atomic::AtomicU64,
+}
+
+/// `Reads` at one moment; the difference of two is what happened between them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReadCounts {
+    /// Account rows.
+    pub accounts: u64,
+    /// An account's mailboxes, each read of the list counted once.
+    pub mailboxes: u64,
+    /// Message rows.
+    pub messages: u64,
+}
+
+impl std::ops::Sub for ReadCounts {
+    type Output = ReadCounts;
+
+    fn sub(self, earlier: ReadCounts) -> ReadCounts {
+        ReadCounts {
+            accounts: self.accounts - earlier.accounts,
+            mailboxes: self.mailboxes - earlier.mailboxes,
+            messages: self.messages - earlier.messages,
+        }
+    }
 }
 
 impl Reads {
@@ -384,17 +410,22 @@ impl Store {
         &self.pool
     }
 
-    /// The rows read so far (see `Reads`): (accounts, messages).
-    pub fn reads(&self) -> (u64, u64) {
+    /// The rows read so far (see `Reads`).
+    pub fn reads(&self) -> ReadCounts {
         use std::sync::atomic::Ordering::Relaxed;
-        (
-            self.reads.accounts.load(Relaxed),
-            self.reads.messages.load(Relaxed),
-        )
+        ReadCounts {
+            accounts: self.reads.accounts.load(Relaxed),
+            mailboxes: self.reads.mailboxes.load(Relaxed),
+            messages: self.reads.messages.load(Relaxed),
+        }
     }
 
     pub(crate) fn read_accounts(&self, n: usize) {
         Reads::add(&self.reads.accounts, n);
+    }
+
+    pub(crate) fn read_mailboxes(&self) {
+        Reads::add(&self.reads.mailboxes, 1);
     }
 
     pub(crate) fn read_messages(&self, n: usize) {

@@ -2,18 +2,19 @@
 
 use std::collections::HashMap;
 
-use mailbroker_core::{AccountId, Error, FlagOp, Outcome, Result, Role};
+use mailbroker_core::{Error, FlagOp, Outcome, Result};
 
-use super::update::{Failure, Intent, ResolvedRequest, state_of};
-use mailbroker_store::{JournalItem, MessageRef, MessageState, Store};
+use super::update::{Failure, Intent, Recorded, ResolvedRequest, state_of};
+use mailbroker_store::{Asked, JournalItem, MessageRef, MessageState, Store};
 
 /// Whether `resolve` can find something to revert in `change`, as far as its journal entry
 /// alone tells: it applied something, it is not undone (a redo, an undo undone in turn, makes
 /// it undoable again, which this does not follow), and it did not delete for good (a trash
 /// run is moved back).
 pub fn undoable(change: &mailbroker_store::ChangeRecord) -> bool {
-    let permanent = change.patch.get("delete").and_then(|d| d.as_str()) == Some("permanent");
-    change.tally.get(Outcome::Applied) > 0 && change.undone_by.is_none() && !permanent
+    change.tally.get(Outcome::Applied) > 0
+        && change.undone_by.is_none()
+        && !change.patch.is_permanent_deletion()
 }
 
 /// The inverse of a journaled change, for the messages whose current state still equals the
@@ -51,7 +52,7 @@ pub async fn resolve(store: &Store, change_id: i64) -> Result<ResolvedRequest> {
         .collect();
     // A deletion changed only where each message is: its undo moves them back and leaves
     // their flags and tags as they are now.
-    let deletion = change.patch.get("delete").is_some();
+    let deletion = change.patch.is_deletion();
     let mut intents = Vec::new();
     let mut stale = Vec::new();
     for item in applied {
@@ -72,8 +73,6 @@ pub async fn resolve(store: &Store, change_id: i64) -> Result<ResolvedRequest> {
             move_to,
         });
     }
-    let selection = serde_json::json!({ "undo_of": change_id });
-    let patch = serde_json::json!({ "undo_of": change_id });
     let stale = stale
         .into_iter()
         .map(|id| {
@@ -83,38 +82,15 @@ pub async fn resolve(store: &Store, change_id: i64) -> Result<ResolvedRequest> {
             Failure::of(id, Outcome::Stale, &e)
         })
         .collect();
-    let request = (selection, patch, Some(change_id));
-    let role = move_role(store, &intents).await?;
+    let request = Recorded {
+        selection: serde_json::json!({ "undo_of": change_id }),
+        asked: Asked::Undo { undo_of: change_id },
+        undo_of: Some(change_id),
+    };
     let records = Default::default();
     let mut resolved = super::update::plan(store, request, (records, None), intents, stale).await?;
-    resolved.set_move_role(role);
+    resolved.set_move_role(resolved.targets_role());
     Ok(resolved)
-}
-
-/// The role of where the undo moves messages, as an update's target has one: junk or trash
-/// first (a change that took mail out of them puts it back there, which a person confirms
-/// as they would the same update), else any other.
-async fn move_role(store: &Store, intents: &[Intent]) -> Result<Option<Role>> {
-    let mut targets: Vec<(&AccountId, &str)> = intents
-        .iter()
-        .filter_map(|i| Some((&i.row.account, i.move_to.as_deref()?)))
-        .collect();
-    targets.sort_unstable();
-    targets.dedup();
-    let mut found = None;
-    for (account, mailbox) in targets {
-        let role = match store.resolve_mailbox(account, mailbox).await {
-            Ok((_, role)) => role,
-            // A mailbox gone since: the write itself will say so.
-            Err(e) if e.is_not_found() => None,
-            Err(e) => return Err(e),
-        };
-        if role.is_some_and(Role::needs_confirmation) {
-            return Ok(role);
-        }
-        found = found.or(role);
-    }
-    Ok(found)
 }
 
 /// What takes a message from `after` back to `before`: the flags that differ, the tags one
@@ -228,6 +204,7 @@ mod tests {
     use serde_json::json;
 
     fn change(patch: serde_json::Value, applied: i64, undone_by: Option<i64>) -> ChangeRecord {
+        let patch = serde_json::from_value(patch).expect("a journal patch");
         ChangeRecord {
             id: 1,
             created_at: 0,

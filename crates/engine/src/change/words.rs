@@ -1,45 +1,56 @@
 //! A change in the person's words, for the lines that list changes and the summaries of dry
-//! runs: "flag, add tag Finance", "undo change 7". The journal keeps the request as it came
-//! (its patch and selection as JSON); these read either that or a tool's arguments, which use
-//! the same names.
+//! runs: "flag, add tag Finance", "undo change 7". The journal keeps the selection as it came
+//! (JSON, in the names a tool's arguments use) and what was asked as an `Asked`.
 
+use mailbroker_core::Patch;
+use mailbroker_store::Asked;
 use serde_json::Value;
 
-/// What a patch does: "mark read, add tags A, B, move to archive"; "undo change 7";
-/// "stage for trash deletion".
-pub fn patch_words(patch: &Value) -> String {
-    if let Some(change) = patch.get("undo_of").or(patch.get("change_id")) {
-        return format!("undo change {change}");
+/// What a change asked: "undo change 7", "delete (trash)", or its patch's words.
+pub fn asked_words(asked: &Asked) -> String {
+    match asked {
+        Asked::Undo { undo_of } => format!("undo change {undo_of}"),
+        Asked::Deletion { delete } => format!("delete ({})", delete.as_str()),
+        Asked::Patch(patch) => patch_words(patch),
     }
-    if let Some(mode) = patch.get("delete").and_then(Value::as_str) {
-        return format!("stage for {mode} deletion");
+}
+
+/// What an operation asks, before it runs: the words its journal line will have.
+pub fn operation_words(operation: &super::Operation) -> String {
+    use super::Operation;
+    match operation {
+        Operation::Update { patch, .. } => patch_words(patch),
+        Operation::Stage { mode, .. } => format!("stage for {} deletion", mode.as_str()),
+        Operation::Undo { change } => format!("undo change {change}"),
+        Operation::Run { manifest, .. } => format!("run staged deletion {manifest}"),
+    }
+}
+
+/// What a patch does: "mark read, add tags A, B, move to archive"; "stage for trash
+/// deletion".
+pub fn patch_words(patch: &Patch) -> String {
+    if let Some(mode) = patch.delete {
+        return format!("stage for {} deletion", mode.as_str());
     }
     let mut words = Vec::new();
-    match patch.get("read").and_then(Value::as_bool) {
+    match patch.read {
         Some(true) => words.push("mark read".to_string()),
         Some(false) => words.push("mark unread".to_string()),
         None => {}
     }
-    match patch.get("flagged").and_then(Value::as_bool) {
+    match patch.flagged {
         Some(true) => words.push("flag".to_string()),
         Some(false) => words.push("unflag".to_string()),
         None => {}
     }
-    for (key, verb) in [("add_tags", "add"), ("remove_tags", "remove")] {
-        let tags: Vec<&str> = patch
-            .get(key)
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .collect();
+    for (tags, verb) in [(&patch.add_tags, "add"), (&patch.remove_tags, "remove")] {
         match tags.as_slice() {
             [] => {}
             [one] => words.push(format!("{verb} tag {one}")),
             many => words.push(format!("{verb} tags {}", many.join(", "))),
         }
     }
-    if let Some(target) = patch.get("move_to").and_then(Value::as_str) {
+    if let Some(target) = &patch.move_to {
         words.push(format!("move to {target}"));
     }
     match words.is_empty() {
@@ -64,26 +75,48 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn asked(v: serde_json::Value) -> Asked {
+        serde_json::from_value(v).unwrap()
+    }
+
     #[test]
-    fn patches_read_as_what_they_do() {
+    fn changes_read_as_what_they_asked() {
         let patch = json!({"read": true, "flagged": false, "add_tags": ["Finance"],
             "remove_tags": ["a", "b"], "move_to": "archive"});
         assert_eq!(
-            patch_words(&patch),
+            asked_words(&asked(patch)),
             "mark read, unflag, add tag Finance, remove tags a, b, move to archive"
         );
-        assert_eq!(patch_words(&json!({"undo_of": 7})), "undo change 7");
-        assert_eq!(patch_words(&json!({"change_id": 7})), "undo change 7");
+        assert_eq!(asked_words(&asked(json!({"undo_of": 7}))), "undo change 7");
         assert_eq!(
-            patch_words(&json!({"delete": "trash"})),
-            "stage for trash deletion"
+            asked_words(&asked(json!({"delete": "trash"}))),
+            "delete (trash)"
         );
-        assert_eq!(patch_words(&json!({"read": null})), "no change");
+        let staged = Patch {
+            delete: Some(mailbroker_core::DeleteMode::Permanent),
+            ..Patch::default()
+        };
+        assert_eq!(patch_words(&staged), "stage for permanent deletion");
+        assert_eq!(patch_words(&Patch::default()), "no change");
         assert_eq!(selection_words(&json!({"ids": [1, 2]})).unwrap(), "2 ids");
         assert_eq!(
             selection_words(&json!({"query": "from:a"})).unwrap(),
             "query \"from:a\""
         );
         assert_eq!(selection_words(&json!({})), None);
+    }
+
+    #[test]
+    fn a_journal_patch_keeps_its_json() {
+        for stored in [
+            json!({"undo_of": 3}),
+            json!({"delete": "permanent"}),
+            json!({"read": true, "add_tags": ["A"]}),
+        ] {
+            assert_eq!(serde_json::to_value(asked(stored.clone())).unwrap(), stored);
+        }
+        assert!(asked(json!({"delete": "permanent"})).is_permanent_deletion());
+        assert!(!asked(json!({"delete": "trash"})).is_permanent_deletion());
+        assert!(matches!(asked(json!({"flagged": true})), Asked::Patch(_)));
     }
 }

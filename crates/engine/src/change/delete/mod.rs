@@ -85,10 +85,10 @@ pub(super) fn in_batches(items: Vec<ManifestItem>, size: usize) -> Pending {
     out
 }
 
-pub(super) async fn trash_of(store: &Store, account: &AccountId) -> Option<String> {
-    store
-        .resolve_mailbox(account, "trash")
-        .await
+/// The account's trash, where it has a mailbox with that role.
+pub(super) fn trash_of(mailboxes: &mailbroker_store::Mailboxes) -> Option<String> {
+    mailboxes
+        .resolve("trash")
         .ok()
         .filter(|(_, role)| *role == Some(mailbroker_core::Role::Trash))
         .map(|(name, _)| name)

@@ -4,7 +4,7 @@
 //! checkpointed after (item statuses, journal lines and the index in one transaction, while
 //! the account's lease is still the run's); the run reports a `ChangeReport`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use mailbroker_core::{
     AccountId, DeleteMode, Error, ItemResult, MOVED_SINCE_STAGED, Outcome, Provider, RemoteId,
@@ -13,11 +13,11 @@ use mailbroker_core::{
 
 use super::{Pending, Place, Progress, batch_of, in_batches, trash_of};
 use crate::change::batches::{Batches, failed_as_batch, run_account};
-use crate::change::update::{ChangeReport, Records, records_of};
+use crate::change::update::{ChangeReport, Known, Records, records_of, rows_of};
 use crate::registry::AccountAdapter;
 use crate::sessions::Sessions;
 use mailbroker_store::{
-    ChangeRecord, Fence, ItemOutcome, ItemStatus, JournalItem, Manifest, ManifestItem,
+    ChangeRecord, Fence, ItemOutcome, ItemStatus, JournalItem, Mailboxes, Manifest, ManifestItem,
     ManifestStatus, MessageRef, MessageState, Store,
 };
 
@@ -33,7 +33,6 @@ pub struct Ready {
     pub attended: Vec<AccountId>,
     groups: Pending,
     records: Records,
-    trash: BTreeMap<AccountId, Option<String>>,
 }
 
 /// Reads what running manifest `id` needs; a cancelled manifest is refused.
@@ -51,23 +50,20 @@ pub async fn resolve(store: &Store, id: i64, batch_size: usize) -> Result<Ready>
     };
     let groups = in_batches(pending, batch_size);
     let records = records_of(store, groups.keys().cloned().collect()).await?;
-    let mut trash = BTreeMap::new();
-    for account in groups.keys() {
-        trash.insert(account.clone(), trash_of(store, account).await);
-    }
     let mut plan = Vec::new();
     for (account, groups) in &groups {
-        let (Some(record), Some(trash)) = (records.get(account), trash.get(account)) else {
+        let Some(Known { record, mailboxes }) = records.get(account) else {
             continue;
         };
         for (place, items) in groups {
-            let batch = batch_of(place, items, &HashMap::new(), manifest.mode, trash.clone());
+            let trash = trash_of(mailboxes);
+            let batch = batch_of(place, items, &HashMap::new(), manifest.mode, trash);
             plan.extend(record.adapter()?.plan_delete(&record.info(), &batch));
         }
     }
     let attended = records
         .iter()
-        .filter(|(_, r)| r.unattended_deletions_since.is_none())
+        .filter(|(_, k)| k.record.unattended_deletions_since.is_none())
         .map(|(account, _)| account.clone())
         .collect();
     Ok(Ready {
@@ -76,7 +72,6 @@ pub async fn resolve(store: &Store, id: i64, batch_size: usize) -> Result<Ready>
         attended,
         groups,
         records,
-        trash,
     })
 }
 
@@ -110,7 +105,6 @@ pub async fn execute(
         plan,
         groups,
         records,
-        trash,
         ..
     } = ready;
     let id = manifest.id;
@@ -138,10 +132,9 @@ pub async fn execute(
         progress,
     };
     run.progress.tell(run.finished, total);
-    let mut sessions = Sessions::new(store).knowing(records);
+    let mut sessions = Sessions::new(store).knowing(rows_of(&records));
     for (account, groups) in groups {
-        let trash = trash.get(&account).cloned().flatten();
-        run.account(&mut sessions, &account, trash, groups)
+        run.account(&mut sessions, &account, groups)
             .await
             .map_err(|e| stopped(e, id))?;
     }
@@ -159,7 +152,9 @@ fn intent(manifest: &Manifest, plan: &[String]) -> ChangeRecord {
         created_at: 0,
         origin: "cli".into(),
         selection: serde_json::json!({ "manifest": manifest.id }),
-        patch: serde_json::json!({ "delete": manifest.mode.as_str() }),
+        patch: mailbroker_store::Asked::Deletion {
+            delete: manifest.mode,
+        },
         plan: plan.to_vec(),
         undo_of: None,
         undone_by: None,
@@ -199,7 +194,6 @@ impl Run<'_> {
         &mut self,
         sessions: &mut Sessions,
         account: &AccountId,
-        trash: Option<String>,
         groups: Vec<(Place, Vec<ManifestItem>)>,
     ) -> Result<()> {
         let mut session = match sessions.take(account).await {
@@ -219,12 +213,16 @@ impl Run<'_> {
         if let Err(e) = crate::sync::sync_on(self.store, account, &mut session).await {
             tracing::debug!(error = %e, "delete: not synced first; the provider checks alone");
         }
+        // Read once, after the sync that may have changed them: the trash and folder ids
+        // every batch of this account is sent with.
+        let mailboxes = self.store.mailboxes_of(account).await?;
         let store = self.store;
         let mut deletions = Deletions {
             fence: session.fence(),
             run: self,
             account,
-            trash,
+            trash: trash_of(&mailboxes),
+            mailboxes,
             indexed: HashMap::new(),
             sending: Vec::new(),
         };
@@ -253,6 +251,7 @@ struct Deletions<'r, 'a> {
     run: &'r mut Run<'a>,
     account: &'r AccountId,
     fence: Fence,
+    mailboxes: Mailboxes,
     trash: Option<String>,
     /// The batch's rows as indexed before it: its targets' state, and its journal's
     /// "before" once it is done.
@@ -295,7 +294,7 @@ impl Batches for Deletions<'_, '_> {
         let named: Vec<&str> = std::iter::once(place.1.as_str())
             .chain(self.trash.as_deref())
             .collect();
-        batch.folders = self.run.store.folder_ids(self.account, &named).await?;
+        batch.folders = self.mailboxes.folder_ids(&named);
         let started = std::time::Instant::now();
         let sent = provider.delete(&batch).await;
         let ms = started.elapsed().as_millis() as u64;

@@ -6,7 +6,11 @@ use super::*;
 /// The journal entry of a change before anything is sent: every message to change is
 /// `unknown` until its result replaces it, its `after` the state the change asks for where
 /// that is known before the server answers (a flag change; a move's new UID is not).
-pub(super) fn intent_record(request: Request, plan: &[String], intents: &[Intent]) -> ChangeRecord {
+pub(super) fn intent_record(
+    request: (String, Recorded),
+    plan: &[String],
+    intents: &[Intent],
+) -> ChangeRecord {
     let items: Vec<JournalItem> = intents
         .iter()
         .filter(|i| i.changes_something())
@@ -100,27 +104,31 @@ pub(super) fn unrecorded(e: Error, change_id: i64) -> Error {
     ))
 }
 
-/// A change's request as the journal records it: origin, selection, patch, and the change
-/// it undoes.
-pub(super) type Request = (String, serde_json::Value, serde_json::Value, Option<i64>);
+/// A change's request as the journal records it: how its messages were chosen, what was
+/// asked of them, and the change it undoes.
+#[derive(Debug, Clone)]
+pub(crate) struct Recorded {
+    pub selection: serde_json::Value,
+    pub asked: Asked,
+    pub undo_of: Option<i64>,
+}
 
 /// A change as the journal records it: the request, its plan and counts, a line a message.
 pub(super) fn change_record(
-    request: Request,
+    (origin, recorded): (String, Recorded),
     plan: Vec<String>,
     counts: &ChangeReport,
     items: Vec<JournalItem>,
     status: ChangeStatus,
 ) -> ChangeRecord {
-    let (origin, selection, patch, undo_of) = request;
     ChangeRecord {
         id: 0,
         created_at: 0,
         origin,
-        selection,
-        patch,
+        selection: recorded.selection,
+        patch: recorded.asked,
         plan,
-        undo_of,
+        undo_of: recorded.undo_of,
         undone_by: None,
         tally: counts.tally,
         status,

@@ -15,13 +15,16 @@ use mailbroker_core::{
 use serde::Serialize;
 
 use crate::sessions::Sessions;
-use mailbroker_store::{ChangeRecord, ChangeStatus, JournalItem, MessageRef, MessageState, Store};
+use mailbroker_store::{
+    Asked, ChangeRecord, ChangeStatus, JournalItem, MessageRef, MessageState, Store,
+};
 
 mod journal;
 mod plan;
 mod request;
 mod run;
 
+pub(crate) use journal::Recorded;
 use journal::*;
 pub(crate) use plan::target_of;
 use plan::*;
@@ -239,7 +242,7 @@ pub(crate) fn state_of(row: &MessageRef) -> MessageState {
 /// earlier change added them, the provider lists no such label): a typo should not silently
 /// create a label. A caller that means to create tags skips this check.
 async fn require_known_tags(store: &Store, records: &Records, patch: &Patch) -> Result<()> {
-    for (account, record) in records {
+    for (account, Known { record, .. }) in records {
         let adapter = record.adapter()?;
         for tag in &patch.add_tags {
             if !store.tag_known(account, tag).await? && !adapter.tag_exists(&record.info(), tag) {
@@ -259,19 +262,34 @@ async fn require_known_tags(store: &Store, records: &Records, patch: &Patch) -> 
 /// mailbox its move target names there, by account, and that target's role.
 type MoveTargets = (HashMap<AccountId, String>, Option<Role>);
 
-/// The account rows a request touches, read once, by account id.
-pub(crate) type Records = BTreeMap<AccountId, mailbroker_store::AccountRecord>;
+/// What a request knows of an account it touches, read once: its row and its mailboxes.
+pub(crate) struct Known {
+    pub record: mailbroker_store::AccountRecord,
+    pub mailboxes: mailbroker_store::Mailboxes,
+}
 
-/// Reads the rows of `accounts`, once each.
+/// The accounts a request touches, each read once, by account id.
+pub(crate) type Records = BTreeMap<AccountId, Known>;
+
+/// Reads the rows and mailboxes of `accounts`, once each.
 pub(crate) async fn records_of(store: &Store, accounts: Vec<AccountId>) -> Result<Records> {
     let mut records = Records::new();
     for account in accounts {
         if let std::collections::btree_map::Entry::Vacant(slot) = records.entry(account) {
             let record = store.account(slot.key()).await?;
-            slot.insert(record);
+            let mailboxes = store.mailboxes_of(slot.key()).await?;
+            slot.insert(Known { record, mailboxes });
         }
     }
     Ok(records)
+}
+
+/// The account rows of `records`, for the sessions that log in to them.
+pub(crate) fn rows_of(records: &Records) -> BTreeMap<AccountId, mailbroker_store::AccountRecord> {
+    records
+        .iter()
+        .map(|(account, known)| (account.clone(), known.record.clone()))
+        .collect()
 }
 
 /// Checks `patch` against the rules of each account of `records` (tags against its
@@ -287,7 +305,7 @@ async fn check_request(store: &Store, records: &Records, patch: &Patch) -> Resul
     }
     let mut targets = HashMap::new();
     let mut move_role = None;
-    for (account, record) in records {
+    for (account, Known { record, mailboxes }) in records {
         let (adapter, info) = (record.adapter()?, record.info());
         if patch.read.is_some() || patch.flagged.is_some() {
             adapter.check(&info, Operation::Flags)?;
@@ -307,7 +325,7 @@ async fn check_request(store: &Store, records: &Records, patch: &Patch) -> Resul
         }
         if let Some(target) = &patch.move_to {
             adapter.check(&info, Operation::Move)?;
-            let (name, role) = store.resolve_mailbox(account, target).await?;
+            let (name, role) = mailboxes.resolve(target)?;
             move_role = move_role.or(role);
             targets.insert(account.clone(), name);
         }
@@ -319,7 +337,7 @@ async fn check_request(store: &Store, records: &Records, patch: &Patch) -> Resul
 /// while the caller reads its targets (see `sessions`). A request refused by its check
 /// reached no server.
 pub(super) async fn open_ahead(store: &Store, request: &CheckedRequest) -> Result<Sessions> {
-    Sessions::open_ahead(store, request.places(), request.records()).await
+    Sessions::open_ahead(store, request.places(), &rows_of(request.records())).await
 }
 
 /// Executes and journals the batches of a resolved change (an update or an undo).
@@ -333,10 +351,10 @@ pub(super) async fn open_ahead(store: &Store, request: &CheckedRequest) -> Resul
 async fn execute(
     sessions: Sessions,
     store: &Store,
-    request: (String, serde_json::Value, serde_json::Value, Option<i64>),
+    request: (String, Recorded),
     plan: &[String],
     intents: &[Intent],
-    groups: &[(BatchKey, Vec<usize>, WriteBatch)],
+    groups: &[Group],
 ) -> Result<ChangeReport> {
     let started = std::time::Instant::now();
     let mut report = ChangeReport {

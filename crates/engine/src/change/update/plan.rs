@@ -37,8 +37,22 @@ pub(super) fn intent_of(
     Intent { row, op, move_to }
 }
 
-/// (account, mailbox, operation, move target)
-pub(super) type BatchKey = (AccountId, String, FlagOp, Option<String>);
+/// What the messages of one provider batch share. `mailbox` is empty for a batch across an
+/// account's mailboxes.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) struct BatchKey {
+    pub account: AccountId,
+    pub mailbox: String,
+    pub op: FlagOp,
+    pub move_to: Option<String>,
+}
+
+/// A provider batch, built once, and the intents (by index) it carries.
+pub(super) struct Group {
+    pub account: AccountId,
+    pub members: Vec<usize>,
+    pub batch: WriteBatch,
+}
 
 /// Groups intents into provider batches: same account, mailbox, operation and target. The
 /// operation is what each message still needs, or, for an account in `whole` (its adapter
@@ -58,13 +72,12 @@ pub(super) fn batches(
             (Some(_), None) => String::new(),
             _ => it.row.mailbox.clone(),
         };
-        let op = whole_op.unwrap_or(&it.op);
-        let key = (
-            it.row.account.clone(),
+        let key = BatchKey {
+            account: it.row.account.clone(),
             mailbox,
-            op.clone(),
-            it.move_to.clone(),
-        );
+            op: whole_op.unwrap_or(&it.op).clone(),
+            move_to: it.move_to.clone(),
+        };
         out.entry(key).or_default().push(i);
     }
     out
@@ -89,16 +102,16 @@ pub(crate) fn target_of(row: &MessageRef) -> WriteTarget {
 /// The batch of `members`; `synced` is their mailbox's cursor as the last sync left it, and
 /// `move_synced` their move target's.
 pub(super) fn batch_of(
-    key: &BatchKey,
+    key: BatchKey,
     intents: &[Intent],
     members: &[usize],
     (synced, move_synced): (MailboxCursor, MailboxCursor),
 ) -> WriteBatch {
     WriteBatch {
-        mailbox: key.1.clone(),
+        mailbox: key.mailbox,
         synced,
-        op: key.2.clone(),
-        move_to: key.3.clone(),
+        op: key.op,
+        move_to: key.move_to,
         move_synced,
         folders: Default::default(),
         targets: members

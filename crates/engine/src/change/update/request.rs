@@ -70,15 +70,17 @@ impl CheckedRequest {
             .into_iter()
             .map(|row| intent_of(row, &self.patch, &self.targets))
             .collect();
-        let patch =
-            serde_json::to_value(&self.patch).map_err(|e| Error::internal(e.to_string()))?;
         let requested = FlagOp {
             read: self.patch.read,
             flagged: self.patch.flagged,
             add_tags: self.patch.add_tags.clone(),
             remove_tags: self.patch.remove_tags.clone(),
         };
-        let request = (selection, patch, None);
+        let request = Recorded {
+            selection,
+            asked: Asked::Patch(self.patch),
+            undo_of: None,
+        };
         let mut resolved = plan(
             store,
             request,
@@ -97,10 +99,9 @@ impl CheckedRequest {
 /// A change ready to run: its intents, their batches and the plan, and the report a dry
 /// run shows (`preview`). Running it journals and sends exactly what was previewed.
 pub struct ResolvedRequest {
-    /// (selection, patch, undo_of) as the journal records them.
-    request: (serde_json::Value, serde_json::Value, Option<i64>),
+    request: Recorded,
     intents: Vec<Intent>,
-    groups: Vec<(BatchKey, Vec<usize>, WriteBatch)>,
+    groups: Vec<Group>,
     /// Messages found stale while resolving (an undo's, changed since): reported, not sent.
     stale: Vec<Failure>,
     preview: ChangeReport,
@@ -115,7 +116,7 @@ pub struct ResolvedRequest {
 /// differ per message), which accounts whose adapter groups `Whole` batch under.
 pub(crate) async fn plan(
     store: &Store,
-    request: (serde_json::Value, serde_json::Value, Option<i64>),
+    request: Recorded,
     (known, requested): (Records, Option<&FlagOp>),
     intents: Vec<Intent>,
     stale: Vec<Failure>,
@@ -129,33 +130,39 @@ pub(crate) async fn plan(
     let mut records = records_of(store, missing).await?;
     records.extend(known);
     let mut whole = HashMap::new();
-    for (account, record) in &records {
-        if let (Grouping::Whole, Some(op)) = (record.adapter()?.grouping(), requested) {
+    for (account, known) in &records {
+        if let (Grouping::Whole, Some(op)) = (known.record.adapter()?.grouping(), requested) {
             whole.insert(account.clone(), op.clone());
         }
     }
     // Each batch is built once: for the plan, then to send.
-    let mut groups: Vec<(BatchKey, Vec<usize>, WriteBatch)> = Vec::new();
+    let mut groups: Vec<Group> = Vec::new();
     let mut plan = Vec::new();
     for (key, members) in batches(&intents, &whole) {
-        let synced = match key.1.is_empty() {
-            true => common_cursor(store, &key.0, &intents, &members).await?,
-            false => store.mailbox_cursor(&key.0, &key.1).await?,
+        let account = key.account.clone();
+        let Some(known) = records.get(&account) else {
+            return Err(Error::internal(format!("account {account} was not read")));
         };
-        let move_synced = match &key.3 {
-            Some(target) => store.mailbox_cursor(&key.0, target).await?,
+        let synced = match key.mailbox.is_empty() {
+            true => common_cursor(&known.mailboxes, &intents, &members),
+            false => known.mailboxes.cursor(&key.mailbox),
+        };
+        let move_synced = match &key.move_to {
+            Some(target) => known.mailboxes.cursor(target),
             None => MailboxCursor::default(),
         };
-        let mut batch = batch_of(&key, &intents, &members, (synced, move_synced));
-        let named: Vec<&str> = std::iter::once(key.1.as_str())
+        let mut batch = batch_of(key, &intents, &members, (synced, move_synced));
+        let named: Vec<&str> = std::iter::once(batch.mailbox.as_str())
             .filter(|m| !m.is_empty())
-            .chain(key.3.as_deref())
+            .chain(batch.move_to.as_deref())
             .collect();
-        batch.folders = store.folder_ids(&key.0, &named).await?;
-        if let Some(record) = records.get(&key.0) {
-            plan.extend(record.adapter()?.plan(&record.info(), &batch));
-        }
-        groups.push((key, members, batch));
+        batch.folders = known.mailboxes.folder_ids(&named);
+        plan.extend(known.record.adapter()?.plan(&known.record.info(), &batch));
+        groups.push(Group {
+            account,
+            members,
+            batch,
+        });
     }
     let planned = intents.iter().filter(|i| i.changes_something()).count() as u64;
     let mut preview = ChangeReport {
@@ -203,6 +210,26 @@ impl ResolvedRequest {
         self.preview.move_role = role;
     }
 
+    /// The role of where it moves messages, as an update's target has one: junk or trash
+    /// first (an undo that took mail out of them puts it back there, which a person
+    /// confirms as they would the same update), else any other.
+    pub(crate) fn targets_role(&self) -> Option<Role> {
+        let mut found = None;
+        for intent in &self.intents {
+            let Some(target) = &intent.move_to else {
+                continue;
+            };
+            let known = self.records.get(&intent.row.account);
+            // A mailbox gone since has no role here: the write itself will say so.
+            let role = known.and_then(|k| k.mailboxes.resolve(target).ok()?.1);
+            if role.is_some_and(Role::needs_confirmation) {
+                return role;
+            }
+            found = found.or(role);
+        }
+        found
+    }
+
     /// Messages that need a change, by account.
     pub fn planned_by_account(&self) -> BTreeMap<AccountId, u64> {
         let mut out = BTreeMap::new();
@@ -219,7 +246,7 @@ impl ResolvedRequest {
 
     /// The selection as the journal records it.
     pub fn selection(&self) -> &serde_json::Value {
-        &self.request.0
+        &self.request.selection
     }
 
     /// Journals the intent, sends the batches on `sessions`, verifies and journals the
@@ -230,10 +257,9 @@ impl ResolvedRequest {
         store: &Store,
         origin: &str,
     ) -> Result<ChangeReport> {
-        let (selection, patch, undo_of) = self.request;
-        let request = (origin.to_string(), selection, patch, undo_of);
+        let request = (origin.to_string(), self.request);
         let plan = &self.preview.plan;
-        let sessions = sessions.knowing(self.records);
+        let sessions = sessions.knowing(rows_of(&self.records));
         let mut report =
             execute(sessions, store, request, plan, &self.intents, &self.groups).await?;
         report.move_role = self.preview.move_role;
@@ -246,22 +272,21 @@ impl ResolvedRequest {
 /// The cursor a batch across mailboxes (`members`, of `account`) was synced at: the one its
 /// mailboxes share, as an account-wide sync leaves them; else none (cursors are opaque, so
 /// no older one can be picked), and the provider checks from its targets' versions.
-async fn common_cursor(
-    store: &Store,
-    account: &AccountId,
+fn common_cursor(
+    mailboxes: &mailbroker_store::Mailboxes,
     intents: &[Intent],
     members: &[usize],
-) -> Result<MailboxCursor> {
-    let mailboxes: std::collections::BTreeSet<&str> = members
+) -> MailboxCursor {
+    let names: std::collections::BTreeSet<&str> = members
         .iter()
         .map(|i| intents[*i].row.mailbox.as_str())
         .collect();
-    let mut cursors = std::collections::BTreeSet::new();
-    for mailbox in mailboxes {
-        cursors.insert(store.mailbox_cursor(account, mailbox).await?);
-    }
-    Ok(match cursors.len() {
+    let cursors: std::collections::BTreeSet<MailboxCursor> = names
+        .into_iter()
+        .map(|name| mailboxes.cursor(name))
+        .collect();
+    match cursors.len() {
         1 => cursors.into_iter().next().unwrap_or_default(),
         _ => MailboxCursor::default(),
-    })
+    }
 }

@@ -19,14 +19,15 @@ use mailbroker_core::{Provider, RemoteId};
 pub(super) async fn run_batches(
     sessions: Sessions,
     store: &Store,
-    groups: &[(BatchKey, Vec<usize>, WriteBatch)],
+    groups: &[Group],
     intents: &[Intent],
     results: &mut [Option<ItemResult>],
     intent: tokio::task::JoinHandle<Result<i64>>,
 ) -> Result<(u64, i64)> {
     let mut by_account: BTreeMap<&AccountId, AccountBatches> = BTreeMap::new();
-    for (key, members, batch) in groups {
-        by_account.entry(&key.0).or_default().push((members, batch));
+    for group in groups {
+        let batch = (&group.members, &group.batch);
+        by_account.entry(&group.account).or_default().push(batch);
     }
     let (open, mut commands, change_id) =
         connected_and_journaled(sessions, store, by_account, intent).await?;
