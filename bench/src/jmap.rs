@@ -10,10 +10,10 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
+use mailbroker_jmap::wire::{Call, Ids, PatchObject, QueryResponse, SetResponse, nth};
 use mailbroker_jmap::{Auth, Client};
 use mailbroker_testkit::Proxy;
 use mailbroker_testkit::cyrus::{Cyrus, account_add_args};
-use serde_json::{Value, json};
 
 use super::{CloudRun, Measured};
 
@@ -168,9 +168,12 @@ async fn floor(url: &str, user: &str, keyword: &str, read_back: bool) -> Result<
     let mut client = Client::connect(url, auth, &Default::default()).await?;
     let mut ids: Vec<String> = Vec::new();
     loop {
-        let query = json!({ "position": ids.len(), "calculateTotal": false });
-        let answers = client.call(vec![("Email/query", query)]).await?;
-        let page: Vec<String> = serde_json::from_value(answers[0].1["ids"].clone())?;
+        let query = Call::EmailQuery {
+            position: ids.len(),
+            limit: client.limits.max_objects_in_get,
+        };
+        let answers = client.call(vec![query]).await?;
+        let page = nth::<QueryResponse>(&answers, 0, "Email/query")?.ids;
         if page.is_empty() {
             break;
         }
@@ -179,20 +182,23 @@ async fn floor(url: &str, user: &str, keyword: &str, read_back: bool) -> Result<
     let before = client.sent();
     let started = Instant::now();
     for chunk in ids.chunks(client.limits.max_objects_in_set) {
-        let update: serde_json::Map<String, Value> = chunk
-            .iter()
-            .map(|id| (id.clone(), json!({ format!("keywords/{keyword}"): true })))
-            .collect();
-        let mut calls = vec![("Email/set", json!({ "update": update }))];
+        let mut patch = PatchObject::default();
+        patch.keyword(keyword, true);
+        let update = chunk.iter().map(|id| (id.clone(), patch.clone()));
+        let mut calls = vec![Call::EmailUpdate(update.collect())];
         if read_back {
-            calls.push((
-                "Email/get",
-                json!({ "ids": chunk, "properties": ["keywords"] }),
-            ));
+            calls.push(Call::EmailGet {
+                ids: Ids::These(chunk.to_vec()),
+                properties: &["keywords"],
+            });
         }
         let answers = client.call(calls).await?;
-        if answers[0].1["updated"].as_object().map_or(0, |u| u.len()) != chunk.len() {
-            bail!("raw Email/set did not update every email: {}", answers[0].1);
+        let set: SetResponse = nth(&answers, 0, "Email/set")?;
+        if set.updated.len() != chunk.len() {
+            bail!(
+                "raw Email/set did not update every email: {:?}",
+                set.not_updated
+            );
         }
     }
     Ok((started.elapsed(), client.sent() - before))

@@ -2,7 +2,10 @@
 //! sent to its API URL, each request of several calls answered in one round trip.
 
 use mailbroker_core::{Error, Result};
-use serde_json::{Value, json};
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::wire::{Answer, Call, Response, ResultReference, Session, USING};
 
 /// How requests are authenticated: Basic with a password (Cyrus, Stalwart), Bearer with a
 /// token (Fastmail's API tokens).
@@ -19,9 +22,6 @@ pub struct Limits {
     pub max_objects_in_set: usize,
     pub max_calls_in_request: usize,
 }
-
-/// The capabilities every request names.
-const USING: [&str; 2] = ["urn:ietf:params:jmap:core", "urn:ietf:params:jmap:mail"];
 
 pub struct Client {
     http: reqwest::Client,
@@ -45,14 +45,6 @@ pub struct Trust {
     pub ca_file: Option<String>,
     pub origins: Vec<String>,
 }
-
-/// The session's URLs a request carries credentials to (RFC 8620 §2), each checked.
-const SESSION_URLS: [(&str, &str); 4] = [
-    ("apiUrl", "its API URL"),
-    ("downloadUrl", "its download URL"),
-    ("uploadUrl", "its upload URL"),
-    ("eventSourceUrl", "its event source URL"),
-];
 
 /// The HTTP client: a timeout, the CA given, and redirects followed only within the
 /// origin they start from (so never to another host, nor from https down to http, where
@@ -148,41 +140,41 @@ impl Client {
         // A redirect within the origin was followed; the session's URLs are relative to
         // where it ended.
         let session_url = response.url().clone();
-        let session: Value = response
+        let session: Session = response
             .json()
             .await
             .map_err(|e| Error::provider_unavailable(format!("jmap session: {e}")))?;
-        let account_id = session["primaryAccounts"]["urn:ietf:params:jmap:mail"]
-            .as_str()
+        let account_id = session
+            .mail_account()
             .ok_or_else(|| {
                 Error::unsupported("this JMAP session offers no mail account").with_next_step(
                     "check the URL and the user: the server must serve JMAP Mail (RFC 8621)",
                 )
             })?
             .to_string();
-        let mut urls = std::collections::HashMap::new();
-        for (key, what) in SESSION_URLS {
-            if let Some(reference) = session[key].as_str() {
-                urls.insert(
-                    key,
-                    named_url(&session_url, reference, what, &trust.origins)?,
-                );
-            }
-        }
-        let api_url = match urls.remove("apiUrl") {
+        // Every URL the session names carries credentials (RFC 8620 §2): each is checked,
+        // the upload URL too, though nothing is uploaded.
+        let named = |reference: &Option<String>, what: &str| {
+            let named = reference.as_deref();
+            named
+                .map(|r| named_url(&session_url, r, what, &trust.origins))
+                .transpose()
+        };
+        let api_url = named(&session.api_url, "its API URL")?;
+        let download = named(&session.download_url, "its download URL")?;
+        named(&session.upload_url, "its upload URL")?;
+        let event_source = named(&session.event_source_url, "its event source URL")?;
+        let api_url = match api_url {
             Some(api) => api,
             None => named_url(&session_url, "/jmap/", "API URL", &trust.origins)?,
         };
-        let core = &session["capabilities"]["urn:ietf:params:jmap:core"];
-        let limit = |key: &str, default: usize| {
-            core[key]
-                .as_u64()
-                .map_or(default, |n| n.clamp(1, 100_000) as usize)
-        };
+        let core = session.core_limits();
+        let limit =
+            |n: Option<u64>, default: usize| n.map_or(default, |n| n.clamp(1, 100_000) as usize);
         let limits = Limits {
-            max_objects_in_get: limit("maxObjectsInGet", 500),
-            max_objects_in_set: limit("maxObjectsInSet", 500),
-            max_calls_in_request: limit("maxCallsInRequest", 16),
+            max_objects_in_get: limit(core.max_objects_in_get, 500),
+            max_objects_in_set: limit(core.max_objects_in_set, 500),
+            max_calls_in_request: limit(core.max_calls_in_request, 16),
         };
         Ok(Client {
             http,
@@ -190,8 +182,8 @@ impl Client {
             api_url,
             account_id,
             limits,
-            event_source: urls.remove("eventSourceUrl"),
-            download: urls.remove("downloadUrl"),
+            event_source,
+            download,
             sent: 1,
         })
     }
@@ -213,41 +205,37 @@ impl Client {
         Ok((response.status() != reqwest::StatusCode::NO_CONTENT).then_some(response))
     }
 
-    /// Sends `calls` (`[name, arguments, call id]` each; the account id is added to every
-    /// call's arguments); the responses in order. A method error answers as
-    /// `["error", {type}, id]` in its place, for the caller to read. The calls go in as few
-    /// requests as the session's `maxCallsInRequest` allows, in order; a result reference
-    /// (`#ids`) to a call answered by an earlier request is resolved here, since a server
-    /// sees only the calls of its own request (RFC 8620 §3.7).
-    pub async fn call(&mut self, calls: Vec<(&str, Value)>) -> Result<Vec<(String, Value)>> {
+    /// Sends `calls` (the account id is added to each); their answers in order. A method
+    /// error answers as `"error"` in its place, for the caller to read (`Answer::read`). The
+    /// calls go in as few requests as the session's `maxCallsInRequest` allows, in order; a
+    /// result reference (`#ids`) to a call answered by an earlier request is resolved here,
+    /// since a server sees only the calls of its own request (RFC 8620 §3.7).
+    pub async fn call(&mut self, calls: Vec<Call>) -> Result<Vec<Answer>> {
         let max = self.limits.max_calls_in_request.max(1);
-        let mut answered: Vec<(String, Value)> = Vec::with_capacity(calls.len());
+        let mut answered: Vec<Answer> = Vec::with_capacity(calls.len());
         let mut calls = calls.into_iter().enumerate().peekable();
         while calls.peek().is_some() {
             let first = answered.len();
             let mut method_calls = Vec::with_capacity(max);
-            for (n, (name, mut args)) in calls.by_ref().take(max) {
+            for (n, call) in calls.by_ref().take(max) {
+                let mut args = call.arguments()?;
                 resolve_references(&mut args, &answered[..first])?;
-                args["accountId"] = json!(self.account_id);
-                method_calls.push(json!([name, args, n.to_string()]));
+                if let Value::Object(fields) = &mut args {
+                    fields.insert("accountId".into(), self.account_id.clone().into());
+                }
+                method_calls.push((call.name(), args, n.to_string()));
             }
-            let body = json!({ "using": USING, "methodCalls": method_calls });
+            let body = Request {
+                using: &USING,
+                method_calls,
+            };
             self.sent += 1;
             let request = authorized(self.http.post(&self.api_url), &self.auth).json(&body);
-            let answer: Value = answer(request.send().await, "jmap request")?
+            let response: Response = answer(request.send().await, "jmap request")?
                 .json()
                 .await
                 .map_err(|e| Error::provider_unavailable(format!("jmap answer: {e}")))?;
-            let responses = answer["methodResponses"].as_array().ok_or_else(|| {
-                Error::provider_unavailable(format!(
-                    "jmap answer without methodResponses: {answer}"
-                ))
-            })?;
-            answered.extend(
-                responses
-                    .iter()
-                    .map(|r| (r[0].as_str().unwrap_or_default().to_string(), r[1].clone())),
-            );
+            answered.extend(response.method_responses);
         }
         Ok(answered)
     }
@@ -280,10 +268,18 @@ impl Client {
     }
 }
 
+/// A request (RFC 8620 §3.3): its method calls as Invocations (name, arguments, call id).
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Request<'a> {
+    using: &'a [&'a str],
+    method_calls: Vec<(&'static str, Value, String)>,
+}
+
 /// Replaces each result reference in `args` (`"#ids": {resultOf, name, path}`) to a call
 /// among `answered` (by its number) with the value its path points at there; references to
 /// calls of the same request are left to the server.
-fn resolve_references(args: &mut Value, answered: &[(String, Value)]) -> Result<()> {
+fn resolve_references(args: &mut Value, answered: &[Answer]) -> Result<()> {
     let Value::Object(fields) = args else {
         return Ok(());
     };
@@ -293,22 +289,27 @@ fn resolve_references(args: &mut Value, answered: &[(String, Value)]) -> Result<
         .cloned()
         .collect();
     for key in references {
-        let reference = &fields[&key];
-        let Some(at) = reference["resultOf"]
-            .as_str()
-            .and_then(|n| n.parse::<usize>().ok())
+        let reference = ResultReference::deserialize(&fields[&key]).map_err(|e| {
+            Error::internal(format!(
+                "jmap: a result reference not as RFC 8620 has it: {e}"
+            ))
+        })?;
+        let Some(at) = reference
+            .result_of
+            .parse::<usize>()
+            .ok()
             .filter(|n| *n < answered.len())
         else {
             continue;
         };
-        let (name, result) = &answered[at];
-        if reference["name"].as_str() != Some(name.as_str()) {
+        let Answer(name, result, _) = &answered[at];
+        if reference.name != *name {
             return Err(Error::provider_unavailable(format!(
                 "jmap: call {at} answered {name}, not the {} a later call refers to",
-                reference["name"]
+                reference.name
             )));
         }
-        let path = reference["path"].as_str().unwrap_or_default();
+        let path = reference.path.as_str();
         let value = pointer(result, path);
         fields.remove(&key);
         fields.insert(key[1..].to_string(), value);
@@ -348,25 +349,6 @@ fn pointer(value: &Value, path: &str) -> Value {
             .map_or(Value::Null, |v| pointer(v, &rest)),
         _ => Value::Null,
     }
-}
-
-/// One method's answer, or its error as ours (`cannotCalculateChanges` is `not_found`: the
-/// state it was asked from is gone, and the caller starts over).
-pub fn method(response: &(String, Value), what: &str) -> Result<Value> {
-    let (name, args) = response;
-    if name != "error" {
-        return Ok(args.clone());
-    }
-    let kind = args["type"].as_str().unwrap_or("unknown");
-    let message = format!("jmap {what}: the server answered {kind}");
-    Err(match kind {
-        "cannotCalculateChanges" => Error::not_found(message),
-        "accountNotFound" | "forbidden" | "accountNotSupportedByMethod" => {
-            Error::insufficient_scope(message)
-        }
-        "requestTooLarge" | "tooManyChanges" => Error::limit_exceeded(message),
-        _ => Error::provider_unavailable(message),
-    })
 }
 
 fn authorized(request: reqwest::RequestBuilder, auth: &Auth) -> reqwest::RequestBuilder {
@@ -439,12 +421,14 @@ fn encode(value: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn a_reference_to_an_earlier_request_is_resolved_here() {
-        let answered = vec![(
+        let answered = vec![Answer(
             "Email/query".to_string(),
             json!({ "ids": ["a", "b"], "list": [{ "id": "x", "ids": [1, 2] }, { "id": "y", "ids": [3] }] }),
+            "0".to_string(),
         )];
         let mut args = json!({
             "#ids": { "resultOf": "0", "name": "Email/query", "path": "/ids" },
@@ -461,17 +445,5 @@ mod tests {
         assert!(same.get("#ids").is_some());
         let mut wrong = json!({ "#ids": { "resultOf": "0", "name": "Email/get", "path": "/ids" } });
         assert!(resolve_references(&mut wrong, &answered).is_err());
-    }
-
-    #[test]
-    fn method_errors_map_to_ours() {
-        let error = |kind: &str| method(&("error".into(), json!({ "type": kind })), "x");
-        assert!(error("cannotCalculateChanges").unwrap_err().is_not_found());
-        assert_eq!(
-            error("serverFail").unwrap_err().error_type(),
-            "provider_unavailable"
-        );
-        let ok = method(&("Email/get".into(), json!({ "list": [] })), "x");
-        assert_eq!(ok.unwrap(), json!({ "list": [] }));
     }
 }

@@ -3,10 +3,10 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use crate::wire::{Email, EmailAddress, GetResponse, LIST_ID, LIST_UNSUBSCRIBE, MailboxObject};
 use mailbroker_core::{
     MailboxInfo, MessageFlags, MessageMeta, RemoteId, Role, RoleSource, Version, path,
 };
-use serde_json::Value;
 
 /// The email properties a sync reads.
 pub const EMAIL_PROPERTIES: [&str; 16] = [
@@ -27,11 +27,6 @@ pub const EMAIL_PROPERTIES: [&str; 16] = [
     LIST_ID,
     LIST_UNSUBSCRIBE,
 ];
-
-/// The list headers, as RFC 8621 header properties (absent: `null`) in the forms it allows
-/// them: List-Id as text, List-Unsubscribe only raw or as its URLs (a server refuses text).
-const LIST_ID: &str = "header:List-Id:asText";
-const LIST_UNSUBSCRIBE: &str = "header:List-Unsubscribe:asURLs";
 
 /// Keywords that are our read and flagged state, not tags.
 const SEEN: &str = "$seen";
@@ -62,32 +57,29 @@ impl Mailbox {
 
 /// The mailboxes of a `Mailbox/get` list, each with the path of its parents' names (names
 /// holding the separator escaped, so two mailboxes never share a path).
-pub fn mailboxes(list: &[Value]) -> Vec<Mailbox> {
-    let by_id: HashMap<&str, &Value> = list
+pub fn mailboxes(list: &[MailboxObject]) -> Vec<Mailbox> {
+    let by_id: HashMap<&str, &MailboxObject> = list.iter().map(|m| (m.id.as_str(), m)).collect();
+    let mut out: Vec<Mailbox> = list
         .iter()
-        .filter_map(|m| Some((m["id"].as_str()?, m)))
-        .collect();
-    let mut out: Vec<Mailbox> = by_id
-        .iter()
-        .map(|(id, m)| Mailbox {
-            id: id.to_string(),
+        .map(|m| Mailbox {
+            id: m.id.clone(),
             path: path_of(m, &by_id, 0),
-            role: m["role"].as_str().and_then(role_of),
+            role: m.role.as_deref().and_then(role_of),
         })
         .collect();
     out.sort_by(|a, b| a.path.cmp(&b.path));
     out
 }
 
-fn path_of(m: &Value, by_id: &HashMap<&str, &Value>, depth: usize) -> String {
-    let name = m["name"].as_str().unwrap_or_default();
+fn path_of(m: &MailboxObject, by_id: &HashMap<&str, &MailboxObject>, depth: usize) -> String {
     // A cycle or a very deep tree (a broken server) stops at the mailbox itself.
-    let parent = m["parentId"]
-        .as_str()
+    let parent = m
+        .parent_id
+        .as_deref()
         .and_then(|p| by_id.get(p))
         .filter(|_| depth < 64)
         .map(|p| path_of(p, by_id, depth + 1));
-    path::child_path(parent.as_deref(), name)
+    path::child_path(parent.as_deref(), &m.name)
 }
 
 /// Our role for a JMAP mailbox role (RFC 8621 §2, the IANA registry).
@@ -104,16 +96,12 @@ pub fn role_of(role: &str) -> Option<Role> {
 }
 
 /// Flags from an email's `keywords` (true values only, as RFC 8621 stores them).
-pub fn flags_of(keywords: &Value) -> MessageFlags {
+pub fn flags_of(keywords: &BTreeMap<String, bool>) -> MessageFlags {
     let mut raw: Vec<String> = keywords
-        .as_object()
-        .map(|k| {
-            k.iter()
-                .filter(|(_, on)| on.as_bool() == Some(true))
-                .map(|(kw, _)| kw.clone())
-                .collect()
-        })
-        .unwrap_or_default();
+        .iter()
+        .filter(|(_, on)| **on)
+        .map(|(kw, _)| kw.clone())
+        .collect();
     raw.sort();
     let has = |k: &str| raw.iter().any(|x| x.eq_ignore_ascii_case(k));
     let tags = raw
@@ -141,22 +129,15 @@ pub struct Held {
 }
 
 /// The emails of an `Email/get` answer, by id.
-pub fn held(got: &Value) -> BTreeMap<String, Held> {
-    got["list"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|email| {
-            let mailboxes = email["mailboxIds"].as_object()?;
+pub fn held(got: &GetResponse<Email>) -> BTreeMap<String, Held> {
+    got.list
+        .iter()
+        .map(|email| {
             let held = Held {
-                flags: flags_of(&email["keywords"]),
-                mailboxes: mailboxes
-                    .iter()
-                    .filter(|(_, on)| on.as_bool() == Some(true))
-                    .map(|(id, _)| id.clone())
-                    .collect(),
+                flags: flags_of(&email.keywords),
+                mailboxes: email.mailboxes().cloned().collect(),
             };
-            Some((email["id"].as_str()?.to_string(), held))
+            (email.id.clone(), held)
         })
         .collect()
 }
@@ -164,10 +145,10 @@ pub fn held(got: &Value) -> BTreeMap<String, Held> {
 /// The one mailbox an email is indexed in: the index keeps a message in one place, and an
 /// email in several mailboxes (a label-style server) is shown where it matters most.
 pub fn place_of<'a>(
-    email: &Value,
+    email: &Email,
     mailboxes: &'a BTreeMap<String, Mailbox>,
 ) -> Option<&'a Mailbox> {
-    place_among(mailbox_ids(email).filter_map(|id| mailboxes.get(id)))
+    place_among(email.mailboxes().filter_map(|id| mailboxes.get(id)))
 }
 
 /// The place among an email's mailboxes: trash, then junk, then the inbox, then another
@@ -183,74 +164,52 @@ pub fn place_among<'a>(of_email: impl Iterator<Item = &'a Mailbox>) -> Option<&'
     of_email.min_by(|a, b| rank(a).cmp(&rank(b)).then(a.path.cmp(&b.path)))
 }
 
-/// The ids of the mailboxes an email is in.
-pub fn mailbox_ids(email: &Value) -> impl Iterator<Item = &String> {
-    email["mailboxIds"]
-        .as_object()
-        .into_iter()
-        .flatten()
-        .filter(|(_, on)| on.as_bool() == Some(true))
-        .map(|(id, _)| id)
-}
-
 /// The index row of an email (its `EMAIL_PROPERTIES`), versioned by the account's email
 /// state it was read at.
-pub fn meta_of(email: &Value, state: &str) -> Option<MessageMeta> {
-    let id = email["id"].as_str()?;
+pub fn meta_of(email: &Email, state: &str) -> MessageMeta {
     // The Date header (`sentAt`), else when the server received it.
-    let date = ["sentAt", "receivedAt"]
-        .iter()
-        .filter_map(|k| mail_parser::DateTime::parse_rfc3339(email[*k].as_str()?))
+    let date = [&email.sent_at, &email.received_at]
+        .into_iter()
+        .filter_map(|d| mail_parser::DateTime::parse_rfc3339(d.as_deref()?))
         .find(|d| d.is_valid())
         .map(|d| d.to_timestamp())
         .filter(|t| mailbroker_core::plausible_date(*t));
-    Some(MessageMeta {
-        id: RemoteId::new(id),
+    let unsubscribe: Vec<&str> = email.list_unsubscribe.iter().map(String::as_str).collect();
+    MessageMeta {
+        id: RemoteId::new(&email.id),
         version: Version::new(state),
-        flags: flags_of(&email["keywords"]),
-        message_id: email["messageId"][0]
-            .as_str()
+        flags: flags_of(&email.keywords),
+        message_id: email
+            .message_id
+            .first()
             .map(|m| format!("<{}>", m.trim_matches(['<', '>']))),
-        from: addresses(&email["from"]),
-        to: addresses(&email["to"]),
-        cc: addresses(&email["cc"]),
-        subject: email["subject"].as_str().unwrap_or_default().to_string(),
+        from: addresses(&email.from),
+        to: addresses(&email.to),
+        cc: addresses(&email.cc),
+        subject: email.subject.clone().unwrap_or_default(),
         date,
-        size: email["size"].as_u64().unwrap_or(0),
-        has_attachments: email["hasAttachment"].as_bool().unwrap_or(false),
-        snippet: email["preview"].as_str().unwrap_or_default().to_string(),
-        body_prefix: email["preview"].as_str().unwrap_or_default().to_string(),
+        size: email.size,
+        has_attachments: email.has_attachment,
+        snippet: email.preview.clone(),
+        body_prefix: email.preview.clone(),
         text_pending: false,
-        thread: email["threadId"]
-            .as_str()
-            .map(|t| mailbroker_core::Conversation::Server(t.to_string())),
-        list: mailbroker_core::list_of(
-            email[LIST_ID].as_str(),
-            &email[LIST_UNSUBSCRIBE]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str)
-                .collect::<Vec<_>>(),
-        ),
-    })
+        thread: email
+            .thread_id
+            .clone()
+            .map(mailbroker_core::Conversation::Server),
+        list: mailbroker_core::list_of(email.list_id.as_deref(), &unsubscribe),
+    }
 }
 
-fn addresses(list: &Value) -> String {
-    list.as_array()
-        .map(|all| {
-            all.iter()
-                .filter_map(|a| {
-                    let email = a["email"].as_str()?;
-                    Some(match a["name"].as_str().filter(|n| !n.is_empty()) {
-                        Some(name) => format!("{name} <{email}>"),
-                        None => email.to_string(),
-                    })
-                })
-                .collect::<Vec<_>>()
-                .join(", ")
+fn addresses(list: &[EmailAddress]) -> String {
+    let one = |a: &EmailAddress| {
+        let email = a.email.as_deref()?;
+        Some(match a.name.as_deref().filter(|n| !n.is_empty()) {
+            Some(name) => format!("{name} <{email}>"),
+            None => email.to_string(),
         })
-        .unwrap_or_default()
+    };
+    list.iter().filter_map(one).collect::<Vec<_>>().join(", ")
 }
 
 #[cfg(test)]
@@ -260,11 +219,12 @@ mod tests {
 
     #[test]
     fn nested_mailboxes_get_unique_paths_and_roles() {
-        let list = [
-            json!({ "id": "a", "name": "Inbox", "role": "inbox", "parentId": null }),
-            json!({ "id": "b", "name": "Work", "role": null, "parentId": null }),
-            json!({ "id": "c", "name": "a/b", "role": null, "parentId": "b" }),
-        ];
+        let list: Vec<MailboxObject> = serde_json::from_value(json!([
+            { "id": "a", "name": "Inbox", "role": "inbox", "parentId": null },
+            { "id": "b", "name": "Work", "role": null, "parentId": null },
+            { "id": "c", "name": "a/b", "role": null, "parentId": "b" },
+        ]))
+        .unwrap();
         let boxes = mailboxes(&list);
         let paths: Vec<&str> = boxes.iter().map(|m| m.path.as_str()).collect();
         assert_eq!(paths, ["Inbox", "Work", "Work/a\\/b"]);
@@ -274,7 +234,8 @@ mod tests {
 
     #[test]
     fn keywords_are_read_flagged_and_tags() {
-        let flags = flags_of(&json!({ "$seen": true, "work/clients": true, "$draft": true }));
+        let keywords = json!({ "$seen": true, "work/clients": true, "$draft": true });
+        let flags = flags_of(&serde_json::from_value(keywords).unwrap());
         assert!(flags.read && !flags.flagged);
         assert_eq!(flags.tags, ["work/clients"]);
         assert_eq!(flags.raw, ["$draft", "$seen", "work/clients"]);

@@ -4,14 +4,23 @@
 //! permanent mode destroys it, each `Email/set` followed in the same request by an
 //! `Email/get` of the same emails: in the trash, or not found.
 
+use crate::client::Client;
+use crate::convert;
+use crate::wire::{Call, GetResponse, Ids, PatchObject, SetResponse, nth};
 use mailbroker_core::{
     DeleteBatch, DeleteMode, Error, ItemResult, MOVED_SINCE_STAGED, Outcome, RemoteId, Result,
     Version, WriteTarget,
 };
-use serde_json::{Map, Value, json};
 
-use crate::client::{Client, method};
-use crate::convert;
+/// What a deletion reads of an email, before and after.
+const HELD: [&str; 2] = ["mailboxIds", "keywords"];
+
+fn read_held(ids: &[&str]) -> Call {
+    Call::EmailGet {
+        ids: Ids::These(ids.iter().map(|id| id.to_string()).collect()),
+        properties: &HELD,
+    }
+}
 
 /// Deletes one batch of a staged manifest.
 pub async fn delete(client: &mut Client, batch: &DeleteBatch) -> Result<Vec<ItemResult>> {
@@ -30,9 +39,9 @@ pub async fn delete(client: &mut Client, batch: &DeleteBatch) -> Result<Vec<Item
     let mut live = Vec::new();
     for chunk in batch.targets.chunks(client.limits.max_objects_in_get) {
         let ids: Vec<&str> = chunk.iter().map(|t| t.id.as_str()).collect();
-        let args = json!({ "ids": ids, "properties": ["mailboxIds", "keywords"] });
-        let answers = client.call(vec![("Email/get", args)]).await?;
-        let now = convert::held(&method(&answers[0], "Email/get")?);
+        let answers = client.call(vec![read_held(&ids)]).await?;
+        let got: GetResponse<crate::wire::Email> = nth(&answers, 0, "Email/get")?;
+        let now = convert::held(&got);
         for t in chunk {
             match now.get(t.id.as_str()) {
                 None => results.push(ItemResult::new(t.id.clone(), Outcome::Unchanged)),
@@ -72,23 +81,15 @@ async fn send(
     let ids: Vec<&str> = chunk.iter().map(|t| t.id.as_str()).collect();
     let set = match trash {
         Some((_, to)) => {
-            let update: Map<String, Value> = ids
-                .iter()
-                .map(|id| {
-                    let patch = json!({ format!("mailboxIds/{source}"): null,
-                        format!("mailboxIds/{to}"): true });
-                    (id.to_string(), patch)
-                })
-                .collect();
-            json!({ "update": update })
+            let mut patch = PatchObject::default();
+            patch.mailbox(source, false);
+            patch.mailbox(to, true);
+            let update = ids.iter().map(|id| (id.to_string(), patch.clone()));
+            Call::EmailUpdate(update.collect())
         }
-        None => json!({ "destroy": ids }),
+        None => Call::EmailDestroy(ids.iter().map(|id| id.to_string()).collect()),
     };
-    let get = json!({ "ids": ids, "properties": ["mailboxIds", "keywords"] });
-    let answers = match client
-        .call(vec![("Email/set", set), ("Email/get", get)])
-        .await
-    {
+    let answers = match client.call(vec![set, read_held(&ids)]).await {
         Ok(answers) => answers,
         Err(e) => {
             let e = Error::outcome_unknown(format!("jmap Email/set: {}", e.message()))
@@ -96,18 +97,18 @@ async fn send(
             return every(chunk, Outcome::Unknown, &e);
         }
     };
-    let set = match method(&answers[0], "Email/set") {
+    let set: SetResponse = match nth(&answers, 0, "Email/set") {
         Ok(set) => set,
         Err(e) => return every(chunk, Outcome::Failed, &e),
     };
-    let got = answers.get(1).map(|a| method(a, "Email/get"));
-    let Some(Ok(got)) = got else {
+    let got: Result<GetResponse<crate::wire::Email>> = nth(&answers, 1, "Email/get");
+    let Ok(got) = got else {
         let e = Error::outcome_unknown("jmap: the deletion was sent, but not read back")
             .with_next_step("run: mailbroker delete-staged again: it checks first");
         return every(chunk, Outcome::Unknown, &e);
     };
-    let state = got["state"].as_str().unwrap_or_default().to_string();
     let now = convert::held(&got);
+    let state = got.state;
     chunk
         .iter()
         .map(|t| deleted(t, &set, now.get(t.id.as_str()), trash, &state))
@@ -124,22 +125,19 @@ fn every(chunk: &[&WriteTarget], outcome: Outcome, e: &Error) -> Vec<ItemResult>
 /// One email as the server answered its deletion and read it back.
 fn deleted(
     t: &WriteTarget,
-    set: &Value,
+    set: &SetResponse,
     now: Option<&convert::Held>,
     trash: Option<&(String, String)>,
     state: &str,
 ) -> ItemResult {
     let id = t.id.as_str();
-    let refused = set["notUpdated"].get(id).or(set["notDestroyed"].get(id));
+    let refused = set.not_updated.get(id).or(set.not_destroyed.get(id));
     if let Some(refused) = refused {
-        return match refused["type"].as_str() {
+        return match refused.kind.as_str() {
             // Gone meanwhile: what was asked.
-            Some("notFound") => ItemResult::new(t.id.clone(), Outcome::Unchanged),
+            "notFound" => ItemResult::new(t.id.clone(), Outcome::Unchanged),
             kind => ItemResult::new(t.id.clone(), Outcome::Failed).with_error(
-                Error::provider_write_failed(format!(
-                    "jmap Email/set refused it: {}",
-                    kind.unwrap_or("refused")
-                )),
+                Error::provider_write_failed(format!("jmap Email/set refused it: {kind}")),
             ),
         };
     }

@@ -9,12 +9,11 @@
 
 use std::collections::{BTreeMap, HashSet};
 
+use crate::client::Client;
+use crate::convert::{self, Mailbox};
+use crate::wire::{Call, GetResponse, MailboxObject, NewMailbox, SetResponse, nth};
 use mailbroker_core::{Error, Result, path};
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value, json};
-
-use crate::client::{Client, method};
-use crate::convert::{self, Mailbox};
 
 /// What a tag is on the server.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -55,12 +54,9 @@ impl Labels {
 
     /// Reads the mailbox list.
     pub async fn read(client: &mut Client) -> Result<Labels> {
-        let answers = client
-            .call(vec![("Mailbox/get", json!({ "ids": null }))])
-            .await?;
-        let list = method(&answers[0], "Mailbox/get")?;
-        let list = list["list"].as_array().map_or(&[][..], Vec::as_slice);
-        Ok(Labels::new(convert::mailboxes(list)))
+        let answers = client.call(vec![Call::MailboxGet]).await?;
+        let list: GetResponse<MailboxObject> = nth(&answers, 0, "Mailbox/get")?;
+        Ok(Labels::new(convert::mailboxes(&list.list)))
     }
 
     /// The tags of an email in mailboxes `ids`: the paths of those without a role, sorted.
@@ -121,7 +117,7 @@ impl Labels {
     /// Creates the mailboxes of `tags` that do not exist yet (their missing parents too),
     /// in one `Mailbox/set`, and learns their ids.
     pub async fn create_missing(&mut self, client: &mut Client, tags: &[String]) -> Result<()> {
-        let mut create = Map::new();
+        let mut create = BTreeMap::new();
         let mut made: Vec<String> = Vec::new();
         for tag in tags {
             if self.id_of(tag)?.is_some() {
@@ -136,9 +132,9 @@ impl Labels {
                     None => {
                         if !made.contains(&at) {
                             made.push(at.clone());
-                            let parent_id = parent.as_ref().map(|p| Value::from(p.1.as_str()));
+                            let parent_id = parent.as_ref().map(|p| p.1.clone());
                             let key = creation_id(&made, &at);
-                            create.insert(key, json!({ "name": name, "parentId": parent_id }));
+                            create.insert(key, NewMailbox { name, parent_id });
                         }
                         format!("#{}", creation_id(&made, &at))
                     }
@@ -149,14 +145,19 @@ impl Labels {
         if create.is_empty() {
             return Ok(());
         }
-        let answers = client
-            .call(vec![("Mailbox/set", json!({ "create": create }))])
-            .await?;
-        let set = method(&answers[0], "Mailbox/set")?;
-        if let Some(refused) = set["notCreated"].as_object().filter(|n| !n.is_empty()) {
-            let why: Vec<String> = refused
+        let answers = client.call(vec![Call::MailboxSet { create }]).await?;
+        let set: SetResponse = nth(&answers, 0, "Mailbox/set")?;
+        if !set.not_created.is_empty() {
+            let why: Vec<String> = set
+                .not_created
                 .values()
-                .map(|r| format!("{} {}", r["type"], r["description"]))
+                .map(|r| {
+                    format!(
+                        "{} {}",
+                        r.kind,
+                        r.description.as_deref().unwrap_or_default()
+                    )
+                })
                 .collect();
             return Err(Error::provider_write_failed(format!(
                 "jmap Mailbox/set refused a label mailbox: {}",

@@ -13,9 +13,10 @@
 //!
 //! # How it is built
 //!
-//! The JMAP adapter (RFC 8620, RFC 8621) over reqwest and serde_json, tested against a real Cyrus 3.6: account setup, sync, writes, staged deletion and push.
+//! The JMAP adapter (RFC 8620, RFC 8621) over reqwest and serde, tested against a real Cyrus 3.6: account setup, sync, writes, staged deletion and push.
+//! - `wire.rs`: the wire as types, all pure: the session resource, each method call mailbroker sends (`Call`, with `PatchObject`s and result references), and the answers read into `GetResponse`, `ChangesResponse`, `QueryResponse`, `SetResponse`, `MailboxObject`, `Email` and `StateChange`; a method's error becomes ours in `Answer::read` (`cannotCalculateChanges` as `not_found`).
 //! - `adapter.rs`: `setup` (the session, which checks the credentials, and the mailbox list), the connector (settings and the stored password or token), the doctor, tag rules (keywords: RFC 8621 §4.1.1, not starting with `$`; labels: a mailbox name that is not a place), plans; plain `http://` only to this machine, and a private CA (`--ca-file`) trusted beside the public roots.
-//! - `client.rs`: the session resource (the URL itself, or its `/.well-known/jmap`), Basic or Bearer auth, the server's core limits, and `Client::call`, where every request goes (several method calls in one round trip; a method's error is mapped to ours by `method`, `cannotCalculateChanges` as `not_found`).
+//! - `client.rs`: the session resource (the URL itself, or its `/.well-known/jmap`), Basic or Bearer auth, the server's core limits, and `Client::call`, the one place a request of method calls meets the network (several calls in one round trip, as many requests as `maxCallsInRequest` needs, result references to an earlier request resolved there).
 //! - `convert.rs`: mailboxes as unique display paths (`path.rs`) with their JMAP ids (`MailboxInfo::remote`) and roles; keywords as read (`$seen`), flagged (`$flagged`) and tags; an email's index row; the one place an email in several mailboxes is indexed in.
 //! - `sync.rs`: `Mailbox/get` every sync, in the same request as `Email/changes` since the stored email state (the account cursor); without a state (or when the server cannot calculate changes from it) every email, by `Email/query` pages with `Email/get` by back reference, one request a page.
 //!   Ids are account-wide and survive a move, so emails are put in place with `mailbroker_core::place`; a destroyed email is gone from whichever mailbox held it.
@@ -32,6 +33,7 @@ mod delete;
 pub mod labels;
 mod push;
 mod sync;
+pub mod wire;
 mod write;
 
 use async_trait::async_trait;
@@ -39,7 +41,7 @@ use mailbroker_core::{
     Capabilities, DeleteBatch, ItemResult, MailboxInfo, MailboxSyncReport, Provider, RemoteId,
     Result, SyncRequest, SyncSink, Watched, WriteBatch,
 };
-use serde_json::json;
+use wire::{Call, Email, GetResponse, Ids, MailboxObject, nth};
 
 pub use adapter::{Jmap, JmapSettings, setup};
 pub use client::{Auth, Client, Trust};
@@ -107,13 +109,9 @@ impl Provider for JmapProvider {
     }
 
     async fn list_mailboxes(&mut self) -> Result<Vec<MailboxInfo>> {
-        let answers = self
-            .client
-            .call(vec![("Mailbox/get", json!({ "ids": null }))])
-            .await?;
-        let list = client::method(&answers[0], "Mailbox/get")?;
-        let list = list["list"].as_array().map_or(&[][..], Vec::as_slice);
-        Ok(convert::mailboxes(list)
+        let answers = self.client.call(vec![Call::MailboxGet]).await?;
+        let list: GetResponse<MailboxObject> = nth(&answers, 0, "Mailbox/get")?;
+        Ok(convert::mailboxes(&list.list)
             .iter()
             .map(convert::Mailbox::info)
             .collect())
@@ -158,16 +156,18 @@ impl Provider for JmapProvider {
         _mailbox: &str,
         ids: &[RemoteId],
     ) -> Result<Vec<(RemoteId, Vec<u8>)>> {
-        let args = json!({ "ids": ids.iter().map(RemoteId::as_str).collect::<Vec<_>>(),
-            "properties": ["id", "blobId"] });
-        let answers = self.client.call(vec![("Email/get", args)]).await?;
-        let got = client::method(&answers[0], "Email/get")?;
+        let get = Call::EmailGet {
+            ids: Ids::These(ids.iter().map(|id| id.as_str().to_string()).collect()),
+            properties: &["id", "blobId"],
+        };
+        let answers = self.client.call(vec![get]).await?;
+        let got: GetResponse<Email> = nth(&answers, 0, "Email/get")?;
         let mut out = Vec::new();
-        for email in got["list"].as_array().into_iter().flatten() {
-            let (Some(id), Some(blob)) = (email["id"].as_str(), email["blobId"].as_str()) else {
+        for email in got.list {
+            let Some(blob) = email.blob_id else {
                 continue;
             };
-            out.push((RemoteId::new(id), self.client.download(blob).await?));
+            out.push((RemoteId::new(email.id), self.client.download(&blob).await?));
         }
         Ok(out)
     }

@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use mailbroker_core::{Error, Result, Watched};
-use serde_json::Value;
 use sse_stream::SseStream;
 
 use crate::client::Client;
+use crate::wire::StateChange;
 
 /// Seconds between the server's pings, which keep proxies from closing a quiet stream.
 const PING: u64 = 60;
@@ -87,11 +87,13 @@ fn expand(template: &str) -> String {
 /// Whether a `state` event's `StateChange` shows the account's emails or mailboxes in a
 /// state other than `known`. One that cannot be read counts as a change: a sync tells.
 fn changed(data: Option<&str>, account: &str, known: &Known) -> bool {
-    let Some(change) = data.and_then(|d| serde_json::from_str::<Value>(d).ok()) else {
+    let Some(change) = data.and_then(|d| serde_json::from_str::<StateChange>(d).ok()) else {
         return true;
     };
-    let states = &change["changed"][account];
-    let differs = |kind: &str, ours: &str| states[kind].as_str().is_some_and(|s| s != ours);
+    let Some(states) = change.changed.get(account) else {
+        return false;
+    };
+    let differs = |kind: &str, ours: &str| states.get(kind).is_some_and(|s| s != ours);
     differs("Email", &known.email) || differs("Mailbox", &known.mailbox)
 }
 

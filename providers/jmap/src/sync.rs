@@ -11,14 +11,16 @@
 
 use std::collections::BTreeMap;
 
+use crate::client::Client;
+use crate::convert::{self, EMAIL_PROPERTIES, Mailbox};
+use crate::labels::{Labels, TagMode};
+use crate::wire::{
+    Call, ChangesResponse, Email, GetResponse, Ids, MailboxObject, QueryResponse, ResultReference,
+    nth,
+};
 use mailbroker_core::{
     MailboxCursor, MailboxSyncReport, RemoteId, Result, Seen, SyncMode, SyncRequest, SyncSink,
 };
-use serde_json::{Value, json};
-
-use crate::client::{Client, method};
-use crate::convert::{self, EMAIL_PROPERTIES, Mailbox};
-use crate::labels::{Labels, TagMode};
 
 /// Reports by mailbox path.
 type Reports = BTreeMap<String, MailboxSyncReport>;
@@ -42,14 +44,14 @@ pub async fn sync(
     sink: &mut dyn SyncSink,
 ) -> Result<Synced> {
     let since = since.filter(|_| !request.full);
-    let mut calls = vec![("Mailbox/get", json!({ "ids": null }))];
+    let mut calls = vec![Call::MailboxGet];
     if let Some(state) = since {
-        calls.push(("Email/changes", changes_args(state, client)));
+        calls.push(changes_since(state, client));
     }
     let answers = client.call(calls).await?;
-    let list = method(&answers[0], "Mailbox/get")?;
-    let mailbox_state = list["state"].as_str().unwrap_or_default().to_string();
-    let boxes = convert::mailboxes(list["list"].as_array().map_or(&[][..], Vec::as_slice));
+    let list: GetResponse<MailboxObject> = nth(&answers, 0, "Mailbox/get")?;
+    let mailbox_state = list.state;
+    let boxes = convert::mailboxes(&list.list);
     let infos = boxes.iter().map(Mailbox::info).collect();
     sink.apply(Seen::Mailboxes(infos)).await?;
     let labels = Labels::new(boxes);
@@ -57,7 +59,7 @@ pub async fn sync(
         labels: &labels,
         tags,
     };
-    let changes = answers.get(1).map(|a| method(a, "Email/changes"));
+    let changes = answers.get(1).map(|a| a.read("Email/changes"));
     let (mut reports, state) = match changes {
         Some(Ok(first)) => incremental(client, &read, first, sink).await?,
         // The stored state is too old for the server: start over.
@@ -91,8 +93,11 @@ struct Reading<'a> {
     tags: TagMode,
 }
 
-fn changes_args(since: &str, client: &Client) -> Value {
-    json!({ "sinceState": since, "maxChanges": client.limits.max_objects_in_get })
+fn changes_since(since: &str, client: &Client) -> Call {
+    Call::EmailChanges {
+        since_state: since.to_string(),
+        max_changes: client.limits.max_objects_in_get,
+    }
 }
 
 /// Every email, page by page; `voided` when a stored state was refused.
@@ -116,29 +121,25 @@ async fn full(
     let mut state: Option<String> = None;
     let mut position = 0;
     loop {
-        let answers = client
-            .call(vec![
-                (
-                    "Email/query",
-                    json!({ "position": position, "limit": page, "calculateTotal": false }),
-                ),
-                (
-                    "Email/get",
-                    json!({
-                        "#ids": { "resultOf": "0", "name": "Email/query", "path": "/ids" },
-                        "properties": EMAIL_PROPERTIES,
-                    }),
-                ),
-            ])
-            .await?;
-        let ids = method(&answers[0], "Email/query")?["ids"]
-            .as_array()
-            .map_or(0, Vec::len);
-        let got = method(&answers[1], "Email/get")?;
+        let query = Call::EmailQuery {
+            position,
+            limit: page,
+        };
+        let reference = ResultReference {
+            result_of: "0".into(),
+            name: "Email/query".into(),
+            path: "/ids".into(),
+        };
+        let get = Call::EmailGet {
+            ids: Ids::Of(reference),
+            properties: &EMAIL_PROPERTIES,
+        };
+        let answers = client.call(vec![query, get]).await?;
+        let ids = nth::<QueryResponse>(&answers, 0, "Email/query")?.ids.len();
+        let got: GetResponse<Email> = nth(&answers, 1, "Email/get")?;
         // Changes from the first page's state on are read by the next sync: a change made
         // while paging is read twice at worst.
-        let at = state.get_or_insert_with(|| got["state"].as_str().unwrap_or_default().into());
-        let at = at.clone();
+        let at = state.get_or_insert_with(|| got.state.clone()).clone();
         put_in_place(&got, &at, read, sink, &mut reports, true).await?;
         sink.checkpoint().await?;
         if ids < page {
@@ -154,7 +155,7 @@ async fn full(
 async fn incremental(
     client: &mut Client,
     read: &Reading<'_>,
-    mut changes: Value,
+    mut changes: ChangesResponse,
     sink: &mut dyn SyncSink,
 ) -> Result<(Reports, String)> {
     let boxes = read.labels.boxes();
@@ -169,23 +170,20 @@ async fn incremental(
         .collect();
     let mut any = false;
     loop {
-        let state = changes["newState"].as_str().unwrap_or_default().to_string();
-        for (list, added) in [("created", true), ("updated", false)] {
-            let ids: Vec<Value> = changes[list].as_array().cloned().unwrap_or_default();
+        let state = changes.new_state.clone();
+        for (ids, added) in [(&changes.created, true), (&changes.updated, false)] {
             for chunk in ids.chunks(client.limits.max_objects_in_get) {
                 any = true;
-                let args = json!({ "ids": chunk, "properties": EMAIL_PROPERTIES });
-                let answers = client.call(vec![("Email/get", args)]).await?;
-                let got = method(&answers[0], "Email/get")?;
+                let get = Call::EmailGet {
+                    ids: Ids::These(chunk.to_vec()),
+                    properties: &EMAIL_PROPERTIES,
+                };
+                let answers = client.call(vec![get]).await?;
+                let got: GetResponse<Email> = nth(&answers, 0, "Email/get")?;
                 put_in_place(&got, &state, read, sink, &mut reports, added).await?;
             }
         }
-        let gone: Vec<RemoteId> = changes["destroyed"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|id| id.as_str().map(RemoteId::new))
-            .collect();
+        let gone: Vec<RemoteId> = changes.destroyed.iter().map(RemoteId::new).collect();
         if !gone.is_empty() {
             any = true;
             for m in boxes.values() {
@@ -201,7 +199,7 @@ async fn incremental(
             }
         }
         sink.checkpoint().await?;
-        if changes["hasMoreChanges"].as_bool() != Some(true) {
+        if !changes.has_more_changes {
             if !any {
                 reports
                     .values_mut()
@@ -209,17 +207,15 @@ async fn incremental(
             }
             return Ok((reports, state));
         }
-        let answers = client
-            .call(vec![("Email/changes", changes_args(&state, client))])
-            .await?;
-        changes = method(&answers[0], "Email/changes")?;
+        let answers = client.call(vec![changes_since(&state, client)]).await?;
+        changes = nth(&answers, 0, "Email/changes")?;
     }
 }
 
 /// Puts the emails of an `Email/get` answer in their places, counting each in its
 /// mailbox's report as added or changed.
 async fn put_in_place(
-    got: &Value,
+    got: &GetResponse<Email>,
     state: &str,
     read: &Reading<'_>,
     sink: &mut dyn SyncSink,
@@ -227,15 +223,13 @@ async fn put_in_place(
     added: bool,
 ) -> Result<()> {
     let mut by_place: BTreeMap<&str, Vec<mailbroker_core::MessageMeta>> = BTreeMap::new();
-    for email in got["list"].as_array().into_iter().flatten() {
-        let (Some(place), Some(mut meta)) = (
-            convert::place_of(email, read.labels.boxes()),
-            convert::meta_of(email, state),
-        ) else {
+    for email in &got.list {
+        let Some(place) = convert::place_of(email, read.labels.boxes()) else {
             continue;
         };
+        let mut meta = convert::meta_of(email, state);
         if read.tags == TagMode::Mailboxes {
-            meta.flags.tags = read.labels.tags_of(convert::mailbox_ids(email));
+            meta.flags.tags = read.labels.tags_of(email.mailboxes());
         }
         by_place.entry(&place.path).or_default().push(meta);
     }
@@ -248,8 +242,8 @@ async fn put_in_place(
         }
         mailbroker_core::place(sink, place, metas).await?;
     }
-    if got["notFound"].as_array().is_some_and(|n| !n.is_empty()) {
-        tracing::debug!(not_found = %got["notFound"], "jmap: emails gone while reading");
+    if !got.not_found.is_empty() {
+        tracing::debug!(not_found = ?got.not_found, "jmap: emails gone while reading");
     }
     Ok(())
 }

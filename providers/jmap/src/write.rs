@@ -16,14 +16,13 @@
 
 use std::collections::{BTreeMap, HashSet};
 
+use crate::client::Client;
+use crate::convert::{self, Held};
+use crate::labels::Labels;
+use crate::wire::{Call, ChangesResponse, Email, GetResponse, Ids, PatchObject, SetResponse, nth};
 use mailbroker_core::{
     Error, FlagOp, ItemResult, Outcome, RemoteId, Result, Version, WriteBatch, WriteTarget,
 };
-use serde_json::{Map, Value, json};
-
-use crate::client::{Client, method};
-use crate::convert::{self, Held};
-use crate::labels::Labels;
 
 /// A result with the state the server showed.
 trait Observed {
@@ -38,7 +37,15 @@ impl Observed for ItemResult {
 }
 
 /// Properties a precondition or a read-back reads.
-const STATE: [&str; 3] = ["id", "keywords", "mailboxIds"];
+pub(crate) const STATE: [&str; 3] = ["id", "keywords", "mailboxIds"];
+
+/// An `Email/get` of `ids`' state (`STATE`).
+pub(crate) fn read_state<'a>(ids: impl IntoIterator<Item = &'a str>) -> Call {
+    Call::EmailGet {
+        ids: Ids::These(ids.into_iter().map(str::to_string).collect()),
+        properties: &STATE,
+    }
+}
 
 /// The mailbox ids a batch names: its own and its move target's, and with tags as
 /// mailboxes, every label's.
@@ -182,21 +189,23 @@ async fn changed_since(client: &mut Client, state: &str) -> Result<Option<HashSe
     let mut changed = HashSet::new();
     let mut since = state.to_string();
     loop {
-        let args = json!({ "sinceState": since, "maxChanges": client.limits.max_objects_in_get });
-        let answers = client.call(vec![("Email/changes", args)]).await?;
-        let changes = match method(&answers[0], "Email/changes") {
+        let call = Call::EmailChanges {
+            since_state: since,
+            max_changes: client.limits.max_objects_in_get,
+        };
+        let answers = client.call(vec![call]).await?;
+        let changes: ChangesResponse = match nth(&answers, 0, "Email/changes") {
             Ok(changes) => changes,
             Err(e) if e.is_not_found() => return Ok(None),
             Err(e) => return Err(e),
         };
-        for list in ["created", "updated", "destroyed"] {
-            let ids = changes[list].as_array().into_iter().flatten();
-            changed.extend(ids.filter_map(|id| id.as_str().map(str::to_string)));
+        for ids in [changes.created, changes.updated, changes.destroyed] {
+            changed.extend(ids);
         }
-        if changes["hasMoreChanges"].as_bool() != Some(true) {
+        if !changes.has_more_changes {
             return Ok(Some(changed));
         }
-        since = changes["newState"].as_str().unwrap_or_default().to_string();
+        since = changes.new_state;
     }
 }
 
@@ -208,18 +217,21 @@ async fn read(
 ) -> Result<BTreeMap<String, (String, Held)>> {
     let mut out = BTreeMap::new();
     for chunk in ids.chunks(client.limits.max_objects_in_get) {
-        let args = json!({ "ids": chunk.iter().map(RemoteId::as_str).collect::<Vec<_>>(), "properties": STATE });
-        let answers = client.call(vec![("Email/get", args)]).await?;
-        let got = method(&answers[0], "Email/get")?;
-        collect(&got, &mut out, places);
+        let answers = client
+            .call(vec![read_state(chunk.iter().map(RemoteId::as_str))])
+            .await?;
+        collect(&nth(&answers, 0, "Email/get")?, &mut out, places);
     }
     Ok(out)
 }
 
-fn collect(got: &Value, out: &mut BTreeMap<String, (String, Held)>, places: &Places<'_>) {
-    let state = got["state"].as_str().unwrap_or_default();
+fn collect(
+    got: &GetResponse<Email>,
+    out: &mut BTreeMap<String, (String, Held)>,
+    places: &Places<'_>,
+) {
     for (id, held) in convert::held(got) {
-        out.insert(id, (state.to_string(), places.held(held)));
+        out.insert(id, (got.state.clone(), places.held(held)));
     }
 }
 
@@ -230,16 +242,13 @@ async fn write_chunk(
     places: &Places<'_>,
     chunk: &[&WriteTarget],
 ) -> Vec<ItemResult> {
-    let update: Map<String, Value> = chunk
+    let update = chunk
         .iter()
         .map(|t| (t.id.as_str().to_string(), patch(&batch.op, places, t)))
         .collect();
-    let ids: Vec<&str> = chunk.iter().map(|t| t.id.as_str()).collect();
+    let ids = chunk.iter().map(|t| t.id.as_str());
     let sent = client
-        .call(vec![
-            ("Email/set", json!({ "update": update })),
-            ("Email/get", json!({ "ids": ids, "properties": STATE })),
-        ])
+        .call(vec![Call::EmailUpdate(update), read_state(ids)])
         .await;
     let answers = match sent {
         Ok(answers) => answers,
@@ -248,7 +257,7 @@ async fn write_chunk(
             return unknown(chunk, &e);
         }
     };
-    let set = match method(&answers[0], "Email/set") {
+    let set: SetResponse = match nth(&answers, 0, "Email/set") {
         Ok(set) => set,
         Err(e) => {
             let e = Error::provider_write_failed(e.message().to_string());
@@ -259,7 +268,7 @@ async fn write_chunk(
         }
     };
     let mut now = BTreeMap::new();
-    if let Some(Ok(got)) = answers.get(1).map(|a| method(a, "Email/get")) {
+    if let Ok(got) = nth(&answers, 1, "Email/get") {
         collect(&got, &mut now, places);
     }
     chunk
@@ -278,15 +287,15 @@ fn unknown(chunk: &[&WriteTarget], e: &Error) -> Vec<ItemResult> {
 /// One email's result: refused by the server, or applied as its read-back shows.
 fn result_of(
     target: &WriteTarget,
-    set: &Value,
+    set: &SetResponse,
     now: &BTreeMap<String, (String, Held)>,
     batch: &WriteBatch,
     places: &Places<'_>,
 ) -> ItemResult {
     let id = target.id.as_str();
-    if let Some(refused) = set["notUpdated"].get(id) {
-        let kind = refused["type"].as_str().unwrap_or("refused");
-        let why = refused["description"].as_str().unwrap_or_default();
+    if let Some(refused) = set.not_updated.get(id) {
+        let kind = &refused.kind;
+        let why = refused.description.as_deref().unwrap_or_default();
         return ItemResult::new(target.id.clone(), Outcome::Failed).with_error(
             Error::provider_write_failed(format!("jmap Email/set refused it: {kind} {why}")),
         );
@@ -313,25 +322,21 @@ fn result_of(
 }
 
 /// The `Email/set` patch for one email.
-fn patch(op: &FlagOp, places: &Places<'_>, target: &WriteTarget) -> Value {
-    let mut p = Map::new();
-    let mut mailbox = |id: &str, on: bool| {
-        let value = if on { json!(true) } else { Value::Null };
-        p.insert(format!("mailboxIds/{}", pointer(id)), value);
-    };
+fn patch(op: &FlagOp, places: &Places<'_>, target: &WriteTarget) -> PatchObject {
+    let mut p = PatchObject::default();
     if let Some((_, to)) = &places.to {
         if let Some(from) = &places.from {
-            mailbox(from, false);
+            p.mailbox(from, false);
         }
-        mailbox(to, true);
+        p.mailbox(to, true);
     }
     // With tags as mailboxes, only read and flagged remain keywords.
     let keywords = match places.labels {
         Some(labels) => {
             let now = indexed_mailboxes(places, labels, target);
             let labels = labels.after(&now, &op.add_tags, &op.remove_tags);
-            labels.add.iter().for_each(|id| mailbox(id, true));
-            labels.remove.iter().for_each(|id| mailbox(id, false));
+            labels.add.iter().for_each(|id| p.mailbox(id, true));
+            labels.remove.iter().for_each(|id| p.mailbox(id, false));
             FlagOp {
                 read: op.read,
                 flagged: op.flagged,
@@ -341,7 +346,7 @@ fn patch(op: &FlagOp, places: &Places<'_>, target: &WriteTarget) -> Value {
         None => op.clone(),
     };
     keyword_patch(&keywords, target, &mut p);
-    Value::Object(p)
+    p
 }
 
 /// The mailboxes the index has an email in: its place and its labels.
@@ -357,44 +362,27 @@ fn indexed_mailboxes(
 
 /// Keyword patches for `op`: each keyword set `true` or removed with `null`, or the whole
 /// `keywords` object where a tag holds `/` or `~`.
-fn keyword_patch(op: &FlagOp, target: &WriteTarget, p: &mut Map<String, Value>) {
+fn keyword_patch(op: &FlagOp, target: &WriteTarget, p: &mut PatchObject) {
     let awkward = |t: &String| t.contains('/') || t.contains('~');
     if op.add_tags.iter().chain(&op.remove_tags).any(awkward) {
         // The whole object, as the index knows it with the change applied.
-        let mut keywords: Map<String, Value> = target
-            .flags
-            .raw
-            .iter()
-            .map(|k| (k.clone(), json!(true)))
-            .collect();
+        let mut keywords: Vec<String> = target.flags.raw.clone();
         let mut set = |k: &str, on: bool| match on {
-            true => {
-                keywords.insert(k.to_string(), json!(true));
-            }
-            false => {
-                keywords.retain(|x, _| !x.eq_ignore_ascii_case(k));
-            }
+            true if !keywords.iter().any(|x| x == k) => keywords.push(k.to_string()),
+            true => {}
+            false => keywords.retain(|x| !x.eq_ignore_ascii_case(k)),
         };
         op.read.inspect(|r| set("$seen", *r));
         op.flagged.inspect(|f| set("$flagged", *f));
         op.add_tags.iter().for_each(|t| set(t, true));
         op.remove_tags.iter().for_each(|t| set(t, false));
-        p.insert("keywords".into(), Value::Object(keywords));
+        p.keywords(&keywords);
     } else {
-        let mut keyword = |k: &str, on: bool| {
-            let value = if on { json!(true) } else { Value::Null };
-            p.insert(format!("keywords/{}", pointer(k)), value);
-        };
-        op.read.inspect(|r| keyword("$seen", *r));
-        op.flagged.inspect(|f| keyword("$flagged", *f));
-        op.add_tags.iter().for_each(|t| keyword(t, true));
-        op.remove_tags.iter().for_each(|t| keyword(t, false));
+        op.read.inspect(|r| p.keyword("$seen", *r));
+        op.flagged.inspect(|f| p.keyword("$flagged", *f));
+        op.add_tags.iter().for_each(|t| p.keyword(t, true));
+        op.remove_tags.iter().for_each(|t| p.keyword(t, false));
     }
-}
-
-/// A JSON-pointer segment (RFC 6901): `~` as `~0`, `/` as `~1`.
-fn pointer(segment: &str) -> String {
-    segment.replace('~', "~0").replace('/', "~1")
 }
 
 fn same_tags(a: &[String], b: &[String]) -> bool {
@@ -405,6 +393,7 @@ fn same_tags(a: &[String], b: &[String]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn a_patch_sets_true_and_removes_with_null() {
@@ -427,7 +416,7 @@ mod tests {
             flags: Default::default(),
         };
         assert_eq!(
-            patch(&op, &places, &target),
+            serde_json::to_value(patch(&op, &places, &target)).unwrap(),
             json!({ "keywords/$seen": true, "keywords/$flagged": null, "keywords/Work": true,
                 "mailboxIds/in": null, "mailboxIds/ar": true })
         );
@@ -453,9 +442,8 @@ mod tests {
         };
         target.flags.raw = vec!["$seen".into()];
         assert_eq!(
-            patch(&op, &places, &target),
+            serde_json::to_value(patch(&op, &places, &target)).unwrap(),
             json!({ "keywords": { "$seen": true, "work/clients": true } })
         );
-        assert_eq!(pointer("a/b~c"), "a~1b~0c");
     }
 }
