@@ -117,7 +117,7 @@ fn summary_lines(m: &Manifest) -> Vec<String> {
         s.count,
         s.bytes,
         m.origin,
-        m.selection
+        serde_json::to_string(&m.selection).unwrap_or_default()
     )];
     lines.extend(selection_lines(s));
     lines

@@ -14,6 +14,7 @@ use crate::change::{
     self, Asking, ChangeRequest, Confirmation, Confirmed, Operation, Outcome, Preview,
 };
 use mailbroker_core::{Error, Result};
+use mailbroker_store::Chosen;
 
 /// A write tool's call as the change service needs it besides the operation: the tool, its
 /// arguments (which a confirmation is bound to), a dry run, a confirm token, and the input
@@ -24,6 +25,8 @@ pub(super) struct ToolCall {
     pub dry_run: bool,
     pub token: Option<String>,
     pub round: (Option<String>, Option<InputResponses>),
+    /// How its messages were chosen, for the sentence a person is asked.
+    pub chosen: Option<Chosen>,
 }
 
 impl ToolCall {
@@ -40,6 +43,7 @@ impl ToolCall {
             dry_run,
             token,
             round: (None, None),
+            chosen: None,
         })
     }
 
@@ -65,7 +69,7 @@ impl Confirmation for ByClient<'_> {
         let binding = confirm::binding(call.tool, &call.args, asking.ids);
         let (reason, _) = self
             .server
-            .described(asking.reason, asking.ids, &call.args)
+            .described(asking.reason, asking.ids, call.chosen.as_ref())
             .await?;
         let (state, responses) = std::mem::take(&mut call.round);
         let asked = confirm::confirm(
@@ -110,6 +114,7 @@ impl McpServer {
             work: &self.options.work,
         };
         let words = change::words::operation_words(&operation);
+        call.chosen = operation.chosen();
         let request = ChangeRequest {
             operation,
             dry_run: call.dry_run,
@@ -171,7 +176,7 @@ impl McpServer {
             }
         };
         if let Some(action) = reason {
-            let (reason, summary) = self.described(&action, ids, &call.args).await?;
+            let (reason, summary) = self.described(&action, ids, call.chosen.as_ref()).await?;
             if let Some(summary) = summary {
                 dry.summary.get_or_insert(summary);
             }
@@ -186,7 +191,7 @@ impl McpServer {
         } else if dry.planned > 0 {
             // The same sentence a confirmation shows, so the plan reads in words as well.
             let action = format!("{words} ({} message(s) to change)", dry.planned);
-            dry.summary = self.described(&action, ids, &call.args).await?.1;
+            dry.summary = self.described(&action, ids, call.chosen.as_ref()).await?.1;
         }
         Ok(success(&dry))
     }
@@ -197,13 +202,13 @@ impl McpServer {
         &self,
         action: &str,
         ids: &[i64],
-        args: &serde_json::Value,
+        chosen: Option<&Chosen>,
     ) -> Result<(String, Option<SummaryOut>)> {
         if ids.is_empty() {
             return Ok((action.to_string(), None));
         }
         let summary = self.store.selection_summary(ids).await?;
-        let text = describe(action, &summary, args);
+        let text = describe(action, &summary, chosen);
         Ok((text.clone(), Some(SummaryOut::of(summary, Some(text)))))
     }
 }

@@ -1,6 +1,7 @@
 //! The MCP tools' inputs and outputs: small, typed, described for a model to act on. Every
 //! output carries `success`; a failure is an error result (see `super::failure`).
 
+use mailbroker_store::Chosen;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -431,7 +432,8 @@ pub struct ChangeView {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub undone_by: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub selection: Option<serde_json::Value>,
+    #[schemars(with = "Option<serde_json::Value>")]
+    pub selection: Option<Chosen>,
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<serde_json::Value>")]
     pub patch: Option<mailbroker_store::Asked>,
@@ -555,7 +557,7 @@ pub struct SyncOut {
 /// What a write or deletion will do, as the person is asked about it: the action, then the
 /// messages (how many, from whom, their dates) and how they were chosen. `summary` is a
 /// selection summary (`Store::selection_summary`); `selection` the request's ids or query.
-pub fn describe(action: &str, summary: &Summary, selection: &serde_json::Value) -> String {
+pub fn describe(action: &str, summary: &Summary, chosen: Option<&Chosen>) -> String {
     let mut text = action.to_string();
     let (first, rest) = summary.first_senders(3);
     if !first.is_empty() {
@@ -578,10 +580,12 @@ pub fn describe(action: &str, summary: &Summary, selection: &serde_json::Value) 
             false => text.push_str(&format!("; dated {first} to {last}")),
         }
     }
-    if let Some(q) = selection["query"].as_str() {
-        text.push_str(&format!("; chosen by the query {q:?}"));
-    } else if let Some(ids) = selection["ids"].as_array() {
-        text.push_str(&format!("; chosen by id ({} given)", ids.len()));
+    match chosen {
+        Some(Chosen::Query { query }) => text.push_str(&format!("; chosen by the query {query:?}")),
+        Some(Chosen::Ids { ids }) => {
+            text.push_str(&format!("; chosen by id ({} given)", ids.len()))
+        }
+        _ => {}
     }
     text
 }

@@ -43,6 +43,18 @@ pub struct JournalItem {
     pub route: Option<String>,
 }
 
+/// How a change's or a manifest's messages were chosen, as its row keeps it (the `selection`
+/// column, in the names a tool's arguments use): a query, ids, the change an undo reverts,
+/// or the manifest a deletion's run carries out.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Chosen {
+    Query { query: String },
+    Ids { ids: Vec<i64> },
+    UndoOf { undo_of: i64 },
+    Manifest { manifest: i64 },
+}
+
 /// What a change asked, as its journal row keeps it (the `patch` column, in the same JSON a
 /// tool's arguments use): the undo of another change, the run of a staged deletion, or a
 /// patch on the selected messages.
@@ -129,7 +141,7 @@ pub struct ChangeRecord {
     pub id: i64,
     pub created_at: i64,
     pub origin: String,
-    pub selection: serde_json::Value,
+    pub selection: Chosen,
     pub patch: Asked,
     pub plan: Vec<String>,
     pub undo_of: Option<i64>,
@@ -422,7 +434,7 @@ pub(crate) async fn insert_change(
     )
     .bind(now_secs())
     .bind(&change.origin)
-    .bind(change.selection.to_string())
+    .bind(json(&change.selection))
     .bind(json(&change.patch))
     .bind(json(&change.plan))
     .bind(change.undo_of)

@@ -43,7 +43,7 @@ use sqlx::{AnyPool, ConnectOptions};
 pub use accounts::{AccountRecord, Fallback, MailboxRecord};
 pub use approvals::Approval;
 pub use budget::Over;
-pub use journal::{Asked, ChangeRecord, ChangeStatus, JournalItem, MessageState};
+pub use journal::{Asked, ChangeRecord, ChangeStatus, Chosen, JournalItem, MessageState};
 pub use leases::{AccountLock, Fence, LOCK_WAIT};
 pub use mailboxes::Mailboxes;
 pub use manifests::{ItemCounts, ItemOutcome, ItemStatus, Manifest, ManifestItem, ManifestStatus};

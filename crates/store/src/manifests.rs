@@ -121,7 +121,7 @@ pub struct Manifest {
     pub id: i64,
     pub created_at: i64,
     pub origin: String,
-    pub selection: serde_json::Value,
+    pub selection: crate::Chosen,
     pub mode: DeleteMode,
     pub summary: Summary,
     pub status: ManifestStatus,
@@ -233,7 +233,7 @@ impl Store {
     pub async fn stage_manifest(
         &self,
         origin: &str,
-        selection: &serde_json::Value,
+        selection: &crate::Chosen,
         mode: DeleteMode,
         refs: &[MessageRef],
     ) -> Result<Manifest, Error> {
@@ -245,7 +245,7 @@ impl Store {
         )
         .bind(now)
         .bind(origin)
-        .bind(selection.to_string())
+        .bind(serde_json::to_string(selection).map_err(|e| Error::internal(e.to_string()))?)
         .bind(mode.as_str())
         .bind(now)
         .fetch_one(&mut *tx)

@@ -60,6 +60,16 @@ pub enum Operation {
 }
 
 impl Operation {
+    /// How its messages were chosen, where a selection chose them.
+    pub fn chosen(&self) -> Option<mailbroker_store::Chosen> {
+        match self {
+            Operation::Update { selection, .. } | Operation::Stage { selection, .. } => {
+                Some(selection.recorded())
+            }
+            Operation::Undo { .. } | Operation::Run { .. } => None,
+        }
+    }
+
     /// The operation a patch asks for: a deletion is staged, anything else is an update.
     pub fn of_patch(selection: Selection, patch: Patch, create_missing_tags: bool) -> Result<Self> {
         patch.validate()?;
@@ -296,7 +306,7 @@ fn over_budget(over: &mailbroker_store::Over, budget: Budget) -> String {
 /// Stages a deletion of `rows` after the person's yes; a dry run only counts them.
 async fn stage<C: Confirmation>(
     store: &Store,
-    (selection, rows, mode, limit): (&serde_json::Value, &[MessageRef], DeleteMode, usize),
+    (selection, rows, mode, limit): (&mailbroker_store::Chosen, &[MessageRef], DeleteMode, usize),
     (dry_run, origin): (bool, &str),
     confirmation: &mut C,
 ) -> Result<Outcome<C::Answer>> {

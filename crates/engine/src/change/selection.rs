@@ -3,7 +3,7 @@
 use mailbroker_core::{Error, Result};
 
 use mailbroker_query::Query;
-use mailbroker_store::{MessageRef, Store};
+use mailbroker_store::{Chosen, MessageRef, Store};
 
 /// Ids (each once, in the order first given) or a query, parsed when the selection is made.
 #[derive(Debug, Clone)]
@@ -37,10 +37,12 @@ impl Selection {
     }
 
     /// The selection as the journal and a manifest record it.
-    pub fn recorded(&self) -> serde_json::Value {
+    pub fn recorded(&self) -> Chosen {
         match self {
-            Selection::Ids(ids) => serde_json::json!({ "ids": ids }),
-            Selection::Query { text, .. } => serde_json::json!({ "query": text }),
+            Selection::Ids(ids) => Chosen::Ids { ids: ids.clone() },
+            Selection::Query { text, .. } => Chosen::Query {
+                query: text.clone(),
+            },
         }
     }
 
@@ -61,7 +63,7 @@ impl Selection {
     }
 
     /// The selection as recorded, and the index rows of the messages it names.
-    pub async fn rows(&self, store: &Store) -> Result<(serde_json::Value, Vec<MessageRef>)> {
+    pub async fn rows(&self, store: &Store) -> Result<(Chosen, Vec<MessageRef>)> {
         let rows = match self {
             Selection::Ids(ids) => store.message_refs(ids).await?,
             Selection::Query { parsed, .. } => store.search_refs(parsed).await?,

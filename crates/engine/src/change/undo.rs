@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use mailbroker_core::{Error, FlagOp, Outcome, Result};
 
 use super::update::{Failure, Intent, Recorded, ResolvedRequest, state_of};
-use mailbroker_store::{Asked, JournalItem, MessageRef, MessageState, Store};
+use mailbroker_store::{Asked, Chosen, JournalItem, MessageRef, MessageState, Store};
 
 /// Whether `resolve` can find something to revert in `change`, as far as its journal entry
 /// alone tells: it applied something, it is not undone (a redo, an undo undone in turn, makes
@@ -83,7 +83,7 @@ pub async fn resolve(store: &Store, change_id: i64) -> Result<ResolvedRequest> {
         })
         .collect();
     let request = Recorded {
-        selection: serde_json::json!({ "undo_of": change_id }),
+        selection: Chosen::UndoOf { undo_of: change_id },
         asked: Asked::Undo { undo_of: change_id },
         undo_of: Some(change_id),
     };
@@ -209,7 +209,7 @@ mod tests {
             id: 1,
             created_at: 0,
             origin: "cli".into(),
-            selection: json!({ "ids": [1] }),
+            selection: Chosen::Ids { ids: vec![1] },
             patch,
             plan: Vec::new(),
             undo_of: None,

@@ -3,8 +3,7 @@
 //! (JSON, in the names a tool's arguments use) and what was asked as an `Asked`.
 
 use mailbroker_core::Patch;
-use mailbroker_store::Asked;
-use serde_json::Value;
+use mailbroker_store::{Asked, Chosen};
 
 /// What a change asked: "undo change 7", "delete (trash)", or its patch's words.
 pub fn asked_words(asked: &Asked) -> String {
@@ -59,14 +58,14 @@ pub fn patch_words(patch: &Patch) -> String {
     }
 }
 
-/// How the messages were chosen: `query "from:alice"`, `3 ids`.
-pub fn selection_words(selection: &Value) -> Option<String> {
-    if let Some(query) = selection.get("query").and_then(Value::as_str) {
-        return Some(format!("query {query:?}"));
-    }
-    match selection.get("ids").and_then(Value::as_array)?.len() {
-        1 => Some("1 id".to_string()),
-        n => Some(format!("{n} ids")),
+/// How the messages were chosen: `query "from:alice"`, `3 ids`; nothing for an undo or a
+/// deletion's run, whose words say it.
+pub fn selection_words(selection: &Chosen) -> Option<String> {
+    match selection {
+        Chosen::Query { query } => Some(format!("query {query:?}")),
+        Chosen::Ids { ids } if ids.len() == 1 => Some("1 id".to_string()),
+        Chosen::Ids { ids } => Some(format!("{} ids", ids.len())),
+        Chosen::UndoOf { .. } | Chosen::Manifest { .. } => None,
     }
 }
 
@@ -98,12 +97,17 @@ mod tests {
         };
         assert_eq!(patch_words(&staged), "stage for permanent deletion");
         assert_eq!(patch_words(&Patch::default()), "no change");
-        assert_eq!(selection_words(&json!({"ids": [1, 2]})).unwrap(), "2 ids");
+        let chosen = |v: serde_json::Value| -> Chosen { serde_json::from_value(v).unwrap() };
         assert_eq!(
-            selection_words(&json!({"query": "from:a"})).unwrap(),
+            selection_words(&chosen(json!({"ids": [1, 2]}))).unwrap(),
+            "2 ids"
+        );
+        assert_eq!(
+            selection_words(&chosen(json!({"query": "from:a"}))).unwrap(),
             "query \"from:a\""
         );
-        assert_eq!(selection_words(&json!({})), None);
+        assert_eq!(selection_words(&chosen(json!({"undo_of": 4}))), None);
+        assert_eq!(selection_words(&chosen(json!({"manifest": 2}))), None);
     }
 
     #[test]

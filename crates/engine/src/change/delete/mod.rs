@@ -26,7 +26,7 @@ pub const DEFAULT_BATCH: usize = 1000;
 pub async fn stage(
     store: &Store,
     origin: &str,
-    selection: &serde_json::Value,
+    selection: &mailbroker_store::Chosen,
     rows: &[MessageRef],
     mode: DeleteMode,
     limit: usize,

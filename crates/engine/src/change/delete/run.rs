@@ -151,7 +151,9 @@ fn intent(manifest: &Manifest, plan: &[String]) -> ChangeRecord {
         id: 0,
         created_at: 0,
         origin: "cli".into(),
-        selection: serde_json::json!({ "manifest": manifest.id }),
+        selection: mailbroker_store::Chosen::Manifest {
+            manifest: manifest.id,
+        },
         patch: mailbroker_store::Asked::Deletion {
             delete: manifest.mode,
         },

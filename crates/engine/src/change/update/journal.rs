@@ -108,7 +108,7 @@ pub(super) fn unrecorded(e: Error, change_id: i64) -> Error {
 /// asked of them, and the change it undoes.
 #[derive(Debug, Clone)]
 pub(crate) struct Recorded {
-    pub selection: serde_json::Value,
+    pub selection: mailbroker_store::Chosen,
     pub asked: Asked,
     pub undo_of: Option<i64>,
 }

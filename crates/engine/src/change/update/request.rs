@@ -245,7 +245,7 @@ impl ResolvedRequest {
     }
 
     /// The selection as the journal records it.
-    pub fn selection(&self) -> &serde_json::Value {
+    pub fn selection(&self) -> &mailbroker_store::Chosen {
         &self.request.selection
     }
 
