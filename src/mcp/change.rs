@@ -25,7 +25,9 @@ pub(super) struct ToolCall {
     pub dry_run: bool,
     pub token: Option<String>,
     pub round: (Option<String>, Option<InputResponses>),
-    /// How its messages were chosen, for the sentence a person is asked.
+    /// What it asks and how its messages were chosen, in words, for the sentence a person
+    /// is asked (set from the operation).
+    pub words: String,
     pub chosen: Option<Chosen>,
 }
 
@@ -43,6 +45,7 @@ impl ToolCall {
             dry_run,
             token,
             round: (None, None),
+            words: String::new(),
             chosen: None,
         })
     }
@@ -113,7 +116,7 @@ impl McpServer {
             store: &self.store,
             work: &self.options.work,
         };
-        let words = change::words::operation_words(&operation);
+        call.words = change::words::operation_words(&operation);
         call.chosen = operation.chosen();
         let request = ChangeRequest {
             operation,
@@ -135,10 +138,7 @@ impl McpServer {
                 preview,
                 reason,
                 ids,
-            } => {
-                let asked = (preview, reason, words);
-                Ok(self.dry_run(&call, asked, &ids).await?.into())
-            }
+            } => Ok(self.dry_run(&call, preview, reason, &ids).await?.into()),
             Outcome::Answered(answer) => Ok(answer),
             Outcome::Staged(manifest) => {
                 let count = manifest.summary.count;
@@ -162,7 +162,8 @@ impl McpServer {
     async fn dry_run(
         &self,
         call: &ToolCall,
-        (preview, reason, words): (Preview, Option<String>, String),
+        preview: Preview,
+        reason: Option<String>,
         ids: &[i64],
     ) -> Result<CallToolResult> {
         let mut dry = match &preview {
@@ -190,7 +191,7 @@ impl McpServer {
             dry.confirmation_required = Some(reason);
         } else if dry.planned > 0 {
             // The same sentence a confirmation shows, so the plan reads in words as well.
-            let action = format!("{words} ({} message(s) to change)", dry.planned);
+            let action = format!("{} ({} message(s) to change)", call.words, dry.planned);
             dry.summary = self.described(&action, ids, call.chosen.as_ref()).await?.1;
         }
         Ok(success(&dry))

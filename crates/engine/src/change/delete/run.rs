@@ -55,9 +55,9 @@ pub async fn resolve(store: &Store, id: i64, batch_size: usize) -> Result<Ready>
         let Some(Known { record, mailboxes }) = records.get(account) else {
             continue;
         };
+        let trash = trash_of(mailboxes);
         for (place, items) in groups {
-            let trash = trash_of(mailboxes);
-            let batch = batch_of(place, items, &HashMap::new(), manifest.mode, trash);
+            let batch = batch_of(place, items, &HashMap::new(), manifest.mode, trash.clone());
             plan.extend(record.adapter()?.plan_delete(&record.info(), &batch));
         }
     }
