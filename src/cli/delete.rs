@@ -293,7 +293,12 @@ pub(super) fn print_run(report: &ChangeReport, m: &Manifest, json: bool) -> Resu
             serde_json::to_value(m.counts).map_err(|e| Error::internal(format!("json: {e}")))?;
         print_json(None, &value)?;
     } else {
-        crate::say!("manifest {}: {} {}", m.id, m.status, m.counts);
+        crate::say!(
+            "manifest {}: {} (its messages: {})",
+            m.id,
+            m.status,
+            m.counts
+        );
         super::update::print_report_lines(report);
     }
     Ok(match report.success() {
