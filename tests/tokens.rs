@@ -245,3 +245,89 @@ fn a_token_needs_a_name() {
     let listed = mb(home.path(), &["token", "list", "--json"]);
     assert!(!listed.stdout.contains("\"name\""), "{}", listed.stdout);
 }
+
+/// The engine's listing, which the CLI and MCP render, answers a scoped caller as the surfaces
+/// must: another account's message, change and staged deletion as ones that do not exist,
+/// and lists without them; the owner sees everything.
+#[tokio::test]
+async fn the_listing_shows_a_scoped_caller_only_its_accounts() {
+    use mailbroker::listing::Listing;
+    use mailbroker::scope::Scope;
+    let Some(server) = server() else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    seed(server, "listing-work", "INBOX", 3).await;
+    seed(server, "listing-personal", "INBOX", 3).await;
+    add_account(server, h, "work", "listing-work", &[]);
+    add_account(server, h, "personal", "listing-personal", &[]);
+    ok(h, &["sync"]);
+    let personal = common::message_ids(&ok(h, &["search", "account:personal"]));
+    let work = common::message_ids(&ok(h, &["search", "account:work"]));
+    ok(
+        h,
+        &["update", "--query", "account:personal", "--flag", "--yes"],
+    );
+    ok(h, &["update", "--query", "account:work", "--flag", "--yes"]);
+    let staged = ok(h, &["stage-delete", "account:personal"]);
+    let manifest = staged["manifest"]["id"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("{staged}"));
+
+    let store = mailbroker::store::Store::open(&h.join("index.sqlite3"))
+        .await
+        .unwrap();
+    let scope = Scope::Accounts {
+        accounts: ["work".parse().unwrap()].into(),
+        allow_writes: false,
+    };
+    let scoped = Listing::new(&store, &scope);
+    let owner = Listing::new(&store, &Scope::Owner);
+
+    let accounts: Vec<String> = (scoped.accounts().await.unwrap().iter())
+        .map(|a| a.account.id.to_string())
+        .collect();
+    assert_eq!(accounts, ["work"]);
+    assert_eq!(owner.accounts().await.unwrap().len(), 2);
+    let page = scoped.search("", None, 100, 0).await.unwrap();
+    assert_eq!(page.total, work.len() as u64);
+    let other = "personal".parse().unwrap();
+    let refused = scoped.search("", Some(&other), 100, 0).await.unwrap_err();
+    assert!(refused.is_not_found(), "{refused:?}");
+    let refused = scoped.message(personal[0]).await.unwrap_err();
+    assert!(refused.is_not_found(), "{refused:?}");
+    assert_eq!(scoped.message(work[0]).await.unwrap().place.id, work[0]);
+
+    let journal = owner.journal(100).await.unwrap();
+    assert_eq!((journal.changes.len(), journal.manifests.len()), (2, 1));
+    let seen = scoped.journal(100).await.unwrap();
+    assert_eq!(seen.changes.len(), 1, "{:?}", seen.changes);
+    assert!(seen.manifests.is_empty());
+    assert_eq!(scoped.changes(100).await.unwrap().len(), 1);
+    let mut visible = Vec::new();
+    for change in &journal.changes {
+        let full = owner.change(change.id).await.unwrap();
+        let mine = full.items.iter().all(|i| i.account.as_str() == "work");
+        assert_eq!(
+            scoped.change(change.id).await.is_ok(),
+            mine,
+            "change {}",
+            change.id
+        );
+        visible.extend(mine.then_some(change.id));
+    }
+    assert_eq!(visible, [seen.changes[0].id]);
+    assert!(
+        scoped
+            .manifest(manifest, true)
+            .await
+            .unwrap_err()
+            .is_not_found()
+    );
+    assert!(scoped.manifests(&[], 100).await.unwrap().is_empty());
+    assert_eq!(owner.manifest(manifest, true).await.unwrap().id, manifest);
+    let chosen = mailbroker::change::Selection::Ids(vec![personal[0]]);
+    assert!(scoped.selection(chosen).await.unwrap_err().is_not_found());
+    store.close().await;
+}

@@ -149,7 +149,7 @@ async fn set(store: &Store, args: &SetArgs, json: bool) -> Result<()> {
         return set_unattended(store, &id, args.unattended_deletions, json).await;
     }
     let fallback = match (&args.fallback, &args.mail_account, args.no_fallback) {
-        (Some(_), Some(name), _) => Some(crate::store::Fallback {
+        (Some(_), Some(name), _) => Some(crate::listing::Fallback {
             provider: mailbroker_core::ProviderKind::Applescript,
             settings: serde_json::json!({ "mail_account": name }),
         }),
@@ -178,7 +178,7 @@ async fn set(store: &Store, args: &SetArgs, json: bool) -> Result<()> {
 /// Allows (asked at the terminal, since it lets deletions run without one) or stops
 /// unattended permanent deletions of the account's mail.
 async fn set_unattended(store: &Store, id: &AccountId, allowed: bool, json: bool) -> Result<()> {
-    store.account(id).await?;
+    super::owner(store).account(id).await?;
     if allowed {
         let mut person = Terminal::open("allowing unattended permanent deletions")?;
         person.say(&format!(

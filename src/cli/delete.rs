@@ -3,12 +3,14 @@
 use clap::Args;
 use mailbroker_core::{AccountId, DeleteMode, Error, Result, Summary};
 
+use super::owner;
 use super::views::ManifestJson;
 use crate::change::delete;
 use crate::change::{ChangeReport, Operation, Selection};
 use crate::home::Home;
+use crate::listing::{Manifest, ManifestStatus};
 use crate::output::{Terminal, print_json, progress_bar};
-use crate::store::{Manifest, ManifestStatus, Store};
+use crate::store::Store;
 
 #[derive(Debug, Args)]
 pub struct StageArgs {
@@ -72,7 +74,7 @@ pub(super) async fn print_would_stage(
     ids: &[i64],
     json: bool,
 ) -> Result<()> {
-    let summary = store.selection_summary(ids).await?;
+    let summary = owner(store).summary(ids).await?;
     if json {
         return print_json(
             Some("would_stage"),
@@ -241,7 +243,7 @@ pub async fn delete_staged(
 
 /// `delete-staged --show ID`: the manifest and each of its items.
 async fn show(store: &Store, id: i64, json: bool) -> Result<()> {
-    let manifest = store.manifest(id, true).await?;
+    let manifest = owner(store).manifest(id, true).await?;
     if json {
         return print_json(Some("manifest"), &ManifestJson::from(&manifest));
     }
@@ -270,7 +272,7 @@ async fn list_pending(store: &Store, json: bool) -> Result<()> {
         ManifestStatus::Executing,
         ManifestStatus::Failed,
     ];
-    let pending = store.manifests(&statuses, 100).await?;
+    let pending = owner(store).manifests(&statuses, 100).await?;
     if json {
         let list: Vec<_> = pending.iter().map(ManifestJson::from).collect();
         return print_json(Some("manifests"), &list);

@@ -7,9 +7,10 @@ use clap::{Args, Parser, Subcommand};
 use mailbroker_core::{Error, Result};
 
 use crate::home::Home;
+use crate::listing::{ChangeRecord, ChangeStatus, Listing, MessageRow, SearchPage};
 use crate::output::{self, print_json, rfc3339};
-use crate::search;
-use crate::store::{MessageRow, Store};
+use crate::scope::Scope;
+use crate::store::Store;
 
 mod account;
 mod add;
@@ -289,11 +290,15 @@ fn limit_in(limit: u32, max: u32) -> Result<u32> {
     )
 }
 
+/// The index as the person at the command line lists it: every account.
+pub(crate) fn owner(store: &Store) -> Listing<'_> {
+    Listing::new(store, &Scope::Owner)
+}
+
 async fn search_messages(store: &Store, words: &[String], limit: u32, json: bool) -> Result<()> {
     let limit = limit_in(limit, 100_000)?;
     let text = words.join(" ");
-    let query = search::parse(&text, crate::store::now_secs())?;
-    let crate::store::SearchPage { rows, total } = store.search_page(&query, limit, 0).await?;
+    let SearchPage { rows, total } = owner(store).search(&text, None, limit, 0).await?;
     if json {
         return print_json(
             None,
@@ -314,7 +319,7 @@ async fn search_messages(store: &Store, words: &[String], limit: u32, json: bool
 async fn changes(store: &Store, id: Option<i64>, limit: u32, json: bool) -> Result<()> {
     let limit = limit_in(limit, 10_000)?;
     let Some(id) = id else {
-        let list = store.changes(limit).await?;
+        let list = owner(store).changes(limit).await?;
         if json {
             let list: Vec<_> = list.iter().map(views::ChangeJson::from).collect();
             return print_json(Some("changes"), &list);
@@ -322,7 +327,7 @@ async fn changes(store: &Store, id: Option<i64>, limit: u32, json: bool) -> Resu
         list.iter().for_each(print_change_record);
         return Ok(());
     };
-    let change = store.change(id).await?;
+    let change = owner(store).change(id).await?;
     if json {
         return print_json(Some("change"), &views::ChangeJson::from(&change));
     }
@@ -342,7 +347,7 @@ async fn changes(store: &Store, id: Option<i64>, limit: u32, json: bool) -> Resu
 }
 
 async fn show(store: &Store, id: i64, json: bool) -> Result<()> {
-    let row = store.message(id).await?;
+    let row = owner(store).message(id).await?;
     if json {
         return print_json(Some("message"), &views::MessageJson::from(&row));
     }
@@ -392,15 +397,15 @@ async fn show_body(
     Ok(())
 }
 
-fn print_change_record(c: &crate::store::ChangeRecord) {
+fn print_change_record(c: &ChangeRecord) {
     let unrecorded = match c.status {
-        crate::store::ChangeStatus::Executing => {
+        ChangeStatus::Executing => {
             "\tnot finished (a message without a recorded result: outcome unknown)"
         }
-        crate::store::ChangeStatus::Interrupted => {
+        ChangeStatus::Interrupted => {
             "\tinterrupted (its process ended first; a sync or a rerun settles what is unknown)"
         }
-        crate::store::ChangeStatus::Done => "",
+        ChangeStatus::Done => "",
     };
     let undone = c
         .undone_by

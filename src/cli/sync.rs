@@ -18,7 +18,7 @@ pub(super) async fn run(
 ) -> Result<u8> {
     let ids: Vec<AccountId> = match account {
         Some(a) => vec![a.parse()?],
-        None => store.accounts().await?.into_iter().map(|a| a.id).collect(),
+        None => super::owner(store).accounts_for(None).await?,
     };
     if ids.is_empty() {
         return Err(Error::not_found("no accounts to sync")

@@ -8,9 +8,9 @@ use mailbroker_core::{
 use serde::Serialize;
 
 use crate::accounts::AccountView;
-use crate::store::{
-    AccountRecord, ChangeRecord, ItemStatus, JournalItem, Manifest, ManifestItem, ManifestStatus,
-    MessageRow, MessageState,
+use crate::listing::{
+    AccountRecord, Asked, ChangeRecord, Chosen, Fallback, ItemCounts, ItemStatus, JournalItem,
+    Manifest, ManifestItem, ManifestStatus, MessageRow, MessageState,
 };
 
 /// One message (`search`, `show`).
@@ -79,8 +79,8 @@ pub struct ChangeJson<'a> {
     pub id: i64,
     pub created_at: i64,
     pub origin: &'a str,
-    pub selection: &'a mailbroker_store::Chosen,
-    pub patch: &'a mailbroker_store::Asked,
+    pub selection: &'a Chosen,
+    pub patch: &'a Asked,
     pub plan: &'a [String],
     pub undo_of: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -174,13 +174,13 @@ pub struct ManifestJson<'a> {
     pub id: i64,
     pub created_at: i64,
     pub origin: &'a str,
-    pub selection: &'a mailbroker_store::Chosen,
+    pub selection: &'a Chosen,
     pub mode: DeleteMode,
     pub summary: &'a mailbroker_core::Summary,
     pub status: ManifestStatus,
     pub updated_at: i64,
     pub executed_at: Option<i64>,
-    pub counts: &'a crate::store::ItemCounts,
+    pub counts: &'a ItemCounts,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub items: Vec<ManifestItemJson<'a>>,
 }
@@ -238,7 +238,7 @@ pub struct AccountJson<'a> {
     pub last_sync_at: Option<i64>,
     /// The route used when the account's own is unavailable, if the person chose one.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub fallback: Option<&'a crate::store::Fallback>,
+    pub fallback: Option<&'a Fallback>,
     /// Since when `delete-staged --yes` may delete its mail for good unattended.
     pub unattended_deletions_since: Option<i64>,
 }

@@ -13,8 +13,8 @@ use super::{McpServer, success};
 use crate::change::{
     self, Asking, ChangeRequest, Confirmation, Confirmed, Operation, Outcome, Preview,
 };
+use crate::listing::Chosen;
 use mailbroker_core::{Error, Result};
-use mailbroker_store::Chosen;
 
 /// A write tool's call as the change service needs it besides the operation: the tool, its
 /// arguments (which a confirmation is bound to), a dry run, a confirm token, and the input
@@ -208,7 +208,7 @@ impl McpServer {
         if ids.is_empty() {
             return Ok((action.to_string(), None));
         }
-        let summary = self.store.selection_summary(ids).await?;
+        let summary = self.listing().summary(ids).await?;
         let text = describe(action, &summary, chosen);
         Ok((text.clone(), Some(SummaryOut::of(summary, Some(text)))))
     }

@@ -12,8 +12,9 @@ use super::schema::output_schema;
 use super::views::*;
 use super::{McpServer, failure, respond};
 use crate::change::{Operation, Selection};
+use crate::listing::{AccountLine, Journal, Listing};
+use crate::read;
 use crate::scope::Scope;
-use crate::{read, search};
 use mailbroker_core::{AccountId, Error, Patch, Result};
 
 type ToolResult = std::result::Result<CallToolResult, ErrorData>;
@@ -35,42 +36,24 @@ confirm_token, the user runs `mailbroker approve TOKEN`, then call again with it
 stages a deletion for the user to run.";
 
 impl McpServer {
-    fn account_filter(account: Option<String>) -> Result<Option<AccountId>> {
-        account.map(|a| a.parse()).transpose()
+    pub(super) fn listing(&self) -> Listing<'_> {
+        Listing::new(&self.store, &self.scope)
     }
 
     /// The accounts a tool works on: the one named (`not_found` if unknown or outside the
     /// caller's scope), or all the caller sees.
     async fn accounts_for(&self, account: Option<String>) -> Result<Vec<AccountId>> {
-        let Some(id) = Self::account_filter(account)? else {
-            return Ok(self
-                .store
-                .accounts()
-                .await?
-                .into_iter()
-                .map(|a| a.id)
-                .filter(|id| self.scope.opens(id))
-                .collect());
-        };
-        let next = "call list_accounts for the account ids";
-        if !self.scope.opens(&id) {
-            return Err(Error::not_found(format!("no account {id}")).with_next_step(next));
-        }
-        self.store
-            .account(&id)
-            .await
-            .map_err(|e| e.with_next_step(next))?;
-        Ok(vec![id])
+        let account: Option<AccountId> = account.map(|a| a.parse()).transpose()?;
+        self.listing().accounts_for(account.as_ref()).await
     }
 
     async fn accounts_view(&self) -> Result<AccountsOut> {
         let mut accounts = Vec::new();
-        let counts = self.store.message_counts().await?;
-        for a in self.store.accounts().await? {
-            if !self.scope.opens(&a.id) {
-                continue;
-            }
-            let messages = counts.get(a.id.as_str()).copied().unwrap_or(0);
+        for AccountLine {
+            account: a,
+            messages,
+        } in self.listing().accounts().await?
+        {
             let watch = self
                 .options
                 .freshness
@@ -109,30 +92,31 @@ impl McpServer {
     }
 
     async fn mailboxes_view(&self, account: Option<String>) -> Result<MailboxesOut> {
-        let mut out = Vec::new();
-        for id in self.accounts_for(account).await? {
-            let mailboxes = self.store.mailboxes(&id).await?;
-            let tags = self.store.tag_catalog(&id).await?;
-            out.push(AccountMailboxes {
-                account: id.to_string(),
-                mailboxes: mailboxes
-                    .into_iter()
-                    .map(|m| MailboxView {
-                        name: m.name,
-                        role: m.role,
-                        messages: m.messages,
-                        unread: m.unread,
-                    })
-                    .collect(),
-                tags: tags
-                    .into_iter()
-                    .map(|(tag, messages)| TagView { tag, messages })
-                    .collect(),
-            });
-        }
+        let account: Option<AccountId> = account.map(|a| a.parse()).transpose()?;
+        let folders = self.listing().folders(account.as_ref()).await?;
         Ok(MailboxesOut {
             success: true,
-            accounts: out,
+            accounts: folders
+                .into_iter()
+                .map(|f| AccountMailboxes {
+                    account: f.account.to_string(),
+                    mailboxes: f
+                        .mailboxes
+                        .into_iter()
+                        .map(|m| MailboxView {
+                            name: m.name,
+                            role: m.role,
+                            messages: m.messages,
+                            unread: m.unread,
+                        })
+                        .collect(),
+                    tags: f
+                        .tags
+                        .into_iter()
+                        .map(|(tag, messages)| TagView { tag, messages })
+                        .collect(),
+                })
+                .collect(),
         })
     }
 
@@ -142,15 +126,10 @@ impl McpServer {
             return Err(Error::validation("limit must be between 1 and 100"));
         }
         let offset = args.cursor.map_or(Ok(0), |c| c.offset())?;
-        let mut query = search::parse(&args.query, crate::store::now_secs())?;
-        if args.account.is_some() {
-            // An account that does not exist is `not_found`, not an empty page.
-            for account in self.accounts_for(args.account).await? {
-                query = query.in_account(account.as_str());
-            }
-        }
-        let query = self.scope.narrow(query);
-        let page = self.store.search_page(&query, limit, offset).await?;
+        let account: Option<AccountId> = args.account.map(|a| a.parse()).transpose()?;
+        let page = (self.listing())
+            .search(&args.query, account.as_ref(), limit, offset)
+            .await?;
         let (rows, total) = (page.rows, page.total);
         let next = offset + rows.len() as u64;
         let next_cursor = (rows.len() == limit as usize && next < total).then(|| next.to_string());
@@ -236,7 +215,7 @@ impl McpServer {
 
     async fn changes_view(&self, args: ListChangesArgs) -> Result<ChangesOut> {
         if let Some(id) = args.id {
-            let change = self.visible_change(id).await?;
+            let change = self.listing().change(id).await?;
             let items = change
                 .items
                 .iter()
@@ -261,29 +240,7 @@ impl McpServer {
         if !(1..=1000).contains(&limit) {
             return Err(Error::validation("limit must be between 1 and 1000"));
         }
-        // A scoped caller's entries are found among the latest thousand of every account.
-        let fetch = if self.scope == Scope::Owner {
-            limit
-        } else {
-            1000
-        };
-        let mut changes = self.store.changes(fetch).await?;
-        let mut manifests = self.store.manifests(&[], fetch).await?;
-        if self.scope != Scope::Owner {
-            let change_ids: Vec<i64> = changes.iter().map(|c| c.id).collect();
-            let manifest_ids: Vec<i64> = manifests.iter().map(|m| m.id).collect();
-            let (by_change, by_manifest) =
-                self.store.accounts_of(&change_ids, &manifest_ids).await?;
-            let sees = |touched: &crate::store::Touched, id: i64| {
-                touched
-                    .get(&id)
-                    .is_some_and(|accounts| self.scope.sees_all(accounts))
-            };
-            changes.retain(|c| sees(&by_change, c.id));
-            manifests.retain(|m| sees(&by_manifest, m.id));
-            changes.truncate(limit as usize);
-            manifests.truncate(limit as usize);
-        }
+        let Journal { changes, manifests } = self.listing().journal(limit).await?;
         Ok(ChangesOut {
             success: true,
             changes: changes.iter().map(ChangeView::line).collect(),
@@ -339,8 +296,8 @@ impl McpServer {
             move_to: args.move_to.clone(),
             delete: args.delete.map(Into::into),
         };
-        let selection = self
-            .scoped(Selection::of(&args.ids, args.query.as_deref())?)
+        let selection = (self.listing())
+            .selection(Selection::of(&args.ids, args.query.as_deref())?)
             .await?;
         let operation = Operation::of_patch(selection, patch, args.create_missing_tags)?;
         let call = ToolCall::of(
@@ -360,7 +317,7 @@ impl McpServer {
     ) -> Result<CallToolResponse> {
         if self.scope != Scope::Owner {
             // The undo reads the change itself; a scoped caller must see it first.
-            self.visible_change(args.change_id).await?;
+            self.listing().change(args.change_id).await?;
         }
         let operation = Operation::Undo {
             change: args.change_id,
@@ -372,50 +329,6 @@ impl McpServer {
             args.confirm_token.clone(),
         );
         self.change(ctx, operation, call?.with(round)).await
-    }
-}
-
-impl McpServer {
-    /// Change `id` as the caller may see it: one that touched another account is answered
-    /// in the words of one that does not exist.
-    async fn visible_change(&self, id: i64) -> Result<crate::store::ChangeRecord> {
-        let gone = || {
-            Error::not_found(format!("no change {id}"))
-                .with_next_step("call list_changes for the change ids")
-        };
-        let change = self
-            .store
-            .change(id)
-            .await
-            .map_err(|e| match e.is_not_found() {
-                true => gone(),
-                false => e,
-            })?;
-        self.scope
-            .check_all(change.items.iter().map(|i| &i.account), gone)?;
-        Ok(change)
-    }
-
-    /// A selection as the caller may make it: a query narrowed to its accounts; ids each
-    /// of its accounts, another account's answered as one the index does not hold.
-    async fn scoped(&self, selection: Selection) -> Result<Selection> {
-        if self.scope == Scope::Owner {
-            return Ok(selection);
-        }
-        match selection {
-            Selection::Query { text, parsed } => Ok(Selection::Query {
-                text,
-                parsed: self.scope.narrow(parsed),
-            }),
-            Selection::Ids(ids) => {
-                for found in self.store.existing_refs(&ids).await? {
-                    if !self.scope.opens(&found.account) {
-                        return Err(crate::store::no_message(found.id));
-                    }
-                }
-                Ok(Selection::Ids(ids))
-            }
-        }
     }
 }
 

@@ -1,12 +1,11 @@
 //! The MCP tools' inputs and outputs: small, typed, described for a model to act on. Every
 //! output carries `success`; a failure is an error result (see `super::failure`).
 
-use mailbroker_store::Chosen;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::change::ChangeReport;
-use crate::store::{ChangeRecord, MessageRow};
+use crate::listing::{Asked, ChangeRecord, Chosen, Manifest, MessageRow};
 use mailbroker_core::Summary;
 
 /// Longest snippet in a search row.
@@ -436,7 +435,7 @@ pub struct ChangeView {
     pub selection: Option<Chosen>,
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<serde_json::Value>")]
-    pub patch: Option<mailbroker_store::Asked>,
+    pub patch: Option<Asked>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub plan: Option<Vec<String>>,
 }
@@ -501,8 +500,8 @@ pub struct ManifestView {
     pub counts: serde_json::Value,
 }
 
-impl From<&crate::store::Manifest> for ManifestView {
-    fn from(m: &crate::store::Manifest) -> ManifestView {
+impl From<&Manifest> for ManifestView {
+    fn from(m: &Manifest) -> ManifestView {
         ManifestView {
             id: m.id,
             created_at: rfc3339(m.created_at),

@@ -2,8 +2,8 @@
 //! change mail. Every change to mail goes through one pipeline, `change::request`: resolve,
 //! plan, check preconditions, confirm through the surface's `Confirmation`, run in batches
 //! under each account's lease, verify by read-back, journal. Syncs go through `sync`, the
-//! providers are found in `registry`, and the reads a surface shows (`read`) are here too,
-//! so no surface speaks to the store's rows or to a provider directly.
+//! providers are found in `registry`, and what a surface lists (`listing`) and reads of a
+//! message (`read`) are here too, so no surface queries the index or a provider directly.
 //!
 //! Not a surface: it prints nothing and parses no command line.
 
@@ -11,6 +11,7 @@ pub mod accounts;
 pub mod change;
 pub mod fallback;
 pub mod freshness;
+pub mod listing;
 pub mod read;
 pub mod registry;
 pub mod scope;
