@@ -6,7 +6,7 @@
 
 use crate::client::Client;
 use crate::convert;
-use crate::wire::{Call, GetResponse, Ids, PatchObject, SetResponse, nth};
+use crate::wire::{Call, GetResponse, PatchObject, SetResponse, nth};
 use mailbroker_core::{
     DeleteBatch, DeleteMode, Error, ItemResult, MOVED_SINCE_STAGED, Outcome, RemoteId, Result,
     Version, WriteTarget,
@@ -16,10 +16,7 @@ use mailbroker_core::{
 const HELD: [&str; 2] = ["mailboxIds", "keywords"];
 
 fn read_held(ids: &[&str]) -> Call {
-    Call::EmailGet {
-        ids: Ids::These(ids.iter().map(|id| id.to_string()).collect()),
-        properties: &HELD,
-    }
+    Call::email_get(ids, &HELD)
 }
 
 /// Deletes one batch of a staged manifest.

@@ -41,7 +41,7 @@ use mailbroker_core::{
     Capabilities, DeleteBatch, ItemResult, MailboxInfo, MailboxSyncReport, Provider, RemoteId,
     Result, SyncRequest, SyncSink, Watched, WriteBatch,
 };
-use wire::{Call, Email, GetResponse, Ids, MailboxObject, nth};
+use wire::{Call, Email, GetResponse, MailboxObject, nth};
 
 pub use adapter::{Jmap, JmapSettings, setup};
 pub use client::{Auth, Client, Trust};
@@ -156,10 +156,7 @@ impl Provider for JmapProvider {
         _mailbox: &str,
         ids: &[RemoteId],
     ) -> Result<Vec<(RemoteId, Vec<u8>)>> {
-        let get = Call::EmailGet {
-            ids: Ids::These(ids.iter().map(|id| id.as_str().to_string()).collect()),
-            properties: &["id", "blobId"],
-        };
+        let get = Call::email_get(ids.iter().map(|id| id.as_str()), &["id", "blobId"]);
         let answers = self.client.call(vec![get]).await?;
         let got: GetResponse<Email> = nth(&answers, 0, "Email/get")?;
         let mut out = Vec::new();

@@ -174,10 +174,7 @@ async fn incremental(
         for (ids, added) in [(&changes.created, true), (&changes.updated, false)] {
             for chunk in ids.chunks(client.limits.max_objects_in_get) {
                 any = true;
-                let get = Call::EmailGet {
-                    ids: Ids::These(chunk.to_vec()),
-                    properties: &EMAIL_PROPERTIES,
-                };
+                let get = Call::email_get(chunk, &EMAIL_PROPERTIES);
                 let answers = client.call(vec![get]).await?;
                 let got: GetResponse<Email> = nth(&answers, 0, "Email/get")?;
                 put_in_place(&got, &state, read, sink, &mut reports, added).await?;

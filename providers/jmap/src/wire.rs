@@ -192,6 +192,19 @@ struct SetArguments<'a, T: Serialize> {
 }
 
 impl Call {
+    /// An `Email/get` of these emails' `properties`.
+    pub fn email_get<I>(ids: I, properties: &'static [&'static str]) -> Call
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        let ids = ids.into_iter().map(|id| id.as_ref().to_string()).collect();
+        Call::EmailGet {
+            ids: Ids::These(ids),
+            properties,
+        }
+    }
+
     /// The method's name.
     pub fn name(&self) -> &'static str {
         match self {

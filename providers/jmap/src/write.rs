@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, HashSet};
 use crate::client::Client;
 use crate::convert::{self, Held};
 use crate::labels::Labels;
-use crate::wire::{Call, ChangesResponse, Email, GetResponse, Ids, PatchObject, SetResponse, nth};
+use crate::wire::{Call, ChangesResponse, Email, GetResponse, PatchObject, SetResponse, nth};
 use mailbroker_core::{
     Error, FlagOp, ItemResult, Outcome, RemoteId, Result, Version, WriteBatch, WriteTarget,
 };
@@ -41,10 +41,7 @@ pub(crate) const STATE: [&str; 3] = ["id", "keywords", "mailboxIds"];
 
 /// An `Email/get` of `ids`' state (`STATE`).
 pub(crate) fn read_state<'a>(ids: impl IntoIterator<Item = &'a str>) -> Call {
-    Call::EmailGet {
-        ids: Ids::These(ids.into_iter().map(str::to_string).collect()),
-        properties: &STATE,
-    }
+    Call::email_get(ids, &STATE)
 }
 
 /// The mailbox ids a batch names: its own and its move target's, and with tags as
