@@ -4,6 +4,7 @@
 //! query language and the engine are re-exported under the names the surfaces use.
 
 pub mod cli;
+pub mod console;
 pub mod logging;
 pub mod mcp;
 pub mod output;

@@ -6,7 +6,6 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use common::mcp::{error_types, http_server, http_server_with, troubled_accounts};
 use common::{add_account, ok, seed, server};
@@ -17,18 +16,7 @@ fn python() -> Option<PathBuf> {
 
 fn drive(py: &Path, config: serde_json::Value) -> serde_json::Value {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_client.py");
-    let out = Command::new(py)
-        .arg(script)
-        .arg(config.to_string())
-        .output()
-        .expect("run the python client");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "python client failed ({config}):\n{stdout}\n{stderr}"
-    );
-    serde_json::from_str(stdout.lines().last().unwrap_or("")).expect("json from the client")
+    mailbroker_testkit::run_client(py, &script, &config)
 }
 
 #[tokio::test]

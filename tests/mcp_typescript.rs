@@ -6,7 +6,6 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use common::mcp::{HTTP_TOKEN, error_types, http_server, http_server_with, troubled_accounts};
 use common::{add_account, ok, seed, server};
@@ -17,26 +16,13 @@ const SDK: &str = "@modelcontextprotocol/sdk@1.32.2";
 
 /// node_modules with the SDK under target/, made once, and the client script beside it.
 fn node() -> Option<PathBuf> {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("ts-mcp");
-    let dir = mailbroker_testkit::node_modules(&dir, &[SDK])?;
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_client.mjs");
-    std::fs::copy(script, dir.join("mcp_client.mjs")).expect("copy the client script");
-    Some(dir)
+    mailbroker_testkit::node_script(tmp, "ts-mcp", &[SDK], &script)
 }
 
-fn drive(dir: &Path, config: Value) -> Value {
-    let out = Command::new("node")
-        .arg(dir.join("mcp_client.mjs"))
-        .arg(config.to_string())
-        .output()
-        .expect("run the TypeScript client");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "TypeScript client failed ({config}):\n{stdout}\n{stderr}"
-    );
-    serde_json::from_str(stdout.lines().last().unwrap_or("")).expect("json from the client")
+fn drive(script: &Path, config: Value) -> Value {
+    mailbroker_testkit::run_client(Path::new("node"), script, &config)
 }
 
 /// A call the SDK returned as an error result of `error_type` (not one it threw).

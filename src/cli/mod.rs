@@ -123,6 +123,9 @@ pub enum Command {
     /// Create, list or revoke bearer tokens that open only some accounts over MCP HTTP.
     #[command(subcommand)]
     Token(token::TokenCommand),
+    /// The console, a web page where a person reviews what assistants asked for, staged
+    /// deletions, the journal and the accounts (loopback); `console link` signs a browser in.
+    Console(crate::console::command::ConsoleArgs),
     /// List the change journal, or show one change with its messages.
     Changes {
         id: Option<i64>,
@@ -262,6 +265,7 @@ async fn dispatch(home: &Home, store: &Store, command: Command, json: bool) -> R
         Command::Changes { id, limit } => changes(store, id, limit, json).await,
         Command::Approve { token, yes: _ } => approve::approve(store, &token, json).await,
         Command::Token(cmd) => token::token(store, cmd, json).await,
+        Command::Console(args) => crate::console::command::run(store, args, json).await,
         Command::Show {
             id,
             body,

@@ -239,6 +239,17 @@ pub fn listeners(home: &Home) -> Result<Vec<Listener>> {
     Ok(out)
 }
 
+/// A listener on `addr`, and the address it got (its port, where `addr` asked for any).
+pub async fn listen(addr: SocketAddr) -> Result<(tokio::net::TcpListener, SocketAddr)> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| Error::validation(format!("cannot listen on {addr}: {e}")))?;
+    let local = listener
+        .local_addr()
+        .map_err(|e| Error::internal(e.to_string()))?;
+    Ok((listener, local))
+}
+
 /// A bound listener, ready to serve.
 pub struct Bound {
     listener: tokio::net::TcpListener,
@@ -252,12 +263,7 @@ pub struct Bound {
 pub async fn bind(home: Home, store: Store, options: HttpOptions) -> Result<Bound> {
     let addr = bind_addr(&options.addr, options.allow_remote)?;
     let (token, token_source) = load_token(&home, options.token_file.as_ref())?;
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|e| Error::validation(format!("cannot listen on {addr}: {e}")))?;
-    let local = listener
-        .local_addr()
-        .map_err(|e| Error::internal(e.to_string()))?;
+    let (listener, local) = listen(addr).await?;
     let port = local.port();
     let mut names = vec![
         "localhost".to_string(),

@@ -106,6 +106,43 @@ pub fn python_venv(dir: &std::path::Path, requirements: &[&str]) -> Option<std::
     Some(py)
 }
 
+/// Runs a client script (`program script CONFIG_JSON`, the config as its one argument) and
+/// returns the JSON object on the last line it printed; its whole output when it fails.
+pub fn run_client(
+    program: &std::path::Path,
+    script: &std::path::Path,
+    config: &serde_json::Value,
+) -> serde_json::Value {
+    let out = std::process::Command::new(program)
+        .arg(script)
+        .arg(config.to_string())
+        .output()
+        .unwrap_or_else(|e| panic!("run {}: {e}", script.display()));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "{} failed ({config}):\n{stdout}\n{stderr}",
+        script.display()
+    );
+    serde_json::from_str(stdout.lines().last().unwrap_or("")).expect("json from the client")
+}
+
+/// `packages` installed under `target/tmp/NAME` and the test's `script` (a path under the
+/// repository's `tests/`) copied beside them: the script's path, ready for `run_client` with
+/// `node`. `None` when node or npm is missing outside CI.
+pub fn node_script(
+    tmp: &std::path::Path,
+    name: &str,
+    packages: &[&str],
+    script: &std::path::Path,
+) -> Option<std::path::PathBuf> {
+    let dir = node_modules(&tmp.join(name), packages)?;
+    let file = script.file_name().expect("a script file");
+    std::fs::copy(script, dir.join(file)).expect("copy the client script");
+    Some(dir.join(file))
+}
+
 /// A directory under `dir` with the npm `packages` installed (`name@version` each), made once
 /// (a marker file records it). `None` when node or npm is missing outside CI; under CI that
 /// fails instead.

@@ -11,9 +11,9 @@ use mailbroker_query::{self as query, Query};
 use mailbroker_store::{Store, Touched, no_message, now_secs};
 
 pub use mailbroker_store::{
-    AccountRecord, Asked, ChangeRecord, ChangeStatus, Chosen, Fallback, ItemCounts, ItemStatus,
-    JournalItem, MailboxRecord, Manifest, ManifestItem, ManifestStatus, MessageRow, MessageState,
-    SearchPage,
+    AccountRecord, Approval, Asked, ChangeRecord, ChangeStatus, Chosen, Fallback, ItemCounts,
+    ItemStatus, JournalItem, MailboxRecord, Manifest, ManifestItem, ManifestStatus, MessageRow,
+    MessageState, SearchPage,
 };
 
 use crate::change::Selection;
@@ -239,6 +239,48 @@ impl<'a> Listing<'a> {
             });
         }
         Ok(manifests)
+    }
+
+    /// The confirmations an assistant's write waits on a person for. Only the owner sees
+    /// them: a write's confirmation may name any account's messages.
+    pub async fn waiting(&self) -> Result<Vec<Approval>> {
+        match self.scope {
+            Scope::Owner => self.store.waiting_approvals().await,
+            Scope::Accounts { .. } => Ok(Vec::new()),
+        }
+    }
+
+    /// How many of staged deletion `id`'s messages (those still in the index) are of each
+    /// month, `YYYY-MM`, oldest first.
+    pub async fn manifest_months(&self, id: i64) -> Result<Vec<(String, u64)>> {
+        self.manifest(id, false).await?;
+        let mut months = std::collections::BTreeMap::<String, u64>::new();
+        for date in self.store.manifest_dates(id).await? {
+            let d = mail_parser::DateTime::from_timestamp(date);
+            *months
+                .entry(format!("{:04}-{:02}", d.year, d.month))
+                .or_default() += 1;
+        }
+        Ok(months.into_iter().collect())
+    }
+
+    /// A page of staged deletion `id`'s messages still in the index, in its items' order.
+    pub async fn manifest_messages(
+        &self,
+        id: i64,
+        offset: usize,
+        limit: usize,
+    ) -> Result<(Vec<MessageRow>, usize)> {
+        let manifest = self.manifest(id, true).await?;
+        let mut rows = Vec::new();
+        for item in manifest.items.iter().skip(offset).take(limit) {
+            match self.store.message(item.message_id).await {
+                Ok(row) => rows.push(row),
+                Err(e) if e.is_not_found() => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok((rows, manifest.items.len()))
     }
 
     /// What messages `ids` are, summed up: accounts, mailboxes, senders, months, bytes.

@@ -79,6 +79,30 @@ impl Store {
         })
     }
 
+    /// The confirmations still waiting for a person (unexpired, neither approved nor used),
+    /// newest first.
+    pub async fn waiting_approvals(&self) -> Result<Vec<Approval>, Error> {
+        let rows: Vec<(String, String, i64)> = sqlx::query_as(
+            "SELECT token, description, expires_at FROM approvals
+             WHERE expires_at >= $1 AND approved_at IS NULL AND used_at IS NULL
+             ORDER BY expires_at DESC, token",
+        )
+        .bind(now_secs())
+        .fetch_all(self.pool())
+        .await
+        .map_err(db_error)?;
+        Ok(rows
+            .into_iter()
+            .map(|(token, description, expires_at)| Approval {
+                token,
+                description: serde_json::from_str(&description).unwrap_or_default(),
+                expires_at,
+                approved_at: None,
+                used_at: None,
+            })
+            .collect())
+    }
+
     /// The person's approval of `token`, while it is unexpired and unused.
     pub async fn approve(&self, token: &str) -> Result<(), Error> {
         let done = sqlx::query(

@@ -296,6 +296,19 @@ impl Store {
     }
 
     /// Manifests, newest first; `statuses` empty means all.
+    /// The dates (seconds since the epoch) of a manifest's messages still in the index, for
+    /// a chart of them by month.
+    pub async fn manifest_dates(&self, id: i64) -> Result<Vec<i64>, Error> {
+        sqlx::query_scalar(
+            "SELECT m.date FROM manifest_items i JOIN messages m ON m.id = i.message_id
+             WHERE i.manifest_id = $1 AND m.date IS NOT NULL",
+        )
+        .bind(id)
+        .fetch_all(self.pool())
+        .await
+        .map_err(db_error)
+    }
+
     pub async fn manifests(
         &self,
         statuses: &[ManifestStatus],

@@ -1,0 +1,341 @@
+//! The console's pages, rendered on the server by maud, which escapes every spliced text.
+//! Text from mail or from an assistant also goes through `output::one_line` first, so a bidi
+//! control or a line break in a subject shows as its picture instead of reordering the page.
+
+use axum::Extension;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{Html, IntoResponse, Response};
+use maud::{DOCTYPE, Markup, html};
+use serde::Deserialize;
+
+use super::{Console, Signed, chart};
+use crate::listing::{Approval, ChangeRecord, ChangeStatus, Listing, Manifest};
+use crate::output::{one_line, rfc3339};
+use crate::scope::Scope;
+use mailbroker_core::Error;
+
+/// Messages shown per page of a staged deletion's sample.
+const SAMPLE: usize = 25;
+
+fn listing(console: &Console) -> Listing<'_> {
+    Listing::new(&console.store, &Scope::Owner)
+}
+
+/// Text from a server or an assistant, as one line with its controls pictured.
+fn t(text: &str) -> String {
+    one_line(text).into_owned()
+}
+
+fn page(title: &str, signed: Option<&Signed>, body: Markup) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) " · mailbroker" }
+                link rel="stylesheet" href="/console/style.css";
+            }
+            body {
+                header {
+                    strong { "mailbroker" }
+                    @if let Some(signed) = signed {
+                        nav {
+                            a href="/console" { "Waiting for you" }
+                            a href="/console/deletions" { "Staged deletions" }
+                            a href="/console/journal" { "Journal" }
+                            a href="/console/accounts" { "Accounts" }
+                        }
+                        form method="post" action="/console/sign-out" {
+                            input type="hidden" name="csrf" value=(signed.session.csrf);
+                            button type="submit" { "Sign out" }
+                        }
+                    }
+                }
+                main { h1 { (title) } (body) }
+            }
+        }
+    }
+}
+
+fn answer(status: StatusCode, markup: Markup) -> Response {
+    (status, Html(markup.into_string())).into_response()
+}
+
+/// What a browser that is not signed in is shown.
+pub fn signed_out(status: StatusCode) -> Response {
+    answer(
+        status,
+        page(
+            "Sign in",
+            None,
+            html! {
+                p { "The console opens from a link printed at a terminal, used once:" }
+                pre { "mailbroker console link --origin ORIGIN" }
+                p.quiet { "(" code { "mailbroker console" } " prints one when it starts.)" }
+            },
+        ),
+    )
+}
+
+/// An error, in SPEC §10's words with its next step.
+pub fn failure(e: &Error) -> Response {
+    let status = match e.error_type() {
+        "not_found" => StatusCode::NOT_FOUND,
+        "validation_error" => StatusCode::BAD_REQUEST,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    answer(
+        status,
+        page(
+            "Not done",
+            None,
+            html! {
+                p.error { strong { (e.error_type()) } ": " (t(e.message())) }
+                @if let Some(step) = e.next_step() { p { "Next: " (t(step)) } }
+            },
+        ),
+    )
+}
+
+/// A page's body, or its error as a page.
+fn shown(title: &str, signed: &Signed, body: mailbroker_core::Result<Markup>) -> Response {
+    match body {
+        Ok(body) => answer(StatusCode::OK, page(title, Some(signed), body)),
+        Err(e) => failure(&e),
+    }
+}
+
+pub async fn waiting(State(c): State<Console>, Extension(s): Extension<Signed>) -> Response {
+    let body = listing(&c).waiting().await.map(|waiting| {
+        html! {
+            @if waiting.is_empty() {
+                p.quiet { "No assistant is waiting for your yes." }
+            }
+            @for a in &waiting { (request(a)) }
+        }
+    });
+    shown("Waiting for you", &s, body)
+}
+
+fn request(a: &Approval) -> Markup {
+    let d = &a.description;
+    let text = |k: &str| t(d[k].as_str().unwrap_or_default());
+    let plan: Vec<String> = (d["plan"].as_array().into_iter().flatten())
+        .map(|l| t(l.as_str().unwrap_or_default()))
+        .collect();
+    html! {
+        section.card {
+            h2 { "An assistant asks to run " code { (text("tool")) } }
+            p { "It " (text("reason")) "." }
+            @if let Some(mailboxes) = d["summary"]["mailboxes"].as_object() {
+                p { "In " @for (mailbox, n) in mailboxes { span.tag { (t(mailbox)) " " (n.to_string()) } " " } }
+            }
+            @if !plan.is_empty() {
+                details { summary { "The plan" } ul { @for line in &plan { li { code { (line) } } } } }
+            }
+            p.quiet { "Waits until " (rfc3339(a.expires_at)) ". To let it run, at a terminal: " }
+            pre { "mailbroker approve " (a.token) }
+        }
+    }
+}
+
+pub async fn deletions(State(c): State<Console>, Extension(s): Extension<Signed>) -> Response {
+    let body = listing(&c).manifests(&[], 100).await.map(|manifests| {
+        html! {
+            @if manifests.is_empty() { p.quiet { "No staged deletions." } }
+            table {
+                thead { tr { th { "#" } th { "status" } th { "mode" } th { "messages" } th { "bytes" } th { "from" } th { "staged" } } }
+                tbody {
+                    @for m in &manifests {
+                        tr {
+                            td { a href=(format!("/console/deletions/{}", m.id)) { (m.id) } }
+                            td { (m.status.to_string()) } td { (m.mode.as_str()) }
+                            td.n { (m.summary.count) } td.n { (m.summary.bytes) }
+                            td { (t(&m.origin)) } td { (rfc3339(m.created_at)) }
+                        }
+                    }
+                }
+            }
+        }
+    });
+    shown("Staged deletions", &s, body)
+}
+
+#[derive(Deserialize)]
+pub struct Paged {
+    #[serde(default)]
+    page: usize,
+}
+
+pub async fn deletion(
+    State(c): State<Console>,
+    Extension(s): Extension<Signed>,
+    Path(id): Path<i64>,
+    Query(paged): Query<Paged>,
+) -> Response {
+    let title = format!("Staged deletion {id}");
+    shown(&title, &s, deletion_body(&c, id, paged.page).await)
+}
+
+async fn deletion_body(c: &Console, id: i64, page: usize) -> mailbroker_core::Result<Markup> {
+    let listing = listing(c);
+    let m = listing.manifest(id, false).await?;
+    let months = listing.manifest_months(id).await?;
+    let (sample, total) = listing
+        .manifest_messages(id, page.saturating_mul(SAMPLE), SAMPLE)
+        .await?;
+    let senders: Vec<(String, u64)> = (m.summary.top_senders.iter())
+        .map(|s| (s.from.clone(), s.messages))
+        .collect();
+    let pages = total.div_ceil(SAMPLE);
+    Ok(html! {
+        (manifest_facts(&m))
+        div.charts {
+            (chart::bars("Messages per month", &months))
+            (chart::bars("Messages per sender (the ten who sent most)", &senders))
+        }
+        h2 { "Its messages (" (total) ")" }
+        table {
+            thead { tr { th { "date" } th { "from" } th { "subject" } th { "mailbox" } } }
+            tbody {
+                @for r in &sample {
+                    tr {
+                        td { (r.date.as_deref().unwrap_or("")) } td { (t(&r.from)) }
+                        td { (t(&r.subject)) } td { (t(&r.place.account.to_string())) "/" (t(&r.place.mailbox)) }
+                    }
+                }
+            }
+        }
+        @if pages > 1 {
+            nav.pages {
+                @if page > 0 { a href=(format!("/console/deletions/{id}?page={}", page - 1)) { "← newer" } }
+                span { "page " (page + 1) " of " (pages) }
+                @if page + 1 < pages { a href=(format!("/console/deletions/{id}?page={}", page + 1)) { "older →" } }
+            }
+        }
+        p.quiet { "To run it, at a terminal: " }
+        pre { "mailbroker delete-staged " (m.id) }
+    })
+}
+
+fn manifest_facts(m: &Manifest) -> Markup {
+    let s = &m.summary;
+    html! {
+        dl.facts {
+            dt { "status" } dd { (m.status.to_string()) " — its messages: " (m.counts.to_string()) }
+            dt { "mode" } dd { (m.mode.as_str()) }
+            dt { "messages" } dd { (s.count) " (" (s.bytes) " bytes)" }
+            dt { "dates" } dd { (s.first_date.as_deref().unwrap_or("?")) " to " (s.last_date.as_deref().unwrap_or("?")) }
+            dt { "chosen by" } dd { code { (t(&serde_json::to_string(&m.selection).unwrap_or_default())) } }
+            dt { "staged by" } dd { (t(&m.origin)) ", " (rfc3339(m.created_at)) }
+            dt { "mailboxes" } dd {
+                @for (mailbox, n) in &s.mailboxes { span.tag { (t(mailbox)) " " (n) } " " }
+            }
+        }
+    }
+}
+
+pub async fn journal(State(c): State<Console>, Extension(s): Extension<Signed>) -> Response {
+    let body = listing(&c).changes(100).await.map(|changes| {
+        html! {
+            @if changes.is_empty() { p.quiet { "No changes yet." } }
+            table {
+                thead { tr { th { "#" } th { "when" } th { "asked by" } th { "what" } th { "outcomes" } } }
+                tbody { @for ch in &changes { (change_row(ch)) } }
+            }
+        }
+    });
+    shown("Journal", &s, body)
+}
+
+fn outcomes(c: &ChangeRecord) -> String {
+    let counts: Vec<String> = (c.tally.counts())
+        .map(|(o, n)| format!("{} {n}", o.as_str()))
+        .collect();
+    let state = match c.status {
+        ChangeStatus::Executing => " (not finished)",
+        ChangeStatus::Interrupted => " (interrupted)",
+        ChangeStatus::Done => "",
+    };
+    format!("{}{state}", counts.join(", "))
+}
+
+fn change_row(c: &ChangeRecord) -> Markup {
+    html! {
+        tr {
+            td { a href=(format!("/console/journal/{}", c.id)) { (c.id) } }
+            td { (rfc3339(c.created_at)) } td { (t(&c.origin)) }
+            td { code { (t(&serde_json::to_string(&c.patch).unwrap_or_default())) } }
+            td { (outcomes(c)) @if let Some(u) = c.undone_by { " · undone by " (u) } }
+        }
+    }
+}
+
+pub async fn change(
+    State(c): State<Console>,
+    Extension(s): Extension<Signed>,
+    Path(id): Path<i64>,
+) -> Response {
+    let body = listing(&c).change(id).await.map(|ch| {
+        html! {
+            table { tbody { (change_row(&ch)) } }
+            h2 { "Its messages" }
+            table {
+                thead { tr { th { "message" } th { "account" } th { "outcome" } th { "error" } } }
+                tbody {
+                    @for i in &ch.items {
+                        tr {
+                            td { (i.message_id) } td { (i.account.to_string()) }
+                            td { span class=(format!("outcome {}", i.outcome.as_str())) { (i.outcome.as_str()) } }
+                            td { (t(i.error.as_deref().unwrap_or(""))) }
+                        }
+                    }
+                }
+            }
+            p.quiet { "To undo it, at a terminal: " }
+            pre { "mailbroker undo " (ch.id) }
+        }
+    });
+    shown(&format!("Change {id}"), &s, body)
+}
+
+pub async fn accounts(State(c): State<Console>, Extension(s): Extension<Signed>) -> Response {
+    shown("Accounts", &s, accounts_body(&c).await)
+}
+
+async fn accounts_body(c: &Console) -> mailbroker_core::Result<Markup> {
+    let lines = listing(c).accounts().await?;
+    let served = crate::freshness::read(&c.store).await?;
+    let watch = |id: &str| served.as_ref().and_then(|s| s.accounts.get(id).cloned());
+    Ok(html! {
+        @if lines.is_empty() { p.quiet { "No accounts yet: mailbroker account add …" } }
+        table {
+            thead { tr { th { "account" } th { "provider" } th { "address" } th { "messages" } th { "last sync" } th { "watched" } } }
+            tbody {
+                @for line in &lines {
+                    @let a = &line.account;
+                    @let w = watch(a.id.as_str());
+                    tr {
+                        td { (a.id.to_string()) } td { (a.provider.as_str()) }
+                        td { (t(a.email.as_deref().unwrap_or("-"))) } td.n { (line.messages) }
+                        td { (a.last_sync_at.map_or("never".to_string(), rfc3339)) }
+                        td {
+                            @match &w {
+                                None => span.quiet { "no serve is running" },
+                                Some(w) => {
+                                    (t(&w.watching))
+                                    @if let Some(kind) = &w.error_type {
+                                        p.error { strong { (t(kind)) } ": " (t(w.error.as_deref().unwrap_or(""))) }
+                                    }
+                                    @if let Some(step) = &w.next_step { p { "Next: " (t(step)) } }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    })
+}

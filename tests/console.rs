@@ -1,0 +1,307 @@
+//! The console in a real browser: Debian's Chromium driven by playwright-core
+//! (`tests/console_browser.mjs`), against the real binary's `mailbroker console` over a home
+//! synced from a real Dovecot. A person signs in with the printed link, once; every page
+//! shows what the index holds, hostile text from mail as text, and no script runs.
+//! Screenshots of each page at 1280×800 go to `target/console-shots/`.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use common::mcp::{HTTP_TOKEN, http_server, http_session, ok_call};
+use common::{add_account, ok, server};
+use mailbroker_testkit::{ImapClient, message};
+use serde_json::{Value, json};
+
+const PLAYWRIGHT: &str = "playwright-core@1.64.1";
+const CHROMIUM: &str = "/usr/bin/chromium";
+/// A mailbox, a subject and a sender a stranger chose, to be shown as text.
+const EVIL_BOX: &str = "Evil<script>x";
+const EVIL_SUBJECT: &str = "<script>window.pwned=1</script> \"onerror=alert(1) \u{202e}gnp.exe";
+const EVIL_FROM: &str = "\"<img src=x onerror=alert(1)>\" <evil@example.test>";
+
+/// node_modules with playwright-core under target/, and the browser script beside it; `None`
+/// when node or Chromium is missing outside CI (under CI that fails instead).
+fn browser() -> Option<PathBuf> {
+    if !Path::new(CHROMIUM).exists() {
+        assert!(
+            !mailbroker_testkit::dovecot_required(),
+            "CI=true but {CHROMIUM} is missing: .ci/run must install chromium"
+        );
+        eprintln!("skipping: chromium is not installed (apt-get install chromium)");
+        return None;
+    }
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/console_browser.mjs");
+    mailbroker_testkit::node_script(tmp, "console-browser", &[PLAYWRIGHT], &script)
+}
+
+/// Everything the browser saw, as the script printed it.
+fn browse(script: &Path, config: Value) -> Value {
+    mailbroker_testkit::run_client(Path::new("node"), script, &config)
+}
+
+/// `mailbroker console` on a free loopback port; its first line says where and how to sign in.
+struct Served {
+    child: Child,
+    url: String,
+    link: String,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn console(home: &Path) -> Served {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mailbroker"))
+        .arg("--home")
+        .arg(home)
+        .args(["--json", "console", "--listen", "0"])
+        .env("MAILBROKER_SECRET_STORE", "index")
+        .env_remove("MAILBROKER_HOME")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start mailbroker console");
+    let mut line = String::new();
+    let stdout = child.stdout.take().expect("its stdout");
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .expect("its first line");
+    let first: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"));
+    Served {
+        child,
+        url: first["url"].as_str().expect("url").to_string(),
+        link: first["link"].as_str().expect("link").to_string(),
+    }
+}
+
+async fn seed(server: &mailbroker_testkit::Dovecot, user: &str) {
+    let mut imap = ImapClient::connect(server, user).await.expect("imap login");
+    imap.create(EVIL_BOX)
+        .await
+        .expect("create the hostile mailbox");
+    for i in 0..6 {
+        let mut m = String::from_utf8(message(
+            i,
+            "News <news@example.test>",
+            &format!("Issue {i}"),
+            "hi",
+        ))
+        .unwrap();
+        // Two months, so the chart per month has two bars.
+        if i % 2 == 1 {
+            m = m.replace("2 Nov 2026", "2 Oct 2026");
+        }
+        imap.append("INBOX", "", m.as_bytes())
+            .await
+            .expect("append");
+    }
+    let evil = message(
+        9,
+        EVIL_FROM,
+        EVIL_SUBJECT,
+        "<script>window.pwned=2</script>",
+    );
+    imap.append(EVIL_BOX, "", &evil)
+        .await
+        .expect("append the hostile message");
+}
+
+#[tokio::test]
+async fn a_person_reviews_in_the_console_what_waits_and_what_was_done() {
+    let Some(server) = server() else {
+        return;
+    };
+    let Some(node) = browser() else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    seed(server, "console-person").await;
+    add_account(server, h, "work", "console-person", &[]);
+    ok(h, &["sync"]);
+    ok(h, &["update", "--query", "from:news", "--flag", "--yes"]);
+    let staged = ok(h, &["stage-delete", "from:news OR from:evil"]);
+    let manifest = staged["manifest"]["id"].as_i64().expect("manifest id");
+    let shown = ok(h, &["delete-staged", "--show", &manifest.to_string()]);
+    let count = shown["manifest"]["summary"]["count"]
+        .as_u64()
+        .expect("count");
+    assert_eq!(count, 7, "{shown}");
+    let evil = ok(h, &["search", "from:evil"]);
+    let evil_from = evil["messages"][0]["from"]
+        .as_str()
+        .expect("from")
+        .to_string();
+
+    // An assistant's write that waits for the person: a dry run's confirm token.
+    let mcp = http_server(h);
+    let session = http_session(&mcp.1, HTTP_TOKEN).await;
+    let dry = json!({ "query": "from:news", "move_to": "trash", "dry_run": true });
+    let planned = ok_call(&session, "update_message", dry).await;
+    let token = planned["confirm_token"]
+        .as_str()
+        .expect("a confirm token")
+        .to_string();
+    session.cancel().await.ok();
+
+    let served = console(h);
+    let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("../console-shots");
+    std::fs::create_dir_all(&shots).unwrap();
+    let deletion = format!("/console/deletions/{manifest}");
+    let pages = [
+        "/console",
+        "/console/deletions",
+        &deletion,
+        "/console/journal",
+        "/console/journal/1",
+        "/console/accounts",
+    ];
+    let seen = browse(
+        &node,
+        json!({ "link": served.link, "pages": pages, "shots": shots, "chromium": CHROMIUM }),
+    );
+    assert!(
+        seen["signed_in_at"]
+            .as_str()
+            .unwrap_or("")
+            .ends_with("/console"),
+        "{seen}"
+    );
+    assert_eq!(seen["reused_link_status"], 400, "a link opens once");
+    assert_eq!(seen["dialogs"], json!([]), "{seen}");
+    for path in pages {
+        let page = &seen["pages"][path];
+        assert_eq!(page["status"], 200, "{path}: {page}");
+        assert_eq!(page["scripts"], 0, "{path}: a script element");
+        assert_eq!(page["pwned"], Value::Null, "{path}: a script from mail ran");
+    }
+    let text = |path: &str| {
+        seen["pages"][path]["text"]
+            .as_str()
+            .unwrap_or("")
+            .to_string()
+    };
+    assert!(
+        text("/console").contains(&format!("mailbroker approve {token}")),
+        "{}",
+        text("/console")
+    );
+    assert!(text("/console").contains("update_message"));
+
+    // The staged deletion: its counts, its charts (per month: October and November; per
+    // sender) summing to its messages, and the stranger's text as text.
+    let page = &seen["pages"][deletion.as_str()];
+    let shown_text = text(&deletion);
+    assert!(shown_text.contains(&format!("{count} (")), "{shown_text}");
+    let subject = mailbroker::output::one_line(EVIL_SUBJECT).into_owned();
+    assert!(subject.contains('\u{fffd}') && !subject.contains('\u{202e}'));
+    assert!(shown_text.contains(&subject), "{shown_text}");
+    assert!(
+        shown_text.contains(&evil_from),
+        "{evil_from} in {shown_text}"
+    );
+    assert!(
+        shown_text.contains(&format!("work/{EVIL_BOX}")),
+        "{shown_text}"
+    );
+    let sums: Vec<u64> = (page["bar_values"].as_array().expect("charts").iter())
+        .map(|values| {
+            values
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_u64().unwrap())
+                .sum()
+        })
+        .collect();
+    assert_eq!(sums, [count, count], "{page}");
+    let months = page["bar_values"][0].as_array().unwrap().len();
+    assert_eq!(months, 2, "{page}");
+    assert!(
+        text("/console/journal").contains("applied 6"),
+        "{}",
+        text("/console/journal")
+    );
+    assert!(
+        text("/console/journal/1").contains("applied"),
+        "{}",
+        text("/console/journal/1")
+    );
+    assert!(text("/console/accounts").contains("work"));
+    for shot in ["00-console", "02-console-deletions-", "05-console-accounts"] {
+        let found = std::fs::read_dir(&shots)
+            .unwrap()
+            .any(|e| e.unwrap().file_name().to_string_lossy().starts_with(shot));
+        assert!(found, "no screenshot {shot}");
+    }
+    guards(&served, h).await;
+}
+
+/// What a page is refused without: its host, its origin, its session's form token.
+async fn guards(served: &Served, home: &Path) {
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let origin = served.url.trim_end_matches("/console").to_string();
+    let link = ok(home, &["console", "link", "--origin", &origin]);
+    let signed = http
+        .get(link["link"].as_str().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(signed.status(), 303);
+    let headers = signed.headers();
+    let csp = headers["content-security-policy"].to_str().unwrap();
+    assert!(csp.contains("default-src 'none'") && csp.contains("frame-ancestors 'none'"));
+    let cookie = headers["set-cookie"].to_str().unwrap();
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
+    let cookie = cookie.split(';').next().unwrap().to_string();
+    let page = |host: Option<&str>| {
+        let mut r = http.get(&served.url).header("Cookie", &cookie);
+        if let Some(host) = host {
+            r = r.header("Host", host);
+        }
+        r.send()
+    };
+    let html = page(None).await.unwrap().text().await.unwrap();
+    let csrf = html
+        .split("name=\"csrf\" value=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("the sign-out form's token")
+        .to_string();
+    assert_eq!(page(Some("evil.example")).await.unwrap().status(), 421);
+    let post = |from: &str, csrf: &str| {
+        http.post(format!("{origin}/console/sign-out"))
+            .header("Cookie", &cookie)
+            .header("Origin", from)
+            .form(&[("csrf", csrf)])
+            .send()
+    };
+    assert_eq!(
+        post("http://evil.example", &csrf).await.unwrap().status(),
+        403
+    );
+    assert_eq!(post(&origin, "0123").await.unwrap().status(), 403);
+    assert_eq!(
+        page(None).await.unwrap().status(),
+        200,
+        "refused posts changed nothing"
+    );
+    assert_eq!(post(&origin, &csrf).await.unwrap().status(), 200);
+    assert_eq!(page(None).await.unwrap().status(), 401, "signed out");
+    let no_cookie = http.get(&served.url).send().await.unwrap();
+    assert_eq!(no_cookie.status(), 401);
+}
