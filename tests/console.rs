@@ -145,12 +145,22 @@ async fn a_person_reviews_in_the_console_what_waits_and_what_was_done() {
     let mcp = http_server(h);
     let session = http_session(&mcp.1, HTTP_TOKEN).await;
     let dry = json!({ "query": "from:news", "move_to": "trash", "dry_run": true });
-    let planned = ok_call(&session, "update_message", dry).await;
+    let planned = ok_call(&session, "update_message", dry.clone()).await;
     let token = planned["confirm_token"]
         .as_str()
         .expect("a confirm token")
         .to_string();
-    session.cancel().await.ok();
+    let evil_dry = json!({ "query": "from:evil", "move_to": "trash", "dry_run": true });
+    let mut evil_tokens = Vec::new();
+    for _ in 0..2 {
+        let planned = ok_call(&session, "update_message", evil_dry.clone()).await;
+        evil_tokens.push(
+            planned["confirm_token"]
+                .as_str()
+                .expect("a token")
+                .to_string(),
+        );
+    }
 
     let served = console(h);
     let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("../console-shots");
@@ -180,7 +190,10 @@ async fn a_person_reviews_in_the_console_what_waits_and_what_was_done() {
     for path in pages {
         let page = &seen["pages"][path];
         assert_eq!(page["status"], 200, "{path}: {page}");
-        assert_eq!(page["scripts"], 0, "{path}: a script element");
+        assert_eq!(
+            page["scripts"], 0,
+            "{path}: a script element not the console's own"
+        );
         assert_eq!(page["pwned"], Value::Null, "{path}: a script from mail ran");
     }
     let text = |path: &str| {
@@ -243,6 +256,107 @@ async fn a_person_reviews_in_the_console_what_waits_and_what_was_done() {
         assert!(found, "no screenshot {shot}");
     }
     guards(&served, h).await;
+
+    // The person enrolls a passkey at the terminal's link and decides with it.
+    let refused = common::mb(h, &["console", "enroll", "--origin", &origin_of(&served)]);
+    assert_eq!(
+        refused.json["error_type"], "confirmation_required",
+        "no terminal: {}",
+        refused.stdout
+    );
+    assert!(!refused.stdout.contains("/console/enroll"));
+    let enroll = enroll_link(h, &origin_of(&served));
+    let (approve, decline, other) = (&token, &evil_tokens[0], &evil_tokens[1]);
+    let script = node.with_file_name("console_passkey.mjs");
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/console_passkey.mjs"),
+        &script,
+    )
+    .expect("copy the passkey script");
+    let seen = mailbroker_testkit::run_client(
+        Path::new("node"),
+        &script,
+        &json!({ "enroll": enroll, "approve": approve, "decline": decline, "other": other,
+                 "shots": shots, "chromium": CHROMIUM }),
+    );
+    assert!(
+        seen["enrolled_at"]
+            .as_str()
+            .unwrap_or("")
+            .ends_with("/console"),
+        "{seen}"
+    );
+    assert!(
+        seen["approved"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("approved"),
+        "{seen}"
+    );
+    assert!(
+        seen["declined"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("declined"),
+        "{seen}"
+    );
+    for (what, status) in [("plain", 403), ("other", 403), ("wrong_form", 403)] {
+        assert_eq!(seen["refused"][what]["status"], status, "{what}: {seen}");
+    }
+    assert_eq!(
+        seen["refused"]["plain"]["body"]["error_type"],
+        "confirmation_required"
+    );
+    assert_eq!(
+        seen["reused_enroll_status"], 400,
+        "an enrollment link is used once"
+    );
+    let keys = ok(h, &["console", "passkeys"]);
+    assert_eq!(keys["passkeys"].as_array().map(Vec::len), Some(1), "{keys}");
+    assert!(keys["passkeys"][0]["last_used_at"].is_i64(), "{keys}");
+
+    // The approved write runs once; the declined one and the one asked for another action
+    // do not, and nothing of theirs is written.
+    let run = |args: &Value, token: &str| {
+        let mut args = args.clone();
+        args["dry_run"] = false.into();
+        args["confirm_token"] = token.into();
+        args
+    };
+    let done = ok_call(&session, "update_message", run(&dry, approve)).await;
+    assert_eq!(done["applied"], 6, "{done}");
+    let (is_error, declined) =
+        common::mcp::call(&session, "update_message", run(&evil_dry, decline)).await;
+    assert!(
+        is_error && declined["error_type"] == "confirmation_declined",
+        "{declined}"
+    );
+    let (is_error, waiting) =
+        common::mcp::call(&session, "update_message", run(&evil_dry, other)).await;
+    assert!(
+        is_error && waiting["error_type"] == "confirmation_required",
+        "{waiting}"
+    );
+    let evil = ok(h, &["search", "from:evil"]);
+    assert_eq!(evil["messages"][0]["mailbox"], EVIL_BOX, "{evil}");
+    session.cancel().await.ok();
+}
+
+fn origin_of(served: &Served) -> String {
+    served.url.trim_end_matches("/console").to_string()
+}
+
+/// `console enroll` at a terminal of its own: the link it shows there.
+fn enroll_link(home: &Path, origin: &str) -> String {
+    let program = Path::new(env!("CARGO_BIN_EXE_mailbroker"));
+    let home = home.display().to_string();
+    let args = ["--home", &home, "console", "enroll", "--origin", origin];
+    let env = [("MAILBROKER_SECRET_STORE", "index")];
+    let shown = mailbroker_testkit::terminal::run(program, &args, &env, "").expect("a terminal");
+    assert_eq!(shown.code, 0, "{}", shown.shown);
+    (shown.shown.lines())
+        .find_map(|l| l.trim().starts_with("http").then(|| l.trim().to_string()))
+        .unwrap_or_else(|| panic!("no link in {}", shown.shown))
 }
 
 /// What a page is refused without: its host, its origin, its session's form token.
@@ -251,7 +365,7 @@ async fn guards(served: &Served, home: &Path) {
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .unwrap();
-    let origin = served.url.trim_end_matches("/console").to_string();
+    let origin = origin_of(served);
     let link = ok(home, &["console", "link", "--origin", &origin]);
     let signed = http
         .get(link["link"].as_str().unwrap())

@@ -5,7 +5,7 @@ use clap::{Args, Subcommand};
 use mailbroker_core::{Error, Result};
 
 use super::{Console, LINK_SECS, Origin, router};
-use crate::output::print_json;
+use crate::output::{Terminal, print_json, rfc3339};
 use crate::store::{LinkPurpose, Store};
 
 #[derive(Debug, Args)]
@@ -22,10 +22,22 @@ pub struct ConsoleArgs {
 pub enum ConsoleCommand {
     /// Print a new single-use sign-in link (valid five minutes) for the console at ORIGIN.
     Link {
-        /// The console's origin as the browser reaches it (`http://127.0.0.1:8766`, or
-        /// `serve`'s `--console-origin`).
-        #[arg(long, value_name = "URL", default_value = "http://127.0.0.1:8766")]
+        /// The console's origin as the browser reaches it (`http://localhost:8766`).
+        #[arg(long, value_name = "URL", default_value = "http://localhost:8766")]
         origin: String,
+    },
+    /// Enroll a passkey: prints, at the terminal only, a single-use link (five minutes)
+    /// where your browser makes one. Every decision taken in the console needs it.
+    Enroll {
+        /// The console's origin as the browser reaches it (`http://localhost:8766`).
+        #[arg(long, value_name = "URL", default_value = "http://localhost:8766")]
+        origin: String,
+    },
+    /// List the enrolled passkeys, or remove one.
+    Passkeys {
+        /// Remove passkey ID: from then on it decides nothing.
+        #[arg(long, value_name = "ID")]
+        remove: Option<i64>,
     },
 }
 
@@ -45,6 +57,10 @@ pub async fn run(store: &Store, args: ConsoleArgs, json: bool) -> Result<()> {
                 }
             }
         }
+        Some(ConsoleCommand::Enroll { origin }) => {
+            enroll(store, &Origin::parse(&origin)?, json).await
+        }
+        Some(ConsoleCommand::Passkeys { remove }) => passkeys(store, remove, json).await,
         None => serve(store, &args.listen, json).await,
     }
 }
@@ -54,6 +70,60 @@ async fn new_link(store: &Store, origin: &Origin) -> Result<String> {
         .issue_console_link(LinkPurpose::SignIn, LINK_SECS)
         .await?;
     Ok(origin.sign_in_link(&secret))
+}
+
+/// Shows an enrollment link at the controlling terminal, and only there: a program without
+/// one (an assistant's shell) is refused before a link exists.
+async fn enroll(store: &Store, origin: &Origin, json: bool) -> Result<()> {
+    let mut person = Terminal::open("enrolling a passkey for the console")?;
+    let secret = store
+        .issue_console_link(LinkPurpose::Enroll, LINK_SECS)
+        .await?;
+    let link = format!("{}/console/enroll?key={secret}", origin.url);
+    person.say("Open this link once, within five minutes, and create the passkey there:");
+    person.say(&link);
+    match json {
+        true => print_json(
+            None,
+            &serde_json::json!({ "enroll": link, "expires_in": LINK_SECS }),
+        ),
+        false => Ok(()),
+    }
+}
+
+async fn passkeys(store: &Store, remove: Option<i64>, json: bool) -> Result<()> {
+    if let Some(id) = remove {
+        store.remove_passkey(id).await?;
+        return match json {
+            true => print_json(None, &serde_json::json!({ "removed": id })),
+            false => {
+                crate::say!("passkey {id} removed");
+                Ok(())
+            }
+        };
+    }
+    let keys = store.passkeys().await?;
+    if json {
+        let list: Vec<_> = (keys.iter())
+            .map(|k| serde_json::json!({ "id": k.id, "name": k.name, "created_at": k.created_at, "last_used_at": k.last_used_at }))
+            .collect();
+        return print_json(Some("passkeys"), &list);
+    }
+    if keys.is_empty() {
+        crate::say!("no passkeys; enroll one: mailbroker console enroll");
+    }
+    for k in &keys {
+        let used = k.last_used_at.map_or("never used".to_string(), |t| {
+            format!("last used {}", rfc3339(t))
+        });
+        crate::say!(
+            "{}\t{}\tenrolled {}\t{used}",
+            k.id,
+            crate::output::one_line(&k.name),
+            rfc3339(k.created_at)
+        );
+    }
+    Ok(())
 }
 
 /// Serves the console on loopback until SIGINT/SIGTERM, after printing where and a link.
@@ -66,7 +136,8 @@ async fn serve(store: &Store, listen: &str, json: bool) -> Result<()> {
         .with_next_step("serve the console from `mailbroker serve` behind a TLS proxy instead"));
     }
     let (listener, local) = crate::mcp::http::listen(addr).await?;
-    let origin = Origin::parse(&format!("http://{local}"))?;
+    // WebAuthn takes a domain, not an address: the browser is sent to `localhost`.
+    let origin = Origin::parse(&format!("http://localhost:{}", local.port()))?;
     let link = new_link(store, &origin).await?;
     match json {
         true => print_json(

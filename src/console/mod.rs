@@ -15,6 +15,7 @@ pub mod command;
 
 mod chart;
 mod pages;
+mod passkeys;
 
 use axum::Router;
 use axum::extract::{Query, Request, State};
@@ -33,9 +34,11 @@ pub const SESSION_SECS: i64 = 8 * 3600;
 pub const LINK_SECS: i64 = 5 * 60;
 const COOKIE: &str = "mailbroker_console";
 
-/// What every answer says of itself: no script, no frame, no other origin's anything.
-const CSP: &str = "default-src 'none'; style-src 'self'; img-src 'self'; \
-                   form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+/// What every answer says of itself: only its own script (WebAuthn's) and style, no frame,
+/// no other origin's anything.
+const CSP: &str = "default-src 'none'; script-src 'self'; connect-src 'self'; \
+                   style-src 'self'; img-src 'self'; form-action 'self'; \
+                   frame-ancestors 'none'; base-uri 'none'";
 
 /// The console's own origin, as the browser sees it: what Host and Origin must say.
 #[derive(Clone, Debug)]
@@ -109,6 +112,8 @@ pub fn router(console: Console) -> Router {
         .route("/console/journal/{id}", get(pages::change))
         .route("/console/accounts", get(pages::accounts))
         .route("/console/sign-out", post(sign_out))
+        .route("/console/act/options", post(passkeys::act_options))
+        .route("/console/act", post(passkeys::act))
         .route_layer(axum::middleware::from_fn_with_state(
             console.clone(),
             signed_in,
@@ -116,7 +121,11 @@ pub fn router(console: Console) -> Router {
     Router::new()
         .merge(pages)
         .route("/console/sign-in", get(sign_in))
+        .route("/console/enroll", get(passkeys::enroll_page))
+        .route("/console/enroll/options", post(passkeys::enroll_options))
+        .route("/console/enroll/finish", post(passkeys::enroll_finish))
         .route("/console/style.css", get(style))
+        .route("/console/passkey.js", get(script))
         .layer(axum::middleware::from_fn_with_state(console.clone(), guard))
         .with_state(console)
 }
@@ -207,22 +216,24 @@ async fn sign_in(State(console): State<Console>, Query(link): Query<SignIn>) -> 
         Ok((secret, _)) => secret,
         Err(e) => return pages::failure(&e),
     };
-    let secure = if console.origin.secure {
-        "; Secure"
-    } else {
-        ""
-    };
-    let cookie = format!(
-        "{COOKIE}={secret}; Path=/console; HttpOnly; SameSite=Strict; Max-Age={SESSION_SECS}{secure}"
-    );
     let mut response = Redirect::to("/console").into_response();
-    match HeaderValue::from_str(&cookie) {
+    match session_cookie(&console.origin, &secret) {
         Ok(value) => {
             response.headers_mut().insert(header::SET_COOKIE, value);
             response
         }
-        Err(e) => pages::failure(&Error::internal(format!("cookie: {e}"))),
+        Err(e) => pages::failure(&e),
     }
+}
+
+/// The cookie that holds a session's secret: for the console's paths only, out of its
+/// scripts' reach, never sent by another site's page, over TLS wherever there is TLS.
+fn session_cookie(origin: &Origin, secret: &str) -> mailbroker_core::Result<HeaderValue> {
+    let secure = if origin.secure { "; Secure" } else { "" };
+    let cookie = format!(
+        "{COOKIE}={secret}; Path=/console; HttpOnly; SameSite=Strict; Max-Age={SESSION_SECS}{secure}"
+    );
+    HeaderValue::from_str(&cookie).map_err(|e| Error::internal(format!("cookie: {e}")))
 }
 
 #[derive(Deserialize)]
@@ -251,13 +262,21 @@ async fn sign_out(
 }
 
 /// Whether a form's token is the session's, compared in constant time.
-fn same(a: &str, b: &str) -> bool {
+pub(super) fn same(a: &str, b: &str) -> bool {
     use subtle::ConstantTimeEq;
     a.len() == b.len() && bool::from(a.as_bytes().ct_eq(b.as_bytes()))
 }
 
 fn refused(status: StatusCode, why: &str) -> Response {
     (status, format!("{why}\n")).into_response()
+}
+
+async fn script() -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
+        include_str!("passkey.js"),
+    )
+        .into_response()
 }
 
 async fn style() -> Response {

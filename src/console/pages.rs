@@ -54,6 +54,7 @@ fn page(title: &str, signed: Option<&Signed>, body: Markup) -> Markup {
                     }
                 }
                 main { h1 { (title) } (body) }
+                script src="/console/passkey.js" {}
             }
         }
     }
@@ -113,13 +114,13 @@ pub async fn waiting(State(c): State<Console>, Extension(s): Extension<Signed>) 
             @if waiting.is_empty() {
                 p.quiet { "No assistant is waiting for your yes." }
             }
-            @for a in &waiting { (request(a)) }
+            @for a in &waiting { (request(a, &s.session.csrf)) }
         }
     });
     shown("Waiting for you", &s, body)
 }
 
-fn request(a: &Approval) -> Markup {
+fn request(a: &Approval, csrf: &str) -> Markup {
     let d = &a.description;
     let text = |k: &str| t(d[k].as_str().unwrap_or_default());
     let plan: Vec<String> = (d["plan"].as_array().into_iter().flatten())
@@ -135,10 +136,46 @@ fn request(a: &Approval) -> Markup {
             @if !plan.is_empty() {
                 details { summary { "The plan" } ul { @for line in &plan { li { code { (line) } } } } }
             }
-            p.quiet { "Waits until " (rfc3339(a.expires_at)) ". To let it run, at a terminal: " }
-            pre { "mailbroker approve " (a.token) }
+            p.quiet { "Waits until " (rfc3339(a.expires_at)) "." }
+            div.decide {
+                (decision(csrf, &format!("approve:{}", a.token), "Approve with your passkey"))
+                (decision(csrf, &format!("decline:{}", a.token), "Decline"))
+            }
+            p.quiet { "Or at a terminal: " code { "mailbroker approve " (a.token) } }
         }
     }
+}
+
+/// A decision's form: the page's script asks the passkey, the server checks its answer.
+fn decision(csrf: &str, action: &str, label: &str) -> Markup {
+    html! {
+        form method="post" action="/console/act" data-passkey="act" data-action=(action) {
+            input type="hidden" name="csrf" value=(csrf);
+            button type="submit" { (label) }
+            output {}
+        }
+    }
+}
+
+/// A printed enrollment link's page: a name for the passkey, and the button.
+pub fn enroll(key: &str) -> Response {
+    answer(
+        StatusCode::OK,
+        page(
+            "Enroll a passkey",
+            None,
+            html! {
+                p { "This passkey will be what approves, runs and undoes in this console: \
+                     your fingerprint, face, PIN or security key." }
+                form method="post" action="/console/enroll/finish" data-passkey="enroll" data-key=(key) {
+                    label { "Its name " input type="text" name="name" value="my passkey" maxlength="60"; }
+                    " "
+                    button type="submit" { "Create a passkey" }
+                    output {}
+                }
+            },
+        ),
+    )
 }
 
 pub async fn deletions(State(c): State<Console>, Extension(s): Extension<Signed>) -> Response {

@@ -21,7 +21,7 @@ fn unknown(token: &str) -> Error {
         .with_next_step("check the token the assistant showed; it is valid for ten minutes")
 }
 
-type ApprovalRow = (String, String, i64, Option<i64>, Option<i64>);
+type ApprovalRow = (String, String, i64, Option<i64>, Option<i64>, Option<i64>);
 
 impl Store {
     /// Records a write that needs confirming under `token`, bound to `binding`.
@@ -53,10 +53,10 @@ impl Store {
         Ok(())
     }
 
-    /// A token's row: binding, description, expiry, approval and use.
+    /// A token's row: binding, description, expiry, approval, use and refusal.
     async fn approval_row(&self, token: &str) -> Result<Option<ApprovalRow>, Error> {
         sqlx::query_as(
-            "SELECT binding, description, expires_at, approved_at, used_at
+            "SELECT binding, description, expires_at, approved_at, used_at, declined_at
              FROM approvals WHERE token = $1",
         )
         .bind(token)
@@ -66,7 +66,7 @@ impl Store {
     }
 
     pub async fn approval(&self, token: &str) -> Result<Approval, Error> {
-        let (_, description, expires_at, approved_at, used_at) = self
+        let (_, description, expires_at, approved_at, used_at, _) = self
             .approval_row(token)
             .await?
             .ok_or_else(|| unknown(token))?;
@@ -85,6 +85,7 @@ impl Store {
         let rows: Vec<(String, String, i64)> = sqlx::query_as(
             "SELECT token, description, expires_at FROM approvals
              WHERE expires_at >= $1 AND approved_at IS NULL AND used_at IS NULL
+               AND declined_at IS NULL
              ORDER BY expires_at DESC, token",
         )
         .bind(now_secs())
@@ -103,17 +104,37 @@ impl Store {
             .collect())
     }
 
-    /// The person's approval of `token`, while it is unexpired and unused.
-    pub async fn approve(&self, token: &str) -> Result<(), Error> {
-        let done = sqlx::query(
-            "UPDATE approvals SET approved_at = $1
-             WHERE token = $2 AND expires_at >= $1 AND used_at IS NULL",
+    /// The person's refusal of `token`, while it waits: the write it stands for never runs,
+    /// and the assistant that calls with it is told the user declined.
+    pub async fn decline(&self, token: &str) -> Result<(), Error> {
+        self.answer(
+            token,
+            "UPDATE approvals SET declined_at = $1
+             WHERE token = $2 AND expires_at >= $1 AND used_at IS NULL AND approved_at IS NULL
+               AND declined_at IS NULL",
         )
-        .bind(now_secs())
-        .bind(token)
-        .execute(self.pool())
         .await
-        .map_err(db_error)?;
+    }
+
+    /// The person's approval of `token`, while it is unexpired, unused and not declined.
+    pub async fn approve(&self, token: &str) -> Result<(), Error> {
+        self.answer(
+            token,
+            "UPDATE approvals SET approved_at = $1
+             WHERE token = $2 AND expires_at >= $1 AND used_at IS NULL AND declined_at IS NULL",
+        )
+        .await
+    }
+
+    /// Records the person's answer to `token`: `statement` stamps it with `$1` (now) where
+    /// token `$2` still waits for one.
+    async fn answer(&self, token: &str, statement: &'static str) -> Result<(), Error> {
+        let done = sqlx::query(statement)
+            .bind(now_secs())
+            .bind(token)
+            .execute(self.pool())
+            .await
+            .map_err(db_error)?;
         match done.rows_affected() {
             0 => Err(unknown(token)),
             _ => Ok(()),
@@ -134,10 +155,17 @@ impl Store {
                 .with_next_step(step.to_string())
         };
         let again = "call again with dry_run: true, show the plan to the user, and ask them to approve its confirm_token";
-        let Some((bound, _, expires_at, approved_at, used_at)) = self.approval_row(token).await?
+        let Some((bound, _, expires_at, approved_at, used_at, declined_at)) =
+            self.approval_row(token).await?
         else {
             return Err(refuse("is unknown".into(), again));
         };
+        if declined_at.is_some() {
+            return Err(Error::confirmation_declined(
+                "the user declined this write; nothing was changed",
+            )
+            .with_next_step("ask the user what they want instead"));
+        }
         if used_at.is_some() {
             return Err(refuse("was already used".into(), again));
         }

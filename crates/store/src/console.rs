@@ -18,12 +18,15 @@ fn digest(secret: &str) -> Vec<u8> {
 pub enum LinkPurpose {
     /// A console session for the browser that opens it.
     SignIn,
+    /// A passkey's enrollment (which signs the browser in too).
+    Enroll,
 }
 
 impl LinkPurpose {
     fn as_str(self) -> &'static str {
         match self {
             LinkPurpose::SignIn => "sign-in",
+            LinkPurpose::Enroll => "enroll",
         }
     }
 }
@@ -33,6 +36,17 @@ impl LinkPurpose {
 pub struct ConsoleSession {
     pub csrf: String,
     pub expires_at: i64,
+}
+
+/// A passkey a person enrolled: its public key and counter, as the WebAuthn library keeps
+/// them (`credential`, JSON); never anything secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredPasskey {
+    pub id: i64,
+    pub name: String,
+    pub credential: String,
+    pub created_at: i64,
+    pub last_used_at: Option<i64>,
 }
 
 fn link_refused() -> Error {
@@ -148,6 +162,130 @@ impl Store {
     }
 }
 
+impl Store {
+    /// Whether the link `secret` is still good for `purpose`, without using it.
+    pub async fn check_console_link(
+        &self,
+        secret: &str,
+        purpose: LinkPurpose,
+    ) -> Result<(), Error> {
+        let found: Option<i64> = sqlx::query_scalar(
+            "SELECT expires_at FROM console_links
+             WHERE digest = $1 AND purpose = $2 AND used_at IS NULL AND expires_at >= $3",
+        )
+        .bind(digest(secret))
+        .bind(purpose.as_str())
+        .bind(now_secs())
+        .fetch_optional(self.pool())
+        .await
+        .map_err(db_error)?;
+        found.map(|_| ()).ok_or_else(link_refused)
+    }
+
+    /// Records a WebAuthn ceremony's `state` for `action`, owned by the link or session whose
+    /// secret is `owner`; a new one for the same owner and action replaces it.
+    pub async fn begin_ceremony(
+        &self,
+        owner: &str,
+        action: &str,
+        state: &str,
+        ttl_secs: i64,
+    ) -> Result<(), Error> {
+        self.prune("DELETE FROM console_ceremonies WHERE expires_at < $1")
+            .await?;
+        sqlx::query(
+            "INSERT INTO console_ceremonies (owner, action, state, expires_at)
+             VALUES ($1, $2, $3, $4)
+             ON CONFLICT (owner, action) DO UPDATE SET state = $3, expires_at = $4",
+        )
+        .bind(digest(owner))
+        .bind(action)
+        .bind(state)
+        .bind(now_secs() + ttl_secs)
+        .execute(self.pool())
+        .await
+        .map_err(db_error)?;
+        Ok(())
+    }
+
+    /// Takes, once, the unexpired ceremony `owner` began for exactly `action`.
+    pub async fn take_ceremony(&self, owner: &str, action: &str) -> Result<Option<String>, Error> {
+        let taken: Option<(String, i64)> = sqlx::query_as(
+            "DELETE FROM console_ceremonies WHERE owner = $1 AND action = $2
+             RETURNING state, expires_at",
+        )
+        .bind(digest(owner))
+        .bind(action)
+        .fetch_optional(self.pool())
+        .await
+        .map_err(db_error)?;
+        Ok(taken
+            .filter(|(_, expires)| *expires >= now_secs())
+            .map(|(state, _)| state))
+    }
+
+    /// Keeps a passkey a person enrolled under `name`.
+    pub async fn add_passkey(&self, name: &str, credential: &str) -> Result<i64, Error> {
+        sqlx::query_scalar(
+            "INSERT INTO passkeys (name, credential, created_at) VALUES ($1, $2, $3) RETURNING id",
+        )
+        .bind(name)
+        .bind(credential)
+        .bind(now_secs())
+        .fetch_one(self.pool())
+        .await
+        .map_err(db_error)
+    }
+
+    /// The enrolled passkeys, oldest first.
+    pub async fn passkeys(&self) -> Result<Vec<StoredPasskey>, Error> {
+        let rows: Vec<(i64, String, String, i64, Option<i64>)> = sqlx::query_as(
+            "SELECT id, name, credential, created_at, last_used_at FROM passkeys ORDER BY id",
+        )
+        .fetch_all(self.pool())
+        .await
+        .map_err(db_error)?;
+        Ok(rows
+            .into_iter()
+            .map(
+                |(id, name, credential, created_at, last_used_at)| StoredPasskey {
+                    id,
+                    name,
+                    credential,
+                    created_at,
+                    last_used_at,
+                },
+            )
+            .collect())
+    }
+
+    /// Records a passkey's use: its credential as the library updated it (its counter).
+    pub async fn used_passkey(&self, id: i64, credential: &str) -> Result<(), Error> {
+        sqlx::query("UPDATE passkeys SET credential = $1, last_used_at = $2 WHERE id = $3")
+            .bind(credential)
+            .bind(now_secs())
+            .bind(id)
+            .execute(self.pool())
+            .await
+            .map_err(db_error)?;
+        Ok(())
+    }
+
+    /// Removes passkey `id`; from then on it approves nothing.
+    pub async fn remove_passkey(&self, id: i64) -> Result<(), Error> {
+        let gone = sqlx::query("DELETE FROM passkeys WHERE id = $1")
+            .bind(id)
+            .execute(self.pool())
+            .await
+            .map_err(db_error)?;
+        match gone.rows_affected() {
+            0 => Err(Error::not_found(format!("no passkey {id}"))
+                .with_next_step("list them: mailbroker console passkeys")),
+            _ => Ok(()),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -206,5 +344,35 @@ mod tests {
         assert_eq!(store.console_session(&secret).await.unwrap(), None);
         let (old, _) = store.open_console_session(-1).await.unwrap();
         assert_eq!(store.console_session(&old).await.unwrap(), None);
+
+        // A ceremony is taken once, by its owner, for its action only.
+        store
+            .begin_ceremony("s1", "approve:a", "{1}", 60)
+            .await
+            .unwrap();
+        store
+            .begin_ceremony("s1", "approve:a", "{2}", 60)
+            .await
+            .unwrap();
+        assert_eq!(store.take_ceremony("s2", "approve:a").await.unwrap(), None);
+        assert_eq!(store.take_ceremony("s1", "approve:b").await.unwrap(), None);
+        assert_eq!(
+            store
+                .take_ceremony("s1", "approve:a")
+                .await
+                .unwrap()
+                .as_deref(),
+            Some("{2}")
+        );
+        assert_eq!(store.take_ceremony("s1", "approve:a").await.unwrap(), None);
+        store.begin_ceremony("s1", "late", "{}", -1).await.unwrap();
+        assert_eq!(store.take_ceremony("s1", "late").await.unwrap(), None);
+        let id = store.add_passkey("laptop", "{}").await.unwrap();
+        store.used_passkey(id, "{\"n\":1}").await.unwrap();
+        let kept = store.passkeys().await.unwrap();
+        assert_eq!((kept.len(), kept[0].credential.as_str()), (1, "{\"n\":1}"));
+        assert!(kept[0].last_used_at.is_some());
+        store.remove_passkey(id).await.unwrap();
+        assert!(store.remove_passkey(id).await.unwrap_err().is_not_found());
     }
 }

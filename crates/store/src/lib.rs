@@ -44,7 +44,7 @@ use sqlx::{AnyPool, ConnectOptions};
 pub use accounts::{AccountRecord, Fallback, MailboxRecord};
 pub use approvals::Approval;
 pub use budget::Over;
-pub use console::{ConsoleSession, LinkPurpose};
+pub use console::{ConsoleSession, LinkPurpose, StoredPasskey};
 pub use journal::{Asked, ChangeRecord, ChangeStatus, Chosen, JournalItem, MessageState};
 pub use leases::{AccountLock, Fence, LOCK_WAIT};
 pub use mailboxes::Mailboxes;

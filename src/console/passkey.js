@@ -1,0 +1,58 @@
+// The console's one script: a passkey's enrollment, and the passkey question that every
+// decision taken here needs. The server checks each answer against the question it asked
+// for exactly that decision; this script only carries them.
+"use strict";
+
+async function post(url, body) {
+  const response = await fetch(url, {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify(body),
+    credentials: "same-origin",
+  });
+  const answer = await response.json().catch(() => ({ ok: false, error: `HTTP ${response.status}` }));
+  if (!response.ok || !answer.ok) {
+    const next = answer.next_step ? ` Next: ${answer.next_step}` : "";
+    throw new Error(`${answer.error || "refused"}.${next}`);
+  }
+  return answer;
+}
+
+// What the form says: `pending` while the passkey is asked, then `done` or `error`.
+function say(form, text, state) {
+  const out = form.querySelector("output");
+  out.textContent = text;
+  out.className = state;
+}
+
+async function enroll(form) {
+  const key = form.dataset.key;
+  const { options } = await post("/console/enroll/options", { key });
+  const publicKey = PublicKeyCredential.parseCreationOptionsFromJSON(options.publicKey);
+  const credential = await navigator.credentials.create({ publicKey });
+  const name = form.elements.name.value;
+  await post("/console/enroll/finish", { key, name, credential: credential.toJSON() });
+  location.assign("/console");
+}
+
+async function act(form) {
+  const action = form.dataset.action;
+  const csrf = form.elements.csrf.value;
+  const { options } = await post("/console/act/options", { action, csrf });
+  const publicKey = PublicKeyCredential.parseRequestOptionsFromJSON(options.publicKey);
+  const credential = await navigator.credentials.get({ publicKey });
+  const done = await post("/console/act", { action, csrf, credential: credential.toJSON() });
+  say(form, done.message, "done");
+  // Decided: the other buttons of the same request have nothing left to do.
+  const card = form.closest("section") || form;
+  card.querySelectorAll("button").forEach((b) => { b.disabled = true; });
+}
+
+for (const form of document.querySelectorAll("form[data-passkey]")) {
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const run = form.dataset.passkey === "enroll" ? enroll : act;
+    say(form, "answer your passkey's question…", "pending");
+    run(form).catch((e) => say(form, e.message, "error"));
+  });
+}

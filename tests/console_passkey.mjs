@@ -1,0 +1,74 @@
+// A person with a passkey in the console, in Debian's Chromium driven by playwright-core:
+// the browser's virtual authenticator (CTAP2, user verification) is the passkey. Enrolls from
+// the printed link, approves one waiting write and declines another by the page's buttons,
+// then tries what must be refused. Prints what happened as one JSON line.
+// Usage: node console_passkey.mjs CONFIG_JSON
+//   CONFIG_JSON: { "enroll": link, "approve": token, "decline": token, "other": token,
+//                  "shots": dir, "chromium": path }
+import { chromium } from "playwright-core";
+
+const config = JSON.parse(process.argv[2]);
+const browser = await chromium.launch({
+  executablePath: config.chromium,
+  headless: true,
+  args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+});
+const out = {};
+try {
+  const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  const page = await context.newPage();
+  const cdp = await context.newCDPSession(page);
+  await cdp.send("WebAuthn.enable");
+  await cdp.send("WebAuthn.addVirtualAuthenticator", {
+    options: { protocol: "ctap2", transport: "internal", hasResidentKey: true,
+      hasUserVerification: true, isUserVerified: true },
+  });
+
+  await page.goto(config.enroll);
+  await page.screenshot({ path: `${config.shots}/10-console-enroll.png` });
+  await page.fill("input[name=name]", "test laptop");
+  await Promise.all([
+    page.waitForURL((url) => url.pathname === "/console", { timeout: 15000 }),
+    page.click("form[data-passkey=enroll] button"),
+  ]);
+  out.enrolled_at = page.url();
+
+  const decide = async (action) => {
+    const form = page.locator(`form[data-action="${action}"]`);
+    await form.locator("button").click();
+    await form.locator("output.done, output.error").waitFor({ timeout: 15000 });
+    return form.locator("output").innerText();
+  };
+  out.approved = await decide(`approve:${config.approve}`);
+  out.declined = await decide(`decline:${config.decline}`);
+  await page.screenshot({ path: `${config.shots}/11-console-decided.png` });
+
+  // What must be refused: a post with the session but no passkey, and an assertion made for
+  // one action presented for another.
+  out.refused = await page.evaluate(async (token) => {
+    const csrf = document.querySelector("input[name=csrf]").value;
+    const post = async (url, body) => {
+      const r = await fetch(url, { method: "POST", headers: { "Content-Type": "application/json" },
+        body: JSON.stringify(body) });
+      return { status: r.status, body: await r.json().catch(() => null) };
+    };
+    const plain = await post("/console/act", { action: `approve:${token}`, csrf });
+    const asked = await post("/console/act/options", { action: `approve:${token}`, csrf });
+    await post("/console/act/options", { action: `decline:${token}`, csrf });
+    const publicKey = PublicKeyCredential.parseRequestOptionsFromJSON(asked.body.options.publicKey);
+    const credential = (await navigator.credentials.get({ publicKey })).toJSON();
+    const other = await post("/console/act", { action: `decline:${token}`, csrf, credential });
+    const wrongForm = await post("/console/act", { action: `approve:${token}`, csrf: "0000", credential });
+    return { plain, other, wrong_form: wrongForm };
+  }, config.other);
+
+  // The enrollment link again, in a fresh browser: used.
+  const fresh = await browser.newContext();
+  const again = await (await fresh.newPage()).goto(config.enroll);
+  out.reused_enroll_status = again ? again.status() : null;
+  await fresh.close();
+} finally {
+  await browser.close();
+}
+console.log(JSON.stringify(out));
