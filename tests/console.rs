@@ -277,7 +277,7 @@ async fn a_person_reviews_in_the_console_what_waits_and_what_was_done() {
         Path::new("node"),
         &script,
         &json!({ "enroll": enroll, "approve": approve, "decline": decline, "other": other,
-                 "shots": shots, "chromium": CHROMIUM }),
+                 "manifest": manifest, "shots": shots, "chromium": CHROMIUM }),
     );
     assert!(
         seen["enrolled_at"]
@@ -300,6 +300,19 @@ async fn a_person_reviews_in_the_console_what_waits_and_what_was_done() {
             .starts_with("declined"),
         "{seen}"
     );
+    let ran = seen["ran"].as_str().unwrap_or("");
+    let run_change = seen["run_change"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("{seen}"));
+    assert_eq!(
+        ran,
+        format!("staged deletion {manifest}: done — change {run_change}: applied 7"),
+        "{seen}"
+    );
+    let undone = seen["undone"].as_str().unwrap_or("");
+    assert!(undone.ends_with(": applied 7"), "{seen}");
+    let journal = ok(h, &["changes", &run_change.to_string()]);
+    assert!(journal["change"]["undone_by"].is_i64(), "{journal}");
     for (what, status) in [("plain", 403), ("other", 403), ("wrong_form", 403)] {
         assert_eq!(seen["refused"][what]["status"], status, "{what}: {seen}");
     }

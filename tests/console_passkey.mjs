@@ -1,10 +1,10 @@
 // A person with a passkey in the console, in Debian's Chromium driven by playwright-core:
 // the browser's virtual authenticator (CTAP2, user verification) is the passkey. Enrolls from
 // the printed link, approves one waiting write and declines another by the page's buttons,
-// then tries what must be refused. Prints what happened as one JSON line.
+// runs a staged deletion and undoes that run, then tries what must be refused. Prints what happened as one JSON line.
 // Usage: node console_passkey.mjs CONFIG_JSON
 //   CONFIG_JSON: { "enroll": link, "approve": token, "decline": token, "other": token,
-//                  "shots": dir, "chromium": path }
+//                  "manifest": staged deletion id, "shots": dir, "chromium": path }
 import { chromium } from "playwright-core";
 
 const config = JSON.parse(process.argv[2]);
@@ -43,6 +43,16 @@ try {
   out.approved = await decide(`approve:${config.approve}`);
   out.declined = await decide(`decline:${config.decline}`);
   await page.screenshot({ path: `${config.shots}/11-console-decided.png` });
+
+  // A staged deletion run from its page, then that run undone from the journal's.
+  await page.goto(new URL(`/console/deletions/${config.manifest}`, config.enroll).href);
+  out.ran = await decide(`run:${config.manifest}`);
+  await page.screenshot({ path: `${config.shots}/12-console-ran.png` });
+  const ran = /change (\d+)/.exec(out.ran);
+  out.run_change = ran ? Number(ran[1]) : null;
+  await page.goto(new URL(`/console/journal/${out.run_change}`, config.enroll).href);
+  out.undone = await decide(`undo:${out.run_change}`);
+  await page.screenshot({ path: `${config.shots}/13-console-undone.png` });
 
   // What must be refused: a post with the session but no passkey, and an assertion made for
   // one action presented for another.

@@ -265,7 +265,7 @@ async fn dispatch(home: &Home, store: &Store, command: Command, json: bool) -> R
         Command::Changes { id, limit } => changes(store, id, limit, json).await,
         Command::Approve { token, yes: _ } => approve::approve(store, &token, json).await,
         Command::Token(cmd) => token::token(store, cmd, json).await,
-        Command::Console(args) => crate::console::command::run(store, args, json).await,
+        Command::Console(args) => crate::console::command::run(home, store, args, json).await,
         Command::Show {
             id,
             body,

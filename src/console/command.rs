@@ -5,6 +5,7 @@ use clap::{Args, Subcommand};
 use mailbroker_core::{Error, Result};
 
 use super::{Console, LINK_SECS, Origin, router};
+use crate::home::Home;
 use crate::output::{Terminal, print_json, rfc3339};
 use crate::store::{LinkPurpose, Store};
 
@@ -41,7 +42,7 @@ pub enum ConsoleCommand {
     },
 }
 
-pub async fn run(store: &Store, args: ConsoleArgs, json: bool) -> Result<()> {
+pub async fn run(home: &Home, store: &Store, args: ConsoleArgs, json: bool) -> Result<()> {
     match args.command {
         Some(ConsoleCommand::Link { origin }) => {
             let origin = Origin::parse(&origin)?;
@@ -61,7 +62,7 @@ pub async fn run(store: &Store, args: ConsoleArgs, json: bool) -> Result<()> {
             enroll(store, &Origin::parse(&origin)?, json).await
         }
         Some(ConsoleCommand::Passkeys { remove }) => passkeys(store, remove, json).await,
-        None => serve(store, &args.listen, json).await,
+        None => serve(home, store, &args.listen, json).await,
     }
 }
 
@@ -127,7 +128,7 @@ async fn passkeys(store: &Store, remove: Option<i64>, json: bool) -> Result<()> 
 }
 
 /// Serves the console on loopback until SIGINT/SIGTERM, after printing where and a link.
-async fn serve(store: &Store, listen: &str, json: bool) -> Result<()> {
+async fn serve(home: &Home, store: &Store, listen: &str, json: bool) -> Result<()> {
     let addr = crate::mcp::http::bind_addr(listen, false)?;
     if !addr.ip().is_loopback() {
         return Err(Error::validation(format!(
@@ -153,8 +154,10 @@ async fn serve(store: &Store, listen: &str, json: bool) -> Result<()> {
         }
     }
     let app = router(Console {
+        home: home.clone(),
         store: store.clone(),
         origin,
+        work: tokio_util::task::TaskTracker::new(),
     });
     axum::serve(listener, app)
         .with_graceful_shutdown(crate::mcp::http::signalled())

@@ -14,6 +14,7 @@
 pub mod command;
 
 mod chart;
+mod decide;
 mod pages;
 mod passkeys;
 
@@ -98,8 +99,11 @@ impl Origin {
 /// What the console's handlers share.
 #[derive(Clone)]
 pub struct Console {
+    pub home: crate::home::Home,
     pub store: Store,
     pub origin: Origin,
+    /// The tasks a change runs on, so a browser that goes away does not stop one half sent.
+    pub work: tokio_util::task::TaskTracker,
 }
 
 /// The console's routes, under `/console`, behind its guard.

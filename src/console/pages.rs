@@ -10,9 +10,10 @@ use maud::{DOCTYPE, Markup, html};
 use serde::Deserialize;
 
 use super::{Console, Signed, chart};
-use crate::listing::{Approval, ChangeRecord, ChangeStatus, Listing, Manifest};
+use crate::listing::{Approval, ChangeRecord, ChangeStatus, Listing, Manifest, ManifestStatus};
 use crate::output::{one_line, rfc3339};
 use crate::scope::Scope;
+use mailbroker_core::DeleteMode;
 use mailbroker_core::Error;
 
 /// Messages shown per page of a staged deletion's sample.
@@ -213,10 +214,16 @@ pub async fn deletion(
     Query(paged): Query<Paged>,
 ) -> Response {
     let title = format!("Staged deletion {id}");
-    shown(&title, &s, deletion_body(&c, id, paged.page).await)
+    let body = deletion_body(&c, id, paged.page, &s.session.csrf).await;
+    shown(&title, &s, body)
 }
 
-async fn deletion_body(c: &Console, id: i64, page: usize) -> mailbroker_core::Result<Markup> {
+async fn deletion_body(
+    c: &Console,
+    id: i64,
+    page: usize,
+    csrf: &str,
+) -> mailbroker_core::Result<Markup> {
     let listing = listing(c);
     let m = listing.manifest(id, false).await?;
     let months = listing.manifest_months(id).await?;
@@ -252,8 +259,19 @@ async fn deletion_body(c: &Console, id: i64, page: usize) -> mailbroker_core::Re
                 @if page + 1 < pages { a href=(format!("/console/deletions/{id}?page={}", page + 1)) { "older →" } }
             }
         }
-        p.quiet { "To run it, at a terminal: " }
-        pre { "mailbroker delete-staged " (m.id) }
+        @if matches!(m.status, ManifestStatus::Pending | ManifestStatus::Executing | ManifestStatus::Failed) {
+            section.card {
+                h2 { "Decide" }
+                div.decide {
+                    (decision(csrf, &format!("run:{}", m.id), match m.mode {
+                        DeleteMode::Trash => "Move them to the trash, with your passkey",
+                        DeleteMode::Permanent => "Delete them for good, with your passkey",
+                    }))
+                    (decision(csrf, &format!("cancel:{}", m.id), "Cancel this deletion"))
+                }
+                p.quiet { "Or at a terminal: " code { "mailbroker delete-staged " (m.id) } }
+            }
+        }
     })
 }
 
@@ -289,6 +307,7 @@ pub async fn journal(State(c): State<Console>, Extension(s): Extension<Signed>) 
 
 fn outcomes(c: &ChangeRecord) -> String {
     let counts: Vec<String> = (c.tally.counts())
+        .filter(|(_, n)| *n > 0)
         .map(|(o, n)| format!("{} {n}", o.as_str()))
         .collect();
     let state = match c.status {
@@ -331,8 +350,10 @@ pub async fn change(
                     }
                 }
             }
-            p.quiet { "To undo it, at a terminal: " }
-            pre { "mailbroker undo " (ch.id) }
+            @if ch.undone_by.is_none() && !ch.patch.is_permanent_deletion() {
+                div.decide { (decision(&s.session.csrf, &format!("undo:{}", ch.id), "Undo it, with your passkey")) }
+                p.quiet { "Or at a terminal: " code { "mailbroker undo " (ch.id) } }
+            }
         }
     });
     shown(&format!("Change {id}"), &s, body)

@@ -20,6 +20,7 @@ use webauthn_rs::prelude::{
     RegisterPublicKeyCredential, Url, Uuid, Webauthn, WebauthnBuilder,
 };
 
+use super::decide::Action;
 use super::{Console, Signed, pages, same};
 use crate::store::LinkPurpose;
 
@@ -170,44 +171,6 @@ async fn enroll_keep(c: &Console, done: &Enrolled) -> Result<String> {
     Ok(secret)
 }
 
-/// What a person decides in the console; each needs its own assertion.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Action {
-    /// Lets an assistant's write that waits on a confirm token run once.
-    Approve(String),
-    /// Refuses it: the write never runs.
-    Decline(String),
-}
-
-impl Action {
-    fn parse(text: &str) -> Result<Action> {
-        let bad = || Error::validation(format!("{text:?} is not something the console does"));
-        let (verb, token) = text.split_once(':').ok_or_else(bad)?;
-        if token.is_empty() || !token.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err(bad());
-        }
-        match verb {
-            "approve" => Ok(Action::Approve(token.to_string())),
-            "decline" => Ok(Action::Decline(token.to_string())),
-            _ => Err(bad()),
-        }
-    }
-
-    /// Does it; the passkey was checked.
-    async fn run(&self, c: &Console) -> Result<String> {
-        match self {
-            Action::Approve(token) => {
-                c.store.approve(token).await?;
-                Ok("approved: the assistant's write may now run, once".to_string())
-            }
-            Action::Decline(token) => {
-                c.store.decline(token).await?;
-                Ok("declined: that write will not run".to_string())
-            }
-        }
-    }
-}
-
 #[derive(Deserialize)]
 pub struct Ask {
     action: String,
@@ -300,24 +263,4 @@ async fn act_checked(c: &Console, s: &Signed, act: &Act) -> Result<String> {
         }
     }
     action.run(c).await
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_action_names_a_verb_and_a_token() {
-        assert_eq!(
-            Action::parse("approve:ab12").unwrap(),
-            Action::Approve("ab12".into())
-        );
-        assert_eq!(
-            Action::parse("decline:ab12").unwrap(),
-            Action::Decline("ab12".into())
-        );
-        for bad in ["approve", "approve:", "run:ab", "approve:a b", "approve:x'"] {
-            assert!(Action::parse(bad).is_err(), "{bad}");
-        }
-    }
 }

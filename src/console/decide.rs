@@ -1,0 +1,166 @@
+//! What a person decides in the console, once their passkey answered for exactly that
+//! decision (`passkeys.rs`): approve or decline an assistant's waiting write, run or cancel
+//! a staged deletion, undo a change. Changes go through the one pipeline,
+//! `change::request`, with the console as the `Confirmation`.
+
+use async_trait::async_trait;
+use mailbroker_core::{Error, Result};
+
+use super::Console;
+use crate::change::{self, Asking, ChangeRequest, Confirmation, Confirmed, Operation, Outcome};
+
+/// A decision, as a page's button names it (`approve:TOKEN`, `run:ID`, …).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Lets an assistant's write that waits on a confirm token run once.
+    Approve(String),
+    /// Refuses it: the write never runs.
+    Decline(String),
+    /// Runs a staged deletion, in the mode it was staged in.
+    Run(i64),
+    /// Cancels a staged deletion.
+    Cancel(i64),
+    /// Undoes a change.
+    Undo(i64),
+}
+
+impl Action {
+    pub fn parse(text: &str) -> Result<Action> {
+        let bad = || Error::validation(format!("{text:?} is not something the console does"));
+        let (verb, what) = text.split_once(':').ok_or_else(bad)?;
+        let token = || match !what.is_empty() && what.bytes().all(|b| b.is_ascii_hexdigit()) {
+            true => Ok(what.to_string()),
+            false => Err(bad()),
+        };
+        let id = || what.parse::<i64>().ok().filter(|n| *n > 0).ok_or_else(bad);
+        match verb {
+            "approve" => Ok(Action::Approve(token()?)),
+            "decline" => Ok(Action::Decline(token()?)),
+            "run" => Ok(Action::Run(id()?)),
+            "cancel" => Ok(Action::Cancel(id()?)),
+            "undo" => Ok(Action::Undo(id()?)),
+            _ => Err(bad()),
+        }
+    }
+
+    /// Does it (the passkey was checked) and says how it went.
+    pub async fn run(&self, c: &Console) -> Result<String> {
+        match self {
+            Action::Approve(token) => {
+                c.store.approve(token).await?;
+                Ok("approved: the assistant's write may now run, once".to_string())
+            }
+            Action::Decline(token) => {
+                c.store.decline(token).await?;
+                Ok("declined: that write will not run".to_string())
+            }
+            Action::Cancel(id) => {
+                change::delete::cancel(&c.store, *id).await?;
+                Ok(format!("staged deletion {id} cancelled"))
+            }
+            Action::Run(id) => {
+                let operation = Operation::Run {
+                    manifest: *id,
+                    batch_size: change::delete::DEFAULT_BATCH,
+                    progress: change::delete::Progress::new(|_, _| {}),
+                };
+                said(change_by_person(c, operation).await?)
+            }
+            Action::Undo(id) => said(change_by_person(c, Operation::Undo { change: *id }).await?),
+        }
+    }
+}
+
+/// The console's person: their passkey answered for this very change, so it goes ahead,
+/// staged deletions included (a person runs them here, as at a terminal).
+struct ByPasskey;
+
+#[async_trait]
+impl Confirmation for ByPasskey {
+    type Answer = std::convert::Infallible;
+
+    fn unasked(&self) -> bool {
+        true
+    }
+
+    fn runs_deletions(&self) -> bool {
+        true
+    }
+
+    async fn confirm(&mut self, _: Asking<'_>) -> Result<Confirmed<Self::Answer>> {
+        Ok(Confirmed::Yes)
+    }
+}
+
+async fn change_by_person(
+    c: &Console,
+    operation: Operation,
+) -> Result<Outcome<std::convert::Infallible>> {
+    let cx = change::Context {
+        home: &c.home,
+        store: &c.store,
+        work: &c.work,
+    };
+    let request = ChangeRequest {
+        operation,
+        dry_run: false,
+        origin: "console".into(),
+        confirm_above: change::DEFAULT_CONFIRM_ABOVE,
+        budget: None,
+    };
+    change::request(&cx, request, &mut ByPasskey).await
+}
+
+/// A change's outcome in a line: its journal id and how its messages ended.
+fn said(outcome: Outcome<std::convert::Infallible>) -> Result<String> {
+    let (report, manifest) = match outcome {
+        Outcome::Done(report) => (report, None),
+        Outcome::Ran { report, manifest } => (report, Some(manifest)),
+        _ => {
+            return Err(Error::internal(
+                "the console's change ended without running",
+            ));
+        }
+    };
+    let counts: Vec<String> = (report.tally.counts())
+        .filter(|(_, n)| *n > 0)
+        .map(|(o, n)| format!("{} {n}", o.as_str()))
+        .collect();
+    let change = report
+        .change_id
+        .map_or("nothing needed changing".to_string(), |id| {
+            format!("change {id}")
+        });
+    let head = match manifest {
+        Some(m) => format!("staged deletion {}: {} — ", m.id, m.status),
+        None => String::new(),
+    };
+    Ok(format!("{head}{change}: {}", counts.join(", ")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_action_names_a_verb_and_what_it_is_for() {
+        assert_eq!(
+            Action::parse("approve:ab12").unwrap(),
+            Action::Approve("ab12".into())
+        );
+        assert_eq!(Action::parse("run:12").unwrap(), Action::Run(12));
+        assert_eq!(Action::parse("undo:3").unwrap(), Action::Undo(3));
+        for bad in [
+            "approve",
+            "approve:",
+            "send:ab",
+            "approve:a b",
+            "approve:x'",
+            "run:-1",
+            "run:ab",
+            "undo:0",
+        ] {
+            assert!(Action::parse(bad).is_err(), "{bad}");
+        }
+    }
+}
