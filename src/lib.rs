@@ -3,6 +3,7 @@
 //! surface parses what was asked, calls the engine, and shapes the answer. The store, the
 //! query language and the engine are re-exported under the names the surfaces use.
 
+pub mod approvals;
 pub mod cli;
 pub mod console;
 pub mod logging;

@@ -353,6 +353,98 @@ async fn a_person_reviews_in_the_console_what_waits_and_what_was_done() {
     let evil = ok(h, &["search", "from:evil"]);
     assert_eq!(evil["messages"][0]["mailbox"], EVIL_BOX, "{evil}");
     session.cancel().await.ok();
+    passkeys_only(h, &origin_of(&served), &evil_dry).await;
+}
+
+/// With `console approvals passkey`, only the console approves: `mailbroker approve` (even
+/// at a terminal), `delete-staged --yes` and a client answering its own question are refused
+/// with the console's address, and nothing is written.
+async fn passkeys_only(h: &Path, origin: &str, evil_dry: &Value) {
+    let home = h.display().to_string();
+    let program = Path::new(env!("CARGO_BIN_EXE_mailbroker"));
+    let env = [("MAILBROKER_SECRET_STORE", "index")];
+    let at_terminal = |args: &[&str], typed: &str| {
+        let mut all = vec!["--home", &home, "--json"];
+        all.extend(args);
+        mailbroker_testkit::terminal::run(program, &all, &env, typed).expect("a terminal")
+    };
+    let set = at_terminal(
+        &["console", "approvals", "passkey", "--origin", origin],
+        "yes\n",
+    );
+    assert_eq!(set.code, 0, "{}", set.shown);
+    assert_eq!(ok(h, &["console", "approvals"])["approvals"], "passkey");
+
+    let mcp = http_server(h);
+    let session = http_session(&mcp.1, HTTP_TOKEN).await;
+    let planned = ok_call(&session, "update_message", evil_dry.clone()).await;
+    let token = planned["confirm_token"]
+        .as_str()
+        .expect("a token")
+        .to_string();
+    assert!(
+        planned["next_step"]
+            .as_str()
+            .unwrap_or("")
+            .contains(&format!("{origin}/console")),
+        "{planned}"
+    );
+    let refused = at_terminal(&["approve", &token], "y\n");
+    assert_ne!(refused.code, 0, "{}", refused.shown);
+    assert_eq!(
+        refused.json()["error_type"],
+        "confirmation_required",
+        "{}",
+        refused.shown
+    );
+    assert!(
+        refused.json()["next_step"]
+            .as_str()
+            .unwrap_or("")
+            .contains("/console")
+    );
+    let mut run = evil_dry.clone();
+    run["dry_run"] = false.into();
+    run["confirm_token"] = token.as_str().into();
+    let (is_error, waiting) = common::mcp::call(&session, "update_message", run).await;
+    assert!(
+        is_error && waiting["error_type"] == "confirmation_required",
+        "{waiting}"
+    );
+    session.cancel().await.ok();
+
+    // A client that answers its own question (elicitation, accepting) is no person here.
+    let accepting = common::mcp::client(
+        Some(rmcp::model::ElicitationAction::Accept),
+        rmcp::model::ProtocolVersion::V_2025_11_25,
+    );
+    let session = common::mcp::http_session_answering(&mcp.1, HTTP_TOKEN, accepting).await;
+    let mut direct = evil_dry.clone();
+    direct["dry_run"] = false.into();
+    let (is_error, asked) = common::mcp::call(&session, "update_message", direct).await;
+    assert!(
+        is_error && asked["error_type"] == "confirmation_required",
+        "{asked}"
+    );
+    session.cancel().await.ok();
+
+    // A staged deletion does not run by --yes, nor for good at a terminal.
+    let staged = ok(h, &["stage-delete", "from:evil"]);
+    let id = staged["manifest"]["id"]
+        .as_i64()
+        .expect("manifest id")
+        .to_string();
+    let yes = common::mb(h, &["delete-staged", &id, "--yes"]);
+    assert_eq!(
+        yes.json["error_type"], "confirmation_required",
+        "{}",
+        yes.stdout
+    );
+    let evil = ok(h, &["search", "from:evil"]);
+    assert_eq!(
+        evil["messages"][0]["mailbox"], EVIL_BOX,
+        "nothing moved: {evil}"
+    );
 }
 
 fn origin_of(served: &Served) -> String {

@@ -10,6 +10,9 @@ use crate::store::{Store, now_secs};
 /// else answers: not `--yes`, not stdin. Without a terminal it refuses before the token is
 /// even looked up, so a program without one learns nothing about it.
 pub(super) async fn approve(store: &Store, token: &str, json: bool) -> Result<()> {
+    crate::approvals::Approvals::of(store, false)
+        .await?
+        .refuse("mailbroker approve")?;
     let mut person = Terminal::open("approving an assistant's write")?;
     let approval = store.approval(token).await?;
     if approval.used_at.is_some() {

@@ -18,6 +18,9 @@ use crate::store::Store;
 /// Staging a deletion is not asked: the person typed it, and runs it with `delete-staged`.
 pub(super) struct AtTerminal {
     pub yes: bool,
+    /// Who approves: with passkeys only, a staged deletion runs here only when a person
+    /// answers at this terminal, and never for good.
+    pub approvals: crate::approvals::Approvals,
 }
 
 #[async_trait]
@@ -38,7 +41,15 @@ impl Confirmation for AtTerminal {
             // A staged deletion's own rules: `--yes` alone never deletes for good unattended.
             Preview::Run {
                 manifest, attended, ..
-            } => super::delete::confirm(manifest, attended, self.yes)?,
+            } => {
+                if self.yes {
+                    self.approvals.refuse("delete-staged --yes")?;
+                }
+                if manifest.mode == mailbroker_core::DeleteMode::Permanent {
+                    self.approvals.refuse("a deletion for good at a terminal")?;
+                }
+                super::delete::confirm(manifest, attended, self.yes)?
+            }
             _ => {}
         }
         Ok(Confirmed::Yes)
@@ -66,7 +77,8 @@ pub(super) async fn change(
         // A person at the CLI confirms each write as it comes; no budget is spent.
         budget: None,
     };
-    change::request(&cx, request, &mut AtTerminal { yes }).await
+    let approvals = crate::approvals::Approvals::of(store, false).await?;
+    change::request(&cx, request, &mut AtTerminal { yes, approvals }).await
 }
 
 pub(super) async fn update(

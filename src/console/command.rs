@@ -34,6 +34,16 @@ pub enum ConsoleCommand {
         #[arg(long, value_name = "URL", default_value = "http://localhost:8766")]
         origin: String,
     },
+    /// Who approves assistants' writes for this whole home: `passkey` (a passkey in the
+    /// console only) or `person` (also a terminal, and a client's own user); asked at a
+    /// terminal. Without a value, shows it.
+    Approvals {
+        #[arg(value_enum)]
+        who: Option<crate::mcp::command::ApprovalsFlag>,
+        /// The console's origin, named in what a refusal says to do next.
+        #[arg(long, value_name = "URL", default_value = crate::approvals::DEFAULT_CONSOLE)]
+        origin: String,
+    },
     /// List the enrolled passkeys, or remove one.
     Passkeys {
         /// Remove passkey ID: from then on it decides nothing.
@@ -62,6 +72,9 @@ pub async fn run(home: &Home, store: &Store, args: ConsoleArgs, json: bool) -> R
             enroll(store, &Origin::parse(&origin)?, json).await
         }
         Some(ConsoleCommand::Passkeys { remove }) => passkeys(store, remove, json).await,
+        Some(ConsoleCommand::Approvals { who, origin }) => {
+            approvals(store, who, &Origin::parse(&origin)?, json).await
+        }
         None => serve(home, store, &args.listen, json).await,
     }
 }
@@ -92,8 +105,57 @@ async fn enroll(store: &Store, origin: &Origin, json: bool) -> Result<()> {
     }
 }
 
+/// Shows, or sets at a terminal, who approves for the whole home.
+async fn approvals(
+    store: &Store,
+    who: Option<crate::mcp::command::ApprovalsFlag>,
+    origin: &Origin,
+    json: bool,
+) -> Result<()> {
+    use crate::approvals::Approvals;
+    use crate::mcp::command::ApprovalsFlag;
+    if let Some(who) = who {
+        let mut person = Terminal::open("changing who approves assistants' writes")?;
+        let passkey = who == ApprovalsFlag::Passkey;
+        if passkey && store.passkeys().await?.is_empty() {
+            return Err(
+                Error::validation("no passkey is enrolled yet: nobody could approve")
+                    .with_next_step("enroll one first: mailbroker console enroll"),
+            );
+        }
+        if person.ask("Type yes to change who approves: ")? != "yes" {
+            return Err(Error::confirmation_declined(
+                "not confirmed; nothing was changed",
+            ));
+        }
+        Approvals::set(store, passkey, &origin.url).await?;
+    }
+    let now = Approvals::of(store, false).await?;
+    let (who, console) = match &now {
+        Approvals::Person => ("person", None),
+        Approvals::Passkey { console } => ("passkey", Some(console.as_str())),
+    };
+    match json {
+        true => print_json(
+            None,
+            &serde_json::json!({ "approvals": who, "console": console }),
+        ),
+        false => {
+            match console {
+                Some(c) => crate::say!("only a passkey in the console approves ({c}/console)"),
+                None => crate::say!(
+                    "a person approves at a terminal, in the console, or in their assistant's client"
+                ),
+            }
+            Ok(())
+        }
+    }
+}
+
 async fn passkeys(store: &Store, remove: Option<i64>, json: bool) -> Result<()> {
     if let Some(id) = remove {
+        // A program that removed every passkey would leave nobody to approve.
+        Terminal::open("removing a passkey")?;
         store.remove_passkey(id).await?;
         return match json {
             true => print_json(None, &serde_json::json!({ "removed": id })),

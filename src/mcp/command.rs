@@ -33,8 +33,20 @@ pub struct McpArgs {
     /// Let a dry run's confirm_token run the write by itself, for clients that cannot ask
     /// the user: the assistant can then approve its own writes. Without it the person
     /// approves each token with `mailbroker approve TOKEN`.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "approvals")]
     pub confirm_with_token: bool,
+    /// Who approves an assistant's writes: `passkey` makes a passkey in the console the only
+    /// way (no `mailbroker approve`, no client answering its own question).
+    #[arg(long, value_enum, default_value_t = ApprovalsFlag::Person)]
+    pub approvals: ApprovalsFlag,
+}
+
+/// `--approvals`: the default (a person at a terminal, in the console, or the client's own
+/// user), or a passkey in the console only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ApprovalsFlag {
+    Person,
+    Passkey,
 }
 
 /// The controls of an MCP HTTP listener, the same for `mcp --http` and `serve`.
@@ -70,11 +82,15 @@ pub async fn run(home: &Home, store: &Store, args: McpArgs, json: bool) -> Resul
         Some(McpCommand::Status) => status(home, store, json).await,
         Some(McpCommand::Config { http }) => config(home, &http, json),
         None => {
+            let passkey = args.approvals == ApprovalsFlag::Passkey;
+            let approvals = crate::approvals::Approvals::of(store, passkey).await?;
             let mcp = McpOptions {
                 allow_writes: args.http.is_none() || args.controls.http_allow_writes,
                 confirm_above: args.confirm_above,
                 confirm_window: args.confirm_window,
-                confirm_with_token: args.confirm_with_token,
+                // Where only a passkey approves, a token alone never runs a write.
+                confirm_with_token: args.confirm_with_token && !approvals.passkey_only(),
+                approvals,
                 ..McpOptions::default()
             };
             match args.http {

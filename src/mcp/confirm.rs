@@ -59,6 +59,8 @@ pub struct Confirmations {
     /// Whether a confirm token needs the person's `mailbroker approve` before it runs a
     /// write (the default), or is enough by itself (`--confirm-with-token`).
     approval_needed: bool,
+    /// Who approves: with passkeys only, neither elicitation nor `mailbroker approve`.
+    approvals: crate::approvals::Approvals,
 }
 
 /// The input requests this process issued and their signing key.
@@ -199,11 +201,16 @@ impl Confirmations {
         }
     }
 
-    pub fn new(store: Store, approval_needed: bool) -> Confirmations {
+    pub fn new(
+        store: Store,
+        approval_needed: bool,
+        approvals: crate::approvals::Approvals,
+    ) -> Confirmations {
         Confirmations {
             states: InputStates::default(),
             store,
             approval_needed,
+            approvals,
         }
     }
 
@@ -220,6 +227,11 @@ impl Confirmations {
 
     /// What the dry run tells the assistant to do with its token.
     pub fn token_step(&self, token: &str) -> String {
+        if let crate::approvals::Approvals::Passkey { console } = &self.approvals {
+            return format!(
+                "show the plan to the user and ask them to approve it with their passkey in the console, {console}/console; then call again with confirm_token"
+            );
+        }
         match self.approval_needed {
             true => format!(
                 "show the plan to the user and ask them to approve it by running: mailbroker approve {token}; then call again with confirm_token"
@@ -280,6 +292,15 @@ pub async fn confirm(
     if let Some(token) = token {
         confirmations.redeem(token, binding).await?;
         return Ok(Asked::Confirmed);
+    }
+    if let crate::approvals::Approvals::Passkey { console } = &confirmations.approvals {
+        // The client's own user is not asked: only a passkey in the console approves.
+        return Err(Error::confirmation_required(format!(
+            "this write needs the user's approval with their passkey: it {reason}; nothing was changed"
+        ))
+        .with_next_step(format!(
+            "call again with dry_run: true, and ask the user to approve its plan in the console, {console}/console; then call again with confirm_token"
+        )));
     }
     let message = format!("mailbroker: allow this write? It {reason}.");
     let modern = ctx

@@ -68,6 +68,8 @@ pub struct McpOptions {
     /// A dry run's confirm token runs the write by itself, without the person's `mailbroker
     /// approve` (`--confirm-with-token`): the assistant can then approve its own writes.
     pub confirm_with_token: bool,
+    /// Who approves: with passkeys only, a client's own answer to its question is refused.
+    pub approvals: crate::approvals::Approvals,
     /// How fresh each account is kept, when a `serve` process keeps them (`list_accounts`).
     pub freshness: Option<crate::freshness::Freshness>,
     /// Writes in flight: each runs to its end even when its request is dropped, and `serve`
@@ -82,6 +84,7 @@ impl Default for McpOptions {
             confirm_above: crate::change::DEFAULT_CONFIRM_ABOVE,
             confirm_window: crate::change::DEFAULT_BUDGET_WINDOW_SECS,
             confirm_with_token: false,
+            approvals: crate::approvals::Approvals::Person,
             freshness: None,
             work: tokio_util::task::TaskTracker::new(),
         }
@@ -123,7 +126,11 @@ impl McpServer {
         }
         McpServer {
             home,
-            confirmations: confirm::Confirmations::new(store.clone(), !options.confirm_with_token),
+            confirmations: confirm::Confirmations::new(
+                store.clone(),
+                !options.confirm_with_token,
+                options.approvals.clone(),
+            ),
             store,
             options: Arc::new(options),
             tool_router,

@@ -6,9 +6,11 @@ use clap::{Args, Subcommand};
 use mailbroker_core::{Error, Result};
 
 use super::{ServeOptions, run};
+use crate::approvals::Approvals;
 use crate::freshness;
 use crate::home::Home;
 use crate::mcp::McpOptions;
+use crate::mcp::command::ApprovalsFlag;
 use crate::mcp::command::HttpControls;
 use crate::mcp::http::HttpOptions;
 use crate::mcp::sessions::SessionLimits;
@@ -49,6 +51,10 @@ pub struct ServeArgs {
     /// The window of --confirm-above, in seconds.
     #[arg(long, value_name = "SECS", default_value_t = crate::change::DEFAULT_BUDGET_WINDOW_SECS)]
     pub confirm_window: i64,
+    /// Who approves an assistant's writes: `passkey` makes a passkey in the console the only
+    /// way (no `mailbroker approve`, no client answering its own question).
+    #[arg(long, value_enum, default_value_t = ApprovalsFlag::Person)]
+    pub approvals: ApprovalsFlag,
 }
 
 #[derive(Debug, Subcommand)]
@@ -61,6 +67,7 @@ pub async fn serve(home: &Home, store: &Store, args: ServeArgs, json: bool) -> R
     if let Some(ServeCommand::Status) = args.command {
         return show_status(home, store, json).await;
     }
+    let approvals = Approvals::of(store, args.approvals == ApprovalsFlag::Passkey).await?;
     let options = ServeOptions {
         http: HttpOptions {
             addr: args.http,
@@ -70,6 +77,7 @@ pub async fn serve(home: &Home, store: &Store, args: ServeArgs, json: bool) -> R
                 allow_writes: args.controls.http_allow_writes,
                 confirm_above: args.confirm_above,
                 confirm_window: args.confirm_window,
+                approvals,
                 ..McpOptions::default()
             },
             sessions: SessionLimits::default(),

@@ -286,6 +286,33 @@ impl Store {
     }
 }
 
+impl Store {
+    /// A setting of the whole home (`home_settings`), if a person made it.
+    pub async fn home_setting(&self, name: &str) -> Result<Option<String>, Error> {
+        sqlx::query_scalar("SELECT value FROM home_settings WHERE name = $1")
+            .bind(name)
+            .fetch_optional(self.pool())
+            .await
+            .map_err(db_error)
+    }
+
+    /// Makes a setting of the whole home, recording when and from where (`by`).
+    pub async fn set_home_setting(&self, name: &str, value: &str, by: &str) -> Result<(), Error> {
+        sqlx::query(
+            "INSERT INTO home_settings (name, value, set_at, set_by) VALUES ($1, $2, $3, $4)
+             ON CONFLICT (name) DO UPDATE SET value = $2, set_at = $3, set_by = $4",
+        )
+        .bind(name)
+        .bind(value)
+        .bind(now_secs())
+        .bind(by)
+        .execute(self.pool())
+        .await
+        .map_err(db_error)?;
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -374,5 +401,19 @@ mod tests {
         assert!(kept[0].last_used_at.is_some());
         store.remove_passkey(id).await.unwrap();
         assert!(store.remove_passkey(id).await.unwrap_err().is_not_found());
+
+        assert_eq!(store.home_setting("approvals").await.unwrap(), None);
+        store
+            .set_home_setting("approvals", "passkey", "cli")
+            .await
+            .unwrap();
+        store
+            .set_home_setting("approvals", "terminal", "cli")
+            .await
+            .unwrap();
+        assert_eq!(
+            store.home_setting("approvals").await.unwrap().as_deref(),
+            Some("terminal")
+        );
     }
 }

@@ -37,3 +37,12 @@ CREATE TABLE console_ceremonies (
 -- A confirmation the person declined in the console: its write never runs, and the assistant
 -- is told so (`confirmation_declined`).
 ALTER TABLE approvals ADD COLUMN declined_at BIGINT;
+
+-- Settings of the whole home that a person makes at a terminal (`console approvals`): who
+-- may give a person's yes, and where the console is.
+CREATE TABLE home_settings (
+    name    TEXT PRIMARY KEY,
+    value   TEXT NOT NULL,
+    set_at  BIGINT NOT NULL,
+    set_by  TEXT NOT NULL
+);
