@@ -524,3 +524,65 @@ async fn guards(served: &Served, home: &Path) {
     let no_cookie = http.get(&served.url).send().await.unwrap();
     assert_eq!(no_cookie.status(), 401);
 }
+
+/// `serve` shows the console beside `/mcp` on its own port, at `localhost`: a browser signs
+/// in with `console link`, the accounts page says how `serve` watches each account, and
+/// `/mcp` keeps its bearer token.
+#[tokio::test]
+async fn serve_shows_the_console_beside_mcp() {
+    let Some(server) = server() else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    common::seed(server, "console-serve", "INBOX", 3).await;
+    add_account(server, h, "work", "console-serve", &[]);
+    ok(h, &["sync"]);
+    let serve = common::serve::Serve::start(h);
+    let port = (serve.url.rsplit(':').next())
+        .and_then(|tail| tail.trim_end_matches("/mcp").parse::<u16>().ok())
+        .unwrap_or_else(|| panic!("no port in {}", serve.url));
+    let origin = format!("http://localhost:{port}");
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let link = ok(h, &["console", "link", "--origin", &origin]);
+    let signed = http
+        .get(link["link"].as_str().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(signed.status(), 303);
+    let cookie = signed.headers()["set-cookie"].to_str().unwrap();
+    let cookie = cookie.split(';').next().unwrap().to_string();
+    let get = |path: &str| {
+        http.get(format!("{origin}{path}"))
+            .header("Cookie", &cookie)
+            .send()
+    };
+    assert_eq!(get("/console").await.unwrap().status(), 200);
+    let accounts = get("/console/accounts")
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        accounts.contains("work") && !accounts.contains("no serve is running"),
+        "{accounts}"
+    );
+    let other_host = http
+        .get(format!("http://127.0.0.1:{port}/console"))
+        .header("Cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        other_host.status(),
+        421,
+        "the console answers only at its origin"
+    );
+    let mcp = http.post(&serve.url).json(&json!({})).send().await.unwrap();
+    assert_eq!(mcp.status(), 401, "/mcp keeps its bearer token");
+}

@@ -27,6 +27,7 @@ async fn http_server(home: &Path, writes: bool) -> (String, tokio::sync::oneshot
             ..McpOptions::default()
         },
         sessions: SessionLimits::default(),
+        console: mailbroker::console::ConsoleAt::Off,
     };
     listen(home, options).await
 }
@@ -190,6 +191,7 @@ fn home_token_options(sessions: SessionLimits) -> HttpOptions {
         token_file: None,
         mcp: McpOptions::default(),
         sessions,
+        console: mailbroker::console::ConsoleAt::Off,
     }
 }
 

@@ -96,6 +96,29 @@ impl Origin {
     }
 }
 
+/// Where a listener shows the console, beside `/mcp`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum ConsoleAt {
+    /// Nowhere (`mcp --http`).
+    #[default]
+    Off,
+    /// At `http://localhost:PORT`, the listener's own port (`serve`).
+    Listener,
+    /// At this origin, as a TLS-terminating proxy in front shows it (`serve --console-origin`).
+    Origin(String),
+}
+
+impl ConsoleAt {
+    /// The console's origin for a listener on `port`, if it shows one.
+    pub fn origin(&self, port: u16) -> mailbroker_core::Result<Option<Origin>> {
+        match self {
+            ConsoleAt::Off => Ok(None),
+            ConsoleAt::Listener => Origin::parse(&format!("http://localhost:{port}")).map(Some),
+            ConsoleAt::Origin(url) => Origin::parse(url).map(Some),
+        }
+    }
+}
+
 /// What the console's handlers share.
 #[derive(Clone)]
 pub struct Console {

@@ -102,6 +102,7 @@ pub async fn run(home: &Home, store: &Store, args: McpArgs, json: bool) -> Resul
                         token_file: args.controls.http_token_file,
                         mcp,
                         sessions: SessionLimits::default(),
+                        console: crate::console::ConsoleAt::Off,
                     };
                     http::serve(home.clone(), store.clone(), options).await
                 }

@@ -38,12 +38,17 @@ pub struct HttpOptions {
     pub token_file: Option<PathBuf>,
     pub mcp: McpOptions,
     pub sessions: SessionLimits,
+    /// Where the person's console is shown beside `/mcp` (`serve`'s).
+    pub console: crate::console::ConsoleAt,
 }
 
 /// A running listener, as `mcp status` reports it (never the token).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Listener {
     pub url: String,
+    /// The person's console beside it, if it shows one (`serve`'s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub console: Option<String>,
     pub pid: u32,
     /// Where the token is kept: a file path, or the environment variable's name.
     pub token_source: String,
@@ -286,6 +291,8 @@ pub async fn bind(home: Home, store: Store, options: HttpOptions) -> Result<Boun
         .with_cancellation_token(cancel.clone());
     config.session_store = Some(Arc::new(super::sessions::Shared(store.clone())));
     let writes = options.mcp.allow_writes;
+    let work = options.mcp.work.clone();
+    let console = options.console.origin(port)?;
     let server = McpServer::new(home.clone(), store.clone(), options.mcp);
     let service = StreamableHttpService::new(
         move || Ok(server.clone()),
@@ -294,13 +301,24 @@ pub async fn bind(home: Home, store: Store, options: HttpOptions) -> Result<Boun
     );
     let gate = Gate {
         token: Arc::new(token),
-        store,
+        store: store.clone(),
         origins: Arc::new(origins),
     };
-    let app = axum::Router::new()
+    let mut app = axum::Router::new()
         .nest_service("/mcp", service)
         .layer(axum::middleware::from_fn_with_state(gate, guard));
+    // Beside `/mcp`, not behind its bearer token: the console has its own sign-in and guard.
+    let console_url = console.as_ref().map(|o| format!("{}/console", o.url));
+    if let Some(origin) = console {
+        app = app.merge(crate::console::router(crate::console::Console {
+            home: home.clone(),
+            store,
+            origin,
+            work,
+        }));
+    }
     let record = Listener {
+        console: console_url,
         url: format!("http://{local}/mcp"),
         pid: std::process::id(),
         token_source,
@@ -319,6 +337,11 @@ pub async fn bind(home: Home, store: Store, options: HttpOptions) -> Result<Boun
 impl Bound {
     pub fn url(&self) -> &str {
         &self.record.url
+    }
+
+    /// The person's console beside it, if it shows one.
+    pub fn console(&self) -> Option<&str> {
+        self.record.console.as_deref()
     }
 
     /// Where its token is and whether writes are allowed, for the line a person reads.

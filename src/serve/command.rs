@@ -7,6 +7,7 @@ use mailbroker_core::{Error, Result};
 
 use super::{ServeOptions, run};
 use crate::approvals::Approvals;
+use crate::console::ConsoleAt;
 use crate::freshness;
 use crate::home::Home;
 use crate::mcp::McpOptions;
@@ -55,6 +56,10 @@ pub struct ServeArgs {
     /// way (no `mailbroker approve`, no client answering its own question).
     #[arg(long, value_enum, default_value_t = ApprovalsFlag::Person)]
     pub approvals: ApprovalsFlag,
+    /// The person's console is at http://localhost:PORT/console on the listener's port; behind
+    /// a TLS-terminating proxy, the origin the browser uses (https://mail.example.org).
+    #[arg(long, value_name = "URL")]
+    pub console_origin: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -81,6 +86,10 @@ pub async fn serve(home: &Home, store: &Store, args: ServeArgs, json: bool) -> R
                 ..McpOptions::default()
             },
             sessions: SessionLimits::default(),
+            console: match args.console_origin {
+                Some(url) => ConsoleAt::Origin(url),
+                None => ConsoleAt::Listener,
+            },
         },
         interval: Duration::from_secs(args.interval),
         poll: Duration::from_secs(args.poll),

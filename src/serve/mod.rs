@@ -89,6 +89,12 @@ pub async fn run(home: Home, store: Store, mut options: ServeOptions) -> Result<
         bound.describe(),
         node.running.len()
     );
+    if let Some(console) = bound.console() {
+        eprintln!(
+            "mailbroker serve: the console at {console}; sign in: mailbroker console link --origin {}",
+            console.trim_end_matches("/console")
+        );
+    }
     freshness.listening(bound.url());
     let stopping = stop.clone();
     let serving = bound.run(async move {
