@@ -464,20 +464,27 @@ fn enroll_link(home: &Path, origin: &str) -> String {
         .unwrap_or_else(|| panic!("no link in {}", shown.shown))
 }
 
-/// What a page is refused without: its host, its origin, its session's form token.
-async fn guards(served: &Served, home: &Path) {
+/// A client that follows no redirect, and the answer to a new `console link` it opened.
+async fn sign_in(home: &Path, origin: &str) -> (reqwest::Client, reqwest::Response) {
     let http = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .unwrap();
+    let link = ok(home, &["console", "link", "--origin", origin]);
+    let link = link["link"].as_str().unwrap_or_else(|| panic!("{link}"));
+    let signed = http.get(link).send().await.unwrap();
+    assert_eq!(
+        signed.status(),
+        303,
+        "a sign-in link redirects to the console"
+    );
+    (http, signed)
+}
+
+/// What a page is refused without: its host, its origin, its session's form token.
+async fn guards(served: &Served, home: &Path) {
     let origin = origin_of(served);
-    let link = ok(home, &["console", "link", "--origin", &origin]);
-    let signed = http
-        .get(link["link"].as_str().unwrap())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(signed.status(), 303);
+    let (http, signed) = sign_in(home, &origin).await;
     let headers = signed.headers();
     let csp = headers["content-security-policy"].to_str().unwrap();
     assert!(csp.contains("default-src 'none'") && csp.contains("frame-ancestors 'none'"));
@@ -543,17 +550,7 @@ async fn serve_shows_the_console_beside_mcp() {
         .and_then(|tail| tail.trim_end_matches("/mcp").parse::<u16>().ok())
         .unwrap_or_else(|| panic!("no port in {}", serve.url));
     let origin = format!("http://localhost:{port}");
-    let http = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap();
-    let link = ok(h, &["console", "link", "--origin", &origin]);
-    let signed = http
-        .get(link["link"].as_str().unwrap())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(signed.status(), 303);
+    let (http, signed) = sign_in(h, &origin).await;
     let cookie = signed.headers()["set-cookie"].to_str().unwrap();
     let cookie = cookie.split(';').next().unwrap().to_string();
     let get = |path: &str| {
