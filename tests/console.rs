@@ -389,6 +389,18 @@ async fn passkeys_only(h: &Path, origin: &str, evil_dry: &Value) {
             .contains(&format!("{origin}/console")),
         "{planned}"
     );
+    let (http, signed) = sign_in(h, origin).await;
+    let cookie = signed.headers()["set-cookie"].to_str().unwrap();
+    let cookie = cookie.split(';').next().unwrap().to_string();
+    let page = http
+        .get(format!("{origin}/console"))
+        .header("Cookie", &cookie);
+    let page = page.send().await.unwrap().text().await.unwrap();
+    assert!(page.contains(&format!("approve:{token}")), "{page}");
+    assert!(
+        !page.contains("mailbroker approve"),
+        "the terminal's route is not offered: {page}"
+    );
     let refused = at_terminal(&["approve", &token], "y\n");
     assert_ne!(refused.code, 0, "{}", refused.shown);
     assert_eq!(

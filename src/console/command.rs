@@ -215,14 +215,19 @@ async fn serve(home: &Home, store: &Store, listen: &str, json: bool) -> Result<(
             crate::say!("{link}");
         }
     }
+    let work = tokio_util::task::TaskTracker::new();
     let app = router(Console {
         home: home.clone(),
         store: store.clone(),
         origin,
-        work: tokio_util::task::TaskTracker::new(),
+        work: work.clone(),
     });
-    axum::serve(listener, app)
+    let served = axum::serve(listener, app)
         .with_graceful_shutdown(crate::mcp::http::signalled())
         .await
-        .map_err(|e| Error::internal(format!("the console's server failed: {e}")))
+        .map_err(|e| Error::internal(format!("the console's server failed: {e}")));
+    // A change a person started runs to its end, journaled, before the process exits.
+    work.close();
+    work.wait().await;
+    served
 }

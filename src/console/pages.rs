@@ -10,6 +10,7 @@ use maud::{DOCTYPE, Markup, html};
 use serde::Deserialize;
 
 use super::{Console, Signed, chart};
+use crate::approvals::Approvals;
 use crate::listing::{Approval, ChangeRecord, ChangeStatus, Listing, Manifest, ManifestStatus};
 use crate::output::{one_line, rfc3339};
 use crate::scope::Scope;
@@ -110,18 +111,22 @@ fn shown(title: &str, signed: &Signed, body: mailbroker_core::Result<Markup>) ->
 }
 
 pub async fn waiting(State(c): State<Console>, Extension(s): Extension<Signed>) -> Response {
-    let body = listing(&c).waiting().await.map(|waiting| {
-        html! {
-            @if waiting.is_empty() {
-                p.quiet { "No assistant is waiting for your yes." }
-            }
-            @for a in &waiting { (request(a, &s.session.csrf)) }
-        }
-    });
-    shown("Waiting for you", &s, body)
+    shown("Waiting for you", &s, waiting_body(&c, &s).await)
 }
 
-fn request(a: &Approval, csrf: &str) -> Markup {
+async fn waiting_body(c: &Console, s: &Signed) -> mailbroker_core::Result<Markup> {
+    let waiting = listing(c).waiting().await?;
+    // Where only a passkey approves, the terminal's route is not offered.
+    let terminal = !Approvals::of(&c.store, false).await?.passkey_only();
+    Ok(html! {
+        @if waiting.is_empty() {
+            p.quiet { "No assistant is waiting for your yes." }
+        }
+        @for a in &waiting { (request(a, &s.session.csrf, terminal)) }
+    })
+}
+
+fn request(a: &Approval, csrf: &str, terminal: bool) -> Markup {
     let d = &a.description;
     let text = |k: &str| t(d[k].as_str().unwrap_or_default());
     let plan: Vec<String> = (d["plan"].as_array().into_iter().flatten())
@@ -142,7 +147,9 @@ fn request(a: &Approval, csrf: &str) -> Markup {
                 (decision(csrf, &format!("approve:{}", a.token), "Approve with your passkey"))
                 (decision(csrf, &format!("decline:{}", a.token), "Decline"))
             }
-            p.quiet { "Or at a terminal: " code { "mailbroker approve " (a.token) } }
+            @if terminal {
+                p.quiet { "Or at a terminal: " code { "mailbroker approve " (a.token) } }
+            }
         }
     }
 }
