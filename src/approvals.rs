@@ -30,10 +30,26 @@ impl Approvals {
         if !flag && home.as_deref() != Some("passkey") {
             return Ok(Approvals::Person);
         }
-        let console = store.home_setting(CONSOLE).await?;
         Ok(Approvals::Passkey {
-            console: console.unwrap_or_else(|| DEFAULT_CONSOLE.to_string()),
+            console: Approvals::console(store).await?,
         })
+    }
+
+    /// The home's console (its origin): as `console approvals` recorded it, else where
+    /// `mailbroker console` listens by default.
+    pub async fn console(store: &Store) -> Result<String> {
+        let console = store.home_setting(CONSOLE).await?;
+        Ok(console.unwrap_or_else(|| DEFAULT_CONSOLE.to_string()))
+    }
+
+    /// The same, where the console is at `origin` (a listener's own).
+    pub fn at(self, origin: &str) -> Approvals {
+        match self {
+            Approvals::Person => Approvals::Person,
+            Approvals::Passkey { .. } => Approvals::Passkey {
+                console: origin.to_string(),
+            },
+        }
     }
 
     /// Records the home's choice (asked at a terminal by the caller).

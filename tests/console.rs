@@ -34,8 +34,18 @@ fn browser() -> Option<PathBuf> {
         return None;
     }
     let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/console_browser.mjs");
-    mailbroker_testkit::node_script(tmp, "console-browser", &[PLAYWRIGHT], &script)
+    let tests = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
+    let script = tests.join("console_browser.mjs");
+    let main = mailbroker_testkit::node_script(tmp, "console-browser", &[PLAYWRIGHT], &script)?;
+    // The other scripts, and the launch they share, beside it.
+    for other in [
+        "console_launch.mjs",
+        "console_passkey.mjs",
+        "console_person.mjs",
+    ] {
+        std::fs::copy(tests.join(other), main.with_file_name(other)).expect("copy a script");
+    }
+    Some(main)
 }
 
 /// Everything the browser saw, as the script printed it.
@@ -112,6 +122,8 @@ async fn seed(server: &mailbroker_testkit::Dovecot, user: &str) {
     imap.append(EVIL_BOX, "", &evil)
         .await
         .expect("append the hostile message");
+    let promo = message(10, "Promo <promo@example.test>", "Sale", "buy");
+    imap.append("INBOX", "", &promo).await.expect("append");
 }
 
 #[tokio::test]
@@ -268,11 +280,6 @@ async fn a_person_reviews_in_the_console_what_waits_and_what_was_done() {
     let enroll = enroll_link(h, &origin_of(&served));
     let (approve, decline, other) = (&token, &evil_tokens[0], &evil_tokens[1]);
     let script = node.with_file_name("console_passkey.mjs");
-    std::fs::copy(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/console_passkey.mjs"),
-        &script,
-    )
-    .expect("copy the passkey script");
     let seen = mailbroker_testkit::run_client(
         Path::new("node"),
         &script,
@@ -313,6 +320,10 @@ async fn a_person_reviews_in_the_console_what_waits_and_what_was_done() {
     assert!(undone.ends_with(": applied 7"), "{seen}");
     let journal = ok(h, &["changes", &run_change.to_string()]);
     assert!(journal["change"]["undone_by"].is_i64(), "{journal}");
+    assert_eq!(
+        journal["change"]["origin"], "console",
+        "who ran it: {journal}"
+    );
     for (what, status) in [("plain", 403), ("other", 403), ("wrong_form", 403)] {
         assert_eq!(seen["refused"][what]["status"], status, "{what}: {seen}");
     }
@@ -353,13 +364,26 @@ async fn a_person_reviews_in_the_console_what_waits_and_what_was_done() {
     let evil = ok(h, &["search", "from:evil"]);
     assert_eq!(evil["messages"][0]["mailbox"], EVIL_BOX, "{evil}");
     session.cancel().await.ok();
-    passkeys_only(h, &origin_of(&served), &evil_dry).await;
+    let person = Person {
+        script: node.with_file_name("console_person.mjs"),
+        credentials: seen["credentials"].clone(),
+        shots,
+    };
+    assert_eq!(person.credentials.as_array().map(Vec::len), Some(1));
+    passkeys_only(h, &origin_of(&served), &evil_dry, &person).await;
+}
+
+/// The person's browser, for a page an MCP client opens for them, and their passkey.
+struct Person {
+    script: PathBuf,
+    credentials: Value,
+    shots: PathBuf,
 }
 
 /// With `console approvals passkey`, only the console approves: `mailbroker approve` (even
 /// at a terminal), `delete-staged --yes` and a client answering its own question are refused
 /// with the console's address, and nothing is written.
-async fn passkeys_only(h: &Path, origin: &str, evil_dry: &Value) {
+async fn passkeys_only(h: &Path, origin: &str, evil_dry: &Value, person: &Person) {
     let home = h.display().to_string();
     let program = Path::new(env!("CARGO_BIN_EXE_mailbroker"));
     let env = [("MAILBROKER_SECRET_STORE", "index")];
@@ -457,6 +481,93 @@ async fn passkeys_only(h: &Path, origin: &str, evil_dry: &Value) {
         evil["messages"][0]["mailbox"], EVIL_BOX,
         "nothing moved: {evil}"
     );
+    by_the_consoles_page(h, &mcp.1, origin, evil_dry, person);
+}
+
+/// A client that can open a URL (MCP URL-mode elicitation, the official Python SDK) is
+/// given the console's page of its write, never the token. Accepting it without the person
+/// runs nothing; the person declining there runs nothing; the person approving there with
+/// their passkey runs the write, once — at protocol 2025-11-25 and at 2026-07-28.
+fn by_the_consoles_page(h: &Path, mcp_url: &str, origin: &str, evil_dry: &Value, p: &Person) {
+    let Some(py) = common::mcp::python_sdk() else {
+        return;
+    };
+    let mut evil = evil_dry.clone();
+    evil.as_object_mut().unwrap().remove("dry_run");
+    let promo = json!({ "query": "from:promo", "move_to": "trash" });
+    let case = |mode: &str, args: &Value, decide: Value, timeout: Value| json!({ "mode": mode, "args": args, "decide": decide, "timeout": timeout });
+    let config = json!({
+        "url": mcp_url, "token": HTTP_TOKEN,
+        "person": ["node", p.script],
+        "browser": { "credentials": p.credentials, "shots": p.shots, "shot": "14-console-asked",
+                     "chromium": CHROMIUM },
+        "cases": [
+            case("legacy", &evil, Value::Null, json!(4)),
+            case("auto", &evil, json!("decline"), Value::Null),
+            case("legacy", &evil, json!("approve"), Value::Null),
+            case("auto", &promo, json!("approve"), Value::Null),
+        ],
+    });
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/console_client.py");
+    let seen = mailbroker_testkit::run_client(&py, &script, &config);
+    let page = format!("{origin}/console/waiting/");
+    for (i, case) in seen.as_array().expect("cases").iter().enumerate() {
+        let asked = &case["asked"];
+        assert_eq!(asked.as_array().map(Vec::len), Some(1), "case {i}: {case}");
+        assert_eq!(asked[0]["mode"], "url", "case {i}: {case}");
+        let url = asked[0]["url"].as_str().unwrap_or("");
+        assert!(url.starts_with(&page), "case {i}: {url}");
+        if let Some(action) = case["person"]["action"].as_str() {
+            let token = action.split_once(':').map(|(_, t)| t).unwrap_or("");
+            assert!(
+                token.len() == 32 && !url.contains(token),
+                "case {i}: {url} {action}"
+            );
+            let text = case["person"]["text"].as_str().unwrap_or("");
+            assert_eq!(case["person"]["signed_out_status"], 401, "case {i}: {case}");
+            let (from, mailbox) = match i {
+                3 => ("promo@example.test", "work/INBOX".to_string()),
+                _ => ("evil@example.test", format!("work/{EVIL_BOX}")),
+            };
+            for shown in ["mcp 0.1.0, session", from, &mailbox] {
+                assert!(text.contains(shown), "case {i}: {shown:?} in {text}");
+            }
+        }
+    }
+    let (accepted_alone, declined, approved, again) = (&seen[0], &seen[1], &seen[2], &seen[3]);
+    assert!(
+        accepted_alone["raised"].as_str().is_some(),
+        "the server waits for the person, not the client: {accepted_alone}"
+    );
+    assert_eq!(
+        declined["result"]["error_type"], "confirmation_declined",
+        "{declined}"
+    );
+    assert!(
+        declined["person"]["after"]
+            .as_str()
+            .unwrap_or("")
+            .contains("declined"),
+        "{declined}"
+    );
+    assert_eq!(approved["is_error"], false, "{approved}");
+    assert_eq!(approved["result"]["applied"], 1, "{approved}");
+    let after = approved["person"]["after"].as_str().unwrap_or("");
+    assert!(
+        after.contains("is approved") || after.contains("is used"),
+        "{approved}"
+    );
+    assert_eq!(again["is_error"], false, "{again}");
+    assert_eq!(again["result"]["applied"], 1, "{again}");
+    for query in ["from:evil", "from:promo"] {
+        let found = ok(h, &["search", query]);
+        assert_eq!(found["messages"][0]["mailbox"], "Trash", "{found}");
+    }
+    let journal = ok(h, &["changes"]);
+    let by_python = (journal["changes"].as_array().into_iter().flatten())
+        .filter(|c| c["origin"] == "mcp:mcp")
+        .count();
+    assert_eq!(by_python, 2, "two writes ran, once each: {journal}");
 }
 
 fn origin_of(served: &Served) -> String {

@@ -2,26 +2,9 @@
 // printed sign-in link, visits every page, and prints what each showed as one JSON line.
 // Usage: node console_browser.mjs CONFIG_JSON
 //   CONFIG_JSON: { "link": sign-in URL, "pages": [paths], "shots": dir, "chromium": path }
-import { chromium } from "playwright-core";
+import { session } from "./console_launch.mjs";
 
-const config = JSON.parse(process.argv[2]);
-const browser = await chromium.launch({
-  executablePath: config.chromium,
-  headless: true,
-  args: [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-  ],
-});
-const out = { pages: {}, dialogs: [], console_errors: [], csp_violations: [] };
-try {
-  const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
-  const page = await context.newPage();
+await session(async ({ browser, context, page, config, out }) => {
   page.on("dialog", async (d) => {
     out.dialogs.push(d.message());
     await d.dismiss();
@@ -54,7 +37,4 @@ try {
   const again = await (await other.newPage()).goto(config.link);
   out.reused_link_status = again ? again.status() : null;
   await other.close();
-} finally {
-  await browser.close();
-}
-console.log(JSON.stringify(out));
+}, { pages: {}, dialogs: [], console_errors: [], csp_violations: [] });

@@ -1,29 +1,15 @@
 // A person with a passkey in the console, in Debian's Chromium driven by playwright-core:
 // the browser's virtual authenticator (CTAP2, user verification) is the passkey. Enrolls from
 // the printed link, approves one waiting write and declines another by the page's buttons,
-// runs a staged deletion and undoes that run, then tries what must be refused. Prints what happened as one JSON line.
+// runs a staged deletion and undoes that run, then tries what must be refused. Prints what
+// happened (and the passkey, for the next script) as one JSON line.
 // Usage: node console_passkey.mjs CONFIG_JSON
 //   CONFIG_JSON: { "enroll": link, "approve": token, "decline": token, "other": token,
 //                  "manifest": staged deletion id, "shots": dir, "chromium": path }
-import { chromium } from "playwright-core";
+import { authenticator, session } from "./console_launch.mjs";
 
-const config = JSON.parse(process.argv[2]);
-const browser = await chromium.launch({
-  executablePath: config.chromium,
-  headless: true,
-  args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-});
-const out = {};
-try {
-  const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
-  const page = await context.newPage();
-  const cdp = await context.newCDPSession(page);
-  await cdp.send("WebAuthn.enable");
-  await cdp.send("WebAuthn.addVirtualAuthenticator", {
-    options: { protocol: "ctap2", transport: "internal", hasResidentKey: true,
-      hasUserVerification: true, isUserVerified: true },
-  });
+await session(async ({ browser, context, page, config, out }) => {
+  const passkey = await authenticator(context, page);
 
   await page.goto(config.enroll);
   await page.screenshot({ path: `${config.shots}/10-console-enroll.png` });
@@ -73,12 +59,12 @@ try {
     return { plain, other, wrong_form: wrongForm };
   }, config.other);
 
+  // The passkey, for the person's next visit in another browser.
+  out.credentials = await passkey.credentials();
+
   // The enrollment link again, in a fresh browser: used.
   const fresh = await browser.newContext();
   const again = await (await fresh.newPage()).goto(config.enroll);
   out.reused_enroll_status = again ? again.status() : null;
   await fresh.close();
-} finally {
-  await browser.close();
-}
-console.log(JSON.stringify(out));
+});

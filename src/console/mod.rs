@@ -17,6 +17,7 @@ mod chart;
 mod decide;
 mod pages;
 mod passkeys;
+mod waiting;
 
 use axum::Router;
 use axum::extract::{Query, Request, State};
@@ -132,7 +133,8 @@ pub struct Console {
 /// The console's routes, under `/console`, behind its guard.
 pub fn router(console: Console) -> Router {
     let pages = Router::new()
-        .route("/console", get(pages::waiting))
+        .route("/console", get(waiting::list))
+        .route("/console/waiting/{page}", get(waiting::one))
         .route("/console/deletions", get(pages::deletions))
         .route("/console/deletions/{id}", get(pages::deletion))
         .route("/console/journal", get(pages::journal))
@@ -148,6 +150,8 @@ pub fn router(console: Console) -> Router {
     Router::new()
         .merge(pages)
         .route("/console/sign-in", get(sign_in))
+        .route("/console/sign-in/options", post(passkeys::sign_in_options))
+        .route("/console/sign-in/passkey", post(passkeys::sign_in_finish))
         .route("/console/enroll", get(passkeys::enroll_page))
         .route("/console/enroll/options", post(passkeys::enroll_options))
         .route("/console/enroll/finish", post(passkeys::enroll_finish))

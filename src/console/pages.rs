@@ -10,8 +10,7 @@ use maud::{DOCTYPE, Markup, html};
 use serde::Deserialize;
 
 use super::{Console, Signed, chart};
-use crate::approvals::Approvals;
-use crate::listing::{Approval, ChangeRecord, ChangeStatus, Listing, Manifest, ManifestStatus};
+use crate::listing::{ChangeRecord, ChangeStatus, Listing, Manifest, ManifestStatus};
 use crate::output::{one_line, rfc3339};
 use crate::scope::Scope;
 use mailbroker_core::DeleteMode;
@@ -20,12 +19,12 @@ use mailbroker_core::Error;
 /// Messages shown per page of a staged deletion's sample.
 const SAMPLE: usize = 25;
 
-fn listing(console: &Console) -> Listing<'_> {
+pub(super) fn listing(console: &Console) -> Listing<'_> {
     Listing::new(&console.store, &Scope::Owner)
 }
 
 /// Text from a server or an assistant, as one line with its controls pictured.
-fn t(text: &str) -> String {
+pub(super) fn t(text: &str) -> String {
     one_line(text).into_owned()
 }
 
@@ -74,7 +73,11 @@ pub fn signed_out(status: StatusCode) -> Response {
             "Sign in",
             None,
             html! {
-                p { "The console opens from a link printed at a terminal, used once:" }
+                form method="post" action="/console/sign-in/passkey" data-passkey="sign-in" {
+                    button type="submit" { "Sign in with your passkey" }
+                    output {}
+                }
+                p { "Or open a link printed at a terminal, used once:" }
                 pre { "mailbroker console link --origin ORIGIN" }
                 p.quiet { "(" code { "mailbroker console" } " prints one when it starts.)" }
             },
@@ -103,59 +106,19 @@ pub fn failure(e: &Error) -> Response {
 }
 
 /// A page's body, or its error as a page.
-fn shown(title: &str, signed: &Signed, body: mailbroker_core::Result<Markup>) -> Response {
+pub(super) fn shown(
+    title: &str,
+    signed: &Signed,
+    body: mailbroker_core::Result<Markup>,
+) -> Response {
     match body {
         Ok(body) => answer(StatusCode::OK, page(title, Some(signed), body)),
         Err(e) => failure(&e),
     }
 }
 
-pub async fn waiting(State(c): State<Console>, Extension(s): Extension<Signed>) -> Response {
-    shown("Waiting for you", &s, waiting_body(&c, &s).await)
-}
-
-async fn waiting_body(c: &Console, s: &Signed) -> mailbroker_core::Result<Markup> {
-    let waiting = listing(c).waiting().await?;
-    // Where only a passkey approves, the terminal's route is not offered.
-    let terminal = !Approvals::of(&c.store, false).await?.passkey_only();
-    Ok(html! {
-        @if waiting.is_empty() {
-            p.quiet { "No assistant is waiting for your yes." }
-        }
-        @for a in &waiting { (request(a, &s.session.csrf, terminal)) }
-    })
-}
-
-fn request(a: &Approval, csrf: &str, terminal: bool) -> Markup {
-    let d = &a.description;
-    let text = |k: &str| t(d[k].as_str().unwrap_or_default());
-    let plan: Vec<String> = (d["plan"].as_array().into_iter().flatten())
-        .map(|l| t(l.as_str().unwrap_or_default()))
-        .collect();
-    html! {
-        section.card {
-            h2 { "An assistant asks to run " code { (text("tool")) } }
-            p { "It " (text("reason")) "." }
-            @if let Some(mailboxes) = d["summary"]["mailboxes"].as_object() {
-                p { "In " @for (mailbox, n) in mailboxes { span.tag { (t(mailbox)) " " (n.to_string()) } " " } }
-            }
-            @if !plan.is_empty() {
-                details { summary { "The plan" } ul { @for line in &plan { li { code { (line) } } } } }
-            }
-            p.quiet { "Waits until " (rfc3339(a.expires_at)) "." }
-            div.decide {
-                (decision(csrf, &format!("approve:{}", a.token), "Approve with your passkey"))
-                (decision(csrf, &format!("decline:{}", a.token), "Decline"))
-            }
-            @if terminal {
-                p.quiet { "Or at a terminal: " code { "mailbroker approve " (a.token) } }
-            }
-        }
-    }
-}
-
 /// A decision's form: the page's script asks the passkey, the server checks its answer.
-fn decision(csrf: &str, action: &str, label: &str) -> Markup {
+pub(super) fn decision(csrf: &str, action: &str, label: &str) -> Markup {
     html! {
         form method="post" action="/console/act" data-passkey="act" data-action=(action) {
             input type="hidden" name="csrf" value=(csrf);

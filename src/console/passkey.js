@@ -35,6 +35,15 @@ async function enroll(form) {
   location.assign("/console");
 }
 
+// A browser not signed in: the passkey's answer signs it in, and the page it asked for shows.
+async function signIn() {
+  const { options, ceremony } = await post("/console/sign-in/options", {});
+  const publicKey = PublicKeyCredential.parseRequestOptionsFromJSON(options.publicKey);
+  const credential = await navigator.credentials.get({ publicKey });
+  await post("/console/sign-in/passkey", { ceremony, credential: credential.toJSON() });
+  location.reload();
+}
+
 async function act(form) {
   const action = form.dataset.action;
   const csrf = form.elements.csrf.value;
@@ -51,7 +60,7 @@ async function act(form) {
 for (const form of document.querySelectorAll("form[data-passkey]")) {
   form.addEventListener("submit", (event) => {
     event.preventDefault();
-    const run = form.dataset.passkey === "enroll" ? enroll : act;
+    const run = { enroll, "sign-in": signIn }[form.dataset.passkey] || act;
     say(form, "answer your passkey's question…", "pending");
     run(form).catch((e) => say(form, e.message, "error"));
   });

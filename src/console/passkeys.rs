@@ -131,20 +131,7 @@ pub struct Enrolled {
 
 /// Keeps the passkey the browser made, uses the link, and signs the browser in.
 pub async fn enroll_finish(State(c): State<Console>, Json(done): Json<Enrolled>) -> Response {
-    let secret = match enroll_keep(&c, &done).await {
-        Ok(secret) => secret,
-        Err(e) => return answer(Err(e)),
-    };
-    let mut response = answer(Ok(json!({ "message": "passkey kept" })));
-    match super::session_cookie(&c.origin, &secret) {
-        Ok(cookie) => {
-            response
-                .headers_mut()
-                .insert(axum::http::header::SET_COOKIE, cookie);
-            response
-        }
-        Err(e) => answer(Err(e)),
-    }
+    with_session(&c, enroll_keep(&c, &done).await, "passkey kept")
 }
 
 async fn enroll_keep(c: &Console, done: &Enrolled) -> Result<String> {
@@ -196,15 +183,7 @@ async fn act_begin(c: &Console, s: &Signed, ask: &Ask) -> Result<serde_json::Val
         return Err(form_refused());
     }
     Action::parse(&ask.action)?;
-    let keys: Vec<Passkey> = enrolled(c).await?.into_iter().map(|(_, k)| k).collect();
-    if keys.is_empty() {
-        return Err(Error::auth_required("no passkey is enrolled yet")
-            .with_next_step("at a terminal, run: mailbroker console enroll"));
-    }
-    let (options, state) = relying_party(c)?
-        .start_passkey_authentication(&keys)
-        .map_err(internal)?;
-    let state = serde_json::to_string(&state).map_err(internal)?;
+    let (options, state) = question(c).await?;
     c.store
         .begin_ceremony(&s.secret, &ask.action, &state, CEREMONY_SECS)
         .await?;
@@ -247,7 +226,34 @@ async fn act_checked(c: &Console, s: &Signed, act: &Act) -> Result<String> {
     let Some(state) = c.store.take_ceremony(&s.secret, &act.action).await? else {
         return Err(refused("no passkey question was asked for this"));
     };
-    let state: PasskeyAuthentication = serde_json::from_str(&state).map_err(internal)?;
+    verified(c, &state, credential, refused).await?;
+    action.run(c).await
+}
+
+/// A passkey question for any enrolled passkey: the options for the browser, and the
+/// ceremony's state to keep.
+async fn question(c: &Console) -> Result<(serde_json::Value, String)> {
+    let keys: Vec<Passkey> = enrolled(c).await?.into_iter().map(|(_, k)| k).collect();
+    if keys.is_empty() {
+        return Err(Error::auth_required("no passkey is enrolled yet")
+            .with_next_step("at a terminal, run: mailbroker console enroll"));
+    }
+    let (options, state) = relying_party(c)?
+        .start_passkey_authentication(&keys)
+        .map_err(internal)?;
+    let options = serde_json::to_value(options).map_err(internal)?;
+    Ok((options, serde_json::to_string(&state).map_err(internal)?))
+}
+
+/// Checks an assertion against the ceremony `state` it answers, with user verification, and
+/// keeps the passkey's new counter.
+async fn verified(
+    c: &Console,
+    state: &str,
+    credential: &PublicKeyCredential,
+    refused: impl Fn(&str) -> Error,
+) -> Result<()> {
+    let state: PasskeyAuthentication = serde_json::from_str(state).map_err(internal)?;
     let result = relying_party(c)?
         .finish_passkey_authentication(credential, &state)
         .map_err(|_| refused("the passkey's answer is not for this"))?;
@@ -262,5 +268,63 @@ async fn act_checked(c: &Console, s: &Signed, act: &Act) -> Result<String> {
             c.store.used_passkey(id, &kept).await?;
         }
     }
-    action.run(c).await
+    Ok(())
+}
+
+/// The passkey question of a browser that is not signed in: its answer signs it in, as a
+/// printed link does. The ceremony is the browser's own, under a name drawn here.
+pub async fn sign_in_options(State(c): State<Console>) -> Response {
+    answer(sign_in_begin(&c).await)
+}
+
+async fn sign_in_begin(c: &Console) -> Result<serde_json::Value> {
+    let (options, state) = question(c).await?;
+    let ceremony = crate::util::random_hex(16)?;
+    c.store
+        .begin_ceremony(&ceremony, SIGN_IN, &state, CEREMONY_SECS)
+        .await?;
+    Ok(json!({ "options": options, "ceremony": ceremony }))
+}
+
+const SIGN_IN: &str = "sign-in";
+
+#[derive(Deserialize)]
+pub struct SignedIn {
+    ceremony: String,
+    credential: PublicKeyCredential,
+}
+
+/// Checks the passkey's answer to a sign-in question and opens a session.
+pub async fn sign_in_finish(State(c): State<Console>, Json(done): Json<SignedIn>) -> Response {
+    let refused = |why: &str| {
+        Error::auth_required(format!("{why}; you are not signed in"))
+            .with_next_step("press the button again and answer your passkey's question")
+    };
+    let signed = async {
+        let Some(state) = c.store.take_ceremony(&done.ceremony, SIGN_IN).await? else {
+            return Err(refused("no passkey question was asked for this"));
+        };
+        verified(&c, &state, &done.credential, refused).await?;
+        let (secret, _) = c.store.open_console_session(super::SESSION_SECS).await?;
+        Ok(secret)
+    };
+    with_session(&c, signed.await, "signed in")
+}
+
+/// The answer that sets a new session's cookie, or the error.
+fn with_session(c: &Console, secret: Result<String>, message: &str) -> Response {
+    let secret = match secret {
+        Ok(secret) => secret,
+        Err(e) => return answer(Err(e)),
+    };
+    let mut response = answer(Ok(json!({ "message": message })));
+    match super::session_cookie(&c.origin, &secret) {
+        Ok(cookie) => {
+            response
+                .headers_mut()
+                .insert(axum::http::header::SET_COOKIE, cookie);
+            response
+        }
+        Err(e) => answer(Err(e)),
+    }
 }

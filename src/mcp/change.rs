@@ -70,16 +70,31 @@ impl Confirmation for ByClient<'_> {
     async fn confirm(&mut self, asking: Asking<'_>) -> Result<Confirmed<CallToolResponse>> {
         let call = &mut *self.call;
         let binding = confirm::binding(call.tool, &call.args, asking.ids);
-        let (reason, _) = self
+        let (reason, summary) = self
             .server
             .described(asking.reason, asking.ids, call.chosen.as_ref())
             .await?;
+        let plan = match asking.preview {
+            Preview::Change(report) => ChangeOut::of(report).plan,
+            _ => Vec::new(),
+        };
+        let waiting = Waiting {
+            reason: &reason,
+            plan: &plan,
+            summary: summary.as_ref(),
+            ids: asking.ids,
+        };
+        let description = self.server.waiting(self.ctx, call, waiting).await?;
+        let request = confirm::Request {
+            binding: &binding,
+            reason: &reason,
+            description,
+        };
         let (state, responses) = std::mem::take(&mut call.round);
         let asked = confirm::confirm(
             self.ctx,
             &self.server.confirmations,
-            &binding,
-            &reason,
+            request,
             call.token.as_deref(),
             (state.as_deref(), responses.as_ref()),
         )
@@ -138,7 +153,10 @@ impl McpServer {
                 preview,
                 reason,
                 ids,
-            } => Ok(self.dry_run(&call, preview, reason, &ids).await?.into()),
+            } => Ok(self
+                .dry_run(ctx, &call, preview, reason, &ids)
+                .await?
+                .into()),
             Outcome::Answered(answer) => Ok(answer),
             Outcome::Staged(manifest) => {
                 let count = manifest.summary.count;
@@ -161,6 +179,7 @@ impl McpServer {
     /// messages' summary and a confirm token for a client that cannot ask.
     async fn dry_run(
         &self,
+        ctx: &RequestContext<RoleServer>,
         call: &ToolCall,
         preview: Preview,
         reason: Option<String>,
@@ -181,9 +200,13 @@ impl McpServer {
             if let Some(summary) = summary {
                 dry.summary.get_or_insert(summary);
             }
-            let description = serde_json::json!({
-                "tool": call.tool, "reason": reason, "plan": dry.plan, "summary": dry.summary,
-            });
+            let waiting = Waiting {
+                reason: &reason,
+                plan: &dry.plan,
+                summary: dry.summary.as_ref(),
+                ids,
+            };
+            let description = self.waiting(ctx, call, waiting).await?;
             let binding = confirm::binding(call.tool, &call.args, ids);
             let token = self.confirmations.issue(&binding, &description).await?;
             dry.next_step = Some(self.confirmations.token_step(&token));
@@ -211,6 +234,56 @@ impl McpServer {
         let summary = self.listing().summary(ids).await?;
         let text = describe(action, &summary, chosen);
         Ok((text.clone(), Some(SummaryOut::of(summary, Some(text)))))
+    }
+}
+
+/// What a person is shown of a write that waits for them.
+struct Waiting<'a> {
+    reason: &'a str,
+    plan: &'a [String],
+    summary: Option<&'a SummaryOut>,
+    ids: &'a [i64],
+}
+
+/// How many of a waiting write's messages the console shows.
+const SAMPLE: usize = 10;
+
+impl McpServer {
+    /// What the console shows of a write waiting for the person: the tool, the sentence, the
+    /// plan, the messages' summary and a sample of them, and which client and session asked.
+    async fn waiting(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        call: &ToolCall,
+        w: Waiting<'_>,
+    ) -> Result<serde_json::Value> {
+        let sample: Vec<serde_json::Value> = (self.listing().sample(w.ids, SAMPLE).await?)
+            .into_iter()
+            .map(|m| {
+                serde_json::json!({
+                    "subject": m.subject, "from": m.from, "date": m.date,
+                    "mailbox": format!("{}/{}", m.place.account, m.place.mailbox),
+                })
+            })
+            .collect();
+        let client = ctx
+            .client_info()
+            .map(|i| format!("{} {}", i.name, i.version));
+        Ok(serde_json::json!({
+            "tool": call.tool, "reason": w.reason, "plan": w.plan, "summary": w.summary,
+            "sample": sample, "client": client, "session": session_of(ctx),
+        }))
+    }
+}
+
+/// The MCP session a call came in, as far as the person needs to tell sessions apart: the
+/// start of its id over HTTP, `stdio` otherwise.
+fn session_of(ctx: &RequestContext<RoleServer>) -> String {
+    let parts = ctx.extensions.get::<axum::http::request::Parts>();
+    match parts.and_then(|p| p.headers.get("mcp-session-id")?.to_str().ok()) {
+        Some(id) => id.chars().take(8).collect(),
+        None if parts.is_some() => "http".to_string(),
+        None => "stdio".to_string(),
     }
 }
 

@@ -91,6 +91,7 @@ pub async fn run(home: &Home, store: &Store, args: McpArgs, json: bool) -> Resul
                 // Where only a passkey approves, a token alone never runs a write.
                 confirm_with_token: args.confirm_with_token && !approvals.passkey_only(),
                 approvals,
+                console: crate::approvals::Approvals::console(store).await?,
                 ..McpOptions::default()
             };
             match args.http {

@@ -32,6 +32,9 @@ use mailbroker_core::{Error, Result};
 pub const TOKEN_TTL: Duration = Duration::from_secs(600);
 /// The key of our one elicitation in an input-required round trip.
 const INPUT_KEY: &str = "confirm";
+/// How a request state's nonce says it asked the user to open the console's page (the rest
+/// is that page): its answer is then the person's decision there, never the client's.
+const URL_NONCE: &str = "page-";
 
 /// What the user is asked: one yes/no.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
@@ -55,12 +58,14 @@ pub enum Asked {
 #[derive(Clone)]
 pub struct Confirmations {
     states: InputStates,
-    store: Store,
+    pub(super) store: Store,
     /// Whether a confirm token needs the person's `mailbroker approve` before it runs a
     /// write (the default), or is enough by itself (`--confirm-with-token`).
     approval_needed: bool,
     /// Who approves: with passkeys only, neither elicitation nor `mailbroker approve`.
     approvals: crate::approvals::Approvals,
+    /// The person's console (its origin), where a waiting write has its page.
+    console: String,
 }
 
 /// The input requests this process issued and their signing key.
@@ -142,9 +147,12 @@ impl InputStates {
     }
 
     /// The request state of a new input request for `binding`: `nonce.expiry.signature`,
-    /// the nonce remembered until it is answered or expires.
-    fn ask(&self, binding: &str) -> Result<String> {
-        let nonce = crate::util::random_hex(16)?;
+    /// the nonce (drawn here unless given) remembered until it is answered or expires.
+    fn ask(&self, binding: &str, nonce: Option<&str>) -> Result<String> {
+        let nonce = match nonce {
+            Some(nonce) => nonce.to_string(),
+            None => crate::util::random_hex(16)?,
+        };
         let mut issued = self.issued()?;
         let now = Instant::now();
         issued.asked.retain(|_, expires| *expires > now);
@@ -159,10 +167,10 @@ impl InputStates {
         Ok(format!("{nonce}.{expires}.{signature}"))
     }
 
-    /// Checks that `state` was issued for `binding` under our key and is unexpired. Issued
-    /// by this process alone, it is marked answered here (`None`); under a shared key, the
-    /// nonce and expiry the index must record as answered are returned.
-    fn verified(&self, state: Option<&str>, binding: &str) -> Result<Option<(String, i64)>> {
+    /// Checks that `state` was issued for `binding` under our key and is unexpired, and
+    /// gives its nonce. Issued by this process alone, it is marked answered here; under a
+    /// shared key, the expiry the index must record it answered until comes with it.
+    fn verified(&self, state: Option<&str>, binding: &str) -> Result<(String, Option<i64>)> {
         let mut parts = state.unwrap_or_default().splitn(3, '.');
         let (Some(nonce), Some(expires), Some(signature)) =
             (parts.next(), parts.next(), parts.next())
@@ -180,38 +188,46 @@ impl InputStates {
             return Err(refuse_state());
         }
         if issued.shared {
-            return Ok(Some((nonce.to_string(), expires as i64)));
+            return Ok((nonce.to_string(), Some(expires as i64)));
         }
         match issued.asked.remove(nonce) {
-            Some(until) if until > Instant::now() => Ok(None),
+            Some(until) if until > Instant::now() => Ok((nonce.to_string(), None)),
             _ => Err(refuse_state()),
         }
     }
 }
 
 impl Confirmations {
-    /// Honours `state` once as the answer to an input request for `binding`.
-    async fn answered(&self, state: Option<&str>, binding: &str) -> Result<()> {
+    /// Honours `state` once as the answer to an input request for `binding`; its nonce.
+    async fn answered(&self, state: Option<&str>, binding: &str) -> Result<String> {
         match self.states.verified(state, binding)? {
-            None => Ok(()),
-            Some((nonce, expires)) => match self.store.claim_input_answer(&nonce, expires).await? {
-                true => Ok(()),
+            (nonce, None) => Ok(nonce),
+            (nonce, Some(expires)) => match self.store.claim_input_answer(&nonce, expires).await? {
+                true => Ok(nonce),
                 false => Err(refuse_state()),
             },
         }
     }
 
+    /// `console` is the console's origin, where a person approves a waiting write.
     pub fn new(
         store: Store,
         approval_needed: bool,
         approvals: crate::approvals::Approvals,
+        console: String,
     ) -> Confirmations {
         Confirmations {
             states: InputStates::default(),
             store,
             approval_needed,
             approvals,
+            console,
         }
+    }
+
+    /// The console's page of the waiting write `page`.
+    pub fn page_url(&self, page: &str) -> String {
+        format!("{}/console/waiting/{page}", self.console)
     }
 
     /// A confirm token for the write bound to `binding`, recorded with what the person will
@@ -227,14 +243,15 @@ impl Confirmations {
 
     /// What the dry run tells the assistant to do with its token.
     pub fn token_step(&self, token: &str) -> String {
-        if let crate::approvals::Approvals::Passkey { console } = &self.approvals {
+        let page = self.page_url(&crate::store::Approval::page_of(token));
+        if self.approvals.passkey_only() {
             return format!(
-                "show the plan to the user and ask them to approve it with their passkey in the console, {console}/console; then call again with confirm_token"
+                "show the plan to the user and ask them to approve it with their passkey in the console, {page}; then call again with confirm_token"
             );
         }
         match self.approval_needed {
             true => format!(
-                "show the plan to the user and ask them to approve it by running: mailbroker approve {token}; then call again with confirm_token"
+                "show the plan to the user and ask them to approve it by running: mailbroker approve {token}, or with their passkey in the console, {page}; then call again with confirm_token"
             ),
             false => "show the plan to the user; once they approve, call again with confirm_token"
                 .to_string(),
@@ -275,80 +292,139 @@ pub fn binding(tool: &str, args: &serde_json::Value, ids: &[i64]) -> String {
     hex::encode(hasher.finalize())
 }
 
-fn declined() -> Error {
+pub(super) fn declined() -> Error {
     Error::confirmation_declined("the user did not confirm this write; nothing was changed")
         .with_next_step("ask the user what they want instead")
 }
 
-/// Obtains the user's confirmation for a write described by `reason`.
+/// A write that needs the person's yes: what it is bound to, the sentence the person is
+/// asked, and what the console shows of it (`description`).
+pub struct Request<'a> {
+    pub binding: &'a str,
+    pub reason: &'a str,
+    pub description: serde_json::Value,
+}
+
+/// How the client can ask its user: a form (a yes the client returns) or a URL it opens
+/// (the console's page, where the person's passkey answers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Modes {
+    form: bool,
+    url: bool,
+}
+
+impl Modes {
+    fn of(caps: Option<&rmcp::model::ElicitationCapability>) -> Modes {
+        match caps {
+            None => Modes {
+                form: false,
+                url: false,
+            },
+            // A client that names neither mode asks by form (MCP 2025-06-18).
+            Some(e) => Modes {
+                form: e.form.is_some() || e.url.is_none(),
+                url: e.url.is_some(),
+            },
+        }
+    }
+}
+
+/// Obtains the user's confirmation for `request`.
 pub async fn confirm(
     ctx: &RequestContext<RoleServer>,
     confirmations: &Confirmations,
-    binding: &str,
-    reason: &str,
+    request: Request<'_>,
     token: Option<&str>,
     round: (Option<&str>, Option<&rmcp::model::InputResponses>),
 ) -> Result<Asked> {
+    let (binding, reason) = (request.binding, request.reason);
     if let Some(token) = token {
         confirmations.redeem(token, binding).await?;
         return Ok(Asked::Confirmed);
     }
-    if let crate::approvals::Approvals::Passkey { console } = &confirmations.approvals {
-        // The client's own user is not asked: only a passkey in the console approves.
-        return Err(Error::confirmation_required(format!(
-            "this write needs the user's approval with their passkey: it {reason}; nothing was changed"
-        ))
-        .with_next_step(format!(
-            "call again with dry_run: true, and ask the user to approve its plan in the console, {console}/console; then call again with confirm_token"
-        )));
-    }
-    let message = format!("mailbroker: allow this write? It {reason}.");
     let modern = ctx
         .protocol_version()
         .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
+    let elicitation = match modern {
+        true => ctx.meta.client_capabilities().and_then(|c| c.elicitation),
+        false => (ctx.peer.peer_info()).and_then(|i| i.capabilities.elicitation.clone()),
+    };
+    let modes = Modes::of(elicitation.as_ref());
+    let passkey = confirmations.approvals.passkey_only();
+    // The console's page where only a passkey approves, or where the client has no form.
+    let by_console = modes.url && (passkey || !modes.form);
     if modern {
         let (state, responses) = round;
         if let Some(answer) = responses.and_then(|r| r.get(INPUT_KEY)) {
             // Honoured only as the answer to a request issued for exactly this call (by this
             // process, or one sharing its key file), once: a state computed offline,
             // replayed, or from another server is not.
-            confirmations.answered(state, binding).await?;
-            let accepted = answer["action"] == "accept" && answer["content"]["confirm"] == true;
-            return if accepted {
-                Ok(Asked::Confirmed)
-            } else {
-                Err(declined())
+            let nonce = confirmations.answered(state, binding).await?;
+            let accepted = answer["action"] == "accept";
+            if let Some(page) = nonce.strip_prefix(URL_NONCE) {
+                // The client opened the page (or not); only the person's answer there counts.
+                return confirmations
+                    .decided_in_console(page, binding, accepted, ctx)
+                    .await;
+            }
+            if passkey {
+                return Err(passkey_refusal(reason, &confirmations.console));
+            }
+            return match accepted && answer["content"]["confirm"] == true {
+                true => Ok(Asked::Confirmed),
+                false => Err(declined()),
             };
         }
-        let can_elicit = ctx
-            .meta
-            .client_capabilities()
-            .is_some_and(|c| c.elicitation.is_some());
-        if can_elicit {
+        if by_console {
+            let page = confirmations.wait_in_console(&request).await?;
+            let ask = ElicitRequest::new(ElicitRequestParams::UrlElicitationParams {
+                meta: None,
+                message: console_message(reason),
+                url: confirmations.page_url(&page),
+                elicitation_id: page.clone(),
+            });
+            let mut requests = InputRequests::new();
+            requests.insert(INPUT_KEY.into(), InputRequest::Elicitation(ask));
+            let state = confirmations
+                .states
+                .ask(binding, Some(&format!("{URL_NONCE}{page}")))?;
+            return Ok(Asked::InputRequired(InputRequiredResult::new(
+                Some(requests),
+                Some(state),
+            )));
+        }
+        if passkey {
+            return Err(passkey_refusal(reason, &confirmations.console));
+        }
+        if modes.form {
             let schema = rmcp::model::ElicitationSchema::from_type::<ConfirmWrite>()
                 .map_err(|e| Error::internal(format!("confirmation schema: {e}")))?;
-            let request = ElicitRequest::new(ElicitRequestParams::FormElicitationParams {
+            let ask = ElicitRequest::new(ElicitRequestParams::FormElicitationParams {
                 meta: None,
-                message,
+                message: form_message(reason),
                 requested_schema: schema,
             });
             let mut requests = InputRequests::new();
-            requests.insert(INPUT_KEY.into(), InputRequest::Elicitation(request));
+            requests.insert(INPUT_KEY.into(), InputRequest::Elicitation(ask));
             return Ok(Asked::InputRequired(InputRequiredResult::new(
                 Some(requests),
-                Some(confirmations.states.ask(binding)?),
+                Some(confirmations.states.ask(binding, None)?),
             )));
         }
-        return Err(token_flow(reason, confirmations.approval_needed));
+        return Err(token_flow(reason, confirmations));
     }
-    match ctx.peer.elicit::<ConfirmWrite>(message).await {
+    if by_console {
+        return confirmations.by_console_page(ctx, &request).await;
+    }
+    if passkey {
+        return Err(passkey_refusal(reason, &confirmations.console));
+    }
+    match ctx.peer.elicit::<ConfirmWrite>(form_message(reason)).await {
         Ok(Some(ConfirmWrite { confirm: true })) => Ok(Asked::Confirmed),
         Ok(_) | Err(ElicitationError::UserDeclined) | Err(ElicitationError::UserCancelled) => {
             Err(declined())
         }
-        Err(ElicitationError::CapabilityNotSupported) => {
-            Err(token_flow(reason, confirmations.approval_needed))
-        }
+        Err(ElicitationError::CapabilityNotSupported) => Err(token_flow(reason, confirmations)),
         Err(e) => Err(Error::confirmation_required(format!(
             "could not ask the user to confirm: {e}"
         ))
@@ -356,17 +432,36 @@ pub async fn confirm(
     }
 }
 
+fn form_message(reason: &str) -> String {
+    format!("mailbroker: allow this write? It {reason}.")
+}
+
+pub(super) fn console_message(reason: &str) -> String {
+    format!(
+        "mailbroker: a write waits for your passkey in your console. It {reason}. Open the page to approve or decline it there."
+    )
+}
+
+/// Where only a passkey approves and the client cannot open the console's page for the user.
+fn passkey_refusal(reason: &str, console: &str) -> Error {
+    Error::confirmation_required(format!(
+        "this write needs the user's approval with their passkey: it {reason}; nothing was changed"
+    ))
+    .with_next_step(format!(
+        "call again with dry_run: true, and ask the user to approve its plan in the console, {console}/console; then call again with confirm_token"
+    ))
+}
+
 /// The refusal of a write that needs confirming, for a client that cannot ask the user: it
 /// fails closed. The dry run's token is approved by the person (`mailbroker approve`), not by
 /// the assistant, unless the server was started with `--confirm-with-token`.
-fn token_flow(reason: &str, approval_needed: bool) -> Error {
-    let step = match approval_needed {
-        true => {
-            "call again with dry_run: true; show the user its plan and ask them to approve it by running: mailbroker approve CONFIRM_TOKEN; then call again with confirm_token"
-        }
-        false => {
-            "call again with dry_run: true, show the plan to the user, and once they approve pass its confirm_token"
-        }
+fn token_flow(reason: &str, confirmations: &Confirmations) -> Error {
+    let step = match confirmations.approval_needed {
+        true => format!(
+            "call again with dry_run: true; show the user its plan and ask them to approve it by running: mailbroker approve CONFIRM_TOKEN, or with their passkey in the console, {}/console; then call again with confirm_token",
+            confirmations.console
+        ),
+        false => "call again with dry_run: true, show the plan to the user, and once they approve pass its confirm_token".to_string(),
     };
     Error::confirmation_required(format!(
         "this write needs the user's confirmation: it {reason}; nothing was changed"
@@ -419,14 +514,14 @@ mod tests {
             &serde_json::json!({"move_to": "trash"}),
             &[2],
         );
-        let state = mine.ask(&a).unwrap();
+        let state = mine.ask(&a, None).unwrap();
         // Not for other arguments, not from another process, not twice, not made up.
         let refused =
             |r: Result<()>| assert_eq!(r.unwrap_err().error_type(), "confirmation_required");
         let answered = |states: &InputStates, state: Option<&str>, binding: &str| {
             states
                 .verified(state, binding)
-                .map(|shared| assert_eq!(shared, None))
+                .map(|(_, shared)| assert_eq!(shared, None))
         };
         refused(answered(&mine, Some(&state), &b));
         refused(answered(&InputStates::default(), Some(&state), &a));
@@ -434,7 +529,7 @@ mod tests {
         refused(answered(&mine, Some(&state), &a));
         refused(answered(&mine, Some(&a), &a));
         refused(answered(&mine, None, &a));
-        let fresh = mine.ask(&a).unwrap();
+        let fresh = mine.ask(&a, None).unwrap();
         let (nonce, rest) = fresh.split_once('.').unwrap();
         refused(answered(&mine, Some(&format!("{nonce}.9{rest}")), &a));
     }

@@ -293,7 +293,13 @@ pub async fn bind(home: Home, store: Store, options: HttpOptions) -> Result<Boun
     let writes = options.mcp.allow_writes;
     let work = options.mcp.work.clone();
     let console = options.console.origin(port)?;
-    let server = McpServer::new(home.clone(), store.clone(), options.mcp);
+    let mut mcp = options.mcp;
+    if let Some(origin) = &console {
+        // A write waits for the person in this listener's own console.
+        mcp.console = origin.url.clone();
+        mcp.approvals = mcp.approvals.at(&origin.url);
+    }
+    let server = McpServer::new(home.clone(), store.clone(), mcp);
     let service = StreamableHttpService::new(
         move || Ok(server.clone()),
         Arc::new(Sessions::new(options.sessions, store.clone())),

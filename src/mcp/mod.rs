@@ -5,6 +5,7 @@
 //! own lives here: tool descriptions, confirmation by elicitation or token (`confirm.rs`),
 //! and the HTTP transport with its controls (`http.rs`).
 
+mod by_console;
 mod change;
 pub mod command;
 mod confirm;
@@ -70,6 +71,9 @@ pub struct McpOptions {
     pub confirm_with_token: bool,
     /// Who approves: with passkeys only, a client's own answer to its question is refused.
     pub approvals: crate::approvals::Approvals,
+    /// The person's console (its origin), where a write waiting for them has its page:
+    /// `serve`'s own, else the home's (`console approvals`), else `mailbroker console`'s.
+    pub console: String,
     /// How fresh each account is kept, when a `serve` process keeps them (`list_accounts`).
     pub freshness: Option<crate::freshness::Freshness>,
     /// Writes in flight: each runs to its end even when its request is dropped, and `serve`
@@ -85,6 +89,7 @@ impl Default for McpOptions {
             confirm_window: crate::change::DEFAULT_BUDGET_WINDOW_SECS,
             confirm_with_token: false,
             approvals: crate::approvals::Approvals::Person,
+            console: crate::approvals::DEFAULT_CONSOLE.to_string(),
             freshness: None,
             work: tokio_util::task::TaskTracker::new(),
         }
@@ -130,6 +135,7 @@ impl McpServer {
                 store.clone(),
                 !options.confirm_with_token,
                 options.approvals.clone(),
+                options.console.clone(),
             ),
             store,
             options: Arc::new(options),

@@ -11,9 +11,9 @@ use mailbroker_query::{self as query, Query};
 use mailbroker_store::{Store, Touched, no_message, now_secs};
 
 pub use mailbroker_store::{
-    AccountRecord, Approval, Asked, ChangeRecord, ChangeStatus, Chosen, Fallback, ItemCounts,
-    ItemStatus, JournalItem, MailboxRecord, Manifest, ManifestItem, ManifestStatus, MessageRow,
-    MessageState, SearchPage,
+    AccountRecord, Approval, Asked, ChangeRecord, ChangeStatus, Chosen, Decision, Fallback,
+    ItemCounts, ItemStatus, JournalItem, MailboxRecord, Manifest, ManifestItem, ManifestStatus,
+    MessageRow, MessageState, SearchPage,
 };
 
 use crate::change::Selection;
@@ -250,6 +250,32 @@ impl<'a> Listing<'a> {
         }
     }
 
+    /// The assistant's write whose console page is `page`, decided or not (the owner's only).
+    pub async fn waiting_at(&self, page: &str) -> Result<Approval> {
+        match self.scope {
+            Scope::Owner => self.store.approval_at_page(page).await,
+            Scope::Accounts { .. } => Err(mailbroker_core::Error::not_found(
+                "no request of an assistant is kept at this address",
+            )),
+        }
+    }
+
+    /// The first `n` of messages `ids` still in the index: what a person is shown as a sample.
+    pub async fn sample(&self, ids: &[i64], n: usize) -> Result<Vec<MessageRow>> {
+        let mut rows = Vec::new();
+        for id in ids {
+            if rows.len() == n {
+                break;
+            }
+            match self.message(*id).await {
+                Ok(row) => rows.push(row),
+                Err(e) if e.is_not_found() => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(rows)
+    }
+
     /// How many of staged deletion `id`'s messages (those still in the index) are of each
     /// month, `YYYY-MM`, oldest first.
     pub async fn manifest_months(&self, id: i64) -> Result<Vec<(String, u64)>> {
@@ -272,15 +298,10 @@ impl<'a> Listing<'a> {
         limit: usize,
     ) -> Result<(Vec<MessageRow>, usize)> {
         let manifest = self.manifest(id, true).await?;
-        let mut rows = Vec::new();
-        for item in manifest.items.iter().skip(offset).take(limit) {
-            match self.store.message(item.message_id).await {
-                Ok(row) => rows.push(row),
-                Err(e) if e.is_not_found() => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok((rows, manifest.items.len()))
+        let ids: Vec<i64> = (manifest.items.iter().skip(offset).take(limit))
+            .map(|item| item.message_id)
+            .collect();
+        Ok((self.sample(&ids, limit).await?, manifest.items.len()))
     }
 
     /// What messages `ids` are, summed up: accounts, mailboxes, senders, months, bytes.

@@ -1,8 +1,11 @@
 //! Confirmations a person gives outside the assistant's reach (`approvals`): a write that
 //! needs confirming is recorded under a token by its dry run, approved by the person with
-//! `mailbroker approve TOKEN`, and runs once with that token.
+//! `mailbroker approve TOKEN` or in the console, and runs once with that token. The console
+//! names a waiting write by its page (a digest of the token), so an address handed to an
+//! assistant never carries the token itself.
 
 use mailbroker_core::Error;
+use sha2::{Digest, Sha256};
 
 use super::{Store, db_error, now_secs};
 
@@ -14,6 +17,55 @@ pub struct Approval {
     pub expires_at: i64,
     pub approved_at: Option<i64>,
     pub used_at: Option<i64>,
+    pub declined_at: Option<i64>,
+}
+
+/// Where a waiting write stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    Waiting,
+    Approved,
+    Declined,
+    /// Approved, and the write it stands for has run (or is running).
+    Used,
+    Expired,
+}
+
+impl Decision {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Waiting => "waiting",
+            Decision::Approved => "approved",
+            Decision::Declined => "declined",
+            Decision::Used => "used",
+            Decision::Expired => "expired",
+        }
+    }
+}
+
+impl Approval {
+    /// The console page's name for `token`: a digest, so the page's address can be given to
+    /// an assistant, which can neither approve with it nor learn the token from it.
+    pub fn page_of(token: &str) -> String {
+        let mut hasher = Sha256::new();
+        hasher.update(b"mailbroker console page\0");
+        hasher.update(token.as_bytes());
+        hex::encode(&hasher.finalize()[..16])
+    }
+
+    pub fn page(&self) -> String {
+        Approval::page_of(&self.token)
+    }
+
+    pub fn decision(&self) -> Decision {
+        match (self.used_at, self.declined_at, self.approved_at) {
+            (Some(_), _, _) => Decision::Used,
+            (None, Some(_), _) => Decision::Declined,
+            (None, None, Some(_)) => Decision::Approved,
+            _ if self.expires_at < now_secs() => Decision::Expired,
+            _ => Decision::Waiting,
+        }
+    }
 }
 
 fn unknown(token: &str) -> Error {
@@ -66,7 +118,7 @@ impl Store {
     }
 
     pub async fn approval(&self, token: &str) -> Result<Approval, Error> {
-        let (_, description, expires_at, approved_at, used_at, _) = self
+        let (_, description, expires_at, approved_at, used_at, declined_at) = self
             .approval_row(token)
             .await?
             .ok_or_else(|| unknown(token))?;
@@ -76,31 +128,49 @@ impl Store {
             expires_at,
             approved_at,
             used_at,
+            declined_at,
         })
     }
 
     /// The confirmations still waiting for a person (unexpired, neither approved nor used),
     /// newest first.
     pub async fn waiting_approvals(&self) -> Result<Vec<Approval>, Error> {
-        let rows: Vec<(String, String, i64)> = sqlx::query_as(
-            "SELECT token, description, expires_at FROM approvals
-             WHERE expires_at >= $1 AND approved_at IS NULL AND used_at IS NULL
-               AND declined_at IS NULL
-             ORDER BY expires_at DESC, token",
+        let mut all = self.recent_approvals().await?;
+        all.retain(|a| a.decision() == Decision::Waiting);
+        Ok(all)
+    }
+
+    /// The confirmation whose console page is `page`, decided or not, while it is kept.
+    pub async fn approval_at_page(&self, page: &str) -> Result<Approval, Error> {
+        let mut found = self.recent_approvals().await?.into_iter();
+        found.find(|a| a.page() == page).ok_or_else(|| {
+            Error::not_found("no request of an assistant is kept at this address")
+                .with_next_step("it may have expired: ask the assistant to try again")
+        })
+    }
+
+    /// Every confirmation kept (those expired are removed as new ones come), newest first.
+    async fn recent_approvals(&self) -> Result<Vec<Approval>, Error> {
+        // The row of `approval_row`, with the token where the binding was.
+        let rows: Vec<ApprovalRow> = sqlx::query_as(
+            "SELECT token, description, expires_at, approved_at, used_at, declined_at
+             FROM approvals ORDER BY expires_at DESC, token",
         )
-        .bind(now_secs())
         .fetch_all(self.pool())
         .await
         .map_err(db_error)?;
         Ok(rows
             .into_iter()
-            .map(|(token, description, expires_at)| Approval {
-                token,
-                description: serde_json::from_str(&description).unwrap_or_default(),
-                expires_at,
-                approved_at: None,
-                used_at: None,
-            })
+            .map(
+                |(token, description, expires_at, approved_at, used_at, declined_at)| Approval {
+                    token,
+                    description: serde_json::from_str(&description).unwrap_or_default(),
+                    expires_at,
+                    approved_at,
+                    used_at,
+                    declined_at,
+                },
+            )
             .collect())
     }
 

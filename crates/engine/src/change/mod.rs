@@ -245,7 +245,7 @@ pub async fn request<C: Confirmation>(
                 return Err(only_a_person_runs(manifest));
             }
             let ready = delete::resolve(cx.store, manifest, batch_size).await?;
-            return run(cx, ready, (dry_run, progress), confirmation).await;
+            return run(cx, ready, (dry_run, progress, &origin), confirmation).await;
         }
         // The journal fixes which messages an undo touches: the change id binds them.
         Operation::Undo { change } => (
@@ -349,7 +349,7 @@ fn only_a_person_runs(manifest: i64) -> Error {
 async fn run<C: Confirmation>(
     cx: &Context<'_>,
     ready: delete::Ready,
-    (dry_run, progress): (bool, delete::Progress),
+    (dry_run, progress, origin): (bool, delete::Progress, &str),
     confirmation: &mut C,
 ) -> Result<Outcome<C::Answer>> {
     let reason = ready.reason();
@@ -376,9 +376,10 @@ async fn run<C: Confirmation>(
         }
     }
     let store = cx.store.clone();
+    let origin = origin.to_string();
     let ran = cx
         .work
-        .spawn(async move { delete::execute(&store, ready, progress).await });
+        .spawn(async move { delete::execute(&store, ready, progress, &origin).await });
     let (report, manifest) = ran
         .await
         .map_err(|e| Error::internal(format!("the deletion's task: {e}")))??;

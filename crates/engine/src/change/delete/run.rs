@@ -92,11 +92,13 @@ impl Ready {
     }
 }
 
-/// Runs (or resumes) a manifest; returns its report and the manifest as the run left it.
+/// Runs (or resumes) a manifest for `origin` (who ran it, as the journal records it);
+/// returns its report and the manifest as the run left it.
 pub async fn execute(
     store: &Store,
     ready: Ready,
     progress: Progress,
+    origin: &str,
 ) -> Result<(ChangeReport, Manifest)> {
     let started = std::time::Instant::now();
     let pending = ready.pending();
@@ -120,7 +122,9 @@ pub async fn execute(
     store
         .set_manifest_status(id, ManifestStatus::Executing)
         .await?;
-    let change_id = store.open_change(&intent(&manifest, &report.plan)).await?;
+    let change_id = store
+        .open_change(&intent(&manifest, &report.plan, origin))
+        .await?;
     report.change_id = Some(change_id);
     let mut run = Run {
         store,
@@ -146,11 +150,11 @@ pub async fn execute(
 
 /// The journal's record of a run: the manifest is its intent. Its items stay pending until
 /// a batch's checkpoint records them, and a pending item is re-checked on the server.
-fn intent(manifest: &Manifest, plan: &[String]) -> ChangeRecord {
+fn intent(manifest: &Manifest, plan: &[String], origin: &str) -> ChangeRecord {
     ChangeRecord {
         id: 0,
         created_at: 0,
-        origin: "cli".into(),
+        origin: origin.into(),
         selection: mailbroker_store::Chosen::Manifest {
             manifest: manifest.id,
         },

@@ -1,0 +1,91 @@
+//! Confirmation in the person's console (URL-mode elicitation, MCP 2025-11-25 and later): a
+//! write that needs the person's yes is recorded as waiting, the client is given the
+//! console's page for it to open, and the call goes on only once the person's passkey
+//! approved it there.
+//!
+//! Security Invariant: the page's address names the waiting write by a digest of its token,
+//! never the token, so the client can neither approve with it (`mailbroker approve`) nor
+//! call with it; and the client's own answer to the elicitation only ever declines. Nothing
+//! runs until the index records the person's approval, which is then used once.
+
+use rmcp::RoleServer;
+use rmcp::model::ElicitationAction;
+use rmcp::service::{ElicitationError, RequestContext};
+
+use super::confirm::{Asked, Confirmations, Request, declined};
+use crate::store::{Approval, Decision};
+use mailbroker_core::{Error, Result};
+
+/// How often a call waiting on the person's decision looks for it.
+const POLL: std::time::Duration = std::time::Duration::from_millis(250);
+
+impl Confirmations {
+    /// Records `request` as waiting for the person; the name of its console page.
+    pub(super) async fn wait_in_console(&self, request: &Request<'_>) -> Result<String> {
+        let token = self.issue(request.binding, &request.description).await?;
+        Ok(Approval::page_of(&token))
+    }
+
+    /// Asks a client of protocol 2025-11-25 to open the console's page, then waits for the
+    /// person's decision there.
+    pub(super) async fn by_console_page(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        request: &Request<'_>,
+    ) -> Result<Asked> {
+        let page = self.wait_in_console(request).await?;
+        let url = url::Url::parse(&self.page_url(&page))
+            .map_err(|e| Error::internal(format!("the console's address: {e}")))?;
+        let message = super::confirm::console_message(request.reason);
+        let accepted = match ctx.peer.elicit_url(message, url, page.clone()).await {
+            Ok(action) => action == ElicitationAction::Accept,
+            Err(ElicitationError::UserDeclined | ElicitationError::UserCancelled) => false,
+            Err(e) => {
+                return Err(Error::confirmation_required(format!(
+                    "could not show the user the console's page for this write: {e}; nothing was changed"
+                ))
+                .with_next_step(format!(
+                    "call again with dry_run: true and ask the user to approve it in the console, {}",
+                    self.page_url(&page)
+                )));
+            }
+        };
+        self.decided_in_console(&page, request.binding, accepted, ctx)
+            .await
+    }
+
+    /// The person's decision on the write waiting at `page`, waited for while the client
+    /// keeps the call open. A client that did not open the page (`accepted` false) declines
+    /// it: the console then stops offering it.
+    pub(super) async fn decided_in_console(
+        &self,
+        page: &str,
+        binding: &str,
+        accepted: bool,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<Asked> {
+        let token = self.store.approval_at_page(page).await?.token;
+        if !accepted {
+            // Already decided or gone: the person's answer stands, and this write is off.
+            let _ = self.store.decline(&token).await;
+            return Err(declined());
+        }
+        loop {
+            let waiting = self.store.approval(&token).await?;
+            if waiting.decision() != Decision::Waiting {
+                // Approved, declined, used or expired: the token's own checks say which.
+                self.store.redeem_approval(&token, binding, true).await?;
+                return Ok(Asked::Confirmed);
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(POLL) => {}
+                _ = ctx.ct.cancelled() => {
+                    return Err(Error::confirmation_required(
+                        "the call was cancelled before the user decided in the console; nothing was changed",
+                    )
+                    .with_next_step("call again, and let the user decide in the console"));
+                }
+            }
+        }
+    }
+}
