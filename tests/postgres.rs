@@ -57,6 +57,22 @@ async fn two_homes_on_one_database_share_the_index() {
     let found = ok(first.path(), &["search", "in:inbox", "--limit", "100"]);
     assert_eq!(found["total"], 8, "{found}");
 
+    // A staged deletion run from one home: the other finds its run in the journal.
+    let staged = ok(first.path(), &["stage-delete", "in:inbox"]);
+    let id = staged["manifest"]["id"]
+        .as_i64()
+        .expect("a manifest")
+        .to_string();
+    ok(first.path(), &["delete-staged", &id, "--yes"]);
+    let shown = ok(second.path(), &["delete-staged", "--show", &id]);
+    let runs = shown["manifest"]["runs"]
+        .as_array()
+        .expect("its runs")
+        .clone();
+    assert_eq!(runs.len(), 1, "{shown}");
+    let change = ok(second.path(), &["changes", &runs[0].to_string()]);
+    assert_eq!(change["change"]["applied"], 8, "{change}");
+
     let token = ok(
         first.path(),
         &["token", "create", "--name", "team", "--accounts", "shared"],

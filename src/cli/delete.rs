@@ -244,10 +244,16 @@ pub async fn delete_staged(
 /// `delete-staged --show ID`: the manifest and each of its items.
 async fn show(store: &Store, id: i64, json: bool) -> Result<()> {
     let manifest = owner(store).manifest(id, true).await?;
+    let runs = owner(store).manifest_runs(id).await?;
     if json {
-        return print_json(Some("manifest"), &ManifestJson::from(&manifest));
+        let mut shown = ManifestJson::from(&manifest);
+        shown.runs = runs.iter().map(|run| run.id).collect();
+        return print_json(Some("manifest"), &shown);
     }
     print_summary(&manifest);
+    for run in &runs {
+        crate::say!("  run by change {} ({})", run.id, run.origin);
+    }
     for item in &manifest.items {
         let error = item
             .error

@@ -181,6 +181,9 @@ pub struct ManifestJson<'a> {
     pub updated_at: i64,
     pub executed_at: Option<i64>,
     pub counts: &'a ItemCounts,
+    /// The journal's changes that ran it (a resumed run has several), newest first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub runs: Vec<i64>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub items: Vec<ManifestItemJson<'a>>,
 }
@@ -221,6 +224,7 @@ impl<'a> From<&'a Manifest> for ManifestJson<'a> {
             updated_at: m.updated_at,
             executed_at: m.executed_at,
             counts: &m.counts,
+            runs: Vec::new(),
             items: m.items.iter().map(ManifestItemJson::from).collect(),
         }
     }

@@ -221,6 +221,7 @@ async fn serve(home: &Home, store: &Store, listen: &str, json: bool) -> Result<(
         store: store.clone(),
         origin,
         work: work.clone(),
+        running: Default::default(),
     });
     let served = axum::serve(listener, app)
         .with_graceful_shutdown(crate::mcp::http::signalled())

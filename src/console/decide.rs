@@ -8,6 +8,8 @@ use mailbroker_core::{Error, Result};
 
 use super::Console;
 use crate::change::{self, Asking, ChangeRequest, Confirmation, Confirmed, Operation, Outcome};
+use crate::listing::Listing;
+use crate::scope::Scope;
 
 /// A decision, as a page's button names it (`approve:TOKEN`, `run:ID`, …).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,32 +45,76 @@ impl Action {
         }
     }
 
-    /// Does it (the passkey was checked) and says how it went.
-    pub async fn run(&self, c: &Console) -> Result<String> {
+    /// Does it (the passkey was checked) and says how it went, and where to follow it.
+    pub async fn run(&self, c: &Console) -> Result<Done> {
+        let said = |message: String| Done {
+            message,
+            location: None,
+        };
         match self {
             Action::Approve(token) => {
                 c.store.approve(token).await?;
-                Ok("approved: the assistant's write may now run, once".to_string())
+                Ok(said(
+                    "approved: the assistant's write may now run, once".into(),
+                ))
             }
             Action::Decline(token) => {
                 c.store.decline(token).await?;
-                Ok("declined: that write will not run".to_string())
+                Ok(said("declined: that write will not run".into()))
             }
             Action::Cancel(id) => {
                 change::delete::cancel(&c.store, *id).await?;
-                Ok(format!("staged deletion {id} cancelled"))
+                Ok(said(format!("staged deletion {id} cancelled")))
             }
-            Action::Run(id) => {
-                let operation = Operation::Run {
-                    manifest: *id,
-                    batch_size: change::delete::DEFAULT_BATCH,
-                    progress: change::delete::Progress::new(|_, _| {}),
-                };
-                said(change_by_person(c, operation).await?)
-            }
-            Action::Undo(id) => said(change_by_person(c, Operation::Undo { change: *id }).await?),
+            Action::Run(id) => start_run(c, *id).await,
+            Action::Undo(id) => Ok(said(done(
+                change_by_person(c, Operation::Undo { change: *id }).await?,
+            )?)),
         }
     }
+}
+
+/// What a decision came to: a line for the page, and the page that follows it, if any.
+pub struct Done {
+    pub message: String,
+    pub location: Option<String>,
+}
+
+/// Starts staged deletion `id`'s run on the console's own tasks, so that it goes on however
+/// long it takes and whatever the browser does; its page shows its progress, then its report.
+async fn start_run(c: &Console, id: i64) -> Result<Done> {
+    let manifest = Listing::new(&c.store, &Scope::Owner)
+        .manifest(id, false)
+        .await?;
+    if !manifest.status.runnable() {
+        return Err(Error::validation(format!(
+            "staged deletion {id} is {}: there is nothing to run",
+            manifest.status
+        ))
+        .with_next_step(format!("see its page: /console/deletions/{id}")));
+    }
+    if !c.running.start(id) {
+        return Err(Error::validation(format!(
+            "staged deletion {id} is running already"
+        )));
+    }
+    let console = c.clone();
+    c.work.spawn(async move {
+        let operation = Operation::Run {
+            manifest: id,
+            batch_size: change::delete::DEFAULT_BATCH,
+            progress: change::delete::Progress::new(|_, _| {}),
+        };
+        // The page reads the run's end from the index: the manifest and its journaled run.
+        if let Err(e) = change_by_person(&console, operation).await {
+            tracing::warn!("staged deletion {id}: {}", e.message());
+        }
+        console.running.end(id);
+    });
+    Ok(Done {
+        message: format!("staged deletion {id} is running"),
+        location: Some(format!("/console/deletions/{id}")),
+    })
 }
 
 /// The console's person: their passkey answered for this very change, so it goes ahead,
@@ -112,7 +158,7 @@ async fn change_by_person(
 }
 
 /// A change's outcome in a line: its journal id and how its messages ended.
-fn said(outcome: Outcome<std::convert::Infallible>) -> Result<String> {
+fn done(outcome: Outcome<std::convert::Infallible>) -> Result<String> {
     let (report, manifest) = match outcome {
         Outcome::Done(report) => (report, None),
         Outcome::Ran { report, manifest } => (report, Some(manifest)),

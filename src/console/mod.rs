@@ -128,6 +128,29 @@ pub struct Console {
     pub origin: Origin,
     /// The tasks a change runs on, so a browser that goes away does not stop one half sent.
     pub work: tokio_util::task::TaskTracker,
+    /// The staged deletions this console is running: their pages follow them until done.
+    pub running: Running,
+}
+
+/// Staged deletions a console started and that have not finished.
+#[derive(Clone, Default)]
+pub struct Running(std::sync::Arc<std::sync::Mutex<std::collections::BTreeSet<i64>>>);
+
+impl Running {
+    pub fn contains(&self, id: i64) -> bool {
+        self.0.lock().is_ok_and(|ids| ids.contains(&id))
+    }
+
+    /// Marks `id` running; false when it already is.
+    fn start(&self, id: i64) -> bool {
+        self.0.lock().is_ok_and(|mut ids| ids.insert(id))
+    }
+
+    fn end(&self, id: i64) {
+        if let Ok(mut ids) = self.0.lock() {
+            ids.remove(&id);
+        }
+    }
 }
 
 /// The console's routes, under `/console`, behind its guard.

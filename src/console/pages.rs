@@ -29,12 +29,18 @@ pub(super) fn t(text: &str) -> String {
 }
 
 fn page(title: &str, signed: Option<&Signed>, body: Markup) -> Markup {
+    page_with(title, signed, body, false)
+}
+
+/// A page; `following` reloads it every second (a run's progress), with no script.
+fn page_with(title: &str, signed: Option<&Signed>, body: Markup, following: bool) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {
             head {
                 meta charset="utf-8";
                 meta name="viewport" content="width=device-width, initial-scale=1";
+                @if following { meta http-equiv="refresh" content="1"; }
                 title { (title) " · mailbroker" }
                 link rel="stylesheet" href="/console/style.css";
             }
@@ -184,18 +190,27 @@ pub async fn deletion(
     Query(paged): Query<Paged>,
 ) -> Response {
     let title = format!("Staged deletion {id}");
-    let body = deletion_body(&c, id, paged.page, &s.session.csrf).await;
-    shown(&title, &s, body)
+    let running = c.running.contains(id);
+    match deletion_body(&c, id, paged.page, &s.session.csrf, running).await {
+        Ok((body, following)) => {
+            answer(StatusCode::OK, page_with(&title, Some(&s), body, following))
+        }
+        Err(e) => failure(&e),
+    }
 }
 
+/// A staged deletion's page, and whether it follows a run under way.
 async fn deletion_body(
     c: &Console,
     id: i64,
     page: usize,
     csrf: &str,
-) -> mailbroker_core::Result<Markup> {
+    started_here: bool,
+) -> mailbroker_core::Result<(Markup, bool)> {
     let listing = listing(c);
     let m = listing.manifest(id, false).await?;
+    let runs = listing.manifest_runs(id).await?;
+    let running = started_here || m.status == ManifestStatus::Executing;
     let months = listing.manifest_months(id).await?;
     let (sample, total) = listing
         .manifest_messages(id, page.saturating_mul(SAMPLE), SAMPLE)
@@ -204,8 +219,10 @@ async fn deletion_body(
         .map(|s| (s.from.clone(), s.messages))
         .collect();
     let pages = total.div_ceil(SAMPLE);
-    Ok(html! {
+    let body = html! {
         (manifest_facts(&m))
+        @if running { (progress(&m)) }
+        @if !runs.is_empty() { (report(&runs)) }
         div.charts {
             (chart::bars("Messages per month", &months))
             (chart::bars("Messages per sender (the ten who sent most)", &senders))
@@ -229,7 +246,7 @@ async fn deletion_body(
                 @if page + 1 < pages { a href=(format!("/console/deletions/{id}?page={}", page + 1)) { "older →" } }
             }
         }
-        @if matches!(m.status, ManifestStatus::Pending | ManifestStatus::Executing | ManifestStatus::Failed) {
+        @if m.status.runnable() && !running {
             section.card {
                 h2 { "Decide" }
                 div.decide {
@@ -242,7 +259,40 @@ async fn deletion_body(
                 p.quiet { "Or at a terminal: " code { "mailbroker delete-staged " (m.id) } }
             }
         }
-    })
+    };
+    Ok((body, running))
+}
+
+/// A run under way: how many of its messages are settled.
+fn progress(m: &Manifest) -> Markup {
+    let k = &m.counts;
+    let total = k.pending + k.done + k.skipped + k.failed + k.moved;
+    let settled = total - k.pending;
+    html! {
+        section.card.running {
+            h2 { "Running" }
+            progress value=(settled) max=(total) {}
+            p { (settled) " of " (total) " messages settled — " (k.to_string()) }
+            p.quiet { "This page follows the run until it ends; leaving it does not stop the run." }
+        }
+    }
+}
+
+/// What the runs of a staged deletion did: each run's journal entry and outcomes.
+fn report(runs: &[ChangeRecord]) -> Markup {
+    html! {
+        section.card.report {
+            h2 { "Its report" }
+            ul {
+                @for run in runs {
+                    li {
+                        a href=(format!("/console/journal/{}", run.id)) { "change " (run.id) }
+                        " (" (t(&run.origin)) ", " (rfc3339(run.created_at)) "): " (outcomes(run))
+                    }
+                }
+            }
+        }
+    }
 }
 
 fn manifest_facts(m: &Manifest) -> Markup {
@@ -366,4 +416,38 @@ async fn accounts_body(c: &Console) -> mailbroker_core::Result<Markup> {
             }
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::listing::ItemCounts;
+
+    #[test]
+    fn a_run_under_way_shows_how_many_of_its_messages_are_settled() {
+        let m = Manifest {
+            id: 3,
+            created_at: 0,
+            origin: "cli".into(),
+            selection: crate::store::Chosen::Manifest { manifest: 3 },
+            mode: DeleteMode::Trash,
+            summary: Default::default(),
+            status: ManifestStatus::Executing,
+            updated_at: 0,
+            executed_at: None,
+            counts: ItemCounts {
+                pending: 300,
+                done: 650,
+                failed: 50,
+                ..Default::default()
+            },
+            items: Vec::new(),
+        };
+        let shown = progress(&m).into_string();
+        assert!(
+            shown.contains(r#"<progress value="700" max="1000">"#),
+            "{shown}"
+        );
+        assert!(shown.contains("700 of 1000 messages settled"), "{shown}");
+    }
 }

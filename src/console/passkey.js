@@ -52,6 +52,8 @@ async function act(form) {
   const credential = await navigator.credentials.get({ publicKey });
   const done = await post("/console/act", { action, csrf, credential: credential.toJSON() });
   say(form, done.message, "done");
+  // A run goes on in the server: its page follows it.
+  if (done.location) location.assign(done.location);
   // Decided: the other buttons of the same request have nothing left to do.
   const card = form.closest("section") || form;
   card.querySelectorAll("button").forEach((b) => { b.disabled = true; });

@@ -207,11 +207,11 @@ pub async fn act(
     answer(
         act_checked(&c, &s, &act)
             .await
-            .map(|message| json!({ "message": message })),
+            .map(|done| json!({ "message": done.message, "location": done.location })),
     )
 }
 
-async fn act_checked(c: &Console, s: &Signed, act: &Act) -> Result<String> {
+async fn act_checked(c: &Console, s: &Signed, act: &Act) -> Result<super::decide::Done> {
     if !same(&act.csrf, &s.session.csrf) {
         return Err(form_refused());
     }

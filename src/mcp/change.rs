@@ -282,7 +282,7 @@ fn session_of(ctx: &RequestContext<RoleServer>) -> String {
     let parts = ctx.extensions.get::<axum::http::request::Parts>();
     match parts.and_then(|p| p.headers.get("mcp-session-id")?.to_str().ok()) {
         Some(id) => id.chars().take(8).collect(),
-        None if parts.is_some() => "http".to_string(),
+        None if parts.is_some() => "none (each request stands alone)".to_string(),
         None => "stdio".to_string(),
     }
 }

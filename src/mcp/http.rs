@@ -321,6 +321,7 @@ pub async fn bind(home: Home, store: Store, options: HttpOptions) -> Result<Boun
             store,
             origin,
             work,
+            running: Default::default(),
         }));
     }
     let record = Listener {

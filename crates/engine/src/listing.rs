@@ -250,6 +250,12 @@ impl<'a> Listing<'a> {
         }
     }
 
+    /// The runs of staged deletion `id`, newest first: their outcomes are its report.
+    pub async fn manifest_runs(&self, id: i64) -> Result<Vec<ChangeRecord>> {
+        self.manifest(id, false).await?;
+        self.store.manifest_runs(id).await
+    }
+
     /// The assistant's write whose console page is `page`, decided or not (the owner's only).
     pub async fn waiting_at(&self, page: &str) -> Result<Approval> {
         match self.scope {

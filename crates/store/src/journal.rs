@@ -184,15 +184,28 @@ impl Store {
     /// statement for both: the journal has a row per change, so finding one id by walking
     /// back from the newest stays short.
     async fn change_rows(&self, id: Option<i64>, limit: u32) -> Result<Vec<ChangeRecord>, Error> {
+        self.change_rows_of(id, None, limit).await
+    }
+
+    /// The rows of `change_rows`, of those whose messages were chosen as `selection` only
+    /// when it is given.
+    async fn change_rows_of(
+        &self,
+        id: Option<i64>,
+        selection: Option<&Chosen>,
+        limit: u32,
+    ) -> Result<Vec<ChangeRecord>, Error> {
         let rows: Vec<ChangeRow> = sqlx::query_as(
             "SELECT id, created_at, origin, selection, patch, plan, undo_of,
                (SELECT MAX(u.id) FROM changes u WHERE u.undo_of = c.id AND u.applied > 0)
                  AS undone_by,
                applied, unchanged, stale, failed, unknown, status
-             FROM changes c WHERE $1 IS NULL OR id = $1 ORDER BY id DESC LIMIT $2",
+             FROM changes c WHERE ($1 IS NULL OR id = $1) AND ($3 IS NULL OR selection = $3)
+             ORDER BY id DESC LIMIT $2",
         )
         .bind(id)
         .bind(i64::from(limit))
+        .bind(selection.map(json))
         .fetch_all(self.pool())
         .await
         .map_err(db_error)?;
@@ -251,6 +264,14 @@ impl Store {
         let id = insert_change(&mut tx, change).await?;
         tx.commit().await.map_err(db_error)?;
         Ok(id)
+    }
+
+    /// The runs of staged deletion `manifest` (a resumed one has several), newest first,
+    /// without their items.
+    pub async fn manifest_runs(&self, manifest: i64) -> Result<Vec<ChangeRecord>, Error> {
+        self.interrupt_orphaned().await?;
+        let chosen = Chosen::Manifest { manifest };
+        self.change_rows_of(None, Some(&chosen), 100).await
     }
 
     /// The latest changes, newest first, without their items.

@@ -36,6 +36,16 @@ text_column!(ManifestStatus {
     Cancelled = "cancelled",
 });
 
+impl ManifestStatus {
+    /// Whether a run has anything to do: staged, or a run that did not finish.
+    pub fn runnable(self) -> bool {
+        matches!(
+            self,
+            ManifestStatus::Pending | ManifestStatus::Executing | ManifestStatus::Failed
+        )
+    }
+}
+
 impl std::fmt::Display for ManifestStatus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
