@@ -371,10 +371,86 @@ async fn a_person_reviews_in_the_console_what_waits_and_what_was_done() {
         shots,
     };
     assert_eq!(person.credentials.as_array().map(Vec::len), Some(1));
+    a_servers_passkey_flag_is_not_met_by_a_terminal(h, &evil_dry).await;
     passkeys_only(h, &origin_of(&served), &evil_dry, &person).await;
 }
 
+/// `mailbroker --home H --json ARGS` at a terminal of its own, where `typed` is typed.
+fn at_terminal(h: &Path, args: &[&str], typed: &str) -> mailbroker_testkit::terminal::AtTerminal {
+    let home = h.display().to_string();
+    let program = Path::new(env!("CARGO_BIN_EXE_mailbroker"));
+    let env = [("MAILBROKER_SECRET_STORE", "index")];
+    let mut all = vec!["--home", &home, "--json"];
+    all.extend(args);
+    mailbroker_testkit::terminal::run(program, &all, &env, typed).expect("a terminal")
+}
+
+/// `args` at a terminal, where the person types yes: refused, naming the console's `page`.
+fn refused_at_terminal(h: &Path, args: &[&str], page: &str) {
+    let refused = at_terminal(h, args, "yes\n");
+    assert_ne!(refused.code, 0, "{}", refused.shown);
+    let said = refused.json();
+    assert_eq!(
+        said["error_type"], "confirmation_required",
+        "{}",
+        refused.shown
+    );
+    let step = said["next_step"].as_str().unwrap_or("");
+    assert!(step.contains(page), "{}", refused.shown);
+}
+
+/// A server started with `--approvals passkey` where the home still lets terminals approve:
+/// `mailbroker approve` marks the token approved (the home allows it), and that server still
+/// does not run the write, as its yes did not come from a passkey.
+async fn a_servers_passkey_flag_is_not_met_by_a_terminal(h: &Path, evil_dry: &Value) {
+    let args = [
+        "mcp",
+        "--http",
+        "0",
+        "--http-allow-writes",
+        "--approvals",
+        "passkey",
+    ];
+    let mcp = common::mcp::http_command(h, &args, &[]);
+    let session = http_session(&mcp.1, HTTP_TOKEN).await;
+    let planned = ok_call(&session, "update_message", evil_dry.clone()).await;
+    let token = planned["confirm_token"].as_str().expect("a token");
+    let step = planned["next_step"].as_str().unwrap_or("");
+    assert!(
+        step.contains("/console/waiting/") && !step.contains("mailbroker approve"),
+        "{planned}"
+    );
+    let approved = at_terminal(h, &["approve", token], "y\n");
+    assert_eq!(
+        approved.code, 0,
+        "the home lets a terminal approve: {}",
+        approved.shown
+    );
+    let mut run = evil_dry.clone();
+    run["dry_run"] = false.into();
+    run["confirm_token"] = token.into();
+    let (is_error, refused) = common::mcp::call(&session, "update_message", run).await;
+    assert!(
+        is_error && refused["error_type"] == "confirmation_required",
+        "{refused}"
+    );
+    assert!(
+        refused["error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("approved at a terminal"),
+        "{refused}"
+    );
+    let evil = ok(h, &["search", "from:evil"]);
+    assert_eq!(
+        evil["messages"][0]["mailbox"], EVIL_BOX,
+        "nothing moved: {evil}"
+    );
+    session.cancel().await.ok();
+}
+
 /// The person's browser, for a page an MCP client opens for them, and their passkey.
+#[derive(Clone)]
 struct Person {
     script: PathBuf,
     credentials: Value,
@@ -385,14 +461,7 @@ struct Person {
 /// at a terminal), `delete-staged --yes` and a client answering its own question are refused
 /// with the console's address, and nothing is written.
 async fn passkeys_only(h: &Path, origin: &str, evil_dry: &Value, person: &Person) {
-    let home = h.display().to_string();
-    let program = Path::new(env!("CARGO_BIN_EXE_mailbroker"));
-    let env = [("MAILBROKER_SECRET_STORE", "index")];
-    let at_terminal = |args: &[&str], typed: &str| {
-        let mut all = vec!["--home", &home, "--json"];
-        all.extend(args);
-        mailbroker_testkit::terminal::run(program, &all, &env, typed).expect("a terminal")
-    };
+    let at_terminal = |args: &[&str], typed: &str| at_terminal(h, args, typed);
     let set = at_terminal(
         &["console", "approvals", "passkey", "--origin", origin],
         "yes\n",
@@ -426,20 +495,7 @@ async fn passkeys_only(h: &Path, origin: &str, evil_dry: &Value, person: &Person
         !page.contains("mailbroker approve"),
         "the terminal's route is not offered: {page}"
     );
-    let refused = at_terminal(&["approve", &token], "y\n");
-    assert_ne!(refused.code, 0, "{}", refused.shown);
-    assert_eq!(
-        refused.json()["error_type"],
-        "confirmation_required",
-        "{}",
-        refused.shown
-    );
-    assert!(
-        refused.json()["next_step"]
-            .as_str()
-            .unwrap_or("")
-            .contains("/console")
-    );
+    refused_at_terminal(h, &["approve", &token], "/console");
     let mut run = evil_dry.clone();
     run["dry_run"] = false.into();
     run["confirm_token"] = token.as_str().into();
@@ -569,6 +625,38 @@ fn by_the_consoles_page(h: &Path, mcp_url: &str, origin: &str, evil_dry: &Value,
         .filter(|c| c["origin"] == "mcp:mcp")
         .count();
     assert_eq!(by_python, 2, "two writes ran, once each: {journal}");
+    let credentials = &seen[3]["person"]["credentials"];
+    back_to_terminals(
+        h,
+        origin,
+        &Person {
+            credentials: credentials.clone(),
+            ..p.clone()
+        },
+    );
+}
+
+/// Terminals approve again only by the passkey: `console approvals person` at a terminal is
+/// refused (a program with a shell can fake one), the console's button with the passkey
+/// does it.
+fn back_to_terminals(h: &Path, origin: &str, p: &Person) {
+    refused_at_terminal(h, &["console", "approvals", "person"], "/console/accounts");
+    assert_eq!(ok(h, &["console", "approvals"])["approvals"], "passkey");
+    let seen = mailbroker_testkit::run_client(
+        Path::new("node"),
+        &p.script,
+        &json!({ "url": format!("{origin}/console/accounts"), "decide": "approvals:person",
+                 "credentials": p.credentials, "shots": p.shots, "shot": "15-console-approvals",
+                 "chromium": CHROMIUM }),
+    );
+    assert!(
+        seen["decided"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("a person may approve"),
+        "{seen}"
+    );
+    assert_eq!(ok(h, &["console", "approvals"])["approvals"], "person");
 }
 
 fn origin_of(served: &Served) -> String {

@@ -2,7 +2,8 @@
 // them): not signed in on this browser, they sign in with their passkey, read the request,
 // and approve or decline it with their passkey. Prints what happened as one JSON line.
 // Usage: node console_person.mjs CONFIG_JSON
-//   CONFIG_JSON: { "url": the page, "decide": "approve" | "decline", "credentials": [passkey],
+//   CONFIG_JSON: { "url": the page, "decide": "approve" | "decline" | an action,
+//                  "credentials": [passkey],
 //                  "shots": dir, "shot": name, "chromium": path }
 import { authenticator, session } from "./console_launch.mjs";
 
@@ -17,7 +18,9 @@ await session(async ({ browser, context, page, config, out }) => {
   out.url = page.url();
   out.text = await page.locator("main").innerText();
   await page.screenshot({ path: `${config.shots}/${config.shot}.png` });
-  const form = page.locator(`form[data-action^="${config.decide}:"]`);
+  // "approve" or "decline" the request's; or a whole action, such as "approvals:person".
+  const action = config.decide.includes(":") ? config.decide : `${config.decide}:`;
+  const form = page.locator(`form[data-action^="${action}"]`);
   out.action = await form.getAttribute("data-action");
   await form.locator("button").click();
   await form.locator("output.done, output.error").waitFor({ timeout: 15000 });

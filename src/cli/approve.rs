@@ -36,7 +36,9 @@ pub(super) async fn approve(store: &Store, token: &str, json: bool) -> Result<()
             ));
         }
     }
-    store.approve(token).await?;
+    store
+        .approve(token, crate::store::ApprovedBy::Terminal)
+        .await?;
     if json {
         return print_json(
             None,

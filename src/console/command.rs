@@ -115,8 +115,19 @@ async fn approvals(
     use crate::approvals::Approvals;
     use crate::mcp::command::ApprovalsFlag;
     if let Some(who) = who {
-        let mut person = Terminal::open("changing who approves assistants' writes")?;
         let passkey = who == ApprovalsFlag::Passkey;
+        if let (false, Approvals::Passkey { console }) =
+            (passkey, Approvals::of(store, false).await?)
+        {
+            // A terminal is what a program with a shell can fake: only the passkey loosens.
+            return Err(Error::confirmation_required(
+                "only a passkey in the console lets terminals approve again; nothing was changed",
+            )
+            .with_next_step(format!(
+                "open {console}/console/accounts and choose it there, with your passkey"
+            )));
+        }
+        let mut person = Terminal::open("changing who approves assistants' writes")?;
         if passkey && store.passkeys().await?.is_empty() {
             return Err(
                 Error::validation("no passkey is enrolled yet: nobody could approve")

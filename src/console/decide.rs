@@ -24,6 +24,9 @@ pub enum Action {
     Cancel(i64),
     /// Undoes a change.
     Undo(i64),
+    /// Lets a person approve at a terminal again, where only a passkey did
+    /// (`approvals:person`): loosening needs the passkey, as a terminal can be faked.
+    TerminalsApprove,
 }
 
 impl Action {
@@ -41,6 +44,7 @@ impl Action {
             "run" => Ok(Action::Run(id()?)),
             "cancel" => Ok(Action::Cancel(id()?)),
             "undo" => Ok(Action::Undo(id()?)),
+            "approvals" if what == "person" => Ok(Action::TerminalsApprove),
             _ => Err(bad()),
         }
     }
@@ -53,7 +57,9 @@ impl Action {
         };
         match self {
             Action::Approve(token) => {
-                c.store.approve(token).await?;
+                (c.store)
+                    .approve(token, crate::store::ApprovedBy::Passkey)
+                    .await?;
                 Ok(said(
                     "approved: the assistant's write may now run, once".into(),
                 ))
@@ -67,6 +73,12 @@ impl Action {
                 Ok(said(format!("staged deletion {id} cancelled")))
             }
             Action::Run(id) => start_run(c, *id).await,
+            Action::TerminalsApprove => {
+                crate::approvals::Approvals::set(&c.store, false, &c.origin.url).await?;
+                Ok(said(
+                    "a person may approve at a terminal again, or here, or in their client".into(),
+                ))
+            }
             Action::Undo(id) => Ok(said(done(
                 change_by_person(c, Operation::Undo { change: *id }).await?,
             )?)),
@@ -196,6 +208,10 @@ mod tests {
         );
         assert_eq!(Action::parse("run:12").unwrap(), Action::Run(12));
         assert_eq!(Action::parse("undo:3").unwrap(), Action::Undo(3));
+        assert_eq!(
+            Action::parse("approvals:person").unwrap(),
+            Action::TerminalsApprove
+        );
         for bad in [
             "approve",
             "approve:",
@@ -205,6 +221,7 @@ mod tests {
             "run:-1",
             "run:ab",
             "undo:0",
+            "approvals:passkey",
         ] {
             assert!(Action::parse(bad).is_err(), "{bad}");
         }

@@ -380,14 +380,32 @@ pub async fn change(
 }
 
 pub async fn accounts(State(c): State<Console>, Extension(s): Extension<Signed>) -> Response {
-    shown("Accounts", &s, accounts_body(&c).await)
+    shown("Accounts", &s, accounts_body(&c, &s.session.csrf).await)
 }
 
-async fn accounts_body(c: &Console) -> mailbroker_core::Result<Markup> {
+/// Who approves for the home; where only a passkey does, the way back to terminals.
+fn approvals_card(approvals: &crate::approvals::Approvals, csrf: &str) -> Markup {
+    html! {
+        section.card.approvals {
+            h2 { "Who approves" }
+            @if approvals.passkey_only() {
+                p { "Only a passkey in this console approves assistants' writes, runs staged deletions and undoes." }
+                div.decide { (decision(csrf, "approvals:person", "Let a person approve at a terminal too, with your passkey")) }
+            } @else {
+                p { "A person approves at a terminal, here, or in their assistant's client." }
+                p.quiet { "To make this console the only way, at a terminal: " code { "mailbroker console approvals passkey" } }
+            }
+        }
+    }
+}
+
+async fn accounts_body(c: &Console, csrf: &str) -> mailbroker_core::Result<Markup> {
     let lines = listing(c).accounts().await?;
     let served = crate::freshness::read(&c.store).await?;
     let watch = |id: &str| served.as_ref().and_then(|s| s.accounts.get(id).cloned());
+    let approvals = crate::approvals::Approvals::of(&c.store, false).await?;
     Ok(html! {
+        (approvals_card(&approvals, csrf))
         @if lines.is_empty() { p.quiet { "No accounts yet: mailbroker account add …" } }
         table {
             thead { tr { th { "account" } th { "provider" } th { "address" } th { "messages" } th { "last sync" } th { "watched" } } }

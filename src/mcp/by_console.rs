@@ -13,7 +13,7 @@ use rmcp::model::ElicitationAction;
 use rmcp::service::{ElicitationError, RequestContext};
 
 use super::confirm::{Asked, Confirmations, Request, declined};
-use crate::store::{Approval, Decision};
+use crate::store::{Approval, Decision, Needed};
 use mailbroker_core::{Error, Result};
 
 /// How often a call waiting on the person's decision looks for it.
@@ -74,7 +74,13 @@ impl Confirmations {
             let waiting = self.store.approval(&token).await?;
             if waiting.decision() != Decision::Waiting {
                 // Approved, declined, used or expired: the token's own checks say which.
-                self.store.redeem_approval(&token, binding, true).await?;
+                // The person's yes is what this route waits for, even where a token alone
+                // would do (`--confirm-with-token`).
+                let needed = match self.needed() {
+                    Needed::Token => Needed::Person,
+                    needed => needed,
+                };
+                self.store.redeem_approval(&token, binding, needed).await?;
                 return Ok(Asked::Confirmed);
             }
             tokio::select! {

@@ -26,7 +26,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::store::Store;
+use crate::store::{Needed, Store};
 use mailbroker_core::{Error, Result};
 
 pub const TOKEN_TTL: Duration = Duration::from_secs(600);
@@ -260,8 +260,17 @@ impl Confirmations {
 
     async fn redeem(&self, token: &str, binding: &str) -> Result<()> {
         self.store
-            .redeem_approval(token, binding, self.approval_needed)
+            .redeem_approval(token, binding, self.needed())
             .await
+    }
+
+    /// What a confirm token needs before it runs a write here.
+    pub(super) fn needed(&self) -> Needed {
+        match (self.approvals.passkey_only(), self.approval_needed) {
+            (true, _) => Needed::Passkey,
+            (false, true) => Needed::Person,
+            (false, false) => Needed::Token,
+        }
     }
 }
 

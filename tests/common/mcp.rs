@@ -264,7 +264,8 @@ pub fn serve_node_env(home: &Path, env: &[(&str, &str)]) -> HttpServer {
 
 /// Starts `mailbroker --home HOME ARGS --http-token-file …`, a command that serves MCP over
 /// HTTP and says its URL on its first line of stderr (the rest is drained).
-fn http_command(home: &Path, args: &[&str], env: &[(&str, &str)]) -> HttpServer {
+#[allow(dead_code)]
+pub fn http_command(home: &Path, args: &[&str], env: &[(&str, &str)]) -> HttpServer {
     use std::io::{BufRead, BufReader};
     let token = token_file(home);
     let mut child = Command::new(env!("CARGO_BIN_EXE_mailbroker"))

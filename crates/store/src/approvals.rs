@@ -7,6 +7,7 @@
 use mailbroker_core::Error;
 use sha2::{Digest, Sha256};
 
+use super::sql::text_column;
 use super::{Store, db_error, now_secs};
 
 /// What an approval token stands for, as the person is shown it.
@@ -18,6 +19,33 @@ pub struct Approval {
     pub approved_at: Option<i64>,
     pub used_at: Option<i64>,
     pub declined_at: Option<i64>,
+    /// How the person approved it, once they did.
+    pub approved_by: Option<ApprovedBy>,
+}
+
+/// How a person gave their yes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApprovedBy {
+    /// `mailbroker approve`: a terminal, which a program with a shell can also present.
+    Terminal,
+    /// A passkey's assertion in the console.
+    Passkey,
+}
+
+text_column!(ApprovedBy {
+    Terminal = "terminal",
+    Passkey = "passkey",
+});
+
+/// What a confirm token needs before it runs a write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Needed {
+    /// Nothing more: the token alone (`--confirm-with-token`).
+    Token,
+    /// A person's yes, given at a terminal or in the console.
+    Person,
+    /// A passkey's yes in the console, and no other.
+    Passkey,
 }
 
 /// Where a waiting write stands.
@@ -73,7 +101,15 @@ fn unknown(token: &str) -> Error {
         .with_next_step("check the token the assistant showed; it is valid for ten minutes")
 }
 
-type ApprovalRow = (String, String, i64, Option<i64>, Option<i64>, Option<i64>);
+type ApprovalRow = (
+    String,
+    String,
+    i64,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+    Option<ApprovedBy>,
+);
 
 impl Store {
     /// Records a write that needs confirming under `token`, bound to `binding`.
@@ -108,7 +144,8 @@ impl Store {
     /// A token's row: binding, description, expiry, approval, use and refusal.
     async fn approval_row(&self, token: &str) -> Result<Option<ApprovalRow>, Error> {
         sqlx::query_as(
-            "SELECT binding, description, expires_at, approved_at, used_at, declined_at
+            "SELECT binding, description, expires_at, approved_at, used_at, declined_at,
+               approved_by
              FROM approvals WHERE token = $1",
         )
         .bind(token)
@@ -118,7 +155,7 @@ impl Store {
     }
 
     pub async fn approval(&self, token: &str) -> Result<Approval, Error> {
-        let (_, description, expires_at, approved_at, used_at, declined_at) = self
+        let (_, description, expires_at, approved_at, used_at, declined_at, approved_by) = self
             .approval_row(token)
             .await?
             .ok_or_else(|| unknown(token))?;
@@ -129,6 +166,7 @@ impl Store {
             approved_at,
             used_at,
             declined_at,
+            approved_by,
         })
     }
 
@@ -153,7 +191,8 @@ impl Store {
     async fn recent_approvals(&self) -> Result<Vec<Approval>, Error> {
         // The row of `approval_row`, with the token where the binding was.
         let rows: Vec<ApprovalRow> = sqlx::query_as(
-            "SELECT token, description, expires_at, approved_at, used_at, declined_at
+            "SELECT token, description, expires_at, approved_at, used_at, declined_at,
+               approved_by
              FROM approvals ORDER BY expires_at DESC, token",
         )
         .fetch_all(self.pool())
@@ -162,13 +201,16 @@ impl Store {
         Ok(rows
             .into_iter()
             .map(
-                |(token, description, expires_at, approved_at, used_at, declined_at)| Approval {
-                    token,
-                    description: serde_json::from_str(&description).unwrap_or_default(),
-                    expires_at,
-                    approved_at,
-                    used_at,
-                    declined_at,
+                |(token, description, expires_at, approved_at, used_at, declined_at, by)| {
+                    Approval {
+                        token,
+                        description: serde_json::from_str(&description).unwrap_or_default(),
+                        expires_at,
+                        approved_at,
+                        used_at,
+                        declined_at,
+                        approved_by: by,
+                    }
                 },
             )
             .collect())
@@ -182,29 +224,36 @@ impl Store {
             "UPDATE approvals SET declined_at = $1
              WHERE token = $2 AND expires_at >= $1 AND used_at IS NULL AND approved_at IS NULL
                AND declined_at IS NULL",
+            None,
         )
         .await
     }
 
-    /// The person's approval of `token`, while it is unexpired, unused and not declined.
-    pub async fn approve(&self, token: &str) -> Result<(), Error> {
+    /// The person's approval of `token` (`by` a terminal or a passkey), while it is
+    /// unexpired, unused and not declined.
+    pub async fn approve(&self, token: &str, by: ApprovedBy) -> Result<(), Error> {
         self.answer(
             token,
-            "UPDATE approvals SET approved_at = $1
+            "UPDATE approvals SET approved_at = $1, approved_by = $3
              WHERE token = $2 AND expires_at >= $1 AND used_at IS NULL AND declined_at IS NULL",
+            Some(by.as_str()),
         )
         .await
     }
 
-    /// Records the person's answer to `token`: `statement` stamps it with `$1` (now) where
-    /// token `$2` still waits for one.
-    async fn answer(&self, token: &str, statement: &'static str) -> Result<(), Error> {
-        let done = sqlx::query(statement)
-            .bind(now_secs())
-            .bind(token)
-            .execute(self.pool())
-            .await
-            .map_err(db_error)?;
+    /// Records the person's answer to `token`: `statement` stamps it with `$1` (now), and
+    /// `$3` (how) if given, where token `$2` still waits for one.
+    async fn answer(
+        &self,
+        token: &str,
+        statement: &'static str,
+        how: Option<&str>,
+    ) -> Result<(), Error> {
+        let mut query = sqlx::query(statement).bind(now_secs()).bind(token);
+        if let Some(how) = how {
+            query = query.bind(how);
+        }
+        let done = query.execute(self.pool()).await.map_err(db_error)?;
         match done.rows_affected() {
             0 => Err(unknown(token)),
             _ => Ok(()),
@@ -212,20 +261,20 @@ impl Store {
     }
 
     /// Takes `token` for one run of the write bound to `binding`: unexpired, unused, and
-    /// approved by the person unless `approval_needed` is false. A token for other
-    /// arguments, or not yet approved, stays as it is.
+    /// approved as `needed`. A token for other arguments, or not yet approved so, stays as
+    /// it is.
     pub async fn redeem_approval(
         &self,
         token: &str,
         binding: &str,
-        approval_needed: bool,
+        needed: Needed,
     ) -> Result<(), Error> {
         let refuse = |why: String, step: &str| {
             Error::confirmation_required(format!("the confirm_token {why}; nothing was changed"))
                 .with_next_step(step.to_string())
         };
         let again = "call again with dry_run: true, show the plan to the user, and ask them to approve its confirm_token";
-        let Some((bound, _, expires_at, approved_at, used_at, declined_at)) =
+        let Some((bound, _, expires_at, approved_at, used_at, declined_at, approved_by)) =
             self.approval_row(token).await?
         else {
             return Err(refuse("is unknown".into(), again));
@@ -248,13 +297,27 @@ impl Store {
                 again,
             ));
         }
-        if approval_needed && approved_at.is_none() {
-            return Err(refuse(
-                "is not approved by the user yet".into(),
-                &format!(
-                    "show the user the plan and ask them to run: mailbroker approve {token}; then call again with this confirm_token"
-                ),
-            ));
+        let by_passkey = "show the user the plan and ask them to approve it with their passkey in the console; then call again with this confirm_token";
+        match (needed, approved_at, approved_by) {
+            (Needed::Person, None, _) => {
+                return Err(refuse(
+                    "is not approved by the user yet".into(),
+                    &format!(
+                        "show the user the plan and ask them to run: mailbroker approve {token}; then call again with this confirm_token"
+                    ),
+                ));
+            }
+            (Needed::Passkey, None, _) => {
+                return Err(refuse("is not approved by the user yet".into(), by_passkey));
+            }
+            (Needed::Passkey, Some(_), by) if by != Some(ApprovedBy::Passkey) => {
+                return Err(refuse(
+                    "was approved at a terminal, and here only a passkey in the console approves"
+                        .into(),
+                    by_passkey,
+                ));
+            }
+            _ => {}
         }
         let taken =
             sqlx::query("UPDATE approvals SET used_at = $1 WHERE token = $2 AND used_at IS NULL")

@@ -42,7 +42,7 @@ use sqlx::sqlite::SqliteConnectOptions;
 use sqlx::{AnyPool, ConnectOptions};
 
 pub use accounts::{AccountRecord, Fallback, MailboxRecord};
-pub use approvals::{Approval, Decision};
+pub use approvals::{Approval, ApprovedBy, Decision, Needed};
 pub use budget::Over;
 pub use console::{ConsoleSession, LinkPurpose, StoredPasskey};
 pub use journal::{Asked, ChangeRecord, ChangeStatus, Chosen, JournalItem, MessageState};
