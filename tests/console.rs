@@ -325,7 +325,17 @@ async fn a_person_reviews_in_the_console_what_waits_and_what_was_done() {
         journal["change"]["origin"], "console",
         "who ran it: {journal}"
     );
-    for (what, status) in [("plain", 403), ("other", 403), ("wrong_form", 403)] {
+    let stale = &seen["refused"]["stale"]["body"];
+    assert!(
+        (stale["error"].as_str().unwrap_or("")).contains("this request is approved: there is nothing left"),
+        "{seen}"
+    );
+    for (what, status) in [
+        ("plain", 403),
+        ("other", 403),
+        ("wrong_form", 403),
+        ("stale", 403),
+    ] {
         assert_eq!(seen["refused"][what]["status"], status, "{what}: {seen}");
     }
     assert_eq!(

@@ -51,7 +51,7 @@ await session(async ({ browser, context, page, config, out }) => {
 
   // What must be refused: a post with the session but no passkey, and an assertion made for
   // one action presented for another.
-  out.refused = await page.evaluate(async (token) => {
+  out.refused = await page.evaluate(async ({ token, approved }) => {
     const csrf = document.querySelector("input[name=csrf]").value;
     const post = async (url, body) => {
       const r = await fetch(url, { method: "POST", headers: { "Content-Type": "application/json" },
@@ -65,8 +65,10 @@ await session(async ({ browser, context, page, config, out }) => {
     const credential = (await navigator.credentials.get({ publicKey })).toJSON();
     const other = await post("/console/act", { action: `decline:${token}`, csrf, credential });
     const wrongForm = await post("/console/act", { action: `approve:${token}`, csrf: "0000", credential });
-    return { plain, other, wrong_form: wrongForm };
-  }, config.other);
+    // Decided already: the passkey is not even asked.
+    const stale = await post("/console/act/options", { action: `approve:${approved}`, csrf });
+    return { plain, other, wrong_form: wrongForm, stale };
+  }, { token: config.other, approved: config.approve });
 
   // The passkey, for the person's next visit in another browser.
   out.credentials = await passkey.credentials();

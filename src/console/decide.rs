@@ -8,7 +8,7 @@ use mailbroker_core::{Error, Result};
 
 use super::Console;
 use crate::change::{self, Asking, ChangeRequest, Confirmation, Confirmed, Operation, Outcome};
-use crate::listing::Listing;
+use crate::listing::{Decision, Listing};
 use crate::scope::Scope;
 
 /// A decision, as a page's button names it (`approve:TOKEN`, `run:ID`, …).
@@ -46,6 +46,34 @@ impl Action {
             "undo" => Ok(Action::Undo(id()?)),
             "approvals" if what == "person" => Ok(Action::TerminalsApprove),
             _ => Err(bad()),
+        }
+    }
+
+    /// Refuses, before the passkey is asked, what has nothing left to decide: a write no
+    /// longer waiting, a staged deletion with nothing to run. (Doing it checks again.)
+    pub async fn applies(&self, c: &Console) -> Result<()> {
+        let listing = Listing::new(&c.store, &Scope::Owner);
+        let stale = |what: String| {
+            Error::validation(format!("{what}: there is nothing left to decide"))
+                .with_next_step("reload the page")
+        };
+        match self {
+            Action::Approve(token) | Action::Decline(token) => {
+                let decision = c.store.approval(token).await?.decision();
+                match decision {
+                    Decision::Waiting => Ok(()),
+                    other => Err(stale(format!("this request is {}", other.as_str()))),
+                }
+            }
+            Action::Run(id) | Action::Cancel(id) => {
+                let status = listing.manifest(*id, false).await?.status;
+                match status.runnable() {
+                    true => Ok(()),
+                    false => Err(stale(format!("staged deletion {id} is {status}"))),
+                }
+            }
+            Action::Undo(id) => listing.change(*id).await.map(drop),
+            Action::TerminalsApprove => Ok(()),
         }
     }
 

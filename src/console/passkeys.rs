@@ -182,7 +182,7 @@ async fn act_begin(c: &Console, s: &Signed, ask: &Ask) -> Result<serde_json::Val
     if !same(&ask.csrf, &s.session.csrf) {
         return Err(form_refused());
     }
-    Action::parse(&ask.action)?;
+    Action::parse(&ask.action)?.applies(c).await?;
     let (options, state) = question(c).await?;
     c.store
         .begin_ceremony(&s.secret, &ask.action, &state, CEREMONY_SECS)
