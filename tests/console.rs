@@ -327,7 +327,8 @@ async fn a_person_reviews_in_the_console_what_waits_and_what_was_done() {
     );
     let stale = &seen["refused"]["stale"]["body"];
     assert!(
-        (stale["error"].as_str().unwrap_or("")).contains("this request is approved: there is nothing left"),
+        (stale["error"].as_str().unwrap_or(""))
+            .contains("this request is approved: there is nothing left"),
         "{seen}"
     );
     for (what, status) in [
@@ -381,6 +382,10 @@ async fn a_person_reviews_in_the_console_what_waits_and_what_was_done() {
         shots,
     };
     assert_eq!(person.credentials.as_array().map(Vec::len), Some(1));
+    let person = Person {
+        credentials: a_form_waits_in_the_console_too(h, &mcp.1, &origin_of(&served), &person),
+        ..person
+    };
     a_servers_passkey_flag_is_not_met_by_a_terminal(h, &evil_dry).await;
     passkeys_only(h, &origin_of(&served), &evil_dry, &person).await;
 }
@@ -393,6 +398,48 @@ fn at_terminal(h: &Path, args: &[&str], typed: &str) -> mailbroker_testkit::term
     let mut all = vec!["--home", &home, "--json"];
     all.extend(args);
     mailbroker_testkit::terminal::run(program, &all, &env, typed).expect("a terminal")
+}
+
+/// A write a client asks its user about by its own form (the home lets a person approve
+/// anywhere) waits in the console too, and the person declines it there: at 2025-11-25 the
+/// call ends declined while the client's form is still open; at 2026-07-28 the client
+/// accepts its form afterwards, and the console's no still wins. Nothing runs.
+/// Returns the passkey as the person's browser left it (its counter moved on).
+fn a_form_waits_in_the_console_too(h: &Path, mcp_url: &str, origin: &str, p: &Person) -> Value {
+    let Some(py) = common::mcp::python_sdk() else {
+        return p.credentials.clone();
+    };
+    let cases = ["legacy", "auto"].map(|mode| {
+        json!({ "mode": mode, "args": { "query": "from:promo", "move_to": "trash" },
+                "decide": "decline", "timeout": null,
+                "console": format!("{origin}/console"), "match": "from:promo" })
+    });
+    let config = json!({
+        "url": mcp_url, "token": HTTP_TOKEN,
+        "person": ["node", p.script],
+        "browser": { "credentials": p.credentials, "shots": p.shots, "shot": "16-console-form",
+                     "chromium": CHROMIUM },
+        "cases": cases,
+    });
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/console_client.py");
+    let seen = mailbroker_testkit::run_client(&py, &script, &config);
+    for case in seen.as_array().expect("cases") {
+        assert_eq!(case["asked"][0]["mode"], "form", "{case}");
+        assert_eq!(
+            case["result"]["error_type"], "confirmation_declined",
+            "{case}"
+        );
+    }
+    let still_open = seen[0]["callback_error"].as_str().unwrap_or("");
+    assert!(still_open.starts_with("CancelledError"), "{}", seen[0]);
+    let decided = seen[1]["person"]["decided"].as_str().unwrap_or("");
+    assert!(decided.starts_with("declined"), "{}", seen[1]);
+    let promo = ok(h, &["search", "from:promo"]);
+    assert_eq!(
+        promo["messages"][0]["mailbox"], "INBOX",
+        "nothing moved: {promo}"
+    );
+    seen[1]["person"]["credentials"].clone()
 }
 
 /// `args` at a terminal, where the person types yes: refused, naming the console's `page`.
@@ -781,12 +828,20 @@ async fn serve_shows_the_console_beside_mcp() {
             .send()
     };
     assert_eq!(get("/console").await.unwrap().status(), 200);
-    let accounts = get("/console/accounts")
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    // The node says how it watches once its first beat is in the index.
+    let mut accounts = String::new();
+    for _ in 0..100 {
+        accounts = get("/console/accounts")
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        if !accounts.contains("no serve is running") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
     assert!(
         accounts.contains("work") && !accounts.contains("no serve is running"),
         "{accounts}"

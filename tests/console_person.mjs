@@ -3,7 +3,7 @@
 // and approve or decline it with their passkey. Prints what happened as one JSON line.
 // Usage: node console_person.mjs CONFIG_JSON
 //   CONFIG_JSON: { "url": the page, "decide": "approve" | "decline" | an action,
-//                  "credentials": [passkey],
+//                  "credentials": [passkey], "match": text of its card on a list (or none),
 //                  "shots": dir, "shot": name, "chromium": path }
 import { authenticator, session } from "./console_launch.mjs";
 
@@ -14,18 +14,22 @@ await session(async ({ browser, context, page, config, out }) => {
   await Promise.all([
     page.waitForSelector("section.card", { timeout: 15000 }),
     page.click("form[data-passkey=sign-in] button"),
-  ]);
+  ]).catch(async (e) => {
+    throw new Error(`${e.message}\nthe page said: ${await page.locator("main").innerText()}`);
+  });
   out.url = page.url();
   out.text = await page.locator("main").innerText();
   await page.screenshot({ path: `${config.shots}/${config.shot}.png` });
   // "approve" or "decline" the request's; or a whole action, such as "approvals:person".
   const action = config.decide.includes(":") ? config.decide : `${config.decide}:`;
-  const form = page.locator(`form[data-action^="${action}"]`);
+  // On the list, the card of this request (`match`, a text it shows).
+  const card = config.match ? page.locator("section.card", { hasText: config.match }) : page;
+  const form = card.locator(`form[data-action^="${action}"]`);
   out.action = await form.getAttribute("data-action");
   await form.locator("button").click();
   await form.locator("output.done, output.error").waitFor({ timeout: 15000 });
   out.decided = await form.locator("output").innerText();
   await page.reload();
-  out.after = await page.locator("section.card").innerText();
+  out.after = await page.locator("main").innerText();
   out.credentials = await passkey.credentials();
 });

@@ -20,13 +20,13 @@ use rmcp::model::{
     ElicitRequest, ElicitRequestParams, InputRequest, InputRequests, InputRequiredResult,
     ProtocolVersion,
 };
-use rmcp::service::{ElicitationError, RequestContext};
+use rmcp::service::RequestContext;
 use rmcp::{RoleServer, elicit_safe};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::store::{Needed, Store};
+use crate::store::{Approval, Needed, Store};
 use mailbroker_core::{Error, Result};
 
 pub const TOKEN_TTL: Duration = Duration::from_secs(600);
@@ -35,6 +35,9 @@ const INPUT_KEY: &str = "confirm";
 /// How a request state's nonce says it asked the user to open the console's page (the rest
 /// is that page): its answer is then the person's decision there, never the client's.
 const URL_NONCE: &str = "page-";
+/// How a request state's nonce says it asked the client's form, for the write also waiting at
+/// its page in the console (the rest): a no in either place is the answer.
+const FORM_NONCE: &str = "form-";
 
 /// What the user is asked: one yes/no.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
@@ -379,13 +382,15 @@ pub async fn confirm(
             if passkey {
                 return Err(passkey_refusal(reason, &confirmations.console));
             }
-            return match accepted && answer["content"]["confirm"] == true {
-                true => Ok(Asked::Confirmed),
-                false => Err(declined()),
+            let yes = accepted && answer["content"]["confirm"] == true;
+            return match nonce.strip_prefix(FORM_NONCE) {
+                Some(page) => confirmations.answered_in_form(page, binding, yes).await,
+                None if yes => Ok(Asked::Confirmed),
+                None => Err(declined()),
             };
         }
         if by_console {
-            let page = confirmations.wait_in_console(&request).await?;
+            let page = Approval::page_of(&confirmations.wait_in_console(&request).await?);
             let ask = ElicitRequest::new(ElicitRequestParams::UrlElicitationParams {
                 meta: None,
                 message: console_message(reason),
@@ -415,9 +420,13 @@ pub async fn confirm(
             });
             let mut requests = InputRequests::new();
             requests.insert(INPUT_KEY.into(), InputRequest::Elicitation(ask));
+            // Also in the console, where the person may decline it (or see what was asked).
+            let page = Approval::page_of(&confirmations.wait_in_console(&request).await?);
+            let state =
+                (confirmations.states).ask(binding, Some(&format!("{FORM_NONCE}{page}")))?;
             return Ok(Asked::InputRequired(InputRequiredResult::new(
                 Some(requests),
-                Some(confirmations.states.ask(binding, None)?),
+                Some(state),
             )));
         }
         return Err(token_flow(reason, confirmations));
@@ -428,20 +437,13 @@ pub async fn confirm(
     if passkey {
         return Err(passkey_refusal(reason, &confirmations.console));
     }
-    match ctx.peer.elicit::<ConfirmWrite>(form_message(reason)).await {
-        Ok(Some(ConfirmWrite { confirm: true })) => Ok(Asked::Confirmed),
-        Ok(_) | Err(ElicitationError::UserDeclined) | Err(ElicitationError::UserCancelled) => {
-            Err(declined())
-        }
-        Err(ElicitationError::CapabilityNotSupported) => Err(token_flow(reason, confirmations)),
-        Err(e) => Err(Error::confirmation_required(format!(
-            "could not ask the user to confirm: {e}"
-        ))
-        .with_next_step("call again with dry_run: true and use the confirm_token it returns")),
+    match modes.form {
+        true => confirmations.by_form_or_console(ctx, &request).await,
+        false => Err(token_flow(reason, confirmations)),
     }
 }
 
-fn form_message(reason: &str) -> String {
+pub(super) fn form_message(reason: &str) -> String {
     format!("mailbroker: allow this write? It {reason}.")
 }
 
