@@ -277,6 +277,19 @@ async fn a_person_reviews_in_the_console_what_waits_and_what_was_done() {
         refused.stdout
     );
     assert!(!refused.stdout.contains("/console/enroll"));
+    // A link past its five minutes is refused (made so here by moving its end back).
+    let late = enroll_link(h, &origin_of(&served));
+    let index = format!("sqlite://{}", h.join("index.sqlite3").display());
+    let mut db = <sqlx::SqliteConnection as sqlx::Connection>::connect(&index)
+        .await
+        .unwrap();
+    sqlx::query("UPDATE console_links SET expires_at = 0")
+        .execute(&mut db)
+        .await
+        .unwrap();
+    let refused = reqwest::get(&late).await.unwrap();
+    assert_eq!(refused.status(), 400, "an expired link");
+    assert!(refused.text().await.unwrap().contains("expired"));
     let enroll = enroll_link(h, &origin_of(&served));
     let (approve, decline, other) = (&token, &evil_tokens[0], &evil_tokens[1]);
     let script = node.with_file_name("console_passkey.mjs");
