@@ -23,6 +23,8 @@ pub struct Dovecot {
     pub imap_port: u16,
     /// Implicit-TLS port.
     pub imaps_port: u16,
+    /// ManageSieve (Pigeonhole; STARTTLS offered), where Pigeonhole is installed.
+    pub sieve_port: Option<u16>,
     pub ca: TestCa,
 }
 
@@ -53,6 +55,33 @@ fn current_user_name(uid: u32) -> Option<String> {
         let f: Vec<&str> = line.split(':').collect();
         (f.get(2).and_then(|u| u.parse::<u32>().ok()) == Some(uid)).then(|| f[0].to_string())
     })
+}
+
+/// Whether Pigeonhole's ManageSieve and Sieve plugin are installed (`dovecot-managesieved`,
+/// `dovecot-sieve`).
+pub fn sieve_installed() -> bool {
+    std::path::Path::new("/usr/lib/dovecot/managesieve-login").exists()
+}
+
+/// ManageSieve on `port`, and Sieve run on delivery by the LDA (`deliver`): each user's
+/// scripts in `~/sieve`, the active one linked from `~/.dovecot.sieve`.
+fn sieve_config(port: u16) -> String {
+    format!(
+        r#"
+service managesieve-login {{
+  inet_listener sieve {{
+    address = 127.0.0.1
+    port = {port}
+  }}
+}}
+protocol lda {{
+  mail_plugins = $mail_plugins sieve
+}}
+plugin {{
+  sieve = file:~/sieve;active=~/.dovecot.sieve
+}}
+"#
+    )
 }
 
 impl Dovecot {
@@ -92,6 +121,7 @@ impl Dovecot {
         chown(&home, mail_uid, mail_gid)?;
         let imap_port = free_port()?;
         let imaps_port = free_port()?;
+        let sieve_port = sieve_installed().then(free_port).transpose()?;
         let d = dir.path().display();
         let config = format!(
             r#"
@@ -99,7 +129,7 @@ base_dir = {d}/run
 state_dir = {d}/state
 instance_name = mailbroker-test-{imap_port}
 log_path = {d}/dovecot.log
-protocols = imap
+protocols = {protocols}
 listen = 127.0.0.1
 ssl = yes
 ssl_cert = <{cert}
@@ -167,9 +197,15 @@ service imap-login {{
     ssl = yes
   }}
 }}
-"#,
+{sieve}"#,
             cert = ca.cert_pem.display(),
             key = ca.key_pem.display(),
+            protocols = if sieve_port.is_some() {
+                "imap sieve"
+            } else {
+                "imap"
+            },
+            sieve = sieve_port.map_or(String::new(), sieve_config),
         );
         let conf = dir.path().join("dovecot.conf");
         std::fs::write(&conf, config)?;
@@ -179,6 +215,7 @@ service imap-login {{
             child: Some(child),
             imap_port,
             imaps_port,
+            sieve_port,
             ca,
         };
         server.wait_ready()?;
@@ -234,6 +271,7 @@ service imap-login {{
             }
             let both = [self.imap_port, self.imaps_port]
                 .iter()
+                .chain(self.sieve_port.as_ref())
                 .all(|p| std::net::TcpStream::connect(("127.0.0.1", *p)).is_ok());
             if both {
                 return Ok(());
@@ -244,6 +282,34 @@ service imap-login {{
             "dovecot did not start listening within 15 s: {}",
             self.log()
         )
+    }
+
+    /// Delivers `message` to `user` as a mail server would, by Dovecot's LDA: the user's
+    /// active Sieve script runs on it. The LDA's own words when it fails.
+    pub fn deliver(&self, user: &str, message: &[u8]) -> Result<()> {
+        use std::io::Write;
+        let conf = self.dir.path().join("dovecot.conf");
+        let mut lda = std::process::Command::new("/usr/lib/dovecot/dovecot-lda")
+            .arg("-c")
+            .arg(&conf)
+            .args(["-d", user])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()?;
+        lda.stdin
+            .take()
+            .ok_or_else(|| anyhow!("no stdin"))?
+            .write_all(message)?;
+        let out = lda.wait_with_output()?;
+        if !out.status.success() {
+            bail!(
+                "dovecot-lda: {}{}",
+                String::from_utf8_lossy(&out.stderr),
+                self.log()
+            );
+        }
+        Ok(())
     }
 
     /// Dovecot's log so far (for failure messages).

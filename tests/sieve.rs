@@ -1,0 +1,151 @@
+//! ManageSieve against Dovecot's Pigeonhole, and what its scripts do on delivery: the client
+//! reads, checks and writes scripts; mailbroker's part of a person's script leaves every byte
+//! of theirs as it was; a value carrying Sieve's syntax is quoted, so the server parses it as
+//! a string and the delivered message is filed by it.
+
+mod common;
+
+use mailbroker_managesieve::section::{self, Part};
+use mailbroker_managesieve::{Client, Script};
+use mailbroker_testkit::{Dovecot, ImapClient, PASSWORD, dovecot_required};
+use tokio::net::TcpStream;
+
+/// The shared Dovecot's ManageSieve port; `None` (skipped) without Pigeonhole outside CI.
+fn sieve(server: &Dovecot) -> Option<u16> {
+    if server.sieve_port.is_none() {
+        assert!(
+            !dovecot_required(),
+            "CI=true but Pigeonhole is missing: .ci/run must install dovecot-managesieved"
+        );
+        eprintln!("skipping: apt-get install dovecot-sieve dovecot-managesieved");
+    }
+    server.sieve_port
+}
+
+async fn signed_in(port: u16, user: &str) -> Client<TcpStream> {
+    let tcp = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    let mut client = Client::greet(tcp).await.expect("a greeting");
+    client
+        .authenticate(user, PASSWORD)
+        .await
+        .expect("signed in");
+    client
+}
+
+#[tokio::test]
+async fn a_persons_script_keeps_its_bytes_and_mailbrokers_rules_file_the_mail() {
+    let Some(server) = common::server() else {
+        return;
+    };
+    let Some(port) = sieve(server) else {
+        return;
+    };
+    let user = "sieve-person";
+    let tcp = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    let mut client = Client::greet(tcp).await.unwrap();
+    let caps = client.capabilities.clone();
+    assert!(caps.implementation.contains("Pigeonhole"), "{caps:?}");
+    assert!(
+        caps.missing(&["fileinto", "imap4flags", "mailbox"])
+            .is_empty(),
+        "{caps:?}"
+    );
+    assert_eq!(
+        caps.missing(&["fileinto", "no-such-extension"]),
+        ["no-such-extension"]
+    );
+    let wrong = client
+        .authenticate(user, "not the password")
+        .await
+        .unwrap_err();
+    assert_eq!(wrong.error_type(), "auth_required");
+    assert!(!wrong.message().contains("not the password"));
+    client.authenticate(user, PASSWORD).await.unwrap();
+
+    // The person's own script, active, with no line break at its end.
+    let own = "require [\"fileinto\"];\r\n# mine\r\nif header :contains \"subject\" \"invoice\" { fileinto \"Invoices\"; }";
+    client.check(own).await.unwrap();
+    client.put("mine", own).await.unwrap();
+    client.set_active("mine").await.unwrap();
+    let listed = client.list().await.unwrap();
+    assert!(
+        listed.contains(&Script {
+            name: "mine".into(),
+            active: true
+        }),
+        "{listed:?}"
+    );
+
+    // A subject a stranger chose, with Sieve's own syntax in it: quoted, it is one string.
+    let subject = "Weekly \"news\"; stop; \\ digest";
+    assert!(section::quotable(subject));
+    let rules = format!(
+        "if header :contains \"subject\" {} {{ addflag \"$mb-news\"; fileinto :create \"News\"; }}",
+        section::quote(subject)
+    );
+    let part = Part {
+        requires: vec!["fileinto".into(), "imap4flags".into(), "mailbox".into()],
+        rules,
+    };
+    let before = client.get("mine").await.unwrap();
+    assert_eq!(before, own, "GETSCRIPT gives the bytes back");
+    let spliced = section::splice(&before, &part);
+    client.check(&spliced).await.expect("the server parses it");
+    client.put("mine", &spliced).await.unwrap();
+    let read_back = client.get("mine").await.unwrap();
+    assert_eq!(read_back, spliced);
+    assert_eq!(
+        section::persons(&read_back),
+        own,
+        "the person's bytes, exactly"
+    );
+
+    // Unquoted, the same text would be Sieve: the server says where.
+    let broken = format!("if header :contains \"subject\" \"{subject}\" {{ keep; }}\r\n");
+    let refused = client.check(&broken).await.unwrap_err();
+    assert_eq!(refused.error_type(), "validation_error");
+    assert!(refused.message().contains("line"), "{}", refused.message());
+    client.logout().await.unwrap();
+
+    // Delivery runs the script: the stranger's subject is filed and tagged; another is not.
+    let mail = |subject: &str| {
+        format!(
+            "From: news@example.test\r\nTo: {user}@example.test\r\nSubject: {subject}\r\n\
+             Message-ID: <{}@example.test>\r\nDate: Mon, 2 Nov 2026 10:00:00 +0000\r\n\r\nhi\r\n",
+            subject.len()
+        )
+    };
+    let mut imap = ImapClient::connect(server, user).await.unwrap();
+    imap.create("Invoices").await.unwrap();
+    server.deliver(user, mail(subject).as_bytes()).unwrap();
+    server.deliver(user, mail("invoice 12").as_bytes()).unwrap();
+    server.deliver(user, mail("hello").as_bytes()).unwrap();
+    assert_eq!(imap.subjects("News").await.unwrap(), [subject]);
+    assert_eq!(
+        imap.subjects("Invoices").await.unwrap(),
+        ["invoice 12"],
+        "the person's rule runs too"
+    );
+    let flags = imap.flags("News").await.unwrap();
+    assert!(
+        flags.values().all(|f| f.iter().any(|k| k == "$mb-news")),
+        "{flags:?}"
+    );
+    assert_eq!(imap.subjects("INBOX").await.unwrap(), ["hello"]);
+
+    // Taking mailbroker's part out gives the person's script back: the next delivery is
+    // theirs alone.
+    let mut client = signed_in(port, user).await;
+    client
+        .put("mine", &section::persons(&read_back))
+        .await
+        .unwrap();
+    assert_eq!(client.get("mine").await.unwrap(), own);
+    client.logout().await.unwrap();
+    server.deliver(user, mail(subject).as_bytes()).unwrap();
+    let inbox = imap.subjects("INBOX").await.unwrap();
+    assert!(
+        inbox.len() == 2 && inbox.contains(&subject.to_string()),
+        "{inbox:?}"
+    );
+}
