@@ -5,7 +5,9 @@
 
 mod common;
 
+use mailbroker_core::{Patch, Rule};
 use mailbroker_managesieve::section::{self, Part};
+use mailbroker_managesieve::sieve;
 use mailbroker_managesieve::{Client, Script};
 use mailbroker_testkit::{Dovecot, ImapClient, PASSWORD, dovecot_required};
 use tokio::net::TcpStream;
@@ -148,4 +150,92 @@ async fn a_persons_script_keeps_its_bytes_and_mailbrokers_rules_file_the_mail() 
         inbox.len() == 2 && inbox.contains(&subject.to_string()),
         "{inbox:?}"
     );
+}
+
+/// Rules written as queries, translated to Sieve and run on delivery: each matches what the
+/// search would (a word from its start; NOT, AND, OR; the list's id; size), and does only
+/// what it says (move, tag, read, flag).
+#[tokio::test]
+async fn rules_written_as_queries_file_arriving_mail_as_the_search_would_find_it() {
+    let Some(server) = common::server() else {
+        return;
+    };
+    let Some(port) = sieve(server) else {
+        return;
+    };
+    let user = "sieve-rules";
+    let rule = |name: &str, when: &str, then: Patch| Rule {
+        name: name.into(),
+        query: when.into(),
+        when: mailbroker::rules::condition(when, 0).expect("a rule's condition"),
+        then,
+    };
+    let news = rule(
+        "news to News",
+        "from:news@example.org -subject:urgent",
+        Patch {
+            add_tags: vec!["$news".into()],
+            read: Some(true),
+            ..Patch::default()
+        },
+    );
+    let shop = rule(
+        "shop or big: flag",
+        "list:shop.example OR larger:20K",
+        Patch {
+            flagged: Some(true),
+            ..Patch::default()
+        },
+    );
+    let rules = [
+        sieve::translate(&news, Some("News")).unwrap(),
+        sieve::translate(&shop, None).unwrap(),
+    ];
+    let script = section::splice("", &sieve::part(&rules));
+    let mut client = signed_in(port, user).await;
+    client.check(&script).await.expect("valid Sieve");
+    client.put("mailbroker", &script).await.unwrap();
+    client.set_active("mailbroker").await.unwrap();
+    client.logout().await.unwrap();
+
+    let mail = |from: &str, subject: &str, extra: &str, body: &str| {
+        format!(
+            "From: {from}\r\nTo: {user}@example.test\r\nSubject: {subject}\r\n{extra}\
+             Message-ID: <{}.{}@example.test>\r\nDate: Mon, 2 Nov 2026 10:00:00 +0000\r\n\r\n{body}\r\n",
+            subject.len(),
+            body.len()
+        )
+    };
+    for m in [
+        mail("News <news@example.org>", "weekly", "", "hi"),
+        mail("News <news@example.org>", "urgent: act", "", "hi"),
+        mail("Nat <natnews@example.org>", "not news", "", "hi"),
+        mail(
+            "Shop <deals@shop.example>",
+            "sale",
+            "List-Id: Deals <shop.example>\r\n",
+            "hi",
+        ),
+        mail("a@example.net", "big", "", &"x".repeat(25_000)),
+    ] {
+        server.deliver(user, m.as_bytes()).unwrap();
+    }
+    let mut imap = ImapClient::connect(server, user).await.unwrap();
+    assert_eq!(imap.subjects("News").await.unwrap(), ["weekly"]);
+    let filed = imap.flags("News").await.unwrap();
+    let flags: Vec<&String> = filed.values().flatten().collect();
+    assert!(
+        flags.iter().any(|f| *f == "$news") && flags.iter().any(|f| *f == "\\Seen"),
+        "{filed:?}"
+    );
+    let mut inbox = imap.subjects("INBOX").await.unwrap();
+    inbox.sort();
+    assert_eq!(inbox, ["big", "not news", "sale", "urgent: act"]);
+    assert_eq!(imap.uid_search("INBOX", "FLAGGED").await.unwrap().len(), 2);
+    for subject in ["sale", "big"] {
+        let found = imap
+            .uid_search("INBOX", &format!("FLAGGED SUBJECT {subject}"))
+            .await;
+        assert_eq!(found.unwrap().len(), 1, "{subject} flagged");
+    }
 }

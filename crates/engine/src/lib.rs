@@ -14,6 +14,7 @@ pub mod freshness;
 pub mod listing;
 pub mod read;
 pub mod registry;
+pub mod rules;
 pub mod scope;
 pub mod sessions;
 pub mod sync;

@@ -10,6 +10,7 @@ mod error;
 mod headers;
 mod model;
 mod provider;
+mod rule;
 mod summary;
 mod tally;
 mod write;
@@ -33,6 +34,7 @@ pub use provider::{
     ApplyEach, Arrival, MailboxSyncReport, Provider, SameMessage, Seen, Settled, SyncRequest,
     SyncSink, Watched, place,
 };
+pub use rule::{Condition, Rule};
 pub use summary::{Sender, Summary};
 pub use tally::{NonzeroTally, Tally};
 pub use write::{

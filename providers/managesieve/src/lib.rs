@@ -9,5 +9,6 @@
 mod client;
 mod response;
 pub mod section;
+pub mod sieve;
 
 pub use client::{Capabilities, Client, Script};
