@@ -5,7 +5,7 @@
 
 mod common;
 
-use mailbroker_core::{Patch, Rule};
+use mailbroker_core::{Patch, Rule, ServerRule};
 use mailbroker_managesieve::section::{self, Part};
 use mailbroker_managesieve::sieve;
 use mailbroker_managesieve::{Client, Script};
@@ -238,4 +238,102 @@ async fn rules_written_as_queries_file_arriving_mail_as_the_search_would_find_it
             .await;
         assert_eq!(found.unwrap().len(), 1, "{subject} flagged");
     }
+}
+
+/// The IMAP account's rules over ManageSieve, as the adapter keeps them: over STARTTLS with
+/// the account's CA and login; mailbroker's rules put into the person's active script (their
+/// forwarding rule reported, never touched), read back, and everything put back exactly by
+/// the state returned; with no script of the person's, a script of mailbroker's own that the
+/// undo removes again.
+#[tokio::test]
+async fn an_accounts_rules_are_installed_listed_and_put_back_exactly() {
+    use mailbroker_imap::{ImapConfig, TlsMode, rules};
+    let Some(server) = common::server() else {
+        return;
+    };
+    let Some(port) = sieve(server) else {
+        return;
+    };
+    let config = |user: &str| ImapConfig {
+        host: "localhost".into(),
+        port: server.imaps_port,
+        tls: TlsMode::Implicit,
+        username: user.into(),
+        password: PASSWORD.into(),
+        ca_pem: Some(std::fs::read(&server.ca.ca_pem).unwrap()),
+        disabled_extensions: Vec::new(),
+        allow_plaintext: false,
+        sieve_port: Some(port),
+    };
+    let news = Rule {
+        name: "news to Archive".into(),
+        query: "from:news".into(),
+        when: mailbroker::rules::condition("from:news", 0).unwrap(),
+        then: Patch {
+            move_to: Some("archive".into()),
+            ..Patch::default()
+        },
+    };
+
+    // A person with an active script that forwards.
+    let user = "sieve-adapter";
+    let own = "require [\"copy\"];\r\nredirect :copy \"me@elsewhere.example\";\r\n";
+    let mut client = signed_in(port, user).await;
+    client.put("mine", own).await.unwrap();
+    client.set_active("mine").await.unwrap();
+    client.logout().await.unwrap();
+    let before = rules::put(&config(user), &[(news.clone(), Some("Archive".into()))])
+        .await
+        .expect("installed over STARTTLS");
+    let listed = rules::read(&config(user)).await.unwrap();
+    let ours: Vec<&ServerRule> = listed.iter().filter(|r| r.ours).collect();
+    assert_eq!(ours.len(), 1, "{listed:?}");
+    assert_eq!(
+        (ours[0].name.as_str(), ours[0].enabled),
+        ("news to Archive", true)
+    );
+    let theirs = listed
+        .iter()
+        .find(|r| !r.ours)
+        .expect("the person's script");
+    assert!(theirs.name == "mine" && theirs.forwards, "{listed:?}");
+    rules::restore(&config(user), &before).await.unwrap();
+    let mut client = signed_in(port, user).await;
+    assert_eq!(client.get("mine").await.unwrap(), own, "byte for byte");
+    let scripts = client.list().await.unwrap();
+    assert_eq!(
+        scripts,
+        [Script {
+            name: "mine".into(),
+            active: true
+        }]
+    );
+    client.logout().await.unwrap();
+
+    // A person with no script: mailbroker's own, active; the undo leaves none.
+    let user = "sieve-adapter-bare";
+    let before = rules::put(&config(user), &[(news, Some("Archive".into()))])
+        .await
+        .unwrap();
+    let mut client = signed_in(port, user).await;
+    let scripts = client.list().await.unwrap();
+    assert_eq!(
+        scripts,
+        [Script {
+            name: "mailbroker".into(),
+            active: true
+        }]
+    );
+    client.logout().await.unwrap();
+    rules::restore(&config(user), &before).await.unwrap();
+    let mut client = signed_in(port, user).await;
+    assert_eq!(client.list().await.unwrap(), []);
+    client.logout().await.unwrap();
+
+    // A wrong password is the person's to fix, and never shown.
+    let mut wrong = config(user);
+    wrong.password = "not-the-password".into();
+    let e = rules::read(&wrong).await.unwrap_err();
+    assert_eq!(e.error_type(), "auth_required");
+    assert!(!e.message().contains("not-the-password"));
 }

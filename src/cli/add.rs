@@ -199,6 +199,9 @@ pub struct ImapArgs {
     /// network in clear text.
     #[arg(long)]
     pub allow_plaintext: bool,
+    /// The server's ManageSieve port, where its rules are kept (4190 unless told).
+    #[arg(long, value_name = "PORT")]
+    pub sieve_port: Option<u16>,
 }
 
 fn read_password(args: &ImapArgs) -> Result<String> {
@@ -287,6 +290,7 @@ fn imap_config(args: &ImapArgs) -> Result<ImapConfig> {
         ca_pem,
         disabled_extensions: args.disable_extension.clone(),
         allow_plaintext: args.allow_plaintext,
+        sieve_port: args.sieve_port,
     })
 }
 

@@ -34,7 +34,7 @@ pub use provider::{
     ApplyEach, Arrival, MailboxSyncReport, Provider, SameMessage, Seen, Settled, SyncRequest,
     SyncSink, Watched, place,
 };
-pub use rule::{Condition, Rule};
+pub use rule::{Condition, Rule, RulesBefore, ServerRule};
 pub use summary::{Sender, Summary};
 pub use tally::{NonzeroTally, Tally};
 pub use write::{

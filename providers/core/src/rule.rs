@@ -60,6 +60,24 @@ pub struct Rule {
     pub then: Patch,
 }
 
+/// A rule as the server has it: mailbroker's, or the person's own (a script, a filter).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServerRule {
+    pub name: String,
+    /// Written by mailbroker.
+    pub ours: bool,
+    /// Run on arriving mail (an inactive Sieve script is not).
+    pub enabled: bool,
+    /// Sends mail elsewhere (forward, redirect): shown so the person sees it, and never
+    /// written or changed by mailbroker.
+    pub forwards: bool,
+}
+
+/// What a server's rules were before mailbroker changed them, as the adapter that changed
+/// them reads it (the previous Sieve script, byte for byte): what an undo puts back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RulesBefore(pub String);
+
 /// Longest rule name: it is shown in lists and written into a provider's rule.
 pub const MAX_NAME: usize = 80;
 

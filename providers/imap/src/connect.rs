@@ -70,6 +70,8 @@ pub struct ImapConfig {
     /// Allow `TlsMode::None` to a host that is not loopback: the password then crosses the
     /// network in clear text. Only ever set by the person, with a warning.
     pub allow_plaintext: bool,
+    /// The host's ManageSieve port, where the account's rules are kept (`None`: 4190).
+    pub sieve_port: Option<u16>,
 }
 
 impl fmt::Debug for ImapConfig {
@@ -180,7 +182,7 @@ fn tls_config(ca_pem: Option<&[u8]>) -> Result<Arc<ClientConfig>> {
     Ok(Arc::new(config))
 }
 
-async fn tls_wrap(config: &ImapConfig, tcp: TcpStream) -> Result<Transport> {
+pub(crate) async fn tls_wrap(config: &ImapConfig, tcp: TcpStream) -> Result<Transport> {
     let connector = TlsConnector::from(tls_config(config.ca_pem.as_deref())?);
     let name = ServerName::try_from(config.host.clone())
         .map_err(|_| Error::validation(format!("{:?} is not a valid host name", config.host)))?;
@@ -287,6 +289,8 @@ pub struct ImapSettings {
     pub disabled_extensions: Vec<String>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub allow_plaintext: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sieve_port: Option<u16>,
 }
 
 impl ImapConfig {
@@ -319,6 +323,7 @@ impl ImapConfig {
                 .map(|p| String::from_utf8_lossy(p).into_owned()),
             disabled_extensions: self.disabled_extensions.clone(),
             allow_plaintext: self.allow_plaintext,
+            sieve_port: self.sieve_port,
         }
     }
 
@@ -332,6 +337,7 @@ impl ImapConfig {
             ca_pem: settings.ca_pem.map(String::into_bytes),
             disabled_extensions: settings.disabled_extensions,
             allow_plaintext: settings.allow_plaintext,
+            sieve_port: settings.sieve_port,
         })
     }
 }

@@ -58,6 +58,7 @@ mod item;
 mod moves;
 pub mod presets;
 mod read;
+pub mod rules;
 mod session;
 mod sync;
 mod uidset;

@@ -68,6 +68,30 @@ pub fn persons(script: &str) -> String {
     cut(&cut(script, TOP_BEGIN, TOP_END), RULES_BEGIN, RULES_END)
 }
 
+/// The names of mailbroker's rules in `script` (each block's `# rule:` line).
+pub fn rule_names(script: &str) -> Vec<String> {
+    let Some(from) = script.find(RULES_BEGIN) else {
+        return Vec::new();
+    };
+    let rules = &script[from..];
+    let rules = &rules[..rules.find(RULES_END).unwrap_or(rules.len())];
+    rules
+        .lines()
+        .filter_map(|l| l.strip_prefix("# rule: "))
+        .map(|name| name.trim_end_matches('\r').to_string())
+        .collect()
+}
+
+/// Whether the person's part of `script` sends mail elsewhere (Sieve's `redirect`), read
+/// line by line with comments set aside: a hint for the person, never a reason to write.
+pub fn forwards(script: &str) -> bool {
+    persons(script).lines().any(|line| {
+        let code = line.split('#').next().unwrap_or("");
+        code.split(|c: char| !c.is_alphanumeric() && c != '_')
+            .any(|word| word.eq_ignore_ascii_case("redirect"))
+    })
+}
+
 /// Whether `script` holds a part of mailbroker's.
 pub fn has_part(script: &str) -> bool {
     script.contains(TOP_BEGIN) || script.contains(RULES_BEGIN)
