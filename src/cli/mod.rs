@@ -17,6 +17,7 @@ mod add;
 mod approve;
 mod args;
 mod delete;
+mod rule;
 mod sync;
 mod token;
 
@@ -126,6 +127,9 @@ pub enum Command {
     /// The console, a web page where a person reviews what assistants asked for, staged
     /// deletions, the journal and the accounts (loopback); `console link` signs a browser in.
     Console(crate::console::command::ConsoleArgs),
+    /// Server-side rules as manifests a person approves: stage, approve, list, remove.
+    #[command(subcommand)]
+    Rule(rule::RuleCommand),
     /// List the change journal, or show one change with its messages.
     Changes {
         id: Option<i64>,
@@ -277,6 +281,7 @@ async fn dispatch(home: &Home, store: &Store, command: Command, json: bool) -> R
         },
         Command::StageDelete(args) => delete::stage(home, store, args, json).await,
         Command::DeleteStaged(args) => return delete::delete_staged(home, store, args, json).await,
+        Command::Rule(cmd) => return rule::rule(home, store, cmd, json).await,
         Command::Mcp(args) => crate::mcp::command::run(home, store, args, json).await,
         Command::Serve(args) => crate::serve::command::serve(home, store, args, json).await,
     };

@@ -49,10 +49,22 @@ pub struct JournalItem {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum Chosen {
-    Query { query: String },
-    Ids { ids: Vec<i64> },
-    UndoOf { undo_of: i64 },
-    Manifest { manifest: i64 },
+    Query {
+        query: String,
+    },
+    Ids {
+        ids: Vec<i64>,
+    },
+    UndoOf {
+        undo_of: i64,
+    },
+    Manifest {
+        manifest: i64,
+    },
+    /// The rule manifest a change of server rules carries out.
+    RuleManifest {
+        rule_manifest: i64,
+    },
 }
 
 /// What a change asked, as its journal row keeps it (the `patch` column, in the same JSON a
@@ -61,8 +73,17 @@ pub enum Chosen {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum Asked {
-    Undo { undo_of: i64 },
-    Deletion { delete: DeleteMode },
+    Undo {
+        undo_of: i64,
+    },
+    Deletion {
+        delete: DeleteMode,
+    },
+    /// A rule of the account's server installed or removed.
+    Rules {
+        rule: String,
+        action: crate::RuleAction,
+    },
     Patch(Patch),
 }
 

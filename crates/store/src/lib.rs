@@ -26,6 +26,7 @@ mod nodes;
 mod postings;
 mod query;
 mod rethread;
+mod rules;
 mod settle;
 mod sink;
 pub(crate) mod sql;
@@ -50,6 +51,7 @@ pub use leases::{AccountLock, Fence, LOCK_WAIT};
 pub use mailboxes::Mailboxes;
 pub use manifests::{ItemCounts, ItemOutcome, ItemStatus, Manifest, ManifestItem, ManifestStatus};
 pub use messages::{MessageRef, MessageRow, SearchPage, no_message};
+pub use rules::{RuleAction, RuleManifest, RuleStatus};
 pub use sink::{StoreSink, SyncProgress};
 pub use tokens::{AccessToken, Touched};
 

@@ -127,6 +127,20 @@ pub trait Adapter: Send + Sync {
     /// of the account carries it yet.
     fn validate_tag(&self, account: &AccountInfo<'_>, tag: &str, new: bool) -> Result<()>;
 
+    /// The exact text the server will be given for `rule` (a Sieve block, a filter's JSON),
+    /// with its move resolved among the account's selectable `mailboxes` (name, role);
+    /// nothing sent. A term or an action the provider cannot say is refused by name.
+    fn rule_text(
+        &self,
+        _rule: &crate::Rule,
+        _mailboxes: &[(String, Option<crate::Role>)],
+    ) -> Result<String> {
+        Err(Error::unsupported(
+            "mailbroker cannot keep rules on this account's server yet",
+        )
+        .with_next_step("make the rule in the provider's own settings, or use an IMAP account with ManageSieve"))
+    }
+
     /// Whether the provider has this tag though no indexed message carries it (a label with
     /// no messages yet), from what the last sync stored.
     fn tag_exists(&self, _account: &AccountInfo<'_>, _tag: &str) -> bool {

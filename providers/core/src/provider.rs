@@ -24,6 +24,7 @@ use crate::MessageText;
 use crate::WriteBatch;
 use crate::{Capabilities, MailboxCursor, MailboxInfo, MailboxName, MessageFlags, MessageMeta};
 use crate::{DeleteBatch, Error, ItemResult, RemoteId, Result, SyncMode, Version};
+use crate::{Rule, RulesBefore, ServerRule};
 
 /// What the core asks of one sync.
 #[derive(Debug, Clone, Default)]
@@ -286,6 +287,12 @@ pub enum Watched {
     Stopped,
 }
 
+fn no_rules() -> Error {
+    Error::unsupported("mailbroker cannot keep rules on this account's server yet").with_next_step(
+        "make the rule in the provider's own settings, or use an IMAP account with ManageSieve",
+    )
+}
+
 /// A connected session with one account's mail service.
 #[async_trait]
 pub trait Provider: Send {
@@ -342,6 +349,22 @@ pub trait Provider: Send {
         Err(Error::unsupported(
             "this provider cannot announce changes; poll it",
         ))
+    }
+
+    /// The account's server-side rules: mailbroker's and the person's own.
+    async fn rules(&mut self) -> Result<Vec<ServerRule>> {
+        Err(no_rules())
+    }
+
+    /// Makes `rules` the whole of mailbroker's rules on the server (the person's own stay
+    /// as they are), read back; what was there before, for an undo.
+    async fn put_rules(&mut self, _rules: &[Rule]) -> Result<RulesBefore> {
+        Err(no_rules())
+    }
+
+    /// Puts the server's rules back as `before` says they were.
+    async fn restore_rules(&mut self, _before: &RulesBefore) -> Result<()> {
+        Err(no_rules())
     }
 
     /// Protocol commands sent on this session so far (for benchmarks and diagnostics).

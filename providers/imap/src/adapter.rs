@@ -59,6 +59,14 @@ impl Adapter for Imap {
         crate::write::validate_tag(account.capabilities, tag, new)
     }
 
+    fn rule_text(
+        &self,
+        rule: &mailbroker_core::Rule,
+        mailboxes: &[(String, Option<mailbroker_core::Role>)],
+    ) -> Result<String> {
+        crate::rules::text(rule, mailboxes)
+    }
+
     fn check(&self, account: &AccountInfo<'_>, op: Operation) -> Result<()> {
         let caps = account.capabilities;
         match op {

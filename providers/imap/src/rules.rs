@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use mailbroker_core::{Error, Result, Rule, RulesBefore, ServerRule};
+use mailbroker_core::{Error, MailboxInfo, Result, Role, Rule, RulesBefore, ServerRule};
 use mailbroker_managesieve::{Client, section, sieve};
 use serde::{Deserialize, Serialize};
 use tokio::net::TcpStream;
@@ -27,6 +27,46 @@ const OURS: &str = "mailbroker";
 struct Before {
     active: Option<String>,
     scripts: BTreeMap<String, Option<String>>,
+}
+
+/// The mailbox `rule` moves mail to, among the account's `mailboxes`: a role's mailbox or one
+/// named exactly; a name that is not there is refused (a typo would make a new mailbox), and
+/// so is the trash (a rule never deletes).
+pub fn target(rule: &Rule, mailboxes: &[(String, Option<Role>)]) -> Result<Option<String>> {
+    let Some(wanted) = rule.then.move_to.as_deref() else {
+        return Ok(None);
+    };
+    let found = match Role::parse(wanted) {
+        Some(role) => mailboxes.iter().find(|(_, r)| *r == Some(role)),
+        None => mailboxes.iter().find(|(name, _)| name == wanted),
+    };
+    let Some((name, role)) = found else {
+        return Err(Error::validation(format!(
+            "the account has no mailbox {wanted:?} for the rule to move mail to"
+        ))
+        .with_next_step("name a mailbox the account has (mailbroker mailboxes), or a role"));
+    };
+    if *role == Some(Role::Trash) {
+        return Err(Error::validation(
+            "a rule never moves arriving mail to the trash: that would delete it unseen",
+        )
+        .with_next_step("move it to an archive or a mailbox of its own, or tag it"));
+    }
+    Ok(Some(name.clone()))
+}
+
+/// `rule` as the Sieve block it will be, its move resolved among `mailboxes`.
+pub fn text(rule: &Rule, mailboxes: &[(String, Option<Role>)]) -> Result<String> {
+    let mailbox = target(rule, mailboxes)?;
+    Ok(sieve::translate(rule, mailbox.as_deref())?.text)
+}
+
+/// The selectable ones of `mailboxes`, as a rule's move is resolved among them.
+pub fn choices(mailboxes: &[MailboxInfo]) -> Vec<(String, Option<Role>)> {
+    (mailboxes.iter())
+        .filter(|m| m.selectable)
+        .map(|m| (m.name.as_str().to_string(), m.role))
+        .collect()
 }
 
 async fn open(config: &ImapConfig) -> Result<Client<Transport>> {

@@ -28,6 +28,9 @@ const KNOWN_EXTENSIONS: [&str; 9] = [
 
 pub struct ImapProvider {
     pub(crate) session: Session,
+    /// How this session was opened: the account's rules are reached on the same host with
+    /// the same login (`rules.rs`).
+    pub(crate) config: Box<ImapConfig>,
     pub(crate) caps: Capabilities,
     pub(crate) commands: u64,
     pub(crate) qresync_enabled: bool,
@@ -120,6 +123,7 @@ impl ImapProvider {
         });
         Ok(ImapProvider {
             session,
+            config: Box::new(config.clone()),
             caps: Capabilities {
                 extensions,
                 custom_tags: false,
@@ -207,6 +211,25 @@ impl Provider for ImapProvider {
 
     fn commands_sent(&self) -> u64 {
         self.commands
+    }
+
+    async fn rules(&mut self) -> Result<Vec<mailbroker_core::ServerRule>> {
+        crate::rules::read(&self.config).await
+    }
+
+    async fn put_rules(
+        &mut self,
+        rules: &[mailbroker_core::Rule],
+    ) -> Result<mailbroker_core::RulesBefore> {
+        let mailboxes = crate::rules::choices(&self.list_mailboxes().await?);
+        let placed = (rules.iter())
+            .map(|rule| Ok((rule.clone(), crate::rules::target(rule, &mailboxes)?)))
+            .collect::<Result<Vec<_>>>()?;
+        crate::rules::put(&self.config, &placed).await
+    }
+
+    async fn restore_rules(&mut self, before: &mailbroker_core::RulesBefore) -> Result<()> {
+        crate::rules::restore(&self.config, before).await
     }
 
     /// Says LOGOUT without waiting for the server's BYE: nothing in its answer matters to us,

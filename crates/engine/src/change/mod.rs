@@ -22,6 +22,7 @@ use mailbroker_store::{Manifest, MessageRef, Store};
 
 mod batches;
 pub mod delete;
+pub mod rules;
 mod selection;
 pub mod undo;
 mod update;
@@ -57,6 +58,8 @@ pub enum Operation {
         batch_size: usize,
         progress: delete::Progress,
     },
+    /// Carry out a rule manifest: install or remove a rule on an account's server.
+    Rule { manifest: i64 },
 }
 
 impl Operation {
@@ -66,7 +69,7 @@ impl Operation {
             Operation::Update { selection, .. } | Operation::Stage { selection, .. } => {
                 Some(selection.recorded())
             }
-            Operation::Undo { .. } | Operation::Run { .. } => None,
+            Operation::Undo { .. } | Operation::Run { .. } | Operation::Rule { .. } => None,
         }
     }
 
@@ -247,6 +250,29 @@ pub async fn request<C: Confirmation>(
             let ready = delete::resolve(cx.store, manifest, batch_size).await?;
             return run(cx, ready, (dry_run, progress, &origin), confirmation).await;
         }
+        Operation::Rule { manifest } => {
+            if !confirmation.runs_deletions() || dry_run {
+                return Err(only_a_person_rules(
+                    format!("rule manifest {manifest}"),
+                    format!("mailbroker rule approve {manifest}"),
+                ));
+            }
+            let report = rules::carry_out(cx.store, manifest, &origin).await?;
+            return Ok(Outcome::Done(report));
+        }
+        // A change of rules is put back as the server had them; only a person does it.
+        Operation::Undo { change } if cx.store.rule_change(change).await?.is_some() => {
+            if !confirmation.runs_deletions() || dry_run {
+                return Err(only_a_person_rules(
+                    format!("the undo of change {change}"),
+                    format!("mailbroker undo {change}"),
+                ));
+            }
+            match rules::undo(cx.store, change, &origin).await? {
+                Some(report) => return Ok(Outcome::Done(report)),
+                None => return Err(Error::internal("a change of rules without its record")),
+            }
+        }
         // The journal fixes which messages an undo touches: the change id binds them.
         Operation::Undo { change } => (
             undo::resolve(cx.store, change).await?,
@@ -288,6 +314,14 @@ pub async fn request<C: Confirmation>(
         .await
         .map_err(|e| Error::internal(format!("the change's task: {e}")))??;
     Ok(Outcome::Done(report))
+}
+
+/// A change of server rules is a person's to make, where they read it whole (not a dry run).
+fn only_a_person_rules(what: String, command: String) -> Error {
+    Error::confirmation_required(format!(
+        "a change of the server's rules ({what}) is carried out by a person, who reads it first; nothing was changed"
+    ))
+    .with_next_step(format!("ask the user to run, at a terminal: {command}"))
 }
 
 /// Why a write that would cross an assistant's budget needs a yes, in words.

@@ -10,6 +10,10 @@ pub fn asked_words(asked: &Asked) -> String {
     match asked {
         Asked::Undo { undo_of } => format!("undo change {undo_of}"),
         Asked::Deletion { delete } => format!("delete ({})", delete.as_str()),
+        Asked::Rules { rule, action } => match action {
+            mailbroker_store::RuleAction::Install => format!("install rule {rule:?}"),
+            mailbroker_store::RuleAction::Remove => format!("remove rule {rule:?}"),
+        },
         Asked::Patch(patch) => patch_words(patch),
     }
 }
@@ -22,6 +26,7 @@ pub fn operation_words(operation: &super::Operation) -> String {
         Operation::Stage { mode, .. } => format!("stage for {} deletion", mode.as_str()),
         Operation::Undo { change } => format!("undo change {change}"),
         Operation::Run { manifest, .. } => format!("run staged deletion {manifest}"),
+        Operation::Rule { manifest } => format!("carry out rule manifest {manifest}"),
     }
 }
 
@@ -65,7 +70,7 @@ pub fn selection_words(selection: &Chosen) -> Option<String> {
         Chosen::Query { query } => Some(format!("query {query:?}")),
         Chosen::Ids { ids } if ids.len() == 1 => Some("1 id".to_string()),
         Chosen::Ids { ids } => Some(format!("{} ids", ids.len())),
-        Chosen::UndoOf { .. } | Chosen::Manifest { .. } => None,
+        Chosen::UndoOf { .. } | Chosen::Manifest { .. } | Chosen::RuleManifest { .. } => None,
     }
 }
 
