@@ -37,8 +37,7 @@ async fn read_tools_answer_small_and_typed() {
             tool.name
         );
         let a = tool.annotations.as_ref().expect("annotations");
-        let writes =
-            ["update_message", "undo_change", "sync_accounts"].contains(&tool.name.as_ref());
+        let writes = mailbroker::mcp::WRITE_TOOLS.contains(&tool.name.as_ref());
         assert_eq!(a.read_only_hint, Some(!writes), "{}", tool.name);
     }
 
@@ -599,8 +598,9 @@ fn stdio_speaks_only_protocol_and_answers_unknown_methods() {
     // The budget of BENCHMARKS.md ("Tokens an assistant pays"): every conversation pays it.
     let bpe = mailbroker_testkit::tokens::encoder().unwrap();
     let listed = mailbroker_testkit::tokens::of(&bpe, &tools["result"]["tools"]);
-    assert!(listed <= 1_800, "tools/list is {listed} tokens");
-    assert_eq!(tools["result"]["tools"].as_array().unwrap().len(), 8);
+    assert!(listed <= 2_200, "tools/list is {listed} tokens");
+    eprintln!("tools/list: {listed} o200k tokens");
+    assert_eq!(tools["result"]["tools"].as_array().unwrap().len(), 9);
     drop(stdin);
     assert!(child.wait().unwrap().success());
 

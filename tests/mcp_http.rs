@@ -140,7 +140,7 @@ async fn http_needs_the_token_a_local_origin_and_a_flag_for_writes() {
     let session = http_session(&url, "0123456789abcdef0123").await;
     let names = tool_names(&session).await;
     assert!(names.contains(&"search_messages".to_string()), "{names:?}");
-    for write in ["update_message", "undo_change", "sync_accounts"] {
+    for write in mailbroker::mcp::WRITE_TOOLS {
         assert!(
             !names.contains(&write.to_string()),
             "{write} listed: {names:?}"

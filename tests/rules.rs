@@ -31,6 +31,16 @@ fn at_terminal(h: &Path, args: &[&str], typed: &str) -> mailbroker_testkit::term
     mailbroker_testkit::terminal::run(program, &all, &env, typed).expect("a terminal")
 }
 
+/// The shared Dovecot and its ManageSieve port; `None` (skipped) without them outside CI.
+fn sieve_server() -> Option<(&'static mailbroker_testkit::Dovecot, u16)> {
+    let server = server()?;
+    let Some(port) = server.sieve_port else {
+        assert!(!dovecot_required(), "CI=true but Pigeonhole is missing");
+        return None;
+    };
+    Some((server, port))
+}
+
 fn refused(h: &Path, args: &[&str], error_type: &str, naming: &str) {
     let run = mb(h, args);
     assert_eq!(
@@ -44,11 +54,7 @@ fn refused(h: &Path, args: &[&str], error_type: &str, naming: &str) {
 
 #[tokio::test]
 async fn a_rule_is_staged_approved_at_a_terminal_run_on_delivery_and_undone_exactly() {
-    let Some(server) = server() else {
-        return;
-    };
-    let Some(port) = server.sieve_port else {
-        assert!(!dovecot_required(), "CI=true but Pigeonhole is missing");
+    let Some((server, port)) = sieve_server() else {
         return;
     };
     let home = tempfile::tempdir().unwrap();
@@ -208,4 +214,85 @@ async fn a_rule_is_staged_approved_at_a_terminal_run_on_delivery_and_undone_exac
         !(listed["rules"].as_array().unwrap().iter()).any(|r| r["ours"] == true),
         "{listed}"
     );
+}
+
+/// An assistant lists the server's rules and proposes one over MCP: a manifest for the user
+/// to approve, never installed by the call; a term a rule cannot see is refused by name.
+#[tokio::test]
+async fn an_assistant_proposes_a_rule_and_only_a_person_installs_it() {
+    use common::mcp::{HTTP_TOKEN, call, http_server, http_session, ok_call};
+    let Some((server, port)) = sieve_server() else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let user = "rules-assistant";
+    let mut imap = ImapClient::connect(server, user).await.unwrap();
+    imap.append(
+        "INBOX",
+        "",
+        &message(1, "Shop <deals@shop.example>", "Sale", "hi"),
+    )
+    .await
+    .unwrap();
+    add_account(
+        server,
+        h,
+        "work",
+        user,
+        &["--sieve-port", &port.to_string()],
+    );
+    ok(h, &["sync"]);
+    let mcp = http_server(h);
+    let session = http_session(&mcp.1, HTTP_TOKEN).await;
+    let listed = ok_call(
+        &session,
+        "propose_rule",
+        serde_json::json!({"account": "work", "action": "list"}),
+    )
+    .await;
+    assert_eq!(listed["rules"], Value::Array(vec![]), "{listed}");
+    let proposed = ok_call(
+        &session,
+        "propose_rule",
+        serde_json::json!({"account": "work", "action": "propose", "name": "deals",
+                           "when": "from:shop.example", "add_tags": ["Deals"], "read": true}),
+    )
+    .await;
+    let m = &proposed["rule_manifest"];
+    assert_eq!(m["matches"], 1, "{proposed}");
+    assert!(
+        m["provider_text"]
+            .as_str()
+            .unwrap()
+            .contains("addflag \"Deals\""),
+        "{proposed}"
+    );
+    let step = proposed["next_step"].as_str().unwrap();
+    assert!(
+        step.contains(&format!("mailbroker rule approve {}", m["id"])),
+        "{step}"
+    );
+    let (is_error, refused) = call(
+        &session,
+        "propose_rule",
+        serde_json::json!({"account": "work", "action": "propose", "name": "x",
+                           "when": "in:inbox", "read": true}),
+    )
+    .await;
+    assert!(
+        is_error && refused["error_type"] == "validation_error",
+        "{refused}"
+    );
+    assert!(
+        refused["error"].as_str().unwrap().contains("in:inbox"),
+        "{refused}"
+    );
+    session.cancel().await.ok();
+    // Nothing reached the server: no script, no rule.
+    let mut client = sieve_client(port, user).await;
+    assert_eq!(client.list().await.unwrap(), []);
+    client.logout().await.unwrap();
+    let staged = ok(h, &["rule", "staged"]);
+    assert_eq!(staged["rule_manifests"][0]["status"], "pending", "{staged}");
 }

@@ -10,6 +10,7 @@ mod change;
 pub mod command;
 mod confirm;
 pub mod http;
+mod rules;
 mod schema;
 pub mod sessions;
 mod shape;
@@ -36,7 +37,12 @@ use mailbroker_core::Error;
 
 /// Tools that change mail or the index: hidden and refused over HTTP without
 /// `--http-allow-writes`.
-pub const WRITE_TOOLS: [&str; 3] = ["update_message", "undo_change", "sync_accounts"];
+pub const WRITE_TOOLS: [&str; 4] = [
+    "update_message",
+    "undo_change",
+    "sync_accounts",
+    "propose_rule",
+];
 
 /// The server's instructions; `{budget}` is the confirmation budget in words.
 const INSTRUCTIONS: &str = "mailbroker reads and changes the user's mail on their real \

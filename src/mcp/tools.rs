@@ -42,7 +42,7 @@ impl McpServer {
 
     /// The accounts a tool works on: the one named (`not_found` if unknown or outside the
     /// caller's scope), or all the caller sees.
-    async fn accounts_for(&self, account: Option<String>) -> Result<Vec<AccountId>> {
+    pub(super) async fn accounts_for(&self, account: Option<String>) -> Result<Vec<AccountId>> {
         let account: Option<AccountId> = account.map(|a| a.parse()).transpose()?;
         self.listing().accounts_for(account.as_ref()).await
     }
@@ -427,6 +427,19 @@ impl McpServer {
         InputResponses(responses): InputResponses,
     ) -> WriteResult {
         write_answer(self.undo(&ctx, args, (state, responses)).await)
+    }
+
+    #[tool(
+        title = "Propose a server rule",
+        description = "List an account's server rules, or propose one for arriving mail (move, tag, read, flag; never forward or delete), or a removal, as a manifest the user approves.",
+        output_schema = output_schema::<super::rules::RulesOut>(),
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = true)
+    )]
+    async fn propose_rule(
+        &self,
+        Parameters(args): Parameters<super::rules::ProposeRuleArgs>,
+    ) -> ToolResult {
+        Ok(respond(self.rules_view(args).await))
     }
 
     #[tool(
