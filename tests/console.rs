@@ -137,7 +137,13 @@ async fn a_person_reviews_in_the_console_what_waits_and_what_was_done() {
     let home = tempfile::tempdir().unwrap();
     let h = home.path();
     seed(server, "console-person").await;
-    add_account(server, h, "work", "console-person", &[]);
+    // Its server's rules too, where Pigeonhole runs (CI installs it).
+    let sieve_port = server.sieve_port.map(|p| p.to_string());
+    let sieve: Vec<&str> = match &sieve_port {
+        Some(port) => vec!["--sieve-port", port],
+        None => Vec::new(),
+    };
+    add_account(server, h, "work", "console-person", &sieve);
     ok(h, &["sync"]);
     ok(h, &["update", "--query", "from:news", "--flag", "--yes"]);
     let staged = ok(h, &["stage-delete", "from:news OR from:evil"]);
@@ -695,21 +701,62 @@ fn by_the_consoles_page(h: &Path, mcp_url: &str, origin: &str, evil_dry: &Value,
         .filter(|c| c["origin"] == "mcp:mcp")
         .count();
     assert_eq!(by_python, 2, "two writes ran, once each: {journal}");
-    let credentials = &seen[3]["person"]["credentials"];
-    back_to_terminals(
-        h,
-        origin,
-        &Person {
-            credentials: credentials.clone(),
-            ..p.clone()
-        },
+    let person = Person {
+        credentials: seen[3]["person"]["credentials"].clone(),
+        ..p.clone()
+    };
+    let person = Person {
+        credentials: back_to_terminals(h, origin, &person),
+        ..person
+    };
+    if sieve_installed() {
+        a_rule_is_installed_from_the_console(h, origin, &person);
+    }
+}
+
+fn sieve_installed() -> bool {
+    let installed = mailbroker_testkit::sieve_installed();
+    assert!(installed || !mailbroker_testkit::dovecot_required());
+    installed
+}
+
+/// A rule proposed at the CLI is read in the console (its exact Sieve) and installed there
+/// with the passkey; the server then has it.
+fn a_rule_is_installed_from_the_console(h: &Path, origin: &str, p: &Person) {
+    let stage = "rule stage --account work --name news-tag --when from:news --add-tag $news";
+    let staged = ok(h, &stage.split(' ').collect::<Vec<_>>());
+    let id = staged["rule_manifest"]["id"].as_i64().expect("a manifest");
+    let seen = mailbroker_testkit::run_client(
+        Path::new("node"),
+        &p.script,
+        &json!({ "url": format!("{origin}/console/rules"), "decide": format!("rule:{id}"),
+                 "credentials": p.credentials, "shots": p.shots, "shot": "17-console-rules",
+                 "chromium": CHROMIUM }),
+    );
+    assert!(
+        seen["text"]
+            .as_str()
+            .unwrap_or("")
+            .contains("addflag \"$news\""),
+        "{seen}"
+    );
+    let decided = seen["decided"].as_str().unwrap_or("");
+    assert!(
+        decided.starts_with("rule \"news-tag\" carried out: change"),
+        "{seen}"
+    );
+    let listed = ok(h, &["rule", "list", "--account", "work"]);
+    assert!(
+        (listed["rules"].as_array().unwrap().iter())
+            .any(|r| r["name"] == "news-tag" && r["ours"] == true),
+        "{listed}"
     );
 }
 
 /// Terminals approve again only by the passkey: `console approvals person` at a terminal is
 /// refused (a program with a shell can fake one), the console's button with the passkey
 /// does it.
-fn back_to_terminals(h: &Path, origin: &str, p: &Person) {
+fn back_to_terminals(h: &Path, origin: &str, p: &Person) -> Value {
     refused_at_terminal(h, &["console", "approvals", "person"], "/console/accounts");
     assert_eq!(ok(h, &["console", "approvals"])["approvals"], "passkey");
     let seen = mailbroker_testkit::run_client(
@@ -727,6 +774,7 @@ fn back_to_terminals(h: &Path, origin: &str, p: &Person) {
         "{seen}"
     );
     assert_eq!(ok(h, &["console", "approvals"])["approvals"], "person");
+    seen["credentials"].clone()
 }
 
 fn origin_of(served: &Served) -> String {

@@ -24,6 +24,10 @@ pub enum Action {
     Cancel(i64),
     /// Undoes a change.
     Undo(i64),
+    /// Carries out a rule manifest on its account's server (then its backfill).
+    Rule(i64),
+    /// Cancels a rule manifest.
+    DropRule(i64),
     /// Lets a person approve at a terminal again, where only a passkey did
     /// (`approvals:person`): loosening needs the passkey, as a terminal can be faked.
     TerminalsApprove,
@@ -43,6 +47,8 @@ impl Action {
             "decline" => Ok(Action::Decline(token()?)),
             "run" => Ok(Action::Run(id()?)),
             "cancel" => Ok(Action::Cancel(id()?)),
+            "rule" => Ok(Action::Rule(id()?)),
+            "drop-rule" => Ok(Action::DropRule(id()?)),
             "undo" => Ok(Action::Undo(id()?)),
             "approvals" if what == "person" => Ok(Action::TerminalsApprove),
             _ => Err(bad()),
@@ -73,6 +79,13 @@ impl Action {
                 }
             }
             Action::Undo(id) => listing.change(*id).await.map(drop),
+            Action::Rule(id) | Action::DropRule(id) => {
+                let m = c.store.rule_manifest(*id).await?;
+                match m.status == crate::store::RuleStatus::Pending {
+                    true => Ok(()),
+                    false => Err(stale(format!("rule manifest {id} is no longer pending"))),
+                }
+            }
             Action::TerminalsApprove => Ok(()),
         }
     }
@@ -101,6 +114,13 @@ impl Action {
                 Ok(said(format!("staged deletion {id} cancelled")))
             }
             Action::Run(id) => start_run(c, *id).await,
+            Action::Rule(id) => Ok(said(rule(c, *id).await?)),
+            Action::DropRule(id) => {
+                (c.store)
+                    .settle_rule(*id, crate::store::RuleStatus::Cancelled, None)
+                    .await?;
+                Ok(said(format!("rule manifest {id} cancelled")))
+            }
             Action::TerminalsApprove => {
                 crate::approvals::Approvals::set(&c.store, false, &c.origin.url).await?;
                 Ok(said(
@@ -155,6 +175,23 @@ async fn start_run(c: &Console, id: i64) -> Result<Done> {
         message: format!("staged deletion {id} is running"),
         location: Some(format!("/console/deletions/{id}")),
     })
+}
+
+/// Carries out rule manifest `id` and, when it asks for one, its backfill: each a change of
+/// its own in the journal.
+async fn rule(c: &Console, id: i64) -> Result<String> {
+    let m = c.store.rule_manifest(id).await?;
+    let mut line = done(change_by_person(c, Operation::Rule { manifest: id }).await?)?;
+    if m.backfill {
+        let query = format!("account:{} ({})", m.account, m.rule.query);
+        let selection = change::Selection::of(&[], Some(&query))?;
+        let operation = Operation::of_patch(selection, m.rule.then, true)?;
+        line = format!(
+            "{line}; backfill: {}",
+            done(change_by_person(c, operation).await?)?
+        );
+    }
+    Ok(format!("rule {:?} carried out: {line}", m.rule.name))
 }
 
 /// The console's person: their passkey answered for this very change, so it goes ahead,

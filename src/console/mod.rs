@@ -17,6 +17,7 @@ mod chart;
 mod decide;
 mod pages;
 mod passkeys;
+mod rules;
 mod waiting;
 
 use axum::Router;
@@ -163,6 +164,7 @@ pub fn router(console: Console) -> Router {
         .route("/console/journal", get(pages::journal))
         .route("/console/journal/{id}", get(pages::change))
         .route("/console/accounts", get(pages::accounts))
+        .route("/console/rules", get(rules::list))
         .route("/console/sign-out", post(sign_out))
         .route("/console/act/options", post(passkeys::act_options))
         .route("/console/act", post(passkeys::act))

@@ -51,6 +51,7 @@ fn page_with(title: &str, signed: Option<&Signed>, body: Markup, following: bool
                         nav {
                             a href="/console" { "Waiting for you" }
                             a href="/console/deletions" { "Staged deletions" }
+                            a href="/console/rules" { "Rules" }
                             a href="/console/journal" { "Journal" }
                             a href="/console/accounts" { "Accounts" }
                         }

@@ -25,7 +25,7 @@ pub mod oauth;
 pub mod postgres;
 
 pub use certs::TestCa;
-pub use dovecot::{Dovecot, PASSWORD};
+pub use dovecot::{Dovecot, PASSWORD, sieve_installed};
 pub use imap::{ImapClient, message, reply};
 pub use proxy::Proxy;
 
