@@ -337,3 +337,62 @@ async fn an_accounts_rules_are_installed_listed_and_put_back_exactly() {
     assert_eq!(e.error_type(), "auth_required");
     assert!(!e.message().contains("not-the-password"));
 }
+
+/// The same rules on Cyrus: over its timsieved, the IMAP account's login; delivered by LMTP,
+/// the rule files and tags the mail; the undo leaves the user with no script of mailbroker's.
+#[tokio::test]
+async fn an_imap_accounts_rules_on_cyrus_run_on_lmtp_delivery() {
+    use mailbroker_imap::{ImapConfig, TlsMode, rules};
+    let Some(cyrus) = mailbroker_testkit::cyrus::shared() else {
+        return;
+    };
+    let user = "sieve-cyrus";
+    cyrus.add_user(user).await.unwrap();
+    let config = ImapConfig {
+        host: "127.0.0.1".into(),
+        port: cyrus.imap_port,
+        tls: TlsMode::None,
+        username: user.into(),
+        password: PASSWORD.into(),
+        ca_pem: None,
+        disabled_extensions: Vec::new(),
+        allow_plaintext: false,
+        sieve_port: Some(cyrus.sieve_port),
+    };
+    let news = Rule {
+        name: "news to Archive".into(),
+        query: "from:news -subject:urgent".into(),
+        when: mailbroker::rules::condition("from:news -subject:urgent", 0).unwrap(),
+        then: Patch {
+            move_to: Some("archive".into()),
+            add_tags: vec!["$news".into()],
+            ..Patch::default()
+        },
+    };
+    let before = rules::put(&config, &[(news, Some("Archive".into()))])
+        .await
+        .expect("installed over timsieved");
+    let listed = rules::read(&config).await.unwrap();
+    assert!(
+        listed.iter().any(|r| r.ours && r.name == "news to Archive"),
+        "{listed:?}"
+    );
+    let mail = |subject: &str| {
+        format!(
+            "From: News <news@example.org>\r\nTo: {user}@localhost\r\nSubject: {subject}\r\n\
+             Message-ID: <{}.cyrus@example.test>\r\nDate: Mon, 2 Nov 2026 10:00:00 +0000\r\n\r\nhi\r\n",
+            subject.len()
+        )
+    };
+    cyrus.deliver(user, mail("weekly").as_bytes()).unwrap();
+    cyrus.deliver(user, mail("urgent: act").as_bytes()).unwrap();
+    let mut imap = ImapClient::connect_port(cyrus.imap_port, user)
+        .await
+        .unwrap();
+    assert_eq!(imap.subjects("Archive").await.unwrap(), ["weekly"]);
+    let flags = imap.flags("Archive").await.unwrap();
+    assert!(flags.values().flatten().any(|f| f == "$news"), "{flags:?}");
+    assert_eq!(imap.subjects("INBOX").await.unwrap(), ["urgent: act"]);
+    rules::restore(&config, &before).await.unwrap();
+    assert!(rules::read(&config).await.unwrap().is_empty());
+}

@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Result, anyhow, bail};
 use serde_json::{Value, json};
 
 use crate::PASSWORD;
@@ -63,6 +63,8 @@ pub struct Cyrus {
     pub imap_port: u16,
     /// JMAP over TLS, with a certificate for `localhost` from `ca`.
     pub https_port: u16,
+    /// ManageSieve (timsieved), where each user's Sieve scripts are kept.
+    pub sieve_port: u16,
     pub ca: crate::TestCa,
     /// Held while a user is set up or seeded: Cyrus 3.6 refuses some emails created in a
     /// user's mailboxes while another user's are being made.
@@ -96,13 +98,14 @@ impl Cyrus {
         }
         let (port, imap_port) = (crate::dovecot::free_port()?, crate::dovecot::free_port()?);
         let https_port = crate::dovecot::free_port()?;
+        let sieve_port = crate::dovecot::free_port()?;
         let ca = crate::TestCa::generate(d)?;
         std::fs::create_dir_all(d.join("bin"))?;
         std::fs::copy(private_imapd()?, d.join("bin/imapd"))?;
         std::fs::write(d.join("imapd.conf"), imapd_conf(d))?;
         std::fs::write(
             d.join("cyrus.conf"),
-            cyrus_conf(d, (port, imap_port, https_port)),
+            cyrus_conf(d, (port, imap_port, https_port), sieve_port),
         )?;
         chown_tree(d)?;
         std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755))?;
@@ -121,11 +124,43 @@ impl Cyrus {
             port,
             imap_port,
             https_port,
+            sieve_port,
             ca,
             setup: tokio::sync::Mutex::new(()),
         };
         server.wait_ready().await?;
         Ok(server)
+    }
+
+    /// Delivers `message` to `user` by LMTP (Cyrus's `deliver`), as a mail server would: the
+    /// user's active Sieve script runs on it.
+    pub fn deliver(&self, user: &str, message: &[u8]) -> Result<()> {
+        use std::io::Write;
+        let conf = self.dir.path().join("imapd.conf");
+        let mut deliver = Command::new("runuser")
+            .args(["-u", "cyrus", "--"])
+            .arg(Path::new(BIN).join("deliver"))
+            .arg("-C")
+            .arg(&conf)
+            .arg(user)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()?;
+        deliver
+            .stdin
+            .take()
+            .ok_or_else(|| anyhow!("no stdin"))?
+            .write_all(message)?;
+        let out = deliver.wait_with_output()?;
+        if !out.status.success() {
+            bail!(
+                "cyrus deliver: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        Ok(())
     }
 
     /// Stops this server and removes its files when the process exits, for a server that
@@ -164,7 +199,11 @@ impl Cyrus {
             bail!("saslpasswd2 failed for {user}");
         }
         chown_tree(&d.join("sasldb2"))?;
-        self.deliver(user)?;
+        // Delivering once makes the user's mailboxes.
+        self.deliver(
+            user,
+            &crate::message(0, "setup@example.test", "setup", "removed at once"),
+        )?;
         let boxes = self.mailboxes(user).await?;
         let roles: serde_json::Map<String, Value> = FOLDERS
             .iter()
@@ -287,28 +326,6 @@ impl Cyrus {
         Ok(answer["methodResponses"].clone())
     }
 
-    /// Delivers one message to `user` over LMTP, which makes the user's mailboxes.
-    fn deliver(&self, user: &str) -> Result<()> {
-        let d = self.dir.path();
-        let mut deliver = Command::new("runuser")
-            .args(["-u", "cyrus", "--"])
-            .arg(Path::new(BIN).join("deliver"))
-            .arg("-C")
-            .arg(d.join("imapd.conf"))
-            .arg(user)
-            .stdin(Stdio::piped())
-            .spawn()
-            .context("running cyrus deliver")?;
-        let message = crate::message(0, "setup@example.test", "setup", "removed at once");
-        if let Some(mut stdin) = deliver.stdin.take() {
-            std::io::Write::write_all(&mut stdin, &message)?;
-        }
-        if !deliver.wait()?.success() {
-            bail!("cyrus deliver failed for {user}");
-        }
-        Ok(())
-    }
-
     async fn wait_ready(&mut self) -> Result<()> {
         let deadline = Instant::now() + Duration::from_secs(20);
         let url = format!("{}/.well-known/jmap", self.url());
@@ -389,7 +406,7 @@ tls_server_key: {d}/server.key
 }
 
 /// The master's services on (JMAP, IMAP, JMAP over TLS) ports.
-fn cyrus_conf(d: &Path, (port, imap_port, https_port): (u16, u16, u16)) -> String {
+fn cyrus_conf(d: &Path, (port, imap_port, https_port): (u16, u16, u16), sieve: u16) -> String {
     let d = d.display();
     format!(
         "START {{
@@ -400,6 +417,7 @@ SERVICES {{
   lmtpunix cmd=\"{BIN}/lmtpd -C {d}/imapd.conf\" listen=\"{d}/run/lmtp\" prefork=0
   imap cmd=\"{d}/bin/imapd -C {d}/imapd.conf\" listen=\"127.0.0.1:{imap_port}\" prefork=0
   https cmd=\"{BIN}/httpd -s -C {d}/imapd.conf\" listen=\"127.0.0.1:{https_port}\" prefork=0
+  sieve cmd=\"{BIN}/timsieved -C {d}/imapd.conf\" listen=\"127.0.0.1:{sieve}\" prefork=0
 }}
 EVENTS {{
 }}
