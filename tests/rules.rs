@@ -296,3 +296,75 @@ async fn an_assistant_proposes_a_rule_and_only_a_person_installs_it() {
     let staged = ok(h, &["rule", "staged"]);
     assert_eq!(staged["rule_manifests"][0]["status"], "pending", "{staged}");
 }
+
+/// A name and a value carrying Sieve's own syntax (`"`, `\`, `;`, a comment's `#`) are only
+/// ever a comment's text and a string: the server accepts the script (CHECKSCRIPT), and the
+/// rule matches exactly the subject it names on delivery.
+#[tokio::test]
+async fn sieve_syntax_in_a_rules_name_or_value_stays_text() {
+    let Some((server, port)) = sieve_server() else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let user = "rules-syntax";
+    let mut imap = ImapClient::connect(server, user).await.unwrap();
+    imap.append("INBOX", "", &message(1, "a@example.net", "hello", "hi"))
+        .await
+        .unwrap();
+    add_account(
+        server,
+        h,
+        "work",
+        user,
+        &["--sieve-port", &port.to_string()],
+    );
+    ok(h, &["sync"]);
+    let name = "evil\"; discard; # \\";
+    let when = r#"subject:"quarterly \"report\"; stop;""#;
+    let staged = ok(
+        h,
+        &[
+            "rule",
+            "stage",
+            "--account",
+            "work",
+            "--name",
+            name,
+            "--when",
+            when,
+            "--add-tag",
+            "$q",
+        ],
+    );
+    let id = staged["rule_manifest"]["id"].as_i64().unwrap().to_string();
+    let approved = at_terminal(h, &["rule", "approve", &id], "yes\n");
+    assert_eq!(approved.code, 0, "the server took it: {}", approved.shown);
+    let listed = ok(h, &["rule", "list", "--account", "work"]);
+    assert!(
+        (listed["rules"].as_array().unwrap().iter())
+            .any(|r| r["name"] == name && r["ours"] == true),
+        "{listed}"
+    );
+    let said = message(2, "b@example.net", "Quarterly \"report\"; stop; now", "x");
+    server.deliver(user, &said).unwrap();
+    server
+        .deliver(user, &message(3, "c@example.net", "quarterly summary", "x"))
+        .unwrap();
+    let tagged = imap.uid_search("INBOX", "KEYWORD $q").await.unwrap();
+    assert_eq!(tagged.len(), 1, "only the subject it names");
+    let mut client = sieve_client(port, user).await;
+    let names: Vec<String> = client
+        .list()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.name)
+        .collect();
+    assert_eq!(
+        names,
+        ["mailbroker"],
+        "a script of its own: the person had none"
+    );
+    client.logout().await.unwrap();
+}
