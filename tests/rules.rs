@@ -41,6 +41,28 @@ fn sieve_server() -> Option<(&'static mailbroker_testkit::Dovecot, u16)> {
     Some((server, port))
 }
 
+/// A home with account `work` for `user` (its rules on ManageSieve `port`), whose inbox
+/// holds `first`, synced; and an IMAP session of the user's.
+async fn account_of(
+    server: &'static mailbroker_testkit::Dovecot,
+    port: u16,
+    user: &str,
+    first: &[u8],
+) -> (tempfile::TempDir, ImapClient) {
+    let home = tempfile::tempdir().unwrap();
+    let mut imap = ImapClient::connect(server, user).await.unwrap();
+    imap.append("INBOX", "", first).await.unwrap();
+    add_account(
+        server,
+        home.path(),
+        "work",
+        user,
+        &["--sieve-port", &port.to_string()],
+    );
+    ok(home.path(), &["sync"]);
+    (home, imap)
+}
+
 fn refused(h: &Path, args: &[&str], error_type: &str, naming: &str) {
     let run = mb(h, args);
     assert_eq!(
@@ -224,25 +246,10 @@ async fn an_assistant_proposes_a_rule_and_only_a_person_installs_it() {
     let Some((server, port)) = sieve_server() else {
         return;
     };
-    let home = tempfile::tempdir().unwrap();
-    let h = home.path();
     let user = "rules-assistant";
-    let mut imap = ImapClient::connect(server, user).await.unwrap();
-    imap.append(
-        "INBOX",
-        "",
-        &message(1, "Shop <deals@shop.example>", "Sale", "hi"),
-    )
-    .await
-    .unwrap();
-    add_account(
-        server,
-        h,
-        "work",
-        user,
-        &["--sieve-port", &port.to_string()],
-    );
-    ok(h, &["sync"]);
+    let first = message(1, "Shop <deals@shop.example>", "Sale", "hi");
+    let (home, _imap) = account_of(server, port, user, &first).await;
+    let h = home.path();
     let mcp = http_server(h);
     let session = http_session(&mcp.1, HTTP_TOKEN).await;
     let listed = ok_call(
@@ -305,21 +312,10 @@ async fn sieve_syntax_in_a_rules_name_or_value_stays_text() {
     let Some((server, port)) = sieve_server() else {
         return;
     };
-    let home = tempfile::tempdir().unwrap();
-    let h = home.path();
     let user = "rules-syntax";
-    let mut imap = ImapClient::connect(server, user).await.unwrap();
-    imap.append("INBOX", "", &message(1, "a@example.net", "hello", "hi"))
-        .await
-        .unwrap();
-    add_account(
-        server,
-        h,
-        "work",
-        user,
-        &["--sieve-port", &port.to_string()],
-    );
-    ok(h, &["sync"]);
+    let first = message(1, "a@example.net", "hello", "hi");
+    let (home, mut imap) = account_of(server, port, user, &first).await;
+    let h = home.path();
     let name = "evil\"; discard; # \\";
     let when = r#"subject:"quarterly \"report\"; stop;""#;
     let staged = ok(
