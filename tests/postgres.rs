@@ -35,7 +35,12 @@ async fn two_homes_on_one_database_share_the_index() {
     on_postgres(first.path(), &url);
     on_postgres(second.path(), &url);
     seed(server, "pg-share", "INBOX", 8).await;
-    add_account(server, first.path(), "shared", "pg-share", &[]);
+    let sieve_port = server.sieve_port.map(|p| p.to_string());
+    let sieve: Vec<&str> = match &sieve_port {
+        Some(port) => vec!["--sieve-port", port],
+        None => Vec::new(),
+    };
+    add_account(server, first.path(), "shared", "pg-share", &sieve);
 
     let listed = ok(second.path(), &["account", "list"]);
     let ids: Vec<&str> = listed["accounts"]
@@ -73,6 +78,11 @@ async fn two_homes_on_one_database_share_the_index() {
     let change = ok(second.path(), &["changes", &runs[0].to_string()]);
     assert_eq!(change["change"]["applied"], 8, "{change}");
 
+    // A rule staged from one home is approved at the other's terminal, and undone there.
+    if sieve_port.is_some() {
+        a_rule_on_one_database(first.path(), second.path());
+    }
+
     let token = ok(
         first.path(),
         &["token", "create", "--name", "team", "--accounts", "shared"],
@@ -84,6 +94,33 @@ async fn two_homes_on_one_database_share_the_index() {
             .to_string()
             .contains(token["token"].as_str().unwrap())
     );
+}
+
+/// A rule manifest staged from `first` is approved at `second`'s terminal: both read it from
+/// the one database, which journals its change; its undo there takes it off the server.
+fn a_rule_on_one_database(first: &std::path::Path, second: &std::path::Path) {
+    let stage = "rule stage --account shared --name archive-news --when from:news --read";
+    let staged = ok(first, &stage.split(' ').collect::<Vec<_>>());
+    let id = staged["rule_manifest"]["id"]
+        .as_i64()
+        .expect("a manifest")
+        .to_string();
+    let program = std::path::Path::new(env!("CARGO_BIN_EXE_mailbroker"));
+    let home = second.display().to_string();
+    let env = common::database_env(second);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let args = ["--home", &home, "--json", "rule", "approve", &id];
+    let approved = mailbroker_testkit::terminal::run(program, &args, &env, "yes\n").unwrap();
+    assert_eq!(approved.code, 0, "{}", approved.shown);
+    let shown = ok(first, &["rule", "staged", &id]);
+    let m = &shown["rule_manifests"][0];
+    assert_eq!(m["status"], "done", "{shown}");
+    let listed = ok(first, &["rule", "list", "--account", "shared"]);
+    assert_eq!(listed["rules"][0]["name"], "archive-news", "{listed}");
+    let change = m["change_id"].as_i64().expect("its change").to_string();
+    ok(second, &["undo", &change]);
+    let listed = ok(first, &["rule", "list", "--account", "shared"]);
+    assert_eq!(listed["rules"], serde_json::json!([]), "{listed}");
 }
 
 /// A URL that is not PostgreSQL's, or a database that is not there, is refused with what to
