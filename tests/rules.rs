@@ -302,6 +302,10 @@ async fn an_assistant_proposes_a_rule_and_only_a_person_installs_it() {
     client.logout().await.unwrap();
     let staged = ok(h, &["rule", "staged"]);
     assert_eq!(staged["rule_manifests"][0]["status"], "pending", "{staged}");
+    assert_eq!(
+        staged["rule_manifests"][0]["origin"], "mcp:mcp-test",
+        "who proposed it"
+    );
 }
 
 /// A name and a value carrying Sieve's own syntax (`"`, `\`, `;`, a comment's `#`) are only

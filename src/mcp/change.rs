@@ -288,7 +288,7 @@ fn session_of(ctx: &RequestContext<RoleServer>) -> String {
 }
 
 /// `mcp:<client name>`, as the journal records where a change came from.
-fn origin_of(ctx: &RequestContext<RoleServer>) -> String {
+pub(super) fn origin_of(ctx: &RequestContext<RoleServer>) -> String {
     let name = ctx
         .client_info()
         .map(|i| i.name)

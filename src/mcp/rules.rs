@@ -96,7 +96,7 @@ fn needed(what: &str) -> Error {
 }
 
 impl McpServer {
-    pub(super) async fn rules_view(&self, args: ProposeRuleArgs) -> Result<RulesOut> {
+    pub(super) async fn rules_view(&self, args: ProposeRuleArgs, origin: &str) -> Result<RulesOut> {
         let account = self
             .accounts_for(Some(args.account.clone()))
             .await?
@@ -136,7 +136,7 @@ impl McpServer {
             rule,
             backfill: args.backfill,
         };
-        let m = rules::stage(&self.store, staging, "mcp").await?;
+        let m = rules::stage(&self.store, staging, origin).await?;
         let id = m.id;
         Ok(RulesOut {
             success: true,

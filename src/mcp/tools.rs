@@ -438,8 +438,10 @@ impl McpServer {
     async fn propose_rule(
         &self,
         Parameters(args): Parameters<super::rules::ProposeRuleArgs>,
+        ctx: RequestContext<RoleServer>,
     ) -> ToolResult {
-        Ok(respond(self.rules_view(args).await))
+        let origin = super::change::origin_of(&ctx);
+        Ok(respond(self.rules_view(args, &origin).await))
     }
 
     #[tool(
