@@ -20,10 +20,12 @@ use mailbroker_core::{Error, Result};
 const POLL: std::time::Duration = std::time::Duration::from_millis(250);
 
 impl Confirmations {
-    /// Records `request` as waiting for the person; its confirm token (never shown to the
-    /// client: its console page is `Approval::page_of` it).
-    pub(super) async fn wait_in_console(&self, request: &Request<'_>) -> Result<String> {
-        self.issue(request.binding, &request.description).await
+    /// Records `request` as waiting for the person: its confirm token (never shown to the
+    /// client) and its console page (`Approval::page_of` the token).
+    pub(super) async fn wait_in_console(&self, request: &Request<'_>) -> Result<(String, String)> {
+        let token = self.issue(request.binding, &request.description).await?;
+        let page = Approval::page_of(&token);
+        Ok((token, page))
     }
 
     /// Asks a client of protocol 2025-11-25 to open the console's page, then waits for the
@@ -33,8 +35,7 @@ impl Confirmations {
         ctx: &RequestContext<RoleServer>,
         request: &Request<'_>,
     ) -> Result<Asked> {
-        let token = self.wait_in_console(request).await?;
-        let page = Approval::page_of(&token);
+        let (_, page) = self.wait_in_console(request).await?;
         let url = url::Url::parse(&self.page_url(&page))
             .map_err(|e| Error::internal(format!("the console's address: {e}")))?;
         let message = super::confirm::console_message(request.reason);
@@ -134,8 +135,7 @@ impl Confirmations {
         ctx: &RequestContext<RoleServer>,
         request: &Request<'_>,
     ) -> Result<Asked> {
-        let token = self.wait_in_console(request).await?;
-        let page = Approval::page_of(&token);
+        let (token, page) = self.wait_in_console(request).await?;
         let message = super::confirm::form_message(request.reason);
         tokio::select! {
             answer = ctx.peer.elicit::<ConfirmWrite>(message) => {

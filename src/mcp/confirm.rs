@@ -26,7 +26,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::store::{Approval, Needed, Store};
+use crate::store::{Needed, Store};
 use mailbroker_core::{Error, Result};
 
 pub const TOKEN_TTL: Duration = Duration::from_secs(600);
@@ -390,7 +390,7 @@ pub async fn confirm(
             };
         }
         if by_console {
-            let page = Approval::page_of(&confirmations.wait_in_console(&request).await?);
+            let (_, page) = confirmations.wait_in_console(&request).await?;
             let ask = ElicitRequest::new(ElicitRequestParams::UrlElicitationParams {
                 meta: None,
                 message: console_message(reason),
@@ -421,7 +421,7 @@ pub async fn confirm(
             let mut requests = InputRequests::new();
             requests.insert(INPUT_KEY.into(), InputRequest::Elicitation(ask));
             // Also in the console, where the person may decline it (or see what was asked).
-            let page = Approval::page_of(&confirmations.wait_in_console(&request).await?);
+            let (_, page) = confirmations.wait_in_console(&request).await?;
             let state =
                 (confirmations.states).ask(binding, Some(&format!("{FORM_NONCE}{page}")))?;
             return Ok(Asked::InputRequired(InputRequiredResult::new(

@@ -96,6 +96,22 @@ fn manifest_of(r: Row) -> Result<RuleManifest, Error> {
     })
 }
 
+/// mailbroker's rules on `account`, by name, read through `db` (the pool, or a transaction).
+async fn rules_of<'e>(
+    db: impl sqlx::Executor<'e, Database = sqlx::Any>,
+    account: &AccountId,
+) -> Result<Vec<Rule>, Error> {
+    let rows: Vec<(String,)> =
+        sqlx::query_as("SELECT rule FROM account_rules WHERE account = $1 ORDER BY name")
+            .bind(account.as_str())
+            .fetch_all(db)
+            .await
+            .map_err(db_error)?;
+    (rows.into_iter())
+        .map(|(rule,)| serde_json::from_str(&rule).map_err(bad))
+        .collect()
+}
+
 fn json(v: &impl Serialize) -> Result<String, Error> {
     serde_json::to_string(v).map_err(bad)
 }
@@ -173,15 +189,7 @@ impl Store {
 
     /// mailbroker's rules now on `account`'s server, by name.
     pub async fn account_rules(&self, account: &AccountId) -> Result<Vec<Rule>, Error> {
-        let rows: Vec<(String,)> =
-            sqlx::query_as("SELECT rule FROM account_rules WHERE account = $1 ORDER BY name")
-                .bind(account.as_str())
-                .fetch_all(self.pool())
-                .await
-                .map_err(db_error)?;
-        (rows.into_iter())
-            .map(|(rule,)| serde_json::from_str(&rule).map_err(bad))
-            .collect()
+        rules_of(self.pool(), account).await
     }
 
     /// Records what change `change_id` replaced on `account` (the server's `before`, and
@@ -194,15 +202,7 @@ impl Store {
         after: &[Rule],
     ) -> Result<(), Error> {
         let mut tx = self.write_tx().await?;
-        let rows: Vec<(String,)> =
-            sqlx::query_as("SELECT rule FROM account_rules WHERE account = $1 ORDER BY name")
-                .bind(account.as_str())
-                .fetch_all(&mut *tx)
-                .await
-                .map_err(db_error)?;
-        let rules_before: Vec<Rule> = (rows.into_iter())
-            .map(|(rule,)| serde_json::from_str(&rule).map_err(bad))
-            .collect::<Result<_, Error>>()?;
+        let rules_before = rules_of(&mut *tx, account).await?;
         sqlx::query(
             "INSERT INTO rule_changes (change_id, account, before, rules_before)
              VALUES ($1, $2, $3, $4)",
