@@ -648,3 +648,88 @@ async fn a_server_that_takes_one_call_a_request_gets_one() {
     );
     assert!(front.api_requests() > 5);
 }
+
+/// A JMAP account on Cyrus keeps its rules over the ManageSieve Cyrus serves on the session's
+/// host (timsieved, over STARTTLS since the session is https, trusted by `--ca-file`): staged
+/// (nothing sent), approved at a terminal, read back, run on LMTP delivery, its backfill a
+/// second change, and undone so that the next mail stays in the inbox.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_jmap_accounts_rule_is_kept_by_its_hosts_managesieve_and_runs_on_delivery() {
+    let user = "jmap-rules";
+    let Some((cyrus, _)) = seeded(user, 2, "news@example.org").await else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let mut add =
+        mailbroker_testkit::cyrus::account_add_args("j", &cyrus.https_url(), user, "MB_TEST_PW");
+    let port = cyrus.sieve_port.to_string();
+    let ca = cyrus.ca.ca_pem.display().to_string();
+    add.extend(["--ca-file", &ca, "--sieve-port", &port].map(String::from));
+    let added = common::mb_args(h, &add);
+    assert_eq!(added.code, 0, "{}", added.stdout);
+    ok(h, &["sync"]);
+    let stage = [
+        "rule",
+        "stage",
+        "--account",
+        "j",
+        "--name",
+        "news",
+        "--when",
+        "from:news",
+        "--move-to",
+        "archive",
+        "--add-tag",
+        "news",
+        "--read",
+        "--backfill",
+    ];
+    let staged = ok(h, &stage);
+    let m = &staged["rule_manifest"];
+    assert_eq!(m["matches"], 2, "{staged}");
+    let text = m["provider_text"].as_str().unwrap();
+    assert!(text.contains("fileinto :create \"Archive\""), "{text}");
+    assert_eq!(
+        ok(h, &["rule", "list", "--account", "j"])["rules"],
+        json!([])
+    );
+
+    let id = m["id"].to_string();
+    let approved = common::at_terminal(h, &["rule", "approve", &id], "yes\n");
+    assert_eq!(approved.code, 0, "{}", approved.shown);
+    let listed = ok(h, &["rule", "list", "--account", "j"]);
+    assert_eq!(listed["rules"][0]["name"], "news", "{listed}");
+    assert_eq!(listed["rules"][0]["ours"], true, "{listed}");
+    let backfilled = ok(h, &["search", "from:news in:archive"]);
+    assert_eq!(backfilled["total"], 2, "the backfill: {backfilled}");
+
+    let arriving = |n: usize, subject: &str| {
+        mailbroker_testkit::message(n, "News <news@example.org>", subject, "hi")
+    };
+    cyrus.deliver(user, &arriving(7, "Issue 7")).unwrap();
+    let mut imap = mailbroker_testkit::ImapClient::connect_port(cyrus.imap_port, user)
+        .await
+        .unwrap();
+    let archived = imap.subjects("Archive").await.unwrap();
+    assert!(archived.contains(&"Issue 7".to_string()), "{archived:?}");
+    let flags = imap.flags("Archive").await.unwrap();
+    assert!(
+        flags
+            .values()
+            .all(|f| f.iter().any(|f| f == "news") && f.iter().any(|f| f == "\\Seen")),
+        "{flags:?}"
+    );
+
+    let shown = ok(h, &["rule", "staged", &id]);
+    let change = shown["rule_manifests"][0]["change_id"].to_string();
+    let undone = ok(h, &["undo", &change]);
+    assert_eq!(undone["applied"], 1, "{undone}");
+    assert_eq!(
+        ok(h, &["rule", "list", "--account", "j"])["rules"],
+        json!([])
+    );
+    cyrus.deliver(user, &arriving(8, "Issue 8")).unwrap();
+    let inbox = imap.subjects("INBOX").await.unwrap();
+    assert!(inbox.contains(&"Issue 8".to_string()), "{inbox:?}");
+}

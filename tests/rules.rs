@@ -9,7 +9,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{add_account, mb, ok, server};
+use common::{add_account, at_terminal, mb, ok, server};
 use mailbroker_managesieve::Client;
 use mailbroker_testkit::{ImapClient, PASSWORD, dovecot_required, message};
 use serde_json::Value;
@@ -20,15 +20,6 @@ async fn sieve_client(port: u16, user: &str) -> Client<TcpStream> {
     let mut client = Client::greet(tcp).await.unwrap();
     client.authenticate(user, PASSWORD).await.unwrap();
     client
-}
-
-fn at_terminal(h: &Path, args: &[&str], typed: &str) -> mailbroker_testkit::terminal::AtTerminal {
-    let home = h.display().to_string();
-    let program = Path::new(env!("CARGO_BIN_EXE_mailbroker"));
-    let mut all = vec!["--home", &home, "--json"];
-    all.extend(args);
-    let env = [("MAILBROKER_SECRET_STORE", "index")];
-    mailbroker_testkit::terminal::run(program, &all, &env, typed).expect("a terminal")
 }
 
 /// The shared Dovecot and its ManageSieve port; `None` (skipped) without them outside CI.

@@ -123,6 +123,10 @@ pub struct JmapArgs {
     /// The account's address, for display (the user name when it is one).
     #[arg(long)]
     pub email: Option<String>,
+    /// The ManageSieve port on the session's host, where its rules are kept (4190 unless
+    /// told).
+    #[arg(long, value_name = "PORT")]
+    pub sieve_port: Option<u16>,
 }
 
 #[derive(Debug, Args)]
@@ -393,6 +397,7 @@ async fn add_jmap(store: &Store, args: &JmapArgs, json: bool) -> Result<()> {
             .map(|o| o.trim_end_matches('/').to_string())
             .collect(),
         tags: mailbroker_jmap::TagMode::parse(&args.tags)?,
+        sieve_port: args.sieve_port,
     };
     settings.check_plaintext()?;
     accounts::check_new(store, &id).await?;

@@ -64,7 +64,7 @@ impl Adapter for Imap {
         rule: &mailbroker_core::Rule,
         mailboxes: &[(String, Option<mailbroker_core::Role>)],
     ) -> Result<String> {
-        crate::rules::text(rule, mailboxes)
+        mailbroker_managesieve::account::text(rule, mailboxes)
     }
 
     fn check(&self, account: &AccountInfo<'_>, op: Operation) -> Result<()> {

@@ -6,7 +6,6 @@
 use std::fmt;
 use std::pin::Pin;
 use std::str::FromStr;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -15,7 +14,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
-use tokio_rustls::rustls::{self, ClientConfig, RootCertStore, pki_types::ServerName};
+use tokio_rustls::rustls::pki_types::ServerName;
 
 pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 pub(crate) const COMMAND_TIMEOUT: Duration = Duration::from_secs(120);
@@ -156,34 +155,10 @@ pub(crate) fn imap_error(verb: &str, e: async_imap::error::Error) -> Error {
     }
 }
 
-fn tls_config(ca_pem: Option<&[u8]>) -> Result<Arc<ClientConfig>> {
-    let mut roots = RootCertStore::empty();
-    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
-    if let Some(pem) = ca_pem {
-        let mut reader = pem;
-        let mut added = 0;
-        for cert in rustls_pemfile::certs(&mut reader) {
-            let cert = cert.map_err(|e| Error::validation(format!("ca file is not PEM: {e}")))?;
-            roots
-                .add(cert)
-                .map_err(|e| Error::validation(format!("ca file certificate rejected: {e}")))?;
-            added += 1;
-        }
-        if added == 0 {
-            return Err(Error::validation("ca file holds no PEM certificate"));
-        }
-    }
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let config = ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| Error::internal(format!("tls setup: {e}")))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    Ok(Arc::new(config))
-}
-
 pub(crate) async fn tls_wrap(config: &ImapConfig, tcp: TcpStream) -> Result<Transport> {
-    let connector = TlsConnector::from(tls_config(config.ca_pem.as_deref())?);
+    let connector = TlsConnector::from(mailbroker_managesieve::account::tls(
+        config.ca_pem.as_deref(),
+    )?);
     let name = ServerName::try_from(config.host.clone())
         .map_err(|_| Error::validation(format!("{:?} is not a valid host name", config.host)))?;
     let tls = timed(

@@ -221,10 +221,8 @@ impl Provider for ImapProvider {
         &mut self,
         rules: &[mailbroker_core::Rule],
     ) -> Result<mailbroker_core::RulesBefore> {
-        let mailboxes = crate::rules::choices(&self.list_mailboxes().await?);
-        let placed = (rules.iter())
-            .map(|rule| Ok((rule.clone(), crate::rules::target(rule, &mailboxes)?)))
-            .collect::<Result<Vec<_>>>()?;
+        let mailboxes = self.list_mailboxes().await?;
+        let placed = mailbroker_managesieve::account::placed(rules, &mailboxes)?;
         crate::rules::put(&self.config, &placed).await
     }
 

@@ -35,6 +35,10 @@ pub struct JmapSettings {
     /// What a tag is: a keyword, or a mailbox beside the email's others.
     #[serde(default)]
     pub tags: TagMode,
+    /// The session host's ManageSieve port, where the account's rules are kept (`None`:
+    /// 4190).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sieve_port: Option<u16>,
 }
 
 impl JmapSettings {
@@ -154,6 +158,14 @@ impl Adapter for Jmap {
         ]
     }
 
+    fn rule_text(
+        &self,
+        rule: &mailbroker_core::Rule,
+        mailboxes: &[(String, Option<mailbroker_core::Role>)],
+    ) -> Result<String> {
+        mailbroker_managesieve::account::text(rule, mailboxes)
+    }
+
     async fn connector(
         &self,
         account: &AccountInfo<'_>,
@@ -161,11 +173,15 @@ impl Adapter for Jmap {
     ) -> Result<Box<dyn Connector>> {
         let settings: JmapSettings = account.settings()?;
         let secret = secrets.get(SECRET_KIND).await?;
-        let auth = settings.auth(secret);
+        let auth = settings.auth(secret.clone());
         let provider =
             JmapProvider::connect_with(&settings.url, auth, &settings.trust(), account.cursor)
                 .await?
-                .with_tags(settings.tags);
+                .with_tags(settings.tags)
+                .with_rules(crate::rules::Access {
+                    auth: settings.auth(secret),
+                    settings,
+                });
         Ok(Box::new(Ready(Box::new(provider))))
     }
 
@@ -285,6 +301,7 @@ mod tests {
             ca_file: None,
             trusted_origins: Vec::new(),
             tags: TagMode::Keywords,
+            sieve_port: None,
         }
     }
 

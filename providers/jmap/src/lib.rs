@@ -32,6 +32,7 @@ pub mod convert;
 mod delete;
 pub mod labels;
 mod push;
+mod rules;
 mod sync;
 pub mod wire;
 mod write;
@@ -58,6 +59,8 @@ pub struct JmapProvider {
     tags: TagMode,
     /// With tags as mailboxes: the mailbox list as last read, for writes.
     labels: Option<labels::Labels>,
+    /// How to reach the account's rules (set by the connector).
+    rules: Option<rules::Access>,
 }
 
 impl JmapProvider {
@@ -87,6 +90,7 @@ impl JmapProvider {
             mailbox_state: String::new(),
             tags: TagMode::Keywords,
             labels: None,
+            rules: None,
         })
     }
 
@@ -94,6 +98,18 @@ impl JmapProvider {
     pub fn with_tags(mut self, tags: TagMode) -> JmapProvider {
         self.tags = tags;
         self
+    }
+
+    /// The same session, reaching the account's rules as `access` says.
+    pub fn with_rules(mut self, access: rules::Access) -> JmapProvider {
+        self.rules = Some(access);
+        self
+    }
+
+    fn rules_access(&self) -> Result<&rules::Access> {
+        self.rules.as_ref().ok_or_else(|| {
+            mailbroker_core::Error::internal("a JMAP session opened without its settings")
+        })
     }
 
     /// The email state the last sync reached (what the account cursor stores).
@@ -185,5 +201,22 @@ impl Provider for JmapProvider {
 
     fn commands_sent(&self) -> u64 {
         self.client.sent()
+    }
+
+    async fn rules(&mut self) -> Result<Vec<mailbroker_core::ServerRule>> {
+        rules::read(self.rules_access()?).await
+    }
+
+    async fn put_rules(
+        &mut self,
+        rules: &[mailbroker_core::Rule],
+    ) -> Result<mailbroker_core::RulesBefore> {
+        let mailboxes = self.list_mailboxes().await?;
+        let placed = mailbroker_managesieve::account::placed(rules, &mailboxes)?;
+        rules::put(self.rules_access()?, &placed).await
+    }
+
+    async fn restore_rules(&mut self, before: &mailbroker_core::RulesBefore) -> Result<()> {
+        rules::restore(self.rules_access()?, before).await
     }
 }

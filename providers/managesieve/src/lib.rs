@@ -6,6 +6,7 @@
 //! `section` is mailbroker's part of a script: delimited, and never touching a byte of the
 //! person's own.
 
+pub mod account;
 mod client;
 mod response;
 pub mod section;
