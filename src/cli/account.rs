@@ -28,9 +28,14 @@ pub enum AccountCommand {
         #[command(flatten)]
         consent: ConsentArgs,
     },
-    /// Authorize again with the full Gmail scope, which permanent deletion needs.
+    /// Authorize again with the full Gmail scope, which permanent deletion needs, or (with
+    /// --rules) the one server-side rules need.
     UpgradeScope {
         id: String,
+        /// Ask for what keeping rules on the server needs (Gmail's gmail.settings.basic)
+        /// instead of permanent deletion's.
+        #[arg(long)]
+        rules: bool,
         #[command(flatten)]
         consent: ConsentArgs,
     },
@@ -103,12 +108,17 @@ pub(super) async fn account(store: &Store, cmd: AccountCommand, json: bool) -> R
         AccountCommand::Set(args) => set(store, &args, json).await,
         AccountCommand::Login { id, consent } => {
             let id: AccountId = id.parse()?;
-            let view = accounts::login(store, &id, false, consent.consent()).await?;
+            let upgrade = mailbroker_core::Upgrade::default();
+            let view = accounts::login(store, &id, upgrade, consent.consent()).await?;
             print_account(&view, json)
         }
-        AccountCommand::UpgradeScope { id, consent } => {
+        AccountCommand::UpgradeScope { id, rules, consent } => {
             let id: AccountId = id.parse()?;
-            let view = accounts::login(store, &id, true, consent.consent()).await?;
+            let upgrade = mailbroker_core::Upgrade {
+                permanent_delete: !rules,
+                rules,
+            };
+            let view = accounts::login(store, &id, upgrade, consent.consent()).await?;
             print_account(&view, json)
         }
         AccountCommand::Doctor { id } => {

@@ -235,10 +235,7 @@ async fn approve(home: &Home, store: &Store, id: i64, json: bool) -> Result<u8> 
 
 async fn list(store: &Store, account: &str, json: bool) -> Result<u8> {
     let account: AccountId = account.parse()?;
-    let mut session = crate::sessions::open(store, &account).await?;
-    let listed = session.provider.rules().await;
-    session.close().await;
-    let listed = listed?;
+    let listed = mailbroker_engine::change::rules::list(store, &account).await?;
     if json {
         print_json(Some("rules"), &listed)?;
         return Ok(0);

@@ -149,10 +149,8 @@ impl McpServer {
     }
 
     async fn server_rules(&self, account: &mailbroker_core::AccountId) -> Result<RulesOut> {
-        let mut session = crate::sessions::open(&self.store, account).await?;
-        let listed = session.provider.rules().await;
-        session.close().await;
-        let rules = (listed?.into_iter())
+        let listed = mailbroker_engine::change::rules::list(&self.store, account).await?;
+        let rules = (listed.into_iter())
             .map(|r| RuleView {
                 name: r.name,
                 ours: r.ours,

@@ -41,7 +41,7 @@ pub async fn add(store: &Store, id: AccountId, new: NewAccount) -> Result<Accoun
 pub async fn login(
     store: &Store,
     id: &AccountId,
-    upgrade: bool,
+    upgrade: mailbroker_core::Upgrade,
     how: Consent,
 ) -> Result<AccountView> {
     let record = store.account(id).await?;

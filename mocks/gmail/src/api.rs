@@ -27,7 +27,7 @@ pub fn error(status: StatusCode, reason: &str, message: &str) -> Response {
     (status, Json(body)).into_response()
 }
 
-fn lock(state: &Shared) -> std::sync::MutexGuard<'_, State> {
+pub fn lock(state: &Shared) -> std::sync::MutexGuard<'_, State> {
     state
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())

@@ -8,6 +8,7 @@
 
 mod api;
 pub mod discovery;
+mod filters;
 mod oauth;
 mod state;
 
@@ -21,9 +22,10 @@ use axum::routing::{get, post};
 use serde::Deserialize;
 use serde_json::json;
 
+pub use filters::MAX_FILTERS;
 use mailbroker_mock_server::contract::WireLog;
 use state::State;
-pub use state::{Logged, SCOPE_FULL, SCOPE_MODIFY, TEST_CLIENT};
+pub use state::{Logged, SCOPE_FULL, SCOPE_MODIFY, SCOPE_SETTINGS, TEST_CLIENT};
 
 /// The client file Google's console downloads for the test client (a Desktop app client:
 /// `installed`), pointing at the mock at `url`, as `account add gmail --credentials` reads it.
@@ -88,6 +90,14 @@ fn router(gate: api::Gate) -> axum::Router {
             post(api::messages_trash),
         )
         .route(&format!("{user}/history"), get(api::history_list))
+        .route(
+            &format!("{user}/settings/filters"),
+            get(filters::list).post(filters::create),
+        )
+        .route(
+            &format!("{user}/settings/filters/{{id}}"),
+            get(filters::get).delete(filters::delete),
+        )
         // Any other path under the API is answered by the gate too: the discovery document
         // decides what it is (a method the mock lacks, or none of Gmail's).
         .fallback(|| async {
@@ -273,6 +283,11 @@ impl GmailMock {
     /// Every access token expires now (as `/_mock/faults` `expire_tokens`).
     pub fn expire_tokens(&self) {
         lock(&self.state).expire_tokens();
+    }
+
+    /// The user's filters as Gmail keeps them (`users.settings.filters`), by id.
+    pub fn filters(&self) -> Vec<serde_json::Value> {
+        lock(&self.state).filters.values().cloned().collect()
     }
 
     /// A current access token with these scopes.

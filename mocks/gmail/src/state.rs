@@ -21,6 +21,8 @@ pub const SYSTEM_LABELS: [&str; 12] = [
     "CATEGORY_UPDATES",
 ];
 pub const SCOPE_MODIFY: &str = "https://www.googleapis.com/auth/gmail.modify";
+/// What `users.settings.filters` create and delete need.
+pub const SCOPE_SETTINGS: &str = "https://www.googleapis.com/auth/gmail.settings.basic";
 pub const SCOPE_FULL: &str = "https://mail.google.com/";
 
 #[derive(Debug, Clone)]
@@ -211,6 +213,9 @@ pub struct State {
     /// The OAuth clients Google knows: id → secret (a Desktop app client has one, and the
     /// token endpoint requires it).
     pub clients: HashMap<String, String>,
+    /// `users.settings.filters`, by id, as Gmail keeps them.
+    pub filters: BTreeMap<String, Value>,
+    pub next_filter: u64,
 }
 
 /// The client the tests and the demo sign in with, a Desktop app client as Google's console

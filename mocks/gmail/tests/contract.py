@@ -1,7 +1,8 @@
 """Google's own Python client against the mock, with every answer checked against Google's
 discovery document (gmail.v1.json, shipped in google-api-python-client).
 
-Usage: python contract.py MOCK_URL MODIFY_TOKEN FULL_TOKEN REFRESH_TOKEN CLIENT_ID CLIENT_SECRET.
+Usage: python contract.py MOCK_URL MODIFY_TOKEN FULL_TOKEN REFRESH_TOKEN CLIENT_ID CLIENT_SECRET
+SETTINGS_TOKEN.
 Exits non-zero with the reason on
 any mismatch; prints a JSON summary.
 """
@@ -18,7 +19,7 @@ from google.oauth2.credentials import Credentials
 from googleapiclient.discovery import build
 from googleapiclient.errors import HttpError
 
-URL, MODIFY, FULL, REFRESH, CLIENT_ID, CLIENT_SECRET = sys.argv[1:7]
+URL, MODIFY, FULL, REFRESH, CLIENT_ID, CLIENT_SECRET, SETTINGS = sys.argv[1:8]
 DOC = json.load(open(os.path.join(os.path.dirname(googleapiclient.__file__),
                                   "discovery_cache", "documents", "gmail.v1.json")))
 SCHEMAS = DOC["schemas"]
@@ -157,6 +158,31 @@ kinds = {k for h in history.get("history", []) for k in h if k in ("labelsAdded"
 if kinds != {"labelsAdded", "labelsRemoved"}:
     fail(f"history kinds {kinds}")
 expect_error(404, users.history().list(userId="me", startHistoryId="1"), "expired history")
+
+# Filters: written only with gmail.settings.basic; Gmail's refusals of what the schema allows.
+filters = service(SETTINGS).users().settings().filters()
+news = {"criteria": {"from": "news@example.org", "size": 100000, "sizeComparison": "smaller"},
+        "action": {"addLabelIds": [work["id"], "STARRED"], "removeLabelIds": ["INBOX", "UNREAD"]}}
+expect_error(403, users.settings().filters().create(userId="me", body=news), "a filter without its scope")
+made = call("users.settings.filters.create", filters.create(userId="me", body=news))
+expect_error(400, filters.create(userId="me", body=news), "the same filter twice")
+for bad, what in [
+    ({"criteria": {}, "action": {"removeLabelIds": ["UNREAD"]}}, "no criteria"),
+    ({"criteria": {"from": "a"}, "action": {}}, "no action"),
+    ({"criteria": {"from": "a"}, "action": {"addLabelIds": ["Label_nope"]}}, "an unknown label"),
+    ({"criteria": {"from": "a"}, "action": {"forward": "x@example.net"}}, "an unverified forward"),
+    ({"criteria": {"from": "a", "size": 5}, "action": {"removeLabelIds": ["UNREAD"]}}, "size alone"),
+]:
+    expect_error(400, filters.create(userId="me", body=bad), what)
+if call("users.settings.filters.get", filters.get(userId="me", id=made["id"])) != made:
+    fail("a filter reads back otherwise than it was made")
+mine = call("users.settings.filters.list", users.settings().filters().list(userId="me"))
+if [f["id"] for f in mine["filter"]] != [made["id"]]:
+    fail(f"filters listed: {mine}")
+call("users.settings.filters.delete", filters.delete(userId="me", id=made["id"]))
+expect_error(404, filters.get(userId="me", id=made["id"]), "a deleted filter")
+if call("users.settings.filters.list", filters.list(userId="me")) != {}:
+    fail("no filter is an empty answer")
 
 expect_error(403, users.messages().batchDelete(userId="me", body={"ids": ids[-2:]}), "batchDelete without scope")
 call("users.messages.batchDelete",

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use mailbroker_mock_gmail::{GmailMock, SCOPE_FULL, SCOPE_MODIFY};
+use mailbroker_mock_gmail::{GmailMock, SCOPE_FULL, SCOPE_MODIFY, SCOPE_SETTINGS};
 
 const CLIENT: &str = "google-api-python-client==2.202.0";
 
@@ -34,6 +34,7 @@ async fn googles_client_and_discovery_document_accept_the_mock() {
     }
     let modify = mock.token(&[SCOPE_MODIFY]);
     let full = mock.token(&[SCOPE_FULL]);
+    let settings = mock.token(&[SCOPE_SETTINGS]);
     let (_, refresh) = mock.grant(&[SCOPE_MODIFY]);
     let (client_id, client_secret) = mailbroker_mock_gmail::TEST_CLIENT;
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/contract.py");
@@ -41,7 +42,15 @@ async fn googles_client_and_discovery_document_accept_the_mock() {
     let out = tokio::task::spawn_blocking(move || {
         Command::new(py)
             .arg(script)
-            .args([&url, &modify, &full, &refresh, client_id, client_secret])
+            .args([
+                &url,
+                &modify,
+                &full,
+                &refresh,
+                client_id,
+                client_secret,
+                &settings,
+            ])
             .output()
     })
     .await
@@ -58,6 +67,8 @@ async fn googles_client_and_discovery_document_accept_the_mock() {
         "Label",
         "ListHistoryResponse",
         "Profile",
+        "Filter",
+        "ListFiltersResponse",
     ] {
         assert!(
             summary["schemas_checked"][schema].as_u64().unwrap_or(0) > 0,

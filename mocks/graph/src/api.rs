@@ -28,7 +28,7 @@ pub struct Answer {
     pub raw: Option<String>,
 }
 
-fn error(status: u16, code: &str, message: &str) -> Answer {
+pub(crate) fn error(status: u16, code: &str, message: &str) -> Answer {
     Answer {
         status,
         body: json!({ "error": { "code": code, "message": message } }),
@@ -37,11 +37,11 @@ fn error(status: u16, code: &str, message: &str) -> Answer {
     }
 }
 
-fn ok(body: Value) -> Answer {
+pub(crate) fn ok(body: Value) -> Answer {
     answer(200, body)
 }
 
-fn answer(status: u16, body: Value) -> Answer {
+pub(crate) fn answer(status: u16, body: Value) -> Answer {
     Answer {
         status,
         body,
@@ -67,6 +67,10 @@ fn required(method: &str, parts: &[&str]) -> &'static [&'static str] {
             &["MailboxSettings.Read", "MailboxSettings.ReadWrite"]
         }
         (_, ["me", "outlook", ..]) => &["MailboxSettings.ReadWrite"],
+        ("GET", ["me", "mailFolders", _, "messageRules", ..]) => {
+            &["MailboxSettings.Read", "MailboxSettings.ReadWrite"]
+        }
+        (_, ["me", "mailFolders", _, "messageRules", ..]) => &["MailboxSettings.ReadWrite"],
         ("GET", ["me", "messages", _, "$value"]) => &["Mail.Read", "Mail.ReadWrite"],
         ("GET", _) => MAIL_READ,
         _ => &["Mail.ReadWrite"],
@@ -114,6 +118,11 @@ fn endpoint(method: &str, parts: &[&str]) -> Option<(&'static str, Body)> {
     Some(match (method, parts) {
         ("POST", ["$batch"]) => ("Message", Body::Batch),
         ("GET", ["me"]) => ("User", Body::None),
+        ("GET", ["me", "mailFolders", _, "messageRules", ..]) => ("MessageRule", Body::None),
+        ("POST", ["me", "mailFolders", _, "messageRules"]) => {
+            ("MessageRule", Body::Entity("MessageRule"))
+        }
+        ("DELETE", ["me", "mailFolders", _, "messageRules", _]) => ("MessageRule", Body::None),
         ("GET", ["me", "mailFolders", ..]) if !parts.contains(&"messages") => {
             ("MailFolder", Body::None)
         }
@@ -233,6 +242,9 @@ fn route(
             "mail": state.email,
             "userPrincipalName": state.email,
         })),
+        (_, ["me", "mailFolders", folder, "messageRules", rest @ ..]) => {
+            crate::rules::route(state, req, folder, rest)
+        }
         ("GET", ["me", "mailFolders"]) => folders(state, None),
         ("POST", ["me", "mailFolders"]) => create_folder(state, None, req),
         ("GET", ["me", "mailFolders", id]) => match state.folder(id) {
@@ -273,7 +285,7 @@ fn route(
     }
 }
 
-fn not_found(what: &str) -> Answer {
+pub(crate) fn not_found(what: &str) -> Answer {
     error(
         404,
         "ErrorItemNotFound",

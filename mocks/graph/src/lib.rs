@@ -12,6 +12,7 @@
 
 mod api;
 mod oauth;
+mod rules;
 pub mod schema;
 mod state;
 
@@ -455,6 +456,16 @@ impl GraphMock {
     /// A live access token granting `scope` (space-separated).
     pub fn token_for(&self, scope: &str) -> String {
         lock(&self.state).identity.grant(scope).0
+    }
+
+    /// The Inbox's message rules as Exchange keeps them, by id.
+    pub fn rules(&self) -> Vec<Value> {
+        lock(&self.state).rules.values().cloned().collect()
+    }
+
+    /// Graph refuses (403) or serves this mailbox's rules from now on.
+    pub fn refuse_rules(&self, refused: bool) {
+        lock(&self.state).rules_refused = refused;
     }
 
     /// Adds `count` messages to `folder` (an id or a well-known name); returns their ids.

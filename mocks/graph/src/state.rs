@@ -202,6 +202,10 @@ pub struct State {
     pub messages: BTreeMap<String, Message>,
     pub departures: Vec<Departure>,
     pub categories: Vec<Category>,
+    /// The Inbox's message rules, by id, as Exchange keeps them.
+    pub rules: BTreeMap<String, Value>,
+    /// Graph refuses this mailbox's rules (403), as it does for some personal accounts.
+    pub rules_refused: bool,
     /// The change sequence: the number of the latest change.
     pub seq: u64,
     /// Delta links current with a sequence number below this get 410 Gone.
@@ -228,6 +232,8 @@ impl State {
             messages: BTreeMap::new(),
             departures: Vec::new(),
             categories: Vec::new(),
+            rules: BTreeMap::new(),
+            rules_refused: false,
             seq: 0,
             oldest_delta: 0,
             next_id: 0,

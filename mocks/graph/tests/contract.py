@@ -20,6 +20,11 @@ from kiota_abstractions.authentication import (
 from kiota_abstractions.base_request_configuration import RequestConfiguration
 from msgraph import GraphRequestAdapter, GraphServiceClient
 from msgraph.generated.models.message import Message
+from msgraph.generated.models.message_rule import MessageRule
+from msgraph.generated.models.message_rule_actions import MessageRuleActions
+from msgraph.generated.models.message_rule_predicates import MessageRulePredicates
+from msgraph.generated.models.recipient import Recipient
+from msgraph.generated.models.email_address import EmailAddress
 from msgraph.generated.models.followup_flag import FollowupFlag
 from msgraph.generated.models.followup_flag_status import FollowupFlagStatus
 from msgraph.generated.models.o_data_errors.o_data_error import ODataError
@@ -188,6 +193,35 @@ async def main():
         statuses += [r.status for r in response.responses.values()]
     check(statuses == [200] * 25, f"batch statuses {statuses}")
     summary["batch"] = len(answers._responses)
+
+    # Inbox rules: created (201, the "contains" strings as Exchange keeps them), read,
+    # listed, refused without a required property or with a folder that is not there,
+    # deleted.
+    rules = client.me.mail_folders.by_mail_folder_id("inbox").message_rules
+    made = await rules.post(MessageRule(
+        display_name="news",
+        sequence=2,
+        is_enabled=True,
+        conditions=MessageRulePredicates(
+            sender_contains=["news"],
+            from_addresses=[Recipient(email_address=EmailAddress(address="news@shop.example"))],
+        ),
+        actions=MessageRuleActions(move_to_folder=inbox.id, mark_as_read=True,
+                                   assign_categories=["News"]),
+    ))
+    check(made.sequence == 2 and made.is_enabled and made.has_error is False, "rule made")
+    check(made.conditions.sender_contains == ["NEWS"], f"kept as {made.conditions.sender_contains}")
+    got = await rules.by_message_rule_id(made.id).get()
+    check(got.display_name == "news" and got.actions.mark_as_read, "rule read back")
+    listed = await rules.get()
+    check([r.id for r in listed.value] == [made.id], "rules listed")
+    await expect_error(rules.post(MessageRule(display_name="x", actions=MessageRuleActions(
+        mark_as_read=True))), 400, None)
+    await expect_error(rules.post(MessageRule(display_name="x", sequence=3, actions=MessageRuleActions(
+        move_to_folder="AAMkfolder-missing"))), 404, "ErrorItemNotFound")
+    await rules.by_message_rule_id(made.id).delete()
+    await expect_error(rules.by_message_rule_id(made.id).get(), 404, "ErrorItemNotFound")
+    summary["rules"] = True
 
     # permanentDelete: gone for good.
     await client.me.messages.by_message_id(ids[2]).permanent_delete.post()

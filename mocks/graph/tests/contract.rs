@@ -45,6 +45,8 @@ async fn microsofts_graph_sdk_drives_the_mock() {
         .await
         .unwrap();
     assert_eq!(summary["batch"], 2, "{summary}");
+    assert_eq!(summary["rules"], true, "{summary}");
+    assert!(mock.rules().is_empty());
 
     // What the SDK saw is what the mock holds.
     for id in summary["targets"].as_array().unwrap() {

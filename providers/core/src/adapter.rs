@@ -70,6 +70,15 @@ pub struct Consent {
     pub browser: bool,
 }
 
+/// What a login asks for beyond what the account has (`account upgrade-scope`): the
+/// permission permanent deletion needs, the one server-side rules need. What the account was
+/// granted before is asked for again as well.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Upgrade {
+    pub permanent_delete: bool,
+    pub rules: bool,
+}
+
 /// What `account doctor` found: one line for a person, the details for `--json`.
 #[derive(Debug, Clone)]
 pub struct DoctorReport {
@@ -132,6 +141,7 @@ pub trait Adapter: Send + Sync {
     /// nothing sent. A term or an action the provider cannot say is refused by name.
     fn rule_text(
         &self,
+        _account: &AccountInfo<'_>,
         _rule: &crate::Rule,
         _mailboxes: &[(String, Option<crate::Role>)],
     ) -> Result<String> {
@@ -173,13 +183,13 @@ pub trait Adapter: Send + Sync {
         secrets: &dyn Secrets,
     ) -> Result<Box<dyn Connector>>;
 
-    /// Authorizes again (after a revoke; `upgrade` adds what permanent deletion needs) and
-    /// stores the new secret; returns the capabilities it grants.
+    /// Authorizes again (after a revoke; `upgrade` adds what it names) and stores the new
+    /// secret; returns the capabilities it grants.
     async fn login(
         &self,
         account: &AccountInfo<'_>,
         _secrets: &dyn Secrets,
-        _upgrade: bool,
+        _upgrade: Upgrade,
         _how: Consent,
     ) -> Result<Capabilities> {
         Err(Error::unsupported(format!(

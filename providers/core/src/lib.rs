@@ -21,7 +21,7 @@ pub mod secrets;
 
 pub use adapter::{
     AccountInfo, Adapter, Connector, Consent, DoctorReport, Grouping, NewAccount, Operation, Ready,
-    Secrets,
+    Secrets, Upgrade,
 };
 pub use error::{Error, ErrorFields, Result};
 pub use headers::{conversation_root, conversation_subject, list_of};

@@ -351,19 +351,23 @@ pub trait Provider: Send {
         ))
     }
 
-    /// The account's server-side rules: mailbroker's and the person's own.
-    async fn rules(&mut self) -> Result<Vec<ServerRule>> {
+    /// The account's server-side rules: mailbroker's and the person's own. `ours` are the
+    /// rules mailbroker installed, for a provider whose rules carry no mark of their own (a
+    /// Gmail filter has no name): a rule on the server is mailbroker's when it is exactly one
+    /// of them.
+    async fn rules(&mut self, _ours: &[Rule]) -> Result<Vec<ServerRule>> {
         Err(no_rules())
     }
 
-    /// Makes `rules` the whole of mailbroker's rules on the server (the person's own stay
-    /// as they are), read back; what was there before, for an undo.
-    async fn put_rules(&mut self, _rules: &[Rule]) -> Result<RulesBefore> {
+    /// Makes `rules` the whole of mailbroker's rules on the server in place of `ours` (the
+    /// person's own stay as they are), read back; what was there before, for an undo.
+    async fn put_rules(&mut self, _ours: &[Rule], _rules: &[Rule]) -> Result<RulesBefore> {
         Err(no_rules())
     }
 
-    /// Puts the server's rules back as `before` says they were.
-    async fn restore_rules(&mut self, _before: &RulesBefore) -> Result<()> {
+    /// Puts the server's rules back as `before` says they were; what it replaced, so that
+    /// this too can be undone.
+    async fn restore_rules(&mut self, _before: &RulesBefore) -> Result<RulesBefore> {
         Err(no_rules())
     }
 

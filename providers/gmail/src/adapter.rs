@@ -10,7 +10,7 @@ use mailbroker_core::{
 
 use crate::client::Client;
 use crate::convert::{self, Cursor};
-use crate::oauth::{self, OAuthSettings, SCOPE_FULL, SCOPE_MODIFY, Tokens};
+use crate::oauth::{self, OAuthSettings, SCOPE_FULL, SCOPE_MODIFY, SCOPE_SETTINGS, Tokens};
 use crate::{GmailProvider, MAX_LABEL_LEN, api};
 use mailbroker_oauth::{SECRET_KIND, encode};
 
@@ -78,6 +78,20 @@ impl Adapter for Gmail {
         crate::validate_tag(tag)
     }
 
+    /// The filter's JSON; a tag's label by its id where the account knows it, else as a
+    /// label to be made on approval.
+    fn rule_text(
+        &self,
+        account: &AccountInfo<'_>,
+        rule: &mailbroker_core::Rule,
+        _mailboxes: &[(String, Option<mailbroker_core::Role>)],
+    ) -> Result<String> {
+        let cursor = Cursor::parse(account.cursor);
+        let filter = crate::filters::filter(rule, |tag| cursor.label_id(tag).map(str::to_string))?;
+        serde_json::to_string_pretty(&crate::filters::essence(&filter))
+            .map_err(|e| Error::internal(e.to_string()))
+    }
+
     fn tag_exists(&self, account: &AccountInfo<'_>, tag: &str) -> bool {
         Cursor::parse(account.cursor).label_id(tag).is_some()
     }
@@ -118,7 +132,7 @@ impl Adapter for Gmail {
         &self,
         account: &AccountInfo<'_>,
         secrets: &dyn Secrets,
-        upgrade: bool,
+        upgrade: mailbroker_core::Upgrade,
         how: Consent,
     ) -> Result<Capabilities> {
         let settings: OAuthSettings = account.settings()?;
@@ -127,11 +141,14 @@ impl Adapter for Gmail {
             .await
             .ok()
             .and_then(|s| serde_json::from_str(&s).ok());
-        let had_full = old
-            .as_ref()
-            .is_some_and(|t| t.scopes.iter().any(|s| s == SCOPE_FULL));
+        let had = |scope: &str| {
+            (old.as_ref()).is_some_and(|t: &Tokens| t.scopes.iter().any(|s| s == scope))
+        };
+        let mut wanted = scopes(upgrade.permanent_delete || had(SCOPE_FULL));
+        if upgrade.rules || had(SCOPE_SETTINGS) {
+            wanted.push(SCOPE_SETTINGS);
+        }
         let secret = old.and_then(|t| t.client_secret);
-        let wanted = scopes(upgrade || had_full);
         let id = account.id.as_str();
         let tokens = oauth::authorize(&settings, secret.as_deref(), &wanted, how, id).await?;
         secrets.set(SECRET_KIND, &encode(&tokens)?).await?;

@@ -7,7 +7,7 @@ use google_gmail1::api as gmail;
 use mailbroker_core::Result;
 
 use crate::client::{Client, Kind};
-use crate::oauth::{SCOPE_FULL, SCOPE_MODIFY};
+use crate::oauth::{SCOPE_FULL, SCOPE_MODIFY, SCOPE_SETTINGS};
 
 /// The user id that means "the account the token belongs to".
 const ME: &str = "me";
@@ -37,6 +37,8 @@ mod cost {
     pub const BATCH: u32 = 50;
     pub const CREATE_LABEL: u32 = 5;
     pub const PROFILE: u32 = 1;
+    pub const FILTER_READ: u32 = 1;
+    pub const FILTER_WRITE: u32 = 5;
 }
 
 /// batchModify and batchDelete take at most this many ids.
@@ -380,6 +382,72 @@ pub async fn batch_modify(
         "messages.batchModify",
         [request],
         |users| { users.messages_batch_modify(request, ME) }
+    )
+    .await
+    .map(drop)
+}
+
+/// The user's filters (`users.settings.filters.list`; none is an answer without the list).
+pub async fn filters(client: &Client) -> Result<Vec<gmail::Filter>> {
+    let (_, list) = gmail_call!(
+        client,
+        Kind::Read,
+        cost::FILTER_READ,
+        "settings.filters.list",
+        [],
+        |users| { users.settings_filters_list(ME) }
+    )
+    .await?;
+    Ok(list.filter.unwrap_or_default())
+}
+
+pub async fn filter(client: &Client, id: &str) -> Result<gmail::Filter> {
+    let id = id.to_string();
+    let (_, filter) = gmail_call!(
+        client,
+        Kind::Read,
+        cost::FILTER_READ,
+        "settings.filters.get",
+        [id],
+        |users| { users.settings_filters_get(ME, &id) }
+    )
+    .await?;
+    Ok(filter)
+}
+
+/// Makes a filter (needs `gmail.settings.basic`); Gmail's, with its id.
+pub async fn create_filter(client: &Client, filter: &gmail::Filter) -> Result<gmail::Filter> {
+    let request = filter.clone();
+    let (_, made) = gmail_call!(
+        client,
+        Kind::Write,
+        cost::FILTER_WRITE,
+        "settings.filters.create",
+        [request],
+        |users| {
+            users
+                .settings_filters_create(request, ME)
+                .add_scope(SCOPE_SETTINGS)
+        }
+    )
+    .await?;
+    Ok(made)
+}
+
+/// Deletes a filter for good (needs `gmail.settings.basic`).
+pub async fn delete_filter(client: &Client, id: &str) -> Result<()> {
+    let id = id.to_string();
+    gmail_call!(
+        client,
+        Kind::Write,
+        cost::FILTER_WRITE,
+        "settings.filters.delete",
+        [id],
+        |users| {
+            users
+                .settings_filters_delete(ME, &id)
+                .add_scope(SCOPE_SETTINGS)
+        }
     )
     .await
     .map(drop)

@@ -30,7 +30,9 @@ mod adapter;
 pub mod api;
 pub mod client;
 pub mod convert;
+pub mod filters;
 pub mod oauth;
+mod rules;
 mod sync;
 mod window;
 mod write;
@@ -40,7 +42,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use mailbroker_core::{
     Capabilities, DeleteBatch, Error, ItemResult, MailboxInfo, MailboxSyncReport, Provider,
-    RemoteId, Result, SyncRequest, SyncSink, WriteBatch,
+    RemoteId, Result, RulesBefore, ServerRule, SyncRequest, SyncSink, WriteBatch,
 };
 
 pub use adapter::{Gmail, setup};
@@ -153,5 +155,21 @@ impl Provider for GmailProvider {
 
     fn commands_sent(&self) -> u64 {
         self.client.requests()
+    }
+
+    async fn rules(&mut self, ours: &[mailbroker_core::Rule]) -> Result<Vec<ServerRule>> {
+        self.filters(ours).await
+    }
+
+    async fn put_rules(
+        &mut self,
+        ours: &[mailbroker_core::Rule],
+        rules: &[mailbroker_core::Rule],
+    ) -> Result<RulesBefore> {
+        self.put_filters(ours, rules).await
+    }
+
+    async fn restore_rules(&mut self, before: &RulesBefore) -> Result<RulesBefore> {
+        self.restore_filters(before).await
     }
 }

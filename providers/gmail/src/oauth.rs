@@ -17,6 +17,9 @@ use serde::{Deserialize, Serialize};
 
 pub const SCOPE_MODIFY: &str = "https://www.googleapis.com/auth/gmail.modify";
 pub const SCOPE_FULL: &str = "https://mail.google.com/";
+/// What a filter's create and delete need (`users.settings.filters`): asked for only when a
+/// person turns rules on for the account (`account upgrade-scope ID --rules`).
+pub const SCOPE_SETTINGS: &str = "https://www.googleapis.com/auth/gmail.settings.basic";
 pub const GOOGLE_AUTH_URL: &str = "https://accounts.google.com/o/oauth2/v2/auth";
 pub const GOOGLE_TOKEN_URL: &str = "https://oauth2.googleapis.com/token";
 pub const GOOGLE_API_BASE: &str = "https://gmail.googleapis.com";

@@ -112,7 +112,7 @@ impl Adapter for Graph {
         &self,
         account: &AccountInfo<'_>,
         secrets: &dyn Secrets,
-        _upgrade: bool,
+        _upgrade: mailbroker_core::Upgrade,
         how: Consent,
     ) -> Result<Capabilities> {
         let settings: GraphSettings = account.settings()?;

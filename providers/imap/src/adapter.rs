@@ -61,6 +61,7 @@ impl Adapter for Imap {
 
     fn rule_text(
         &self,
+        _account: &AccountInfo<'_>,
         rule: &mailbroker_core::Rule,
         mailboxes: &[(String, Option<mailbroker_core::Role>)],
     ) -> Result<String> {

@@ -31,6 +31,6 @@ pub async fn put(config: &ImapConfig, rules: &[(Rule, Option<String>)]) -> Resul
     account::put(open(config).await?, rules).await
 }
 
-pub async fn restore(config: &ImapConfig, before: &RulesBefore) -> Result<()> {
+pub async fn restore(config: &ImapConfig, before: &RulesBefore) -> Result<RulesBefore> {
     account::restore(open(config).await?, before).await
 }

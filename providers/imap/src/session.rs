@@ -213,12 +213,16 @@ impl Provider for ImapProvider {
         self.commands
     }
 
-    async fn rules(&mut self) -> Result<Vec<mailbroker_core::ServerRule>> {
+    async fn rules(
+        &mut self,
+        _ours: &[mailbroker_core::Rule],
+    ) -> Result<Vec<mailbroker_core::ServerRule>> {
         crate::rules::read(&self.config).await
     }
 
     async fn put_rules(
         &mut self,
+        _ours: &[mailbroker_core::Rule],
         rules: &[mailbroker_core::Rule],
     ) -> Result<mailbroker_core::RulesBefore> {
         let mailboxes = self.list_mailboxes().await?;
@@ -226,7 +230,10 @@ impl Provider for ImapProvider {
         crate::rules::put(&self.config, &placed).await
     }
 
-    async fn restore_rules(&mut self, before: &mailbroker_core::RulesBefore) -> Result<()> {
+    async fn restore_rules(
+        &mut self,
+        before: &mailbroker_core::RulesBefore,
+    ) -> Result<mailbroker_core::RulesBefore> {
         crate::rules::restore(&self.config, before).await
     }
 

@@ -160,6 +160,7 @@ impl Adapter for Jmap {
 
     fn rule_text(
         &self,
+        _account: &AccountInfo<'_>,
         rule: &mailbroker_core::Rule,
         mailboxes: &[(String, Option<mailbroker_core::Role>)],
     ) -> Result<String> {

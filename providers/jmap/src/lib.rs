@@ -203,12 +203,16 @@ impl Provider for JmapProvider {
         self.client.sent()
     }
 
-    async fn rules(&mut self) -> Result<Vec<mailbroker_core::ServerRule>> {
+    async fn rules(
+        &mut self,
+        _ours: &[mailbroker_core::Rule],
+    ) -> Result<Vec<mailbroker_core::ServerRule>> {
         rules::read(self.rules_access()?).await
     }
 
     async fn put_rules(
         &mut self,
+        _ours: &[mailbroker_core::Rule],
         rules: &[mailbroker_core::Rule],
     ) -> Result<mailbroker_core::RulesBefore> {
         let mailboxes = self.list_mailboxes().await?;
@@ -216,7 +220,10 @@ impl Provider for JmapProvider {
         rules::put(self.rules_access()?, &placed).await
     }
 
-    async fn restore_rules(&mut self, before: &mailbroker_core::RulesBefore) -> Result<()> {
+    async fn restore_rules(
+        &mut self,
+        before: &mailbroker_core::RulesBefore,
+    ) -> Result<mailbroker_core::RulesBefore> {
         rules::restore(self.rules_access()?, before).await
     }
 }

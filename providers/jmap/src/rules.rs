@@ -81,6 +81,6 @@ pub async fn put(access: &Access, rules: &[(Rule, Option<String>)]) -> Result<Ru
     account::put(open(access).await?, rules).await
 }
 
-pub async fn restore(access: &Access, before: &RulesBefore) -> Result<()> {
+pub async fn restore(access: &Access, before: &RulesBefore) -> Result<RulesBefore> {
     account::restore(open(access).await?, before).await
 }

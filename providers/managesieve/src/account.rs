@@ -233,19 +233,29 @@ pub async fn put(
         client.set_active(&target).await?;
     }
     client.logout().await?;
-    let before = Before {
+    encode(&Before {
         active,
         scripts: BTreeMap::from([(target, current)]),
-    };
-    serde_json::to_string(&before)
-        .map(RulesBefore)
-        .map_err(|e| Error::internal(e.to_string()))
+    })
 }
 
-/// Puts the scripts back as `before` says they were, and reads each back.
-pub async fn restore(mut client: Client<Box<dyn Io>>, before: &RulesBefore) -> Result<()> {
+/// Puts the scripts back as `before` says they were, and reads each back; what they were
+/// just before, so that the restore can be undone in turn.
+pub async fn restore(mut client: Client<Box<dyn Io>>, before: &RulesBefore) -> Result<RulesBefore> {
     let before: Before = serde_json::from_str(&before.0)
         .map_err(|e| Error::internal(format!("a rule change's earlier state: {e}")))?;
+    let listed = client.list().await?;
+    let mut now = Before {
+        active: listed.iter().find(|s| s.active).map(|s| s.name.clone()),
+        scripts: BTreeMap::new(),
+    };
+    for name in before.scripts.keys() {
+        let text = match listed.iter().any(|s| s.name == *name) {
+            true => Some(client.get(name).await?),
+            false => None,
+        };
+        now.scripts.insert(name.clone(), text);
+    }
     for (name, text) in &before.scripts {
         match text {
             Some(text) => {
@@ -270,5 +280,12 @@ pub async fn restore(mut client: Client<Box<dyn Io>>, before: &RulesBefore) -> R
     client
         .set_active(before.active.as_deref().unwrap_or(""))
         .await?;
-    client.logout().await
+    client.logout().await?;
+    encode(&now)
+}
+
+fn encode(before: &Before) -> Result<RulesBefore> {
+    serde_json::to_string(before)
+        .map(RulesBefore)
+        .map_err(|e| Error::internal(e.to_string()))
 }

@@ -4,7 +4,7 @@
 //! the account's rules (the adapter checks and reads them back) and records what they
 //! replaced; an undo puts that back.
 
-use mailbroker_core::{AccountId, Error, Outcome, Result, Rule, RulesBefore, Tally};
+use mailbroker_core::{AccountId, Error, Outcome, Result, Rule, RulesBefore, ServerRule, Tally};
 use mailbroker_store::{
     Asked, ChangeRecord, ChangeStatus, Chosen, RuleAction, RuleManifest, RuleStatus, Store,
 };
@@ -35,7 +35,8 @@ pub async fn stage(store: &Store, s: Staging, origin: &str) -> Result<RuleManife
         .filter(|m| m.selectable)
         .map(|m| (m.name, m.role))
         .collect();
-    let provider_text = registry::adapter(record.provider)?.rule_text(&rule, &choices)?;
+    let provider_text =
+        registry::adapter(record.provider)?.rule_text(&record.info(), &rule, &choices)?;
     let now = mailbroker_store::now_secs();
     let query = mailbroker_query::parse(&rule.query, now)?.in_account(s.account.as_str());
     let mut manifest = RuleManifest {
@@ -112,9 +113,10 @@ pub(super) async fn carry_out(store: &Store, id: i64, origin: &str) -> Result<Ch
             serde_json::to_value(m.status).unwrap_or_default()
         )));
     }
-    let mut after: Vec<Rule> = (store.account_rules(&m.account).await?)
-        .into_iter()
+    let ours = store.account_rules(&m.account).await?;
+    let mut after: Vec<Rule> = (ours.iter())
         .filter(|r| r.name != m.rule.name)
+        .cloned()
         .collect();
     if m.action == RuleAction::Install {
         after.push(m.rule.clone());
@@ -131,7 +133,7 @@ pub(super) async fn carry_out(store: &Store, id: i64, origin: &str) -> Result<Ch
         plan.clone(),
     );
     let change_id = store.open_change(&intent).await?;
-    match put(store, &m.account, &after).await {
+    match put(store, &m.account, &ours, &after).await {
         Ok(before) => {
             store
                 .record_rule_change(change_id, &m.account, &before, &after)
@@ -143,31 +145,50 @@ pub(super) async fn carry_out(store: &Store, id: i64, origin: &str) -> Result<Ch
             Ok(report(change_id, plan))
         }
         Err(e) => {
-            settle_failed(store, change_id, &e).await?;
-            store
-                .settle_rule(id, RuleStatus::Failed, Some(change_id))
-                .await?;
+            // Refused before anything was sent (a missing permission, say): it stays
+            // pending, for the person to approve again once the refusal is met.
+            if !settle_failed(store, change_id, &e).await? {
+                store
+                    .settle_rule(id, RuleStatus::Failed, Some(change_id))
+                    .await?;
+            }
             Err(e)
         }
     }
 }
 
 /// A change of rules that failed: a refusal before anything was written leaves no journal
-/// line; anything else may have reached the server, and its line stays.
-async fn settle_failed(store: &Store, change_id: i64, e: &Error) -> Result<()> {
+/// line (and says so: `true`); anything else may have reached the server, and its line
+/// stays.
+async fn settle_failed(store: &Store, change_id: i64, e: &Error) -> Result<bool> {
     match e.error_type() {
-        "validation_error" | "unsupported" | "auth_required" => {
-            store.discard_change(change_id).await
+        "validation_error" | "unsupported" | "auth_required" | "insufficient_scope" => {
+            store.discard_change(change_id).await?;
+            Ok(true)
         }
-        _ => store.close_change(change_id, &[]).await,
+        _ => store.close_change(change_id, &[]).await.map(|()| false),
     }
 }
 
-async fn put(store: &Store, account: &AccountId, rules: &[Rule]) -> Result<RulesBefore> {
+async fn put(
+    store: &Store,
+    account: &AccountId,
+    ours: &[Rule],
+    rules: &[Rule],
+) -> Result<RulesBefore> {
     let mut session = sessions::open(store, account).await?;
-    let done = session.provider.put_rules(rules).await;
+    let done = session.provider.put_rules(ours, rules).await;
     session.close().await;
     done
+}
+
+/// The rules on `account`'s server, mailbroker's and the person's own.
+pub async fn list(store: &Store, account: &AccountId) -> Result<Vec<ServerRule>> {
+    let ours = store.account_rules(account).await?;
+    let mut session = sessions::open(store, account).await?;
+    let listed = session.provider.rules(&ours).await;
+    session.close().await;
+    listed
 }
 
 /// Undoes change `change_id` if it changed an account's rules: the server's rules and
@@ -196,15 +217,7 @@ pub(super) async fn undo(
     );
     let undo_id = store.open_change(&intent).await?;
     let mut session = sessions::open(store, &account).await?;
-    // What is there now (mailbroker's rules written again as they are): the undo's own
-    // earlier state, so that it can be undone in turn.
-    let current = store.account_rules(&account).await?;
-    let done = async {
-        let now = session.provider.put_rules(&current).await?;
-        session.provider.restore_rules(&before).await?;
-        Ok::<_, Error>(now)
-    }
-    .await;
+    let done = session.provider.restore_rules(&before).await;
     session.close().await;
     match done {
         Ok(now) => {
