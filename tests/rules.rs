@@ -286,12 +286,29 @@ async fn an_assistant_proposes_a_rule_and_only_a_person_installs_it() {
         refused["error"].as_str().unwrap().contains("in:inbox"),
         "{refused}"
     );
+    // An action outside the list is refused, never dropped: no rule that forwards is staged.
+    let forward = serde_json::json!({"account": "work", "action": "propose", "name": "fw",
+                                     "when": "from:shop.example", "forward_to": "x@elsewhere.example"});
+    let (is_error, refused) = call(&session, "propose_rule", forward).await;
+    assert!(
+        is_error && refused["error_type"] == "validation_error",
+        "{refused}"
+    );
+    assert!(
+        refused["error"].as_str().unwrap().contains("forward_to"),
+        "{refused}"
+    );
     session.cancel().await.ok();
     // Nothing reached the server: no script, no rule.
     let mut client = sieve_client(port, user).await;
     assert_eq!(client.list().await.unwrap(), []);
     client.logout().await.unwrap();
     let staged = ok(h, &["rule", "staged"]);
+    assert_eq!(
+        staged["rule_manifests"].as_array().unwrap().len(),
+        1,
+        "{staged}"
+    );
     assert_eq!(staged["rule_manifests"][0]["status"], "pending", "{staged}");
     assert_eq!(
         staged["rule_manifests"][0]["origin"], "mcp:mcp-test",

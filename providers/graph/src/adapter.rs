@@ -108,6 +108,20 @@ impl Adapter for Graph {
         Ok(Box::new(Ready(Box::new(provider))))
     }
 
+    /// The `messageRule` JSON; its folder by path (its id is looked up on approval) and its
+    /// place as the first after the person's rules.
+    fn rule_text(
+        &self,
+        _account: &AccountInfo<'_>,
+        rule: &mailbroker_core::Rule,
+        mailboxes: &[(String, Option<mailbroker_core::Role>)],
+    ) -> Result<String> {
+        let folder = crate::rules::target(rule, mailboxes)?.map(|name| format!("{name} (its id)"));
+        let mut text = crate::rules::message_rule(rule, folder.as_deref(), 1)?;
+        text["sequence"] = serde_json::json!("after the account's own rules");
+        serde_json::to_string_pretty(&text).map_err(|e| Error::internal(e.to_string()))
+    }
+
     async fn login(
         &self,
         account: &AccountInfo<'_>,

@@ -269,6 +269,24 @@ impl Client {
         Ok(Some(bytes.to_vec()))
     }
 
+    /// The account this session is of (for next steps).
+    pub fn account(&self) -> &str {
+        &self.account
+    }
+
+    /// Deletes what `path` names (204).
+    pub async fn delete(&self, path: &str) -> Result<()> {
+        let sent = self
+            .send(reqwest::Method::DELETE, path, IMMUTABLE_IDS, None, |e| {
+                self.unreachable(e)
+            })
+            .await?;
+        match sent.status().as_u16() {
+            204 => Ok(()),
+            _ => self.json(sent).await.map(drop),
+        }
+    }
+
     pub async fn post(&self, path: &str, body: &Value) -> Result<Value> {
         let sent = self
             .send(

@@ -50,6 +50,7 @@ mod adapter;
 pub mod client;
 pub mod convert;
 pub mod oauth;
+pub mod rules;
 mod sync;
 mod verify;
 mod write;
@@ -219,6 +220,28 @@ impl Provider for GraphProvider {
 
     fn commands_sent(&self) -> u64 {
         self.client.requests_sent()
+    }
+
+    async fn rules(
+        &mut self,
+        ours: &[mailbroker_core::Rule],
+    ) -> Result<Vec<mailbroker_core::ServerRule>> {
+        self.inbox_rules(ours).await
+    }
+
+    async fn put_rules(
+        &mut self,
+        ours: &[mailbroker_core::Rule],
+        rules: &[mailbroker_core::Rule],
+    ) -> Result<mailbroker_core::RulesBefore> {
+        self.put_inbox_rules(ours, rules).await
+    }
+
+    async fn restore_rules(
+        &mut self,
+        before: &mailbroker_core::RulesBefore,
+    ) -> Result<mailbroker_core::RulesBefore> {
+        self.restore_inbox_rules(before).await
     }
 
     /// Each message's MIME source (`GET /me/messages/{id}/$value`), parsed by the caller as
