@@ -8,6 +8,7 @@ pub mod cli;
 pub mod console;
 pub mod logging;
 pub mod mcp;
+pub mod oauth;
 pub mod output;
 pub mod serve;
 

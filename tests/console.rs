@@ -10,13 +10,12 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
+use common::browser::{CHROMIUM, PLAYWRIGHT, chromium, enroll_link};
 use common::mcp::{HTTP_TOKEN, http_server, http_session, ok_call};
 use common::{add_account, ok, server};
 use mailbroker_testkit::{ImapClient, message};
 use serde_json::{Value, json};
 
-const PLAYWRIGHT: &str = "playwright-core@1.64.1";
-const CHROMIUM: &str = "/usr/bin/chromium";
 /// A mailbox, a subject and a sender a stranger chose, to be shown as text.
 const EVIL_BOX: &str = "Evil<script>x";
 const EVIL_SUBJECT: &str = "<script>window.pwned=1</script> \"onerror=alert(1) \u{202e}gnp.exe";
@@ -25,12 +24,7 @@ const EVIL_FROM: &str = "\"<img src=x onerror=alert(1)>\" <evil@example.test>";
 /// node_modules with playwright-core under target/, and the browser script beside it; `None`
 /// when node or Chromium is missing outside CI (under CI that fails instead).
 fn browser() -> Option<PathBuf> {
-    if !Path::new(CHROMIUM).exists() {
-        assert!(
-            !mailbroker_testkit::dovecot_required(),
-            "CI=true but {CHROMIUM} is missing: .ci/run must install chromium"
-        );
-        eprintln!("skipping: chromium is not installed (apt-get install chromium)");
+    if !chromium() {
         return None;
     }
     let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
@@ -779,19 +773,6 @@ fn back_to_terminals(h: &Path, origin: &str, p: &Person) -> Value {
 
 fn origin_of(served: &Served) -> String {
     served.url.trim_end_matches("/console").to_string()
-}
-
-/// `console enroll` at a terminal of its own: the link it shows there.
-fn enroll_link(home: &Path, origin: &str) -> String {
-    let program = Path::new(env!("CARGO_BIN_EXE_mailbroker"));
-    let home = home.display().to_string();
-    let args = ["--home", &home, "console", "enroll", "--origin", origin];
-    let env = [("MAILBROKER_SECRET_STORE", "index")];
-    let shown = mailbroker_testkit::terminal::run(program, &args, &env, "").expect("a terminal");
-    assert_eq!(shown.code, 0, "{}", shown.shown);
-    (shown.shown.lines())
-        .find_map(|l| l.trim().starts_with("http").then(|| l.trim().to_string()))
-        .unwrap_or_else(|| panic!("no link in {}", shown.shown))
 }
 
 /// A client that follows no redirect, and the answer to a new `console link` it opened.

@@ -28,6 +28,7 @@ async fn http_server(home: &Path, writes: bool) -> (String, tokio::sync::oneshot
         },
         sessions: SessionLimits::default(),
         console: mailbroker::console::ConsoleAt::Off,
+        oauth: Default::default(),
     };
     listen(home, options).await
 }
@@ -192,6 +193,7 @@ fn home_token_options(sessions: SessionLimits) -> HttpOptions {
         mcp: McpOptions::default(),
         sessions,
         console: mailbroker::console::ConsoleAt::Off,
+        oauth: Default::default(),
     }
 }
 

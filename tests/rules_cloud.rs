@@ -168,6 +168,41 @@ async fn a_gmail_rule_is_a_filter_installed_with_its_scope_changed_whole_and_und
     assert_eq!(undone["applied"], 1, "{undone}");
     assert_eq!(criteria(&mock), [json!({"from": "boss@example.org"})]);
     assert_eq!(names(h, "g").iter().filter(|(_, ours)| *ours).count(), 0);
+
+    // What Gmail cannot take: a term its search has no word for, refused when staged; a
+    // 1,001st filter, refused before anything is sent.
+    let any_list = [
+        "rule",
+        "stage",
+        "--account",
+        "g",
+        "--name",
+        "l",
+        "--when",
+        "list:*",
+        "--read",
+    ];
+    let run = common::mb(h, &any_list);
+    assert_eq!(run.json["error_type"], "validation_error", "{}", run.stdout);
+    assert!(
+        run.json["error"].as_str().unwrap().contains("list:*"),
+        "{}",
+        run.stdout
+    );
+    mock.add_filters(mailbroker_mock_gmail::MAX_FILTERS - 1);
+    let full = stage(h, "g", "from:news");
+    let refused = approve(h, &full["id"]);
+    assert!(
+        refused.shown.contains("at most 1000 filters"),
+        "{}",
+        refused.shown
+    );
+    assert!(
+        refused.shown.contains("Gmail's settings"),
+        "{}",
+        refused.shown
+    );
+    assert_eq!(mock.filters().len(), mailbroker_mock_gmail::MAX_FILTERS);
 }
 
 fn rules_of(mock: &mailbroker_mock_graph::GraphMock) -> Vec<(String, Value, Value)> {

@@ -31,6 +31,10 @@ pub enum Action {
     /// Lets a person approve at a terminal again, where only a passkey did
     /// (`approvals:person`): loosening needs the passkey, as a terminal can be faked.
     TerminalsApprove,
+    /// Allows a hosted assistant's client what the person chose (OAuth consent).
+    Grant(super::grant::Choice),
+    /// Denies a client's request for the person's mail.
+    DenyGrant(String),
 }
 
 impl Action {
@@ -51,6 +55,10 @@ impl Action {
             "drop-rule" => Ok(Action::DropRule(id()?)),
             "undo" => Ok(Action::Undo(id()?)),
             "approvals" if what == "person" => Ok(Action::TerminalsApprove),
+            "grant" => super::grant::Choice::parse(what)
+                .map(Action::Grant)
+                .ok_or_else(|| bad().with_next_step("choose at least one account")),
+            "deny-grant" => Ok(Action::DenyGrant(token()?)),
             _ => Err(bad()),
         }
     }
@@ -87,6 +95,8 @@ impl Action {
                 }
             }
             Action::TerminalsApprove => Ok(()),
+            Action::Grant(choice) => super::grant::applies(c, &choice.request).await,
+            Action::DenyGrant(id) => super::grant::applies(c, id).await,
         }
     }
 
@@ -130,6 +140,8 @@ impl Action {
             Action::Undo(id) => Ok(said(done(
                 change_by_person(c, Operation::Undo { change: *id }).await?,
             )?)),
+            Action::Grant(choice) => super::grant::allow(c, choice).await,
+            Action::DenyGrant(id) => super::grant::deny(c, id).await,
         }
     }
 }

@@ -15,6 +15,7 @@ pub mod command;
 
 mod chart;
 mod decide;
+mod grant;
 mod pages;
 mod passkeys;
 mod rules;
@@ -92,6 +93,11 @@ impl Origin {
         })
     }
 
+    /// What `Host` says when a browser or client reaches it: its authority.
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
     /// The single-use sign-in link for `secret`.
     pub fn sign_in_link(&self, secret: &str) -> String {
         format!("{}/console/sign-in?key={secret}", self.url)
@@ -165,6 +171,7 @@ pub fn router(console: Console) -> Router {
         .route("/console/journal/{id}", get(pages::change))
         .route("/console/accounts", get(pages::accounts))
         .route("/console/rules", get(rules::list))
+        .route("/console/grant/{id}", get(grant::page))
         .route("/console/sign-out", post(sign_out))
         .route("/console/act/options", post(passkeys::act_options))
         .route("/console/act", post(passkeys::act))

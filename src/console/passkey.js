@@ -44,8 +44,16 @@ async function signIn() {
   location.reload();
 }
 
+// The decision the passkey is asked about, with what the person chose on the form (an
+// assistant's access: read or read-write, and the accounts), so the answer covers them.
+function actionOf(form) {
+  if (form.dataset.choices === undefined) return form.dataset.action;
+  const accounts = [...form.querySelectorAll("input[name=account]:checked")].map((i) => i.value);
+  return `${form.dataset.action}:${form.elements.mode.value}:${accounts.join("+")}`;
+}
+
 async function act(form) {
-  const action = form.dataset.action;
+  const action = actionOf(form);
   const csrf = form.elements.csrf.value;
   const { options } = await post("/console/act/options", { action, csrf });
   const publicKey = PublicKeyCredential.parseRequestOptionsFromJSON(options.publicKey);

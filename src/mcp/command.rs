@@ -104,6 +104,7 @@ pub async fn run(home: &Home, store: &Store, args: McpArgs, json: bool) -> Resul
                         mcp,
                         sessions: SessionLimits::default(),
                         console: crate::console::ConsoleAt::Off,
+                        oauth: Default::default(),
                     };
                     http::serve(home.clone(), store.clone(), options).await
                 }

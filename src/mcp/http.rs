@@ -40,6 +40,8 @@ pub struct HttpOptions {
     pub sessions: SessionLimits,
     /// Where the person's console is shown beside `/mcp` (`serve`'s).
     pub console: crate::console::ConsoleAt,
+    /// How hosted clients get tokens, where the console is shown (its origin is the issuer).
+    pub oauth: crate::oauth::OAuthOptions,
 }
 
 /// A running listener, as `mcp status` reports it (never the token).
@@ -128,6 +130,8 @@ struct Gate {
     store: Store,
     /// Origins a browser on this machine would send for this listener.
     origins: Arc<Vec<String>>,
+    /// This server as an OAuth issuer, whose access tokens open it too.
+    issuer: Option<crate::oauth::Issuer>,
 }
 
 async fn guard(State(gate): State<Gate>, mut request: Request, next: Next) -> Response {
@@ -148,10 +152,12 @@ async fn guard(State(gate): State<Gate>, mut request: Request, next: Next) -> Re
     let Some(scope) = gate.scope(presented).await else {
         let mut response =
             (StatusCode::UNAUTHORIZED, "missing or wrong bearer token\n").into_response();
-        response.headers_mut().insert(
-            header::WWW_AUTHENTICATE,
-            HeaderValue::from_static("Bearer realm=\"mailbroker\""),
-        );
+        let challenge = (gate.issuer.as_ref())
+            .and_then(crate::oauth::Issuer::challenge)
+            .unwrap_or(HeaderValue::from_static("Bearer realm=\"mailbroker\""));
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, challenge);
         return response;
     };
     request.extensions_mut().insert(scope);
@@ -176,7 +182,7 @@ impl Gate {
         if bool::from(presented.as_bytes().ct_eq(self.token.as_bytes())) {
             return Some(Scope::Owner);
         }
-        match self.store.access_token(presented).await {
+        let scoped = match self.store.access_token(presented).await {
             Ok(token) => token.map(|t| Scope::Accounts {
                 accounts: t.accounts.into_iter().collect(),
                 allow_writes: t.allow_writes,
@@ -185,6 +191,11 @@ impl Gate {
                 tracing::warn!(error = %e, "scoped tokens could not be read; refused");
                 None
             }
+        };
+        match (scoped, &self.issuer) {
+            (Some(scope), _) => Some(scope),
+            (None, Some(issuer)) => issuer.scope_of(presented).await,
+            (None, None) => None,
         }
     }
 }
@@ -280,7 +291,14 @@ pub async fn bind(home: Home, store: Store, options: HttpOptions) -> Result<Boun
         ip => ip.to_string(),
     });
     // This listener's port too: a page served by another local port must not reach it.
-    let hosts: Vec<String> = names.iter().map(|h| format!("{h}:{port}")).collect();
+    let mut hosts: Vec<String> = names.iter().map(|h| format!("{h}:{port}")).collect();
+    let console = options.console.origin(port)?;
+    // Behind a TLS-terminating proxy, the public name is this server's too.
+    if let Some(public) = console.as_ref().map(crate::console::Origin::host)
+        && !hosts.iter().any(|h| h == public)
+    {
+        hosts.push(public.to_string());
+    }
     let origins: Vec<String> = hosts
         .iter()
         .flat_map(|h| [format!("http://{h}"), format!("https://{h}")])
@@ -292,7 +310,6 @@ pub async fn bind(home: Home, store: Store, options: HttpOptions) -> Result<Boun
     config.session_store = Some(Arc::new(super::sessions::Shared(store.clone())));
     let writes = options.mcp.allow_writes;
     let work = options.mcp.work.clone();
-    let console = options.console.origin(port)?;
     let mut mcp = options.mcp;
     if let Some(origin) = &console {
         // A write waits for the person in this listener's own console.
@@ -305,14 +322,29 @@ pub async fn bind(home: Home, store: Store, options: HttpOptions) -> Result<Boun
         Arc::new(Sessions::new(options.sessions, store.clone())),
         config,
     );
+    let issuer = match (&console, options.oauth.registration) {
+        (Some(origin), registration) if registration != crate::oauth::Registration::None => {
+            Some(crate::oauth::Issuer {
+                url: origin.url.clone(),
+                registration,
+                documents: Arc::new(options.oauth.documents),
+                store: store.clone(),
+            })
+        }
+        _ => None,
+    };
     let gate = Gate {
         token: Arc::new(token),
         store: store.clone(),
         origins: Arc::new(origins),
+        issuer: issuer.clone(),
     };
     let mut app = axum::Router::new()
         .nest_service("/mcp", service)
         .layer(axum::middleware::from_fn_with_state(gate, guard));
+    if let Some(issuer) = issuer {
+        app = app.merge(crate::oauth::router(issuer));
+    }
     // Beside `/mcp`, not behind its bearer token: the console has its own sign-in and guard.
     let console_url = console.as_ref().map(|o| format!("{}/console", o.url));
     if let Some(origin) = console {

@@ -15,6 +15,7 @@ use crate::mcp::command::ApprovalsFlag;
 use crate::mcp::command::HttpControls;
 use crate::mcp::http::HttpOptions;
 use crate::mcp::sessions::SessionLimits;
+use crate::oauth::{DocumentPolicy, OAuthOptions, Registration};
 use crate::output::print_json;
 use crate::store::Store;
 
@@ -57,9 +58,25 @@ pub struct ServeArgs {
     #[arg(long, value_enum, default_value_t = ApprovalsFlag::Person)]
     pub approvals: ApprovalsFlag,
     /// The person's console is at http://localhost:PORT/console on the listener's port; behind
-    /// a TLS-terminating proxy, the origin the browser uses (https://mail.example.org).
-    #[arg(long, value_name = "URL")]
+    /// a TLS-terminating proxy, the origin browsers and hosted assistants use
+    /// (https://mail.example.org), which is also the OAuth issuer.
+    #[arg(
+        long = "public-url",
+        visible_alias = "console-origin",
+        value_name = "URL"
+    )]
     pub console_origin: Option<String>,
+    /// How hosted MCP clients may make themselves known for OAuth: by a client id metadata
+    /// document, by Dynamic Client Registration, both, or not at all (bearer tokens only).
+    #[arg(long, value_enum, default_value_t = Registration::Both)]
+    pub oauth_registration: Registration,
+    /// An https origin whose client documents are fetched though it is at a private or
+    /// loopback address (a client on your own network).
+    #[arg(long, value_name = "ORIGIN")]
+    pub oauth_trust_document_origin: Vec<String>,
+    /// A CA (PEM) trusted for those origins' documents.
+    #[arg(long, value_name = "PEM", requires = "oauth_trust_document_origin")]
+    pub oauth_document_ca: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -89,6 +106,18 @@ pub async fn serve(home: &Home, store: &Store, args: ServeArgs, json: bool) -> R
             console: match args.console_origin {
                 Some(url) => ConsoleAt::Origin(url),
                 None => ConsoleAt::Listener,
+            },
+            oauth: OAuthOptions {
+                registration: args.oauth_registration,
+                documents: DocumentPolicy {
+                    trusted_origins: args.oauth_trust_document_origin,
+                    ca_pem: match &args.oauth_document_ca {
+                        Some(path) => Some(std::fs::read(path).map_err(|e| {
+                            Error::validation(format!("cannot read {}: {e}", path.display()))
+                        })?),
+                        None => None,
+                    },
+                },
             },
         },
         interval: Duration::from_secs(args.interval),

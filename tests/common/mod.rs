@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod browser;
 pub mod gmail;
 pub mod graph;
 pub mod mcp;

@@ -23,6 +23,7 @@ mod mailboxes;
 mod manifests;
 mod messages;
 mod nodes;
+mod oauth;
 mod postings;
 mod query;
 mod rethread;
@@ -51,6 +52,9 @@ pub use leases::{AccountLock, Fence, LOCK_WAIT};
 pub use mailboxes::Mailboxes;
 pub use manifests::{ItemCounts, ItemOutcome, ItemStatus, Manifest, ManifestItem, ManifestStatus};
 pub use messages::{MessageRef, MessageRow, SearchPage, no_message};
+pub use oauth::{
+    ACCESS_SECS, AuthRequest, ClientKind, Grant, OAuthClient, REFRESH_SECS, REQUEST_SECS,
+};
 pub use rules::{RuleAction, RuleManifest, RuleStatus};
 pub use sink::{StoreSink, SyncProgress};
 pub use tokens::{AccessToken, Touched};

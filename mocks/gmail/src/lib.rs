@@ -290,6 +290,20 @@ impl GmailMock {
         lock(&self.state).filters.values().cloned().collect()
     }
 
+    /// Gives the user `count` more filters of their own (each starring mail from another
+    /// sender), as if made in Gmail's settings.
+    pub fn add_filters(&self, count: usize) {
+        let mut s = lock(&self.state);
+        for _ in 0..count {
+            s.next_filter += 1;
+            let id = format!("ANe1Bmj{:08x}", s.next_filter);
+            let filter = serde_json::json!({"id": id,
+                "criteria": {"from": format!("person{}@example.org", s.next_filter)},
+                "action": {"addLabelIds": ["STARRED"]}});
+            s.filters.insert(id, filter);
+        }
+    }
+
     /// A current access token with these scopes.
     pub fn token(&self, scopes: &[&str]) -> String {
         let scopes = scopes.iter().map(|s| s.to_string()).collect();
