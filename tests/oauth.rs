@@ -187,7 +187,13 @@ async fn a_hosted_client_connects_by_oauth_sees_what_the_person_granted_and_is_r
     );
     let name = grant["name"].as_str().unwrap().to_string();
     let _ = std::fs::remove_dir_all(shots.path());
+    // The grant opens `work` only, read only, through every tool, as a scoped token does.
     let access = seen["second"]["access_token"].as_str().unwrap();
+    let work = common::message_ids(&ok(h, &["search", "account:work"]));
+    let home = common::message_ids(&ok(h, &["search", "account:home"]));
+    let scoped = common::mcp::http_session(&mcp, access).await;
+    common::mcp::sees_only(&scoped, "work", &work, &home, "home", None).await;
+    scoped.cancel().await.ok();
     assert_eq!(initialize(&mcp, access).await.0, 200);
     ok(h, &["token", "revoke", &name]);
     let (status, challenge) = initialize(&mcp, access).await;

@@ -355,3 +355,72 @@ pub fn init_body() -> Value {
         "protocolVersion": "2025-11-25", "capabilities": {},
         "clientInfo": {"name": "raw", "version": "1"}}})
 }
+
+/// The `field` of each item of `list[key]`.
+pub fn names(list: &Value, key: &str, field: &str) -> Vec<String> {
+    list[key]
+        .as_array()
+        .unwrap_or_else(|| panic!("no {key} in {list}"))
+        .iter()
+        .map(|v| v[field].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+/// A read-only caller scoped to account `own` (messages `mine`) sees only it through every
+/// tool: no write tool is offered and a write is refused, searches find only its mail, and
+/// account `other`'s messages (`theirs`), mailboxes and journal entry (`their_change`, a
+/// change of it the journal holds, if any) are not found, told apart from nothing at all.
+pub async fn sees_only(
+    session: &Session,
+    own: &str,
+    mine: &[i64],
+    theirs: &[i64],
+    other: &str,
+    their_change: Option<i64>,
+) {
+    let listed = ok_call(session, "list_accounts", json!({})).await;
+    assert_eq!(names(&listed, "accounts", "id"), [own]);
+    let tools = tool_names(session).await;
+    assert!(!tools.iter().any(|t| t == "update_message"), "{tools:?}");
+    let refused = err_call(
+        session,
+        "update_message",
+        json!({ "ids": [mine[0]], "read": true }),
+    )
+    .await;
+    assert_eq!(refused["error_type"], "writes_disabled", "{refused}");
+    let elsewhere = format!("account:{other}");
+    for query in ["", "in:anywhere", elsewhere.as_str(), "zebra"] {
+        let found = ids(session, query).await;
+        assert!(
+            found.iter().all(|id| mine.contains(id)),
+            "{query}: {found:?}"
+        );
+    }
+    assert!(ids(session, &elsewhere).await.is_empty());
+    assert_eq!(ids(session, "").await.len(), mine.len());
+    let read = err_call(session, "get_messages", json!({ "ids": [theirs[0]] })).await;
+    assert_eq!(read["error_type"], "not_found", "{read}");
+    assert!(!read.to_string().contains("Report number"), "{read}");
+    let mailboxes = err_call(session, "list_mailboxes", json!({ "account": other })).await;
+    assert_eq!(mailboxes["error_type"], "not_found");
+    let changes = ok_call(session, "list_changes", json!({})).await;
+    assert!(
+        changes["changes"].as_array().unwrap().is_empty(),
+        "{changes}"
+    );
+    let Some(change) = their_change else {
+        return;
+    };
+    let one = err_call(session, "list_changes", json!({ "id": change })).await;
+    assert_eq!(one["error_type"], "not_found");
+    let missing = err_call(session, "list_changes", json!({ "id": 999_999 })).await;
+    assert_eq!(one["next_step"], missing["next_step"], "{one} {missing}");
+    assert_eq!(
+        one["error"]
+            .as_str()
+            .unwrap()
+            .replace(&change.to_string(), "N"),
+        missing["error"].as_str().unwrap().replace("999999", "N")
+    );
+}
