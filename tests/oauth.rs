@@ -235,3 +235,98 @@ async fn a_hosted_client_connects_by_oauth_sees_what_the_person_granted_and_is_r
         assert!(shown.contains(why), "{client}: {shown}");
     }
 }
+
+/// A client known by its client id metadata document, served over https by a CA of the
+/// person's own at an origin they trusted (`--oauth-trust-document-origin`), on a server that
+/// takes documents only: the SDK's client uses the document's URL as its id and connects;
+/// a document larger than 5 KB is refused; registering is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_known_by_its_document_connects_and_an_oversized_one_is_refused() {
+    let Some(server) = server() else {
+        return;
+    };
+    let Some(script) = client_script() else {
+        return;
+    };
+    let certs = tempfile::tempdir().unwrap();
+    let ca = mailbroker_testkit::TestCa::generate(certs.path()).unwrap();
+    let bound = mailbroker_mock_server::bind_tls(&ca.cert_pem, &ca.key_pem)
+        .await
+        .unwrap();
+    let origin_of_documents = bound.url.clone();
+    let document = format!("{origin_of_documents}/client.json");
+    let big = format!("{origin_of_documents}/big.json");
+    let doc = json!({"client_id": document, "client_name": "Document assistant",
+        "redirect_uris": [REDIRECT], "token_endpoint_auth_method": "none"});
+    let padded =
+        json!({"client_id": big, "redirect_uris": [REDIRECT], "logo_uri": "x".repeat(6000)});
+    let app = axum::Router::new()
+        .route(
+            "/client.json",
+            axum::routing::get(move || async move { axum::Json(doc) }),
+        )
+        .route(
+            "/big.json",
+            axum::routing::get(move || async move { axum::Json(padded) }),
+        );
+    let _served = bound.serve(app);
+
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    common::seed(server, "oauth-doc", "INBOX", 2).await;
+    add_account(server, h, "work", "oauth-doc", &[]);
+    ok(h, &["sync"]);
+    let ca_pem = ca.ca_pem.display().to_string();
+    let serve = common::serve::Serve::start_with(
+        h,
+        &[
+            "--oauth-registration",
+            "cimd",
+            "--oauth-trust-document-origin",
+            &origin_of_documents,
+            "--oauth-document-ca",
+            &ca_pem,
+        ],
+    );
+    let origin = format!("http://localhost:{}", port_of(&serve.url));
+    let mcp = format!("{origin}/mcp");
+    let meta: Value = reqwest::get(format!("{origin}/.well-known/oauth-authorization-server"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        meta["client_id_metadata_document_supported"], true,
+        "{meta}"
+    );
+    assert!(meta.get("registration_endpoint").is_none(), "{meta}");
+    let registered = reqwest::Client::new()
+        .post(format!("{origin}/oauth/register"))
+        .json(&json!({"redirect_uris": [REDIRECT]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(registered.status(), 403);
+
+    let shots = tempfile::tempdir().unwrap();
+    let config = json!({ "mcp": mcp, "enroll": enroll_link(h, &origin), "chromium": CHROMIUM,
+        "redirect": REDIRECT, "account": "work", "mode": "r", "cimd": document,
+        "shots": shots.path() });
+    let seen = mailbroker_testkit::run_client(Path::new("node"), &script, &config);
+    assert_eq!(seen["client_id"], document.as_str(), "{seen}");
+    let consent = seen["consent"].as_str().unwrap();
+    assert!(
+        consent.contains("Document assistant") && consent.contains("first time"),
+        "{consent}"
+    );
+    assert!(
+        !seen["search"]["messages"].as_array().unwrap().is_empty(),
+        "{seen}"
+    );
+    assert_eq!(seen["refreshed"], "AUTHORIZED", "{seen}");
+
+    let (status, shown) = authorize(&origin, &big, &mcp).await;
+    assert_eq!(status, 400, "{shown}");
+    assert!(shown.contains("larger than"), "{shown}");
+}
