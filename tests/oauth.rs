@@ -26,8 +26,13 @@ fn client_script() -> Option<PathBuf> {
     let tests = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
     let script = tests.join("oauth_client.mjs");
     let main = mailbroker_testkit::node_script(tmp, "oauth-ts", &[SDK, PLAYWRIGHT], &script)?;
-    let launch = main.with_file_name("console_launch.mjs");
-    std::fs::copy(tests.join("console_launch.mjs"), launch).expect("copy a script");
+    for other in [
+        "console_launch.mjs",
+        "oauth_browser.mjs",
+        "oauth_consent.mjs",
+    ] {
+        std::fs::copy(tests.join(other), main.with_file_name(other)).expect("copy a script");
+    }
     Some(main)
 }
 
@@ -329,4 +334,66 @@ async fn a_client_known_by_its_document_connects_and_an_oversized_one_is_refused
     let (status, shown) = authorize(&origin, &big, &mcp).await;
     assert_eq!(status, 400, "{shown}");
     assert!(shown.contains("larger than"), "{shown}");
+}
+
+/// The official Python SDK's OAuth client registers itself (DCR), sends the person to the
+/// console, where they allow `work` read only with their passkey, and then reads it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdks_oauth_client_registers_and_connects() {
+    use std::io::{BufRead, BufReader, Write};
+    let Some(server) = server() else {
+        return;
+    };
+    let (Some(node), Some(python)) = (client_script(), common::mcp::python_sdk()) else {
+        return;
+    };
+    let consent_script = node.with_file_name("oauth_consent.mjs");
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    common::seed(server, "oauth-py", "INBOX", 2).await;
+    add_account(server, h, "work", "oauth-py", &[]);
+    ok(h, &["sync"]);
+    let serve = common::serve::Serve::start(h);
+    let origin = format!("http://localhost:{}", port_of(&serve.url));
+    let mcp = format!("{origin}/mcp");
+    let tests = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
+    let mut client = std::process::Command::new(python)
+        .arg(tests.join("oauth_client.py"))
+        .arg(json!({"mcp": mcp, "redirect": REDIRECT}).to_string())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .spawn()
+        .expect("the Python client");
+    let mut lines = BufReader::new(client.stdout.take().unwrap()).lines();
+    let first: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    let authorize = first["authorize"].as_str().expect("an authorization URL");
+    let shots = tempfile::tempdir().unwrap();
+    let config = json!({ "enroll": enroll_link(h, &origin), "authorize": authorize,
+        "chromium": CHROMIUM, "redirect": REDIRECT, "account": "work", "mode": "r",
+        "shots": shots.path() });
+    let consented = mailbroker_testkit::run_client(Path::new("node"), &consent_script, &config);
+    assert!(
+        consented["consent"]
+            .as_str()
+            .unwrap()
+            .contains("Python assistant"),
+        "{consented}"
+    );
+    let back = consented["back"].as_str().unwrap();
+    writeln!(client.stdin.take().unwrap(), "{back}").unwrap();
+    let seen: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    assert!(client.wait().unwrap().success());
+    assert!(
+        seen["client_id"].as_str().unwrap().starts_with("mb-"),
+        "{seen}"
+    );
+    assert_eq!(seen["accounts"]["accounts"][0]["id"], "work", "{seen}");
+    let found = seen["search"]["messages"].as_array().unwrap();
+    assert!(
+        !found.is_empty() && found.iter().all(|m| m["account"] == "work"),
+        "{seen}"
+    );
+    let listed = ok(h, &["token", "list"]);
+    assert!(listed.to_string().contains("Python assistant"), "{listed}");
 }

@@ -13,36 +13,12 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { UnauthorizedError, auth } from "@modelcontextprotocol/sdk/client/auth.js";
 import { authenticator, session } from "./console_launch.mjs";
+import { consenting, enroll } from "./oauth_browser.mjs";
 
 await session(async ({ context, page, config, out }) => {
   await authenticator(context, page);
-  await page.goto(config.enroll);
-  await page.fill("input[name=name]", "laptop");
-  await Promise.all([
-    page.waitForURL((url) => url.pathname === "/console", { timeout: 15000 }),
-    page.click("form[data-passkey=enroll] button"),
-  ]);
-
-  // Where the browser comes back to the client: caught, never served.
-  let back = null;
-  await page.route(`${new URL(config.redirect).origin}/**`, (route) => {
-    back = route.request().url();
-    route.fulfill({ status: 200, body: "back at the client" });
-  });
-  const consent = async (authorizeUrl, shot) => {
-    back = null;
-    await page.goto(authorizeUrl);
-    if (shot) await page.screenshot({ path: `${config.shots}/${shot}` });
-    const text = await page.locator("section.grant").innerText();
-    await page.check(`input[name=account][value="${config.account}"]`);
-    await page.check(`input[name=mode][value="${config.mode}"]`);
-    await page.click("form[data-choices] button");
-    for (let waited = 0; !back; waited += 100) {
-      if (waited > 15000) throw new Error(`no way back: ${await page.locator("output").first().innerText()}`);
-      await page.waitForTimeout(100);
-    }
-    return { text, back: new URL(back) };
-  };
+  await enroll(page, config.enroll);
+  const consent = await consenting(page, config);
 
   const stored = {};
   const provider = {
