@@ -474,6 +474,7 @@ async fn a_staged_deletion_logs_in_once_per_account_and_reads_each_row_once() {
         origin: "cli".into(),
         confirm_above: 25,
         budget: None,
+        follow: Default::default(),
     };
     // Where no person runs deletions (an assistant's surface), its yes runs nothing.
     let refused = mailbroker::change::request(&cx, request.clone(), &mut Person(false)).await;

@@ -76,6 +76,7 @@ pub(super) async fn change(
         confirm_above: change::DEFAULT_CONFIRM_ABOVE,
         // A person at the CLI confirms each write as it comes; no budget is spent.
         budget: None,
+        follow: change::Follow::default(),
     };
     let approvals = crate::approvals::Approvals::of(store, false).await?;
     change::request(&cx, request, &mut AtTerminal { yes, approvals }).await
@@ -118,6 +119,7 @@ pub(super) async fn print_outcome(
             ..
         } => print_change(&report, json),
         Outcome::Done(report) => print_change(&report, json),
+        Outcome::Running(running) => print_change(&running.finished().await?, json),
         Outcome::DryRun {
             preview: Preview::Staged { count, mode },
             ids,

@@ -242,6 +242,7 @@ async fn change_by_person(
         origin: "console".into(),
         confirm_above: change::DEFAULT_CONFIRM_ABOVE,
         budget: None,
+        follow: change::Follow::default(),
     };
     change::request(&cx, request, &mut ByPasskey).await
 }

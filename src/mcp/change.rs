@@ -142,6 +142,14 @@ impl McpServer {
                 messages: self.options.confirm_above,
                 window_secs: self.options.confirm_window,
             }),
+            // A client that takes tasks gets a large write as one, not a request held open.
+            follow: match ctx
+                .client_capabilities()
+                .is_some_and(|c| c.supports_tasks())
+            {
+                true => change::Follow::detached_above(super::tasks::TASK_ABOVE),
+                false => change::Follow::default(),
+            },
         };
         let mut by_client = ByClient {
             server: self,
@@ -172,6 +180,7 @@ impl McpServer {
             Outcome::Done(report) | Outcome::Ran { report, .. } => {
                 Ok(success(&ChangeOut::of(&report)).into())
             }
+            Outcome::Running(running) => self.tasks.start(running),
         }
     }
 

@@ -15,6 +15,7 @@ mod schema;
 pub mod sessions;
 mod shape;
 mod stdio;
+mod tasks;
 mod tools;
 mod views;
 
@@ -112,6 +113,8 @@ pub struct McpServer {
     tool_router: ToolRouter<McpServer>,
     /// Whom the current call is for: set per call from its bearer token (`call_tool`).
     scope: Scope,
+    /// Writes handed back as tasks (the Tasks extension).
+    tasks: tasks::Tasks,
 }
 
 impl McpServer {
@@ -147,20 +150,30 @@ impl McpServer {
             options: Arc::new(options),
             tool_router,
             scope: Scope::Owner,
+            tasks: tasks::Tasks::default(),
         }
     }
 }
 
 pub(crate) use shape::{failure, respond, success};
 
+/// How long a client may keep what `server/discover` and `tools/list` answered: neither
+/// changes while a server runs.
+const CACHE_TTL_MS: u64 = 3_600_000;
+
 impl ServerHandler for McpServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new("mailbroker", env!("CARGO_PKG_VERSION")))
-            .with_instructions(INSTRUCTIONS.replace(
-                "{budget}",
-                &budget_words(self.options.confirm_above, self.options.confirm_window),
-            ))
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tasks()
+                .build(),
+        )
+        .with_server_info(Implementation::new("mailbroker", env!("CARGO_PKG_VERSION")))
+        .with_instructions(INSTRUCTIONS.replace(
+            "{budget}",
+            &budget_words(self.options.confirm_above, self.options.confirm_window),
+        ))
     }
 
     async fn list_tools(
@@ -171,7 +184,22 @@ impl ServerHandler for McpServer {
         let writes = http::scope_of(&context).may_write();
         let mut tools = self.tool_router.list_all();
         tools.retain(|t| writes || !WRITE_TOOLS.contains(&t.name.as_ref()));
-        Ok(rmcp::model::ListToolsResult::with_all_items(tools))
+        // The list is this process's and this token's: a client keeps it while it runs.
+        let mut listed = rmcp::model::ListToolsResult::with_all_items(tools);
+        listed.ttl_ms = Some(CACHE_TTL_MS);
+        listed.cache_scope = Some(rmcp::model::CacheScope::Private);
+        Ok(listed)
+    }
+
+    async fn discover(
+        &self,
+        _context: RequestContext<RoleServer>,
+    ) -> std::result::Result<rmcp::model::DiscoverResult, ErrorData> {
+        let versions = self.supported_protocol_versions().into_owned();
+        Ok(
+            rmcp::model::DiscoverResult::from_server_info(versions, self.get_info())
+                .with_ttl_ms(CACHE_TTL_MS),
+        )
     }
 
     fn get_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
@@ -225,4 +253,25 @@ impl ServerHandler for McpServer {
             other => other,
         })
     }
+
+    async fn get_task(
+        &self,
+        request: rmcp::model::GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> std::result::Result<rmcp::model::GetTaskResult, ErrorData> {
+        (self.tasks.get(&request.task_id).await).map_err(task_error)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: rmcp::model::CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> std::result::Result<(), ErrorData> {
+        self.tasks.cancel(&request.task_id).map_err(task_error)
+    }
+}
+
+/// A task request's error, as JSON-RPC says it (the task is not a tool call).
+fn task_error(e: Error) -> ErrorData {
+    ErrorData::invalid_params(e.to_string(), None)
 }

@@ -21,6 +21,8 @@ pub struct Client {
     pub answer: Option<ElicitationAction>,
     pub version: ProtocolVersion,
     pub asked: Arc<AtomicUsize>,
+    /// Declares the Tasks extension: a long write may come back as a task.
+    pub tasks: bool,
 }
 
 impl ClientHandler for Client {
@@ -30,6 +32,13 @@ impl ClientHandler for Client {
         info.client_info = Implementation::new("mcp-test", "1");
         if self.answer.is_some() {
             info.capabilities.elicitation = Some(ElicitationCapability::default());
+        }
+        if self.tasks {
+            (info
+                .capabilities
+                .extensions
+                .get_or_insert_with(Default::default))
+            .insert(TASKS_EXTENSION_ID.to_string(), JsonObject::new());
         }
         info
     }
@@ -112,6 +121,7 @@ pub fn client(answer: Option<ElicitationAction>, version: ProtocolVersion) -> Cl
         answer,
         version,
         asked: Arc::new(AtomicUsize::new(0)),
+        tasks: false,
     }
 }
 

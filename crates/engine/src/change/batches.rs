@@ -37,18 +37,23 @@ pub(crate) trait Batches: Send {
     async fn skipped(&mut self, batch: &Self::Batch, cause: &Error) -> Result<()>;
 }
 
-/// Runs `batches` in order on the session, recording each through `work`. Before each is
-/// sent the account's lease is confirmed: a process that lost it (stalled past it, while
+/// Runs `batches` in order on the session, recording each through `work`; once `follow`
+/// asks to stop, the rest are recorded as not sent. Before each is sent the account's lease
+/// is confirmed: a process that lost it (stalled past it, while
 /// another took the account) sends nothing more, and its error ends the account's work.
 pub(crate) async fn run_account<B: Batches>(
     session: &mut Session,
     store: &Store,
     batches: &[B::Batch],
     work: &mut B,
+    follow: &crate::change::Follow,
 ) -> Result<()> {
     let fence = session.fence();
     let mut broken: Option<Error> = None;
     for batch in batches {
+        if broken.is_none() && follow.stopping() {
+            broken = Some(crate::change::Follow::stopped());
+        }
         if let Some(cause) = &broken {
             work.skipped(batch, cause).await?;
             continue;

@@ -22,12 +22,14 @@ use mailbroker_store::{Manifest, MessageRef, Store};
 
 mod batches;
 pub mod delete;
+mod follow;
 pub mod rules;
 mod selection;
 pub mod undo;
 mod update;
 pub mod words;
 
+pub use follow::Follow;
 pub use selection::Selection;
 pub(crate) use update::CheckedRequest;
 pub use update::{Blocked, ChangeReport, DEFAULT_CONFIRM_ABOVE, Failure};
@@ -104,6 +106,8 @@ pub struct ChangeRequest {
     /// For an assistant: `confirm_above` is a budget per account over a window, spent by
     /// every write that runs without a yes, so it cannot be split across calls.
     pub budget: Option<Budget>,
+    /// How the caller follows it while it runs, and whether a large one runs detached.
+    pub follow: Follow,
 }
 
 /// Messages per account that may change without a person's yes within a sliding window.
@@ -192,6 +196,23 @@ pub enum Outcome<A> {
         report: ChangeReport,
         manifest: Box<Manifest>,
     },
+    /// The change runs on, detached (its `Follow` said so): follow it, and await its report.
+    Running(Running),
+}
+
+/// A change running detached from the request that started it.
+pub struct Running {
+    pub follow: Follow,
+    pub done: tokio::task::JoinHandle<Result<ChangeReport>>,
+}
+
+impl Running {
+    /// Its report, once it has run to its end.
+    pub async fn finished(self) -> Result<ChangeReport> {
+        self.done
+            .await
+            .map_err(|e| Error::internal(format!("the change's task: {e}")))?
+    }
 }
 
 /// Where a change runs: the home (locks, secrets), the index, and the tasks a change runs on,
@@ -307,9 +328,16 @@ pub async fn request<C: Confirmation>(
         }
     }
     let store = cx.store.clone();
+    let follow = req.follow;
+    let planned: u64 = resolved.planned_by_account().values().sum();
+    let detach = follow.detach_above.is_some_and(|above| planned > above);
+    let following = follow.clone();
     let ran = cx
         .work
-        .spawn(async move { resolved.run(sessions, &store, &origin).await });
+        .spawn(async move { resolved.run(sessions, &store, &origin, &following).await });
+    if detach {
+        return Ok(Outcome::Running(Running { follow, done: ran }));
+    }
     let report = ran
         .await
         .map_err(|e| Error::internal(format!("the change's task: {e}")))??;

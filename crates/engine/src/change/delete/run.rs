@@ -232,7 +232,8 @@ impl Run<'_> {
             indexed: HashMap::new(),
             sending: Vec::new(),
         };
-        let ran = run_account(&mut session, store, &groups, &mut deletions).await;
+        let follow = crate::change::Follow::default();
+        let ran = run_account(&mut session, store, &groups, &mut deletions, &follow).await;
         self.report.commands += session.close().await;
         ran
     }

@@ -353,8 +353,8 @@ async fn execute(
     store: &Store,
     request: (String, Recorded),
     plan: &[String],
-    intents: &[Intent],
-    groups: &[Group],
+    (intents, groups): (&[Intent], &[Group]),
+    follow: &crate::change::Follow,
 ) -> Result<ChangeReport> {
     let started = std::time::Instant::now();
     let mut report = ChangeReport {
@@ -378,7 +378,16 @@ async fn execute(
     };
     let mut results: Vec<Option<ItemResult>> = vec![None; intents.len()];
     let provider_started = std::time::Instant::now();
-    let ran = run_batches(sessions, store, groups, intents, &mut results, recording).await;
+    follow.plan(report.planned);
+    let ran = run_batches(
+        sessions,
+        store,
+        (groups, intents),
+        &mut results,
+        recording,
+        follow,
+    )
+    .await;
     let (commands, change_id) = ran?;
     report.commands = commands;
     report.provider_ms = provider_started.elapsed().as_millis() as u64;

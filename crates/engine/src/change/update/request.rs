@@ -256,12 +256,20 @@ impl ResolvedRequest {
         sessions: Sessions,
         store: &Store,
         origin: &str,
+        follow: &crate::change::Follow,
     ) -> Result<ChangeReport> {
         let request = (origin.to_string(), self.request);
         let plan = &self.preview.plan;
         let sessions = sessions.knowing(rows_of(&self.records));
-        let mut report =
-            execute(sessions, store, request, plan, &self.intents, &self.groups).await?;
+        let mut report = execute(
+            sessions,
+            store,
+            request,
+            plan,
+            (&self.intents, &self.groups),
+            follow,
+        )
+        .await?;
         report.move_role = self.preview.move_role;
         report.local_ms += self.resolve_ms + self.preview.local_ms;
         add_stale(&mut report, &self.stale);

@@ -19,11 +19,19 @@ use mailbroker_core::{Provider, RemoteId};
 pub(super) async fn run_batches(
     sessions: Sessions,
     store: &Store,
-    groups: &[Group],
-    intents: &[Intent],
+    (groups, intents): (&[Group], &[Intent]),
     results: &mut [Option<ItemResult>],
     intent: tokio::task::JoinHandle<Result<i64>>,
+    follow: &crate::change::Follow,
 ) -> Result<(u64, i64)> {
+    let owned: Vec<Group>;
+    let groups = match follow.detach_above {
+        Some(_) => {
+            owned = checkpointed(groups);
+            &owned[..]
+        }
+        None => groups,
+    };
     let mut by_account: BTreeMap<&AccountId, AccountBatches> = BTreeMap::new();
     for group in groups {
         let batch = (&group.members, &group.batch);
@@ -31,6 +39,7 @@ pub(super) async fn run_batches(
     }
     let (open, mut commands, change_id) =
         connected_and_journaled(sessions, store, by_account, intent).await?;
+    follow.journaled(change_id);
     // Should this process end before every result is recorded, the change is told from one
     // whose process still runs by these (`Store::interrupt_orphaned`).
     let holders: Vec<String> = open.iter().map(|(s, _)| s.holder().to_string()).collect();
@@ -46,8 +55,9 @@ pub(super) async fn run_batches(
                 intents,
                 results: &mut *results,
                 fence: session.fence(),
+                follow,
             };
-            let ran = run_account(&mut session, store, &batches, &mut writes).await;
+            let ran = run_account(&mut session, store, &batches, &mut writes, follow).await;
             unrecorded_batch = ran.err();
         }
         commands += session.close().await;
@@ -56,6 +66,29 @@ pub(super) async fn run_batches(
         Some(e) => Err(unrecorded(e, change_id)),
         None => Ok((commands, change_id)),
     }
+}
+
+/// Messages a batch carries at most where the change is followed (a task): each batch is a
+/// checkpoint, where a stop is honoured and the journal is exact.
+const CHECKPOINT: usize = 1000;
+
+/// `groups` cut into batches of at most `CHECKPOINT` messages.
+fn checkpointed(groups: &[Group]) -> Vec<Group> {
+    let mut out = Vec::new();
+    for group in groups {
+        let parts = group.members.chunks(CHECKPOINT);
+        for (members, targets) in parts.zip(group.batch.targets.chunks(CHECKPOINT)) {
+            out.push(Group {
+                account: group.account.clone(),
+                members: members.to_vec(),
+                batch: WriteBatch {
+                    targets: targets.to_vec(),
+                    ..group.batch.clone()
+                },
+            });
+        }
+    }
+    out
 }
 
 /// One account's batches: each with the indexes of its messages among the intents.
@@ -113,6 +146,7 @@ struct Writes<'a> {
     results: &'a mut [Option<ItemResult>],
     /// The account's fence: a batch is journaled only while the account is still ours.
     fence: mailbroker_store::Fence,
+    follow: &'a crate::change::Follow,
 }
 
 impl Writes<'_> {
@@ -142,7 +176,9 @@ impl Writes<'_> {
         let items: Vec<JournalItem> = batch.into_iter().map(|(_, item)| item).collect();
         self.store
             .record_batch(self.change_id, &items, intended, &self.fence)
-            .await
+            .await?;
+        self.follow.settle(members.len() as u64);
+        Ok(())
     }
 
     fn ids<'b>(&'b self, members: &'b [usize]) -> impl Iterator<Item = &'b RemoteId> {
