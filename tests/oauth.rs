@@ -381,19 +381,27 @@ async fn the_python_sdks_oauth_client_registers_and_connects() {
         "{consented}"
     );
     let back = consented["back"].as_str().unwrap();
-    writeln!(client.stdin.take().unwrap(), "{back}").unwrap();
+    let mut input = client.stdin.take().unwrap();
+    writeln!(input, "{back}").unwrap();
     let seen: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
-    assert!(client.wait().unwrap().success());
     assert!(
         seen["client_id"].as_str().unwrap().starts_with("mb-"),
         "{seen}"
     );
     assert_eq!(seen["accounts"]["accounts"][0]["id"], "work", "{seen}");
+    assert_eq!(seen["refreshed"], true, "{seen}");
     let found = seen["search"]["messages"].as_array().unwrap();
     assert!(
         !found.is_empty() && found.iter().all(|m| m["account"] == "work"),
         "{seen}"
     );
     let listed = ok(h, &["token", "list"]);
-    assert!(listed.to_string().contains("Python assistant"), "{listed}");
+    let grant = (listed["tokens"].as_array().unwrap().iter())
+        .find(|t| t["oauth_client"] == "Python assistant")
+        .unwrap_or_else(|| panic!("{listed}"));
+    ok(h, &["token", "revoke", grant["name"].as_str().unwrap()]);
+    writeln!(input, "revoked").unwrap();
+    let after: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    assert_eq!(after["after_revoke"], "sent to sign in again", "{after}");
+    assert!(client.wait().unwrap().success());
 }

@@ -2,7 +2,9 @@
 connecting to `mailbroker serve` from nothing: discovery from the 401, Dynamic Client
 Registration, the authorization code flow with PKCE. The person's consent happens elsewhere:
 the authorization URL is printed as a JSON line, and the URL the browser came back to is read
-from stdin. Then tools are called with the token. Prints what happened as one JSON line.
+from stdin. Then tools are called with the token, the token is refreshed, and what happened
+is printed as a JSON line; once a line on stdin says the grant was revoked, it tries again and
+prints whether it was sent to sign in anew.
 
 Usage: python oauth_client.py CONFIG_JSON
 CONFIG: {"mcp": url, "redirect": url}
@@ -41,7 +43,11 @@ class Memory:
 async def main(cfg):
     stored = Memory()
 
+    revoked = False
+
     async def redirect(url):
+        if revoked:
+            raise RuntimeError("sent to sign in again")
         print(json.dumps({"authorize": url}), flush=True)
 
     async def callback():
@@ -55,16 +61,28 @@ async def main(cfg):
                                    response_types=["code"], token_endpoint_auth_method="none")
     provider = OAuthClientProvider(server_url=cfg["mcp"], client_metadata=metadata, storage=stored,
                                    redirect_handler=redirect, callback_handler=callback)
-    out = {}
-    async with create_mcp_http_client(auth=provider) as http:
-        async with Client(streamable_http_client(cfg["mcp"], http_client=http)) as client:
-            found = await client.call_tool("search_messages", {"query": "zebra", "limit": 50})
-            out["search"] = found.structured_content
-            accounts = await client.call_tool("list_accounts", {})
-            out["accounts"] = accounts.structured_content
+    async def tool(name, args):
+        async with create_mcp_http_client(auth=provider) as http:
+            async with Client(streamable_http_client(cfg["mcp"], http_client=http)) as client:
+                return (await client.call_tool(name, args)).structured_content
+
+    out = {"search": await tool("search_messages", {"query": "zebra", "limit": 50})}
     out["client_id"] = stored.client.client_id
-    out["access_token"] = stored.tokens.access_token
+    first = stored.tokens.access_token
+    # The access token's time is up: the SDK refreshes it before the next call.
+    provider.context.token_expiry_time = 1
+    out["accounts"] = await tool("list_accounts", {})
+    out["refreshed"] = stored.tokens.access_token != first
     print(json.dumps(out), flush=True)
+
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+    revoked = True
+    try:
+        await tool("list_accounts", {})
+        after = "still let in"
+    except BaseException as e:  # the SDK wraps what the redirect raised
+        after = "sent to sign in again" if "sent to sign in again" in repr(e) else repr(e)
+    print(json.dumps({"after_revoke": after}), flush=True)
 
 
 asyncio.run(main(json.loads(sys.argv[1])))

@@ -29,8 +29,12 @@ fn tasking() -> common::mcp::Client {
 
 /// Starts `update_message` with `args`: the task's id.
 async fn started(session: &common::mcp::Session, args: Value) -> String {
-    let params = CallToolRequestParams::new("update_message")
-        .with_arguments(args.as_object().cloned().unwrap());
+    started_tool(session, "update_message", args).await
+}
+
+async fn started_tool(session: &common::mcp::Session, tool: &'static str, args: Value) -> String {
+    let params =
+        CallToolRequestParams::new(tool).with_arguments(args.as_object().cloned().unwrap());
     match session.call_tool_once(params).await.unwrap() {
         CallToolResponse::Task(task) => task.task.task_id,
         other => panic!("not a task: {other:?}"),
@@ -99,6 +103,16 @@ async fn a_large_update_runs_as_a_task_and_a_cancelled_one_stops_at_a_batch() {
         .filter(|l| l.contains("UID STORE"))
         .count();
     assert_eq!(stores, N / 1000, "one STORE a checkpoint");
+
+    // A sync is a task too; its result is the tool's.
+    let id = started_tool(&session, "sync_accounts", json!({})).await;
+    let (synced, _) = polled(&session, &id).await;
+    let synced = serde_json::to_value(&synced).unwrap();
+    assert_eq!(synced["status"], "completed", "{synced}");
+    assert_eq!(
+        synced["result"]["structuredContent"]["accounts"][0]["account"], "big",
+        "{synced}"
+    );
 
     // Cancelled while its first batch is held on the way: that batch lands, nothing more is
     // sent, and the journal says which is which.

@@ -180,7 +180,7 @@ impl McpServer {
             Outcome::Done(report) | Outcome::Ran { report, .. } => {
                 Ok(success(&ChangeOut::of(&report)).into())
             }
-            Outcome::Running(running) => self.tasks.start(running),
+            Outcome::Running(running) => self.tasks.start_change(running),
         }
     }
 

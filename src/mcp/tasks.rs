@@ -1,9 +1,9 @@
-//! MCP's Tasks extension (`io.modelcontextprotocol/tasks`): a write over many messages, asked
-//! by a client that declared the extension, is handed back as a task instead of holding the
-//! request open. `tasks/get` says how many of its messages are settled and which journal
-//! change records them, then gives the tool's result; `tasks/cancel` stops it before its
-//! next batch, so what was sent is journaled as it came back and the rest as not sent.
-//! Tasks live in this process, for an hour.
+//! MCP's Tasks extension (`io.modelcontextprotocol/tasks`): a write over many messages, or a
+//! sync, asked by a client that declared the extension, is handed back as a task instead of
+//! holding the request open. `tasks/get` says how much is done (messages, and which journal
+//! change records them; accounts, for a sync), then gives the tool's result; `tasks/cancel`
+//! stops a write before its next batch, so what was sent is journaled as it came back and
+//! the rest as not sent. Tasks live in this process, for an hour.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -26,8 +26,11 @@ const KEEP_SECS: i64 = 3600;
 /// How often a client is asked to poll.
 const POLL_MS: u64 = 500;
 
+/// The tool's result, once the work behind a task ends.
+type Outcome = tokio::task::JoinHandle<JsonObject>;
+
 enum State {
-    Running(tokio::task::JoinHandle<Result<crate::change::ChangeReport>>),
+    Running(Outcome),
     /// Ended; its report is being read.
     Ending,
     /// The tool's result, as the call would have answered it.
@@ -36,6 +39,8 @@ enum State {
 
 struct Entry {
     follow: Follow,
+    /// What its progress counts: `message(s)`, `account(s)`.
+    unit: &'static str,
     created_at: i64,
     state: State,
 }
@@ -55,19 +60,37 @@ impl Tasks {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Keeps `running` as a new task: the handle the client polls.
-    pub fn start(&self, running: Running) -> Result<CallToolResponse> {
+    /// Keeps a write running detached as a new task: the handle the client polls.
+    pub fn start_change(&self, running: Running) -> Result<CallToolResponse> {
+        let done = tokio::spawn(async move {
+            match running.done.await {
+                Ok(Ok(report)) => object(success(&ChangeOut::of(&report))),
+                Ok(Err(e)) => object(failure(&e)),
+                Err(e) => object(failure(&Error::internal(format!("the task: {e}")))),
+            }
+        });
+        self.start(running.follow, "message(s)", done)
+    }
+
+    /// Keeps work that answers `done` as a new task, its progress counted in `unit`.
+    pub fn start(
+        &self,
+        follow: Follow,
+        unit: &'static str,
+        done: Outcome,
+    ) -> Result<CallToolResponse> {
         let id = crate::util::random_hex(16)?;
         let at = now();
-        let task = describe(&id, at, &running.follow, TaskStatus::Working);
+        let task = describe(&id, at, (&follow, unit), TaskStatus::Working);
         let mut tasks = self.lock();
         tasks.retain(|_, e| e.created_at > at - KEEP_SECS);
         tasks.insert(
             id,
             Entry {
-                follow: running.follow,
+                follow,
+                unit,
                 created_at: at,
-                state: State::Running(running.done),
+                state: State::Running(done),
             },
         );
         Ok(CallToolResponse::Task(CreateTaskResult::new(task)))
@@ -89,20 +112,10 @@ impl Tasks {
             }
         };
         if let Some(done) = finished {
-            let report = done
-                .await
-                .map_err(|e| Error::internal(format!("the task: {e}")))
-                .and_then(|r| r);
-            let result = match report {
-                Ok(report) => success(&ChangeOut::of(&report)),
-                Err(e) => failure(&e),
-            };
-            let object = serde_json::to_value(result)
-                .ok()
-                .and_then(|v| v.as_object().cloned())
-                .unwrap_or_default();
+            let result = (done.await)
+                .unwrap_or_else(|e| object(failure(&Error::internal(format!("the task: {e}")))));
             if let Some(entry) = self.lock().get_mut(id) {
-                entry.state = State::Done(object);
+                entry.state = State::Done(result);
             }
         }
         let tasks = self.lock();
@@ -114,7 +127,12 @@ impl Tasks {
                 result: result.clone(),
             },
         };
-        let task = describe(id, entry.created_at, &entry.follow, payload.status());
+        let task = describe(
+            id,
+            entry.created_at,
+            (&entry.follow, entry.unit),
+            payload.status(),
+        );
         let mut answer = GetTaskResult::new(DetailedTask::new(task, payload));
         answer.meta = Some(progress(&entry.follow));
         Ok(answer)
@@ -136,13 +154,26 @@ fn unknown(id: &str) -> Error {
     .with_next_step("see the journal for the change: list_changes")
 }
 
+/// A tool's result as the task's `completed` payload carries it.
+pub fn object(result: rmcp::model::CallToolResult) -> JsonObject {
+    serde_json::to_value(result)
+        .ok()
+        .and_then(|v| v.as_object().cloned())
+        .unwrap_or_default()
+}
+
 /// The task's words: how far it got and which change records it.
-fn describe(id: &str, created_at: i64, follow: &Follow, status: TaskStatus) -> Task {
-    let change = follow.change_id().map_or(String::new(), |c| {
+fn describe(
+    id: &str,
+    created_at: i64,
+    (follow, unit): (&Follow, &str),
+    status: TaskStatus,
+) -> Task {
+    let change = (follow.change_id()).map_or(String::new(), |c| {
         format!("; change {c} records each message")
     });
     let words = format!(
-        "{} of {} message(s) settled{change}",
+        "{} of {} {unit} done{change}",
         follow.settled(),
         follow.planned()
     );

@@ -250,11 +250,17 @@ impl McpServer {
         })
     }
 
-    async fn sync_view(&self, account: Option<String>) -> Result<SyncOut> {
+    async fn sync_view(
+        &self,
+        account: Option<String>,
+        follow: &crate::change::Follow,
+    ) -> Result<SyncOut> {
         let (mut accounts, mut failed) = (Vec::new(), Vec::new());
         let ids = self.accounts_for(account).await?;
+        follow.plan(ids.len() as u64);
         for id in &ids {
             let synced = crate::sync::sync_account(&self.store, id, false, |_| {}).await;
+            follow.settle(1);
             let r = match crate::sync::set_aside(ids.len(), synced)? {
                 Ok(r) => r,
                 Err(e) => {
@@ -450,7 +456,24 @@ impl McpServer {
         output_schema = output_schema::<SyncOut>(),
         annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = true)
     )]
-    async fn sync_accounts(&self, Parameters(args): Parameters<SyncArgs>) -> ToolResult {
-        Ok(respond(self.sync_view(args.account).await))
+    async fn sync_accounts(
+        &self,
+        Parameters(args): Parameters<SyncArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> WriteResult {
+        // A client that takes tasks follows a sync (a first one can take minutes) as one.
+        if ctx
+            .client_capabilities()
+            .is_some_and(|c| c.supports_tasks())
+        {
+            let (server, follow) = (self.clone(), crate::change::Follow::default());
+            let following = follow.clone();
+            let done = self.options.work.spawn(async move {
+                super::tasks::object(respond(server.sync_view(args.account, &following).await))
+            });
+            return write_answer(self.tasks.start(follow, "account(s)", done));
+        }
+        let follow = crate::change::Follow::default();
+        Ok(respond(self.sync_view(args.account, &follow).await).into())
     }
 }

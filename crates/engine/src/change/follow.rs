@@ -59,12 +59,14 @@ impl Follow {
         Some(self.state.change.load(Ordering::SeqCst)).filter(|id| *id > 0)
     }
 
-    pub(crate) fn plan(&self, messages: u64) {
-        self.state.planned.store(messages, Ordering::SeqCst);
+    /// How many units of work it plans (messages, or accounts for a sync).
+    pub fn plan(&self, units: u64) {
+        self.state.planned.store(units, Ordering::SeqCst);
     }
 
-    pub(crate) fn settle(&self, messages: u64) {
-        self.state.settled.fetch_add(messages, Ordering::SeqCst);
+    /// `units` more are done.
+    pub fn settle(&self, units: u64) {
+        self.state.settled.fetch_add(units, Ordering::SeqCst);
     }
 
     pub(crate) fn journaled(&self, change: i64) {
