@@ -79,6 +79,16 @@ async fn refresh(origin: &str, client_id: &str, token: &str) -> (u16, Value) {
 /// What an authorization request for `client_id` comes to, followed by nothing: its status
 /// and where it sends the browser, or what it shows.
 async fn authorize(origin: &str, client_id: &str, resource: &str) -> (u16, String) {
+    authorize_to(origin, client_id, resource, REDIRECT).await
+}
+
+/// The same, asking to be sent back to `redirect`.
+async fn authorize_to(
+    origin: &str,
+    client_id: &str,
+    resource: &str,
+    redirect: &str,
+) -> (u16, String) {
     let http = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
@@ -88,7 +98,7 @@ async fn authorize(origin: &str, client_id: &str, resource: &str) -> (u16, Strin
         .query(&[
             ("response_type", "code"),
             ("client_id", client_id),
-            ("redirect_uri", REDIRECT),
+            ("redirect_uri", redirect),
             (
                 "code_challenge",
                 "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM",
@@ -223,6 +233,12 @@ async fn a_hosted_client_connects_by_oauth_sees_what_the_person_granted_and_is_r
 
     // What is refused before any consent: another resource, a redirect URI the client did not
     // name, a document over http or at a private address.
+    let (status, shown) =
+        authorize_to(&origin, client_id, &mcp, "http://127.0.0.1:9/elsewhere").await;
+    assert!(
+        status == 400 && shown.contains("not a redirect URI the client named"),
+        "{shown}"
+    );
     let (status, to) = authorize(&origin, client_id, "https://elsewhere.example/mcp").await;
     assert!(
         status == 303 && to.contains("error=invalid_target"),
@@ -317,6 +333,7 @@ async fn a_client_known_by_its_document_connects_and_an_oversized_one_is_refused
     let shots = tempfile::tempdir().unwrap();
     let config = json!({ "mcp": mcp, "enroll": enroll_link(h, &origin), "chromium": CHROMIUM,
         "redirect": REDIRECT, "account": "work", "mode": "r", "cimd": document,
+        "revoke_in_console": true,
         "shots": shots.path() });
     let seen = mailbroker_testkit::run_client(Path::new("node"), &script, &config);
     assert_eq!(seen["client_id"], document.as_str(), "{seen}");
@@ -330,6 +347,14 @@ async fn a_client_known_by_its_document_connects_and_an_oversized_one_is_refused
         "{seen}"
     );
     assert_eq!(seen["refreshed"], "AUTHORIZED", "{seen}");
+    // Revoked in the console, with the passkey: its tokens open nothing any more.
+    assert!(
+        seen["revoked"].as_str().unwrap().contains("revoked"),
+        "{seen}"
+    );
+    let access = seen["second"]["access_token"].as_str().unwrap();
+    assert_eq!(initialize(&mcp, access).await.0, 401);
+    assert_eq!(ok(h, &["token", "list"])["tokens"], json!([]));
 
     let (status, shown) = authorize(&origin, &big, &mcp).await;
     assert_eq!(status, 400, "{shown}");

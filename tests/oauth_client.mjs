@@ -7,7 +7,8 @@
 // a code with a wrong verifier, a code presented twice. Prints what happened as one JSON line.
 // Usage: node oauth_client.mjs CONFIG_JSON
 //   CONFIG_JSON: { "mcp": url, "enroll": link, "chromium": path, "redirect": url,
-//                  "account": id, "mode": "r"|"rw", "cimd": url?, "shots": dir }
+//                  "account": id, "mode": "r"|"rw", "cimd": url?, "revoke_in_console": bool?,
+//                  "shots": dir }
 import { createHash, randomBytes } from "node:crypto";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
@@ -99,4 +100,14 @@ await session(async ({ context, page, config, out }) => {
   const good = await code(b.challenge);
   out.exchanged = await exchange(good, b.verifier);
   out.replayed = await exchange(good, b.verifier);
+
+  // The person ends the grant from the console, with the passkey.
+  if (config.revoke_in_console) {
+    await page.goto(new URL("/console/accounts", mcp).href);
+    const form = page.locator('form[data-action^="revoke-grant:"]').first();
+    out.revoked_grant = await form.getAttribute("data-action");
+    await form.locator("button").click();
+    await form.locator("output.done, output.error").waitFor({ timeout: 15000 });
+    out.revoked = await form.locator("output").innerText();
+  }
 });

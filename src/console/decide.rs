@@ -35,6 +35,8 @@ pub enum Action {
     Grant(super::grant::Choice),
     /// Denies a client's request for the person's mail.
     DenyGrant(String),
+    /// Ends what a client was granted (`oauth-N`), and its tokens.
+    RevokeGrant(i64),
 }
 
 impl Action {
@@ -59,6 +61,7 @@ impl Action {
                 .map(Action::Grant)
                 .ok_or_else(|| bad().with_next_step("choose at least one account")),
             "deny-grant" => Ok(Action::DenyGrant(token()?)),
+            "revoke-grant" => Ok(Action::RevokeGrant(id()?)),
             _ => Err(bad()),
         }
     }
@@ -97,6 +100,12 @@ impl Action {
             Action::TerminalsApprove => Ok(()),
             Action::Grant(choice) => super::grant::applies(c, &choice.request).await,
             Action::DenyGrant(id) => super::grant::applies(c, id).await,
+            Action::RevokeGrant(id) => {
+                match c.store.grants().await?.iter().any(|(g, _)| g.id == *id) {
+                    true => Ok(()),
+                    false => Err(stale(format!("oauth-{id} is not a live grant"))),
+                }
+            }
         }
     }
 
@@ -142,6 +151,7 @@ impl Action {
             )?)),
             Action::Grant(choice) => super::grant::allow(c, choice).await,
             Action::DenyGrant(id) => super::grant::deny(c, id).await,
+            Action::RevokeGrant(id) => super::grant::revoke(c, *id).await,
         }
     }
 }

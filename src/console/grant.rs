@@ -173,6 +173,40 @@ pub async fn deny(c: &Console, id: &str) -> Result<Done> {
     })
 }
 
+/// The assistants connected by OAuth: each grant's client, accounts and mode, ended with the
+/// passkey.
+pub async fn grants_card(c: &Console, csrf: &str) -> Result<maud::Markup> {
+    let grants = c.store.grants().await?;
+    Ok(html! {
+        section.card.grants {
+            h2 { "Assistants connected by OAuth" }
+            @if grants.is_empty() { p.quiet { "None." } }
+            @for (g, client) in &grants {
+                @let accounts: Vec<&str> = g.accounts.iter().map(AccountId::as_str).collect();
+                div.grant {
+                    p {
+                        strong { (t(client)) } " — " (accounts.join(", ")) ", "
+                        (if g.allow_writes { "read and change" } else { "read only" })
+                        ", since " (crate::output::rfc3339(g.created_at)) " (" code { "oauth-" (g.id) } ")"
+                    }
+                    (decision(csrf, &format!("revoke-grant:{}", g.id), "Revoke, with your passkey"))
+                }
+            }
+        }
+    })
+}
+
+/// Ends grant `id` and its tokens.
+pub async fn revoke(c: &Console, id: i64) -> Result<Done> {
+    if !c.store.revoke_grant(id).await? {
+        return Err(Error::not_found(format!("no live grant oauth-{id}")));
+    }
+    Ok(Done {
+        message: format!("oauth-{id} revoked: its tokens open nothing from now on"),
+        location: None,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

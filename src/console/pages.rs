@@ -405,8 +405,10 @@ async fn accounts_body(c: &Console, csrf: &str) -> mailbroker_core::Result<Marku
     let served = crate::freshness::read(&c.store).await?;
     let watch = |id: &str| served.as_ref().and_then(|s| s.accounts.get(id).cloned());
     let approvals = crate::approvals::Approvals::of(&c.store, false).await?;
+    let grants = super::grant::grants_card(c, csrf).await?;
     Ok(html! {
         (approvals_card(&approvals, csrf))
+        (grants)
         @if lines.is_empty() { p.quiet { "No accounts yet: mailbroker account add …" } }
         table {
             thead { tr { th { "account" } th { "provider" } th { "address" } th { "messages" } th { "last sync" } th { "watched" } } }
