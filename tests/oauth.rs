@@ -210,6 +210,15 @@ async fn a_hosted_client_connects_by_oauth_sees_what_the_person_granted_and_is_r
     common::mcp::sees_only(&scoped, "work", &work, &home, "home", None).await;
     scoped.cancel().await.ok();
     assert_eq!(initialize(&mcp, access).await.0, 200);
+    // Another server of the same index is another resource: this token was not issued for it.
+    let other = common::serve::Serve::start(h);
+    let other_mcp = format!("http://localhost:{}/mcp", port_of(&other.url));
+    assert_eq!(
+        initialize(&other_mcp, access).await.0,
+        401,
+        "a token for another resource"
+    );
+    drop(other);
     ok(h, &["token", "revoke", &name]);
     let (status, challenge) = initialize(&mcp, access).await;
     assert_eq!(status, 401);
