@@ -210,6 +210,14 @@ async fn a_hosted_client_connects_by_oauth_sees_what_the_person_granted_and_is_r
     common::mcp::sees_only(&scoped, "work", &work, &home, "home", None).await;
     scoped.cancel().await.ok();
     assert_eq!(initialize(&mcp, access).await.0, 200);
+    // Kept as digests only: the index holds none of the tokens.
+    let index = common::index_bytes(h);
+    for token in [access, seen["second"]["refresh_token"].as_str().unwrap()] {
+        assert!(
+            !index.windows(token.len()).any(|w| w == token.as_bytes()),
+            "a token is in the index"
+        );
+    }
     // Another server of the same index is another resource: this token was not issued for it.
     let other = common::serve::Serve::start(h);
     let other_mcp = format!("http://localhost:{}/mcp", port_of(&other.url));
