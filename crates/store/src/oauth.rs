@@ -148,6 +148,12 @@ impl Store {
     }
 
     pub async fn add_auth_request(&self, r: &AuthRequest) -> Result<(), Error> {
+        // Requests nobody decided in time go, so unanswered ones do not pile up.
+        sqlx::query("DELETE FROM oauth_requests WHERE created_at <= $1")
+            .bind(now_secs() - REQUEST_SECS)
+            .execute(self.pool())
+            .await
+            .map_err(db_error)?;
         sqlx::query(
             "INSERT INTO oauth_requests (id, client_id, redirect_uri, state, code_challenge,
                resource, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
