@@ -303,6 +303,9 @@ pub struct MessageView {
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct MessagesOut {
     pub success: bool,
+    /// This answer's fence: each body is between a line `<<FENCE` and a line `FENCE>>`, made
+    /// up for this answer, so no message can close it.
+    pub fence: String,
     pub messages: Vec<MessageView>,
     /// Ids that could not be read, each with why (the others are in `messages`).
     #[serde(skip_serializing_if = "Vec::is_empty")]

@@ -434,3 +434,14 @@ pub async fn sees_only(
         missing["error"].as_str().unwrap().replace("999999", "N")
     );
 }
+
+/// Message `m`'s body in a `get_messages` answer `read`, without the answer's fence lines
+/// (which it must carry).
+pub fn unfenced(read: &Value, m: &Value) -> String {
+    let fence = read["fence"].as_str().expect("the answer's fence");
+    let body = m["body"].as_str().expect("a body");
+    let inner = (body.strip_prefix(&format!("<<{fence}\n")))
+        .and_then(|b| b.strip_suffix(&format!("\n{fence}>>")))
+        .unwrap_or_else(|| panic!("body outside its fence: {body:?}"));
+    inner.to_string()
+}
