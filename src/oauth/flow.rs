@@ -143,10 +143,13 @@ fn invalid_grant(why: &str) -> Response {
 
 /// Whether `verifier` is the one `challenge` was made from (S256).
 fn pkce_matches(verifier: &str, challenge: &str) -> bool {
+    // RFC 7636 §4.1's lengths, checked first: the oauth2 crate asserts them.
+    if !(43..=128).contains(&verifier.len()) {
+        return false;
+    }
     let made =
         PkceCodeChallenge::from_code_verifier_sha256(&PkceCodeVerifier::new(verifier.into()));
-    (43..=128).contains(&verifier.len())
-        && bool::from(made.as_str().as_bytes().ct_eq(challenge.as_bytes()))
+    bool::from(made.as_str().as_bytes().ct_eq(challenge.as_bytes()))
 }
 
 /// A fresh access and refresh token of `grant`.
