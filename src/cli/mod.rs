@@ -17,6 +17,7 @@ mod add;
 mod approve;
 mod args;
 mod delete;
+mod draft;
 mod rule;
 mod sync;
 mod token;
@@ -102,6 +103,8 @@ pub enum Command {
     Serve(crate::serve::command::ServeArgs),
     /// Change messages on the server (patch semantics: only what you ask changes).
     Update(UpdateArgs),
+    /// Save a reply (or a new message) in the account's Drafts; mailbroker never sends it.
+    Draft(draft::DraftArgs),
     /// Undo a change (only messages still as that change left them).
     Undo {
         change: i64,
@@ -252,6 +255,7 @@ pub async fn run(cli: Cli) -> Result<u8> {
 async fn dispatch(home: &Home, store: &Store, command: Command, json: bool) -> Result<u8> {
     let done = match command {
         Command::Update(args) => return update::update(home, store, &args, json).await,
+        Command::Draft(args) => return draft::draft(home, store, &args, json).await,
         Command::Undo {
             change,
             dry_run,

@@ -214,6 +214,13 @@ pub(super) fn print_report_lines(report: &change::ChangeReport) {
     if let Some(id) = report.change_id {
         crate::say!("change {id}");
     }
+    if let Some(d) = &report.draft {
+        let place = d.mailbox.as_deref().unwrap_or("(not saved)");
+        crate::say!(
+            "draft in {place:?}, to {}; send it from your mail client",
+            d.to.join(", ")
+        );
+    }
     if !report.dry_run {
         let counts: Vec<String> = report
             .tally

@@ -127,6 +127,31 @@ impl ImapClient {
         Ok(out)
     }
 
+    /// Every message of `mailbox` as stored, by UID, with its flags (`BODY.PEEK[]`).
+    pub async fn sources(
+        &mut self,
+        mailbox: &str,
+    ) -> Result<BTreeMap<u32, (Vec<String>, Vec<u8>)>> {
+        let mb = self.select(mailbox).await?;
+        let mut out = BTreeMap::new();
+        if mb.exists == 0 {
+            return Ok(out);
+        }
+        {
+            let mut stream = self
+                .session
+                .uid_fetch("1:*", "(UID FLAGS BODY.PEEK[])")
+                .await?;
+            while let Some(f) = stream.try_next().await? {
+                let uid = f.uid.ok_or_else(|| anyhow!("fetch without uid"))?;
+                let flags = f.flags().filter_map(|f| flag_name(&f)).collect();
+                out.insert(uid, (flags, f.body().unwrap_or_default().to_vec()));
+            }
+        }
+        self.drain();
+        Ok(out)
+    }
+
     /// The subjects of every message in `mailbox`, sorted.
     pub async fn subjects(&mut self, mailbox: &str) -> Result<Vec<String>> {
         let mb = self.select(mailbox).await?;

@@ -84,6 +84,10 @@ pub enum Asked {
         rule: String,
         action: crate::RuleAction,
     },
+    /// A draft saved (`{"draft": true}`); before `Patch`, which would take any object.
+    Draft {
+        draft: bool,
+    },
     Patch(Patch),
 }
 

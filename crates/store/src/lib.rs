@@ -17,6 +17,7 @@ mod approvals;
 mod batches;
 mod budget;
 mod console;
+mod drafts;
 mod journal;
 mod leases;
 mod mailboxes;

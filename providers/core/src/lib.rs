@@ -6,6 +6,7 @@
 //! it.
 
 mod adapter;
+mod draft;
 mod error;
 mod headers;
 mod model;
@@ -23,6 +24,7 @@ pub use adapter::{
     AccountInfo, Adapter, Connector, Consent, DoctorReport, Grouping, NewAccount, Operation, Ready,
     Secrets, Upgrade,
 };
+pub use draft::{Draft, MAX_DRAFT_BODY, PlacedDraft, Recipient, ReplyOf, draft_changed};
 pub use error::{Error, ErrorFields, Result};
 pub use headers::{conversation_root, conversation_subject, list_of};
 pub use model::{

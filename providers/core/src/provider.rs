@@ -24,7 +24,7 @@ use crate::MessageText;
 use crate::WriteBatch;
 use crate::{Capabilities, MailboxCursor, MailboxInfo, MailboxName, MessageFlags, MessageMeta};
 use crate::{DeleteBatch, Error, ItemResult, RemoteId, Result, SyncMode, Version};
-use crate::{Rule, RulesBefore, ServerRule};
+use crate::{Draft, PlacedDraft, Rule, RulesBefore, ServerRule};
 
 /// What the core asks of one sync.
 #[derive(Debug, Clone, Default)]
@@ -293,6 +293,11 @@ fn no_rules() -> Error {
     )
 }
 
+fn no_drafts() -> Error {
+    Error::unsupported("mailbroker cannot save drafts on this account's server")
+        .with_next_step("write the reply in the mail client")
+}
+
 /// A connected session with one account's mail service.
 #[async_trait]
 pub trait Provider: Send {
@@ -369,6 +374,23 @@ pub trait Provider: Send {
     /// this too can be undone.
     async fn restore_rules(&mut self, _before: &RulesBefore) -> Result<RulesBefore> {
         Err(no_rules())
+    }
+
+    /// Saves `draft` (`source`, its RFC 5322 bytes) among the account's drafts (`drafts`, the
+    /// mailbox of that role, where the index knows one), read back; never sends it.
+    async fn create_draft(
+        &mut self,
+        _draft: &Draft,
+        _source: &[u8],
+        _drafts: Option<&MailboxInfo>,
+    ) -> Result<PlacedDraft> {
+        Err(no_drafts())
+    }
+
+    /// Deletes a draft mailbroker saved if it is still as saved; `draft_changed` (a
+    /// `stale_state`) if it was edited, sent or deleted since.
+    async fn remove_draft(&mut self, _placed: &PlacedDraft) -> Result<()> {
+        Err(no_drafts())
     }
 
     /// Protocol commands sent on this session so far (for benchmarks and diagnostics).

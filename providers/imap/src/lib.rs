@@ -53,6 +53,7 @@ mod adapter;
 mod connect;
 mod convert;
 mod delete;
+mod drafts;
 mod ids;
 mod item;
 mod moves;

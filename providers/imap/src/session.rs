@@ -213,6 +213,23 @@ impl Provider for ImapProvider {
         self.commands
     }
 
+    async fn create_draft(
+        &mut self,
+        draft: &mailbroker_core::Draft,
+        source: &[u8],
+        drafts: Option<&MailboxInfo>,
+    ) -> Result<mailbroker_core::PlacedDraft> {
+        let drafts = drafts.ok_or_else(|| {
+            Error::not_found("the account has no Drafts mailbox")
+                .with_next_step("make a mailbox named Drafts, run: mailbroker sync, then try again")
+        })?;
+        self.append_draft(draft, source, drafts).await
+    }
+
+    async fn remove_draft(&mut self, placed: &mailbroker_core::PlacedDraft) -> Result<()> {
+        self.expunge_draft(placed).await
+    }
+
     async fn rules(
         &mut self,
         _ours: &[mailbroker_core::Rule],

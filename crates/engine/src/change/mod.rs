@@ -22,6 +22,7 @@ use mailbroker_store::{Manifest, MessageRef, Store};
 
 mod batches;
 pub mod delete;
+pub mod draft;
 mod follow;
 pub mod rules;
 mod selection;
@@ -62,6 +63,11 @@ pub enum Operation {
     },
     /// Carry out a rule manifest: install or remove a rule on an account's server.
     Rule { manifest: i64 },
+    /// Save a draft (a reply or a new message) among an account's drafts; never sent.
+    Draft {
+        request: draft::DraftRequest,
+        scope: crate::scope::Scope,
+    },
 }
 
 impl Operation {
@@ -71,7 +77,10 @@ impl Operation {
             Operation::Update { selection, .. } | Operation::Stage { selection, .. } => {
                 Some(selection.recorded())
             }
-            Operation::Undo { .. } | Operation::Run { .. } | Operation::Rule { .. } => None,
+            Operation::Undo { .. }
+            | Operation::Run { .. }
+            | Operation::Rule { .. }
+            | Operation::Draft { .. } => None,
         }
     }
 
@@ -280,6 +289,16 @@ pub async fn request<C: Confirmation>(
             }
             let report = rules::carry_out(cx.store, manifest, &origin).await?;
             return Ok(Outcome::Done(report));
+        }
+        Operation::Draft { request, scope } => {
+            let report = draft::save(cx.store, request, &scope, (dry_run, &origin)).await?;
+            return Ok(Outcome::Done(report));
+        }
+        Operation::Undo { change } if cx.store.draft_change(change).await?.is_some() => {
+            match draft::undo(cx.store, change, &origin).await? {
+                Some(report) => return Ok(Outcome::Done(report)),
+                None => return Err(Error::internal("a saved draft without its record")),
+            }
         }
         // A change of rules is put back as the server had them; only a person does it.
         Operation::Undo { change } if cx.store.rule_change(change).await?.is_some() => {

@@ -14,6 +14,7 @@ pub fn asked_words(asked: &Asked) -> String {
             mailbroker_store::RuleAction::Install => format!("install rule {rule:?}"),
             mailbroker_store::RuleAction::Remove => format!("remove rule {rule:?}"),
         },
+        Asked::Draft { .. } => "save a draft".to_string(),
         Asked::Patch(patch) => patch_words(patch),
     }
 }
@@ -27,6 +28,7 @@ pub fn operation_words(operation: &super::Operation) -> String {
         Operation::Undo { change } => format!("undo change {change}"),
         Operation::Run { manifest, .. } => format!("run staged deletion {manifest}"),
         Operation::Rule { manifest } => format!("carry out rule manifest {manifest}"),
+        Operation::Draft { .. } => "save a draft".to_string(),
     }
 }
 

@@ -75,6 +75,9 @@ pub struct ChangeReport {
     /// report as a command's own error would be.
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub blocked: Option<Blocked>,
+    /// The draft a draft change saved (or, in a dry run, would save).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub draft: Option<super::draft::SavedDraft>,
 }
 
 /// The SPEC §10 fields of the error that stopped an account's part of a change.

@@ -1,0 +1,201 @@
+//! Drafts through the real binary: a reply saved in the account's Drafts, threaded, marked as
+//! a draft, never sent; `undo` removes it while it is as saved, and leaves one the person
+//! changed (`stale_state`). On Dovecot and Cyrus over IMAP, Cyrus over JMAP, and the Gmail
+//! and Graph mocks, whose every request is checked against the provider's own documents.
+
+mod common;
+
+use std::path::Path;
+
+use common::{mb, ok};
+use mail_parser::{HeaderValue, MessageParser};
+use mailbroker_testkit::ImapClient;
+use serde_json::Value;
+
+/// The message the drafts answer: from alice to the person and carol, copied to dave, the
+/// second of a thread.
+fn original() -> Vec<u8> {
+    b"From: Alice <alice@example.test>\r\nTo: user@example.test, carol@example.test\r\n\
+      Cc: dave@example.test\r\nSubject: Lunch plans\r\nDate: Mon, 2 Nov 2026 10:00:00 +0000\r\n\
+      Message-ID: <orig1@example.test>\r\nReferences: <root@example.test>\r\n\
+      In-Reply-To: <root@example.test>\r\nMIME-Version: 1.0\r\n\
+      Content-Type: text/plain; charset=utf-8\r\n\r\nShall we meet at noon?\r\n"
+        .to_vec()
+}
+
+fn body_file(home: &Path, text: &str) -> String {
+    let path = home.join("body.txt");
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+fn addresses(v: Option<&mail_parser::Address<'_>>) -> Vec<String> {
+    v.map(|a| {
+        a.iter()
+            .filter_map(|a| a.address())
+            .map(str::to_string)
+            .collect()
+    })
+    .unwrap_or_default()
+}
+
+/// Checks a saved reply's source: threaded on the original, to its sender, the others in Cc,
+/// the body and the quote in it, and no header a subject could have smuggled in.
+fn check_reply(source: &[u8]) {
+    let m = MessageParser::default().parse(source).expect("MIME");
+    assert_eq!(m.subject(), Some("Re: Lunch plans"));
+    assert_eq!(m.in_reply_to().as_text(), Some("orig1@example.test"));
+    let refs: Vec<String> = match m.references() {
+        HeaderValue::TextList(l) => l.iter().map(|s| s.to_string()).collect(),
+        other => other
+            .as_text()
+            .map(|t| vec![t.to_string()])
+            .unwrap_or_default(),
+    };
+    assert_eq!(refs, ["root@example.test", "orig1@example.test"]);
+    assert_eq!(addresses(m.to()), ["alice@example.test"]);
+    let mut cc = addresses(m.cc());
+    cc.sort();
+    assert!(cc.contains(&"carol@example.test".to_string()), "{cc:?}");
+    assert!(cc.contains(&"dave@example.test".to_string()), "{cc:?}");
+    let text = m.body_text(0).unwrap_or_default();
+    assert!(text.contains("Noon suits me. — Dana"), "{text}");
+    assert!(text.contains("> Shall we meet at noon?"), "{text}");
+}
+
+/// No line of the header starts a field that was not asked for.
+fn assert_no_injected_header(source: &[u8]) {
+    let text = String::from_utf8_lossy(source);
+    let head = text.split("\r\n\r\n").next().unwrap_or_default();
+    assert!(
+        !head
+            .lines()
+            .any(|l| l.to_ascii_lowercase().starts_with("bcc:")),
+        "{head}"
+    );
+    let m = MessageParser::default().parse(source).expect("MIME");
+    assert!(m.bcc().is_none());
+    assert!(m.subject().unwrap_or_default().contains("Bcc: x@evil.test"));
+}
+
+/// Saves the reply to the original (the only `Lunch plans` in the index); its change id and
+/// Message-ID.
+fn save_reply(home: &Path) -> (String, String) {
+    let found = ok(home, &["search", "subject:\"Lunch plans\" in:inbox"]);
+    let id = common::message_ids(&found)[0].to_string();
+    let body = body_file(home, "Noon suits me. — Dana\n");
+    let saved = ok(
+        home,
+        &[
+            "draft",
+            "--reply-to",
+            &id,
+            "--all",
+            "--quote",
+            "--body-file",
+            &body,
+        ],
+    );
+    assert_eq!(saved["applied"], 1, "{saved}");
+    let message_id = saved["draft"]["message_id"].as_str().unwrap().to_string();
+    (saved["change_id"].to_string(), message_id)
+}
+
+fn new_draft_with_injection(home: &Path, account: &str) -> Value {
+    let body = body_file(home, "Hello.\n");
+    ok(
+        home,
+        &[
+            "draft",
+            "--account",
+            account,
+            "--to",
+            "bob@example.test",
+            "--subject",
+            "Hi\r\nBcc: x@evil.test",
+            "--body-file",
+            &body,
+        ],
+    )
+}
+
+/// The message of `mailbox` carrying `message_id`: its UID, flags and source.
+async fn find(
+    client: &mut ImapClient,
+    mailbox: &str,
+    message_id: &str,
+) -> Option<(u32, Vec<String>, Vec<u8>)> {
+    let all = client.sources(mailbox).await.unwrap();
+    all.into_iter()
+        .find(|(_, (_, src))| String::from_utf8_lossy(src).contains(message_id))
+        .map(|(uid, (flags, src))| (uid, flags, src))
+}
+
+/// The scenario on an IMAP server reached at `port` (plain, on loopback).
+async fn imap_scenario(home: &Path, port: u16, user: &str, account: &str) {
+    let mut client = ImapClient::connect_port(port, user).await.unwrap();
+    client.append("INBOX", "", &original()).await.unwrap();
+    let mut args = common::add_args(account, "127.0.0.1", port, user);
+    args.extend(["--tls".into(), "none".into()]);
+    let run = common::mb_args(home, &args);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    ok(home, &["sync"]);
+
+    let (change, message_id) = save_reply(home);
+    let (uid, flags, source) = find(&mut client, "Drafts", &message_id)
+        .await
+        .expect("in Drafts");
+    assert!(flags.iter().any(|f| f == "\\Draft"), "{flags:?}");
+    check_reply(&source);
+    let undone = ok(home, &["undo", &change]);
+    assert_eq!(undone["applied"], 1, "{undone}");
+    assert!(
+        find(&mut client, "Drafts", &message_id).await.is_none(),
+        "undo removes it"
+    );
+    let _ = uid;
+
+    // A draft the person changed after it was saved is left alone.
+    let (change, message_id) = save_reply(home);
+    let (uid, ..) = find(&mut client, "Drafts", &message_id).await.unwrap();
+    client
+        .store("Drafts", uid, "+FLAGS", "\\Flagged")
+        .await
+        .unwrap();
+    let refused = mb(home, &["undo", &change]);
+    assert_ne!(refused.code, 0, "{}", refused.stdout);
+    assert_eq!(
+        refused.json["error_type"], "stale_state",
+        "{}",
+        refused.stdout
+    );
+    assert!(
+        find(&mut client, "Drafts", &message_id).await.is_some(),
+        "kept"
+    );
+
+    let injected = new_draft_with_injection(home, account);
+    let id = injected["draft"]["message_id"].as_str().unwrap();
+    let (_, _, source) = find(&mut client, "Drafts", id).await.unwrap();
+    assert_no_injected_header(&source);
+}
+
+#[tokio::test]
+async fn a_reply_draft_on_dovecot_is_threaded_and_undone_while_unchanged() {
+    let Some(server) = common::server() else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    imap_scenario(home.path(), server.imap_port, "drafts-dovecot", "dd").await;
+}
+
+#[tokio::test]
+async fn a_reply_draft_on_cyrus_imap_is_threaded_and_undone_while_unchanged() {
+    let Some(cyrus) = mailbroker_testkit::cyrus::shared() else {
+        return;
+    };
+    let user = "drafts-cyrus";
+    cyrus.add_user(user).await.unwrap();
+    let home = tempfile::tempdir().unwrap();
+    imap_scenario(home.path(), cyrus.imap_port, user, "dc").await;
+}
