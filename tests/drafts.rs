@@ -131,13 +131,19 @@ async fn find(
         .map(|(uid, (flags, src))| (uid, flags, src))
 }
 
-/// The scenario on an IMAP server reached at `port` (plain, on loopback).
-async fn imap_scenario(home: &Path, port: u16, user: &str, account: &str) {
-    let mut client = ImapClient::connect_port(port, user).await.unwrap();
-    client.append("INBOX", "", &original()).await.unwrap();
+/// `account add imap` of `user` at `port` (plain, on loopback).
+fn imap_account(port: u16, user: &str, account: &str) -> Vec<String> {
     let mut args = common::add_args(account, "127.0.0.1", port, user);
     args.extend(["--tls".into(), "none".into()]);
-    let run = common::mb_args(home, &args);
+    args
+}
+
+/// The scenario on the account `add` makes, whose server is seen as another IMAP client at
+/// `port` (plain, on loopback) would see it.
+async fn scenario(home: &Path, port: u16, user: &str, account: &str, add: &[String]) {
+    let mut client = ImapClient::connect_port(port, user).await.unwrap();
+    client.append("INBOX", "", &original()).await.unwrap();
+    let run = common::mb_args(home, add);
     assert_eq!(run.code, 0, "{}", run.stderr);
     ok(home, &["sync"]);
 
@@ -186,7 +192,15 @@ async fn a_reply_draft_on_dovecot_is_threaded_and_undone_while_unchanged() {
         return;
     };
     let home = tempfile::tempdir().unwrap();
-    imap_scenario(home.path(), server.imap_port, "drafts-dovecot", "dd").await;
+    let (port, user) = (server.imap_port, "drafts-dovecot");
+    scenario(
+        home.path(),
+        port,
+        user,
+        "dd",
+        &imap_account(port, user, "dd"),
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -197,5 +211,27 @@ async fn a_reply_draft_on_cyrus_imap_is_threaded_and_undone_while_unchanged() {
     let user = "drafts-cyrus";
     cyrus.add_user(user).await.unwrap();
     let home = tempfile::tempdir().unwrap();
-    imap_scenario(home.path(), cyrus.imap_port, user, "dc").await;
+    let port = cyrus.imap_port;
+    scenario(
+        home.path(),
+        port,
+        user,
+        "dc",
+        &imap_account(port, user, "dc"),
+    )
+    .await;
+}
+
+/// Over JMAP on Cyrus: `Email/import` of an uploaded blob in Drafts with `$draft`, which
+/// Cyrus's IMAP shows as `\Draft`.
+#[tokio::test]
+async fn a_reply_draft_on_cyrus_jmap_is_threaded_and_undone_while_unchanged() {
+    let Some(cyrus) = mailbroker_testkit::cyrus::shared() else {
+        return;
+    };
+    let user = "drafts-jmap";
+    cyrus.add_user(user).await.unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let add = mailbroker_testkit::cyrus::account_add_args("dj", &cyrus.url(), user, "MB_TEST_PW");
+    scenario(home.path(), cyrus.imap_port, user, "dj", &add).await;
 }

@@ -34,6 +34,8 @@ pub struct Client {
     pub event_source: Option<String>,
     /// The session's `downloadUrl` (RFC 8620 §6.2), absolute, its template unexpanded.
     download: Option<String>,
+    /// The session's `uploadUrl` (RFC 8620 §6.1), absolute, its template unexpanded.
+    upload: Option<String>,
     sent: u64,
 }
 
@@ -153,7 +155,7 @@ impl Client {
             })?
             .to_string();
         // Every URL the session names carries credentials (RFC 8620 §2): each is checked,
-        // the upload URL too, though nothing is uploaded.
+        // the upload URL too.
         let named = |reference: &Option<String>, what: &str| {
             let named = reference.as_deref();
             named
@@ -162,7 +164,7 @@ impl Client {
         };
         let api_url = named(&session.api_url, "its API URL")?;
         let download = named(&session.download_url, "its download URL")?;
-        named(&session.upload_url, "its upload URL")?;
+        let upload = named(&session.upload_url, "its upload URL")?;
         let event_source = named(&session.event_source_url, "its event source URL")?;
         let api_url = match api_url {
             Some(api) => api,
@@ -184,6 +186,7 @@ impl Client {
             limits,
             event_source,
             download,
+            upload,
             sent: 1,
         })
     }
@@ -260,6 +263,30 @@ impl Client {
             .await
             .map_err(|e| Error::provider_unavailable(format!("jmap download: {e}")))?;
         Ok(body.to_vec())
+    }
+
+    /// Uploads `bytes` (a message, `message/rfc822`) to the upload URL; its blob id.
+    pub async fn upload(&mut self, bytes: Vec<u8>) -> Result<String> {
+        let Some(template) = &self.upload else {
+            return Err(Error::unsupported(
+                "this JMAP session has no upload URL, so nothing can be saved",
+            ));
+        };
+        let url = template.replace("{accountId}", &encode(&self.account_id));
+        self.sent += 1;
+        let request = authorized(self.http.post(&url), &self.auth)
+            .header(reqwest::header::CONTENT_TYPE, "message/rfc822")
+            .body(bytes);
+        #[derive(serde::Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Uploaded {
+            blob_id: String,
+        }
+        let uploaded: Uploaded = answer(request.send().await, "jmap upload")?
+            .json()
+            .await
+            .map_err(|e| Error::provider_unavailable(format!("jmap upload: {e}")))?;
+        Ok(uploaded.blob_id)
     }
 
     /// Requests sent on this session (the session resource included).

@@ -30,6 +30,7 @@ mod adapter;
 pub mod client;
 pub mod convert;
 mod delete;
+mod drafts;
 pub mod labels;
 mod push;
 mod rules;
@@ -201,6 +202,19 @@ impl Provider for JmapProvider {
 
     fn commands_sent(&self) -> u64 {
         self.client.sent()
+    }
+
+    async fn create_draft(
+        &mut self,
+        draft: &mailbroker_core::Draft,
+        source: &[u8],
+        drafts: Option<&MailboxInfo>,
+    ) -> Result<mailbroker_core::PlacedDraft> {
+        drafts::create(&mut self.client, draft, source, drafts).await
+    }
+
+    async fn remove_draft(&mut self, placed: &mailbroker_core::PlacedDraft) -> Result<()> {
+        drafts::remove(&mut self.client, placed).await
     }
 
     async fn rules(

@@ -152,6 +152,8 @@ pub enum Call {
     /// Patches by id.
     EmailUpdate(BTreeMap<String, PatchObject>),
     EmailDestroy(Vec<String>),
+    /// Messages uploaded as blobs, made emails (RFC 8621 §4.8), by creation id.
+    EmailImport(BTreeMap<String, Value>),
 }
 
 /// The arguments of a `/get`.
@@ -214,6 +216,7 @@ impl Call {
             Call::EmailQuery { .. } => "Email/query",
             Call::EmailGet { .. } => "Email/get",
             Call::EmailUpdate(_) | Call::EmailDestroy(_) => "Email/set",
+            Call::EmailImport(_) => "Email/import",
         }
     }
 
@@ -261,6 +264,7 @@ impl Call {
             Call::EmailGet { ids, properties } => get(ids, Some(properties)),
             Call::EmailUpdate(update) => set(Some(update), None),
             Call::EmailDestroy(ids) => set(None, Some(&ids[..])),
+            Call::EmailImport(emails) => Ok(serde_json::json!({ "emails": emails })),
         };
         arguments.map_err(|e| Error::internal(format!("jmap {}: {e}", self.name())))
     }
