@@ -235,3 +235,75 @@ async fn a_reply_draft_on_cyrus_jmap_is_threaded_and_undone_while_unchanged() {
     let add = mailbroker_testkit::cyrus::account_add_args("dj", &cyrus.url(), user, "MB_TEST_PW");
     scenario(home.path(), cyrus.imap_port, user, "dj", &add).await;
 }
+
+/// No request of the run reached a method that sends (`messages.send`, `drafts.send`, Graph's
+/// `send`, `sendMail`, `reply`, `replyAll`, `forward`).
+fn assert_nothing_sent(paths: &[String]) {
+    for path in paths {
+        let last = path
+            .rsplit('/')
+            .next()
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        assert!(
+            !["send", "sendmail", "reply", "replyall", "forward"].contains(&last.as_str()),
+            "a send call: {path}"
+        );
+    }
+    assert!(!paths.is_empty());
+}
+
+/// On the Gmail mock: `drafts.create` (the message uploaded, in the original's thread), an
+/// undo's `drafts.get` and `drafts.delete`; a draft edited in Gmail (a new message id) stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_draft_on_gmail_joins_the_thread_and_is_undone_while_unchanged() {
+    use mailbroker_mock_gmail::GmailMock;
+    let mock = GmailMock::start("me@mock.example").await.unwrap();
+    let headers = [
+        ("From", "Alice <alice@example.test>"),
+        ("To", "me@mock.example, carol@example.test"),
+        ("Cc", "dave@example.test"),
+        ("Subject", "Lunch plans"),
+        ("Date", "Mon, 2 Nov 2026 10:00:00 +0000"),
+        ("Message-ID", "<orig1@example.test>"),
+        ("References", "<root@example.test>"),
+        ("In-Reply-To", "<root@example.test>"),
+        ("Content-Type", "text/plain; charset=utf-8"),
+    ];
+    let original = mock.add_message(&headers, "Shall we meet at noon?\r\n", &["INBOX"]);
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    common::gmail::add_account(&mock, h, "g", &[]).await;
+    ok(h, &["sync"]);
+
+    let (change, _) = save_reply(h);
+    let drafts = mock.drafts();
+    assert_eq!(drafts.len(), 1, "{drafts:?}");
+    assert!(drafts[0].labels.contains(&"DRAFT".to_string()));
+    assert_eq!(drafts[0].thread, original, "in the original's thread");
+    check_reply(&drafts[0].source());
+    let undone = ok(h, &["undo", &change]);
+    assert_eq!(undone["applied"], 1, "{undone}");
+    assert!(mock.drafts().is_empty(), "undo deletes it");
+
+    let (change, _) = save_reply(h);
+    let draft = mock.drafts()[0].id.clone();
+    mock.edit_draft(&draft).unwrap();
+    let refused = mb(h, &["undo", &change]);
+    assert_eq!(
+        refused.json["error_type"], "stale_state",
+        "{}",
+        refused.stdout
+    );
+    assert_eq!(mock.drafts().len(), 1, "an edited draft is kept");
+
+    let injected = new_draft_with_injection(h, "g");
+    let id = injected["draft"]["message_id"].as_str().unwrap();
+    let made = mock.drafts();
+    let made = made
+        .iter()
+        .find(|d| d.source().windows(id.len()).any(|w| w == id.as_bytes()));
+    assert_no_injected_header(&made.expect("the new draft").source());
+    let paths: Vec<String> = mock.requests().iter().map(|r| r.path.clone()).collect();
+    assert_nothing_sent(&paths);
+}

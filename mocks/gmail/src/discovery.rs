@@ -24,6 +24,10 @@ struct Method {
     params: Map<String, Value>,
     request: Option<String>,
     scopes: Vec<String>,
+    /// Its media upload path's segments (`upload`, `gmail`, …), where it takes media.
+    upload: Option<Vec<String>>,
+    /// The media types an upload may carry (`message/*`).
+    accept: Vec<String>,
 }
 
 /// Gmail v1's discovery document, as the mock checks requests against it.
@@ -91,6 +95,18 @@ fn collect(resource: &Value, out: &mut Vec<Method>) {
                 .flatten()
                 .filter_map(|s| Some(s.as_str()?.to_string()))
                 .collect(),
+            upload: (method["mediaUpload"]["protocols"]["simple"]["path"].as_str()).map(|p| {
+                p.trim_start_matches('/')
+                    .split('/')
+                    .map(str::to_string)
+                    .collect()
+            }),
+            accept: (method["mediaUpload"]["accept"]
+                .as_array()
+                .into_iter()
+                .flatten())
+            .filter_map(|a| Some(a.as_str()?.to_string()))
+            .collect(),
         });
     }
     for child in resource["resources"]
@@ -141,20 +157,7 @@ impl Discovery {
         body: &Value,
         scopes: &[String],
     ) -> Result<(), Refusal> {
-        let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
-        let method = self
-            .methods
-            .iter()
-            .filter(|m| m.http == http && m.segments.len() == segments.len())
-            .filter(|m| m.segments.iter().zip(&segments).all(|(t, s)| fills(t, s)))
-            // A literal beats a parameter (`messages/batchModify` is not `messages/{id}`).
-            .max_by_key(|m| m.segments.iter().filter(|t| !t.contains('{')).count())
-            .ok_or_else(|| Refusal {
-                status: 404,
-                reason: "notFound",
-                message: format!("{http} {path} is not a method of Gmail v1"),
-                wire: true,
-            })?;
+        let method = self.method(http, path)?;
         if !method.scopes.iter().any(|s| scopes.contains(s)) {
             return Err(Refusal {
                 status: 403,
@@ -172,6 +175,49 @@ impl Discovery {
             (Some(schema), body) => self.check_schema(&Value::String(schema.clone()), body, ""),
             (None, _) => Err(invalid(format!(
                 "Invalid JSON payload received. {http} {path} takes no request body."
+            ))),
+        }
+    }
+
+    /// The method `http` `path` names: by its path, or by its media upload path.
+    fn method(&self, http: &str, path: &str) -> Result<&Method, Refusal> {
+        let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+        let uploading = path.starts_with("/upload/");
+        let template = |m: &Method| -> Option<Vec<String>> {
+            match uploading {
+                true => m.upload.clone(),
+                false => Some(m.segments.clone()),
+            }
+        };
+        self.methods
+            .iter()
+            .filter(|m| m.http == http)
+            .filter_map(|m| Some((m, template(m)?)))
+            .filter(|(_, t)| t.len() == segments.len())
+            .filter(|(_, t)| t.iter().zip(&segments).all(|(t, s)| fills(t, s)))
+            // A literal beats a parameter (`messages/batchModify` is not `messages/{id}`).
+            .max_by_key(|(_, t)| t.iter().filter(|t| !t.contains('{')).count())
+            .map(|(m, _)| m)
+            .ok_or_else(|| Refusal {
+                status: 404,
+                reason: "notFound",
+                message: format!("{http} {path} is not a method of Gmail v1"),
+                wire: true,
+            })
+    }
+
+    /// Checks the media of an upload: a type the method accepts (`message/*`).
+    pub fn check_media(&self, http: &str, path: &str, media_type: &str) -> Result<(), Refusal> {
+        let method = self.method(http, path)?;
+        let accepted = method.accept.iter().any(|a| match a.strip_suffix('*') {
+            Some(prefix) => media_type.starts_with(prefix),
+            None => a == media_type,
+        });
+        match accepted {
+            true => Ok(()),
+            false => Err(invalid(format!(
+                "Media type '{media_type}' is not supported. Valid media types: {:?}",
+                method.accept
             ))),
         }
     }

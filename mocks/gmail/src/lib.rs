@@ -8,6 +8,7 @@
 
 mod api;
 pub mod discovery;
+mod drafts;
 mod filters;
 mod oauth;
 mod state;
@@ -56,6 +57,38 @@ pub struct GmailMock {
     _served: mailbroker_mock_server::Served,
 }
 
+/// A draft as the mock keeps it (`GmailMock::drafts`).
+#[derive(Debug, Clone)]
+pub struct MockDraft {
+    pub id: String,
+    pub message: String,
+    pub thread: String,
+    pub labels: Vec<String>,
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl MockDraft {
+    /// The message as Gmail would give it in `format=raw`.
+    pub fn source(&self) -> Vec<u8> {
+        let mut out = String::new();
+        for (n, v) in &self.headers {
+            out.push_str(&format!("{n}: {v}\r\n"));
+        }
+        out.push_str("\r\n");
+        out.push_str(&self.body);
+        out.into_bytes()
+    }
+
+    /// Its header field `name`, each value.
+    pub fn header(&self, name: &str) -> Vec<&str> {
+        (self.headers.iter())
+            .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+            .collect()
+    }
+}
+
 impl Drop for GmailMock {
     fn drop(&mut self) {
         self.wire.check();
@@ -90,6 +123,12 @@ fn router(gate: api::Gate) -> axum::Router {
             post(api::messages_trash),
         )
         .route(&format!("{user}/history"), get(api::history_list))
+        .route(&format!("{user}/drafts"), post(drafts::create))
+        .route(&format!("/upload{user}/drafts"), post(drafts::create))
+        .route(
+            &format!("{user}/drafts/{{id}}"),
+            get(drafts::get).delete(drafts::delete),
+        )
         .route(
             &format!("{user}/settings/filters"),
             get(filters::list).post(filters::create),
@@ -302,6 +341,30 @@ impl GmailMock {
                 "action": {"addLabelIds": ["STARRED"]}});
             s.filters.insert(id, filter);
         }
+    }
+
+    /// Each draft as Gmail keeps it: its id, its message's id, thread id, labels and header
+    /// fields.
+    pub fn drafts(&self) -> Vec<MockDraft> {
+        let s = lock(&self.state);
+        (s.drafts.iter())
+            .filter_map(|(id, message)| {
+                let m = s.messages.get(message)?;
+                Some(MockDraft {
+                    id: id.clone(),
+                    message: m.id.clone(),
+                    thread: m.thread_id.clone(),
+                    labels: m.labels.iter().cloned().collect(),
+                    headers: m.headers.clone(),
+                    body: m.body.clone(),
+                })
+            })
+            .collect()
+    }
+
+    /// Edits draft `id` as the person would in Gmail (`drafts.update`: a new message id).
+    pub fn edit_draft(&self, id: &str) -> Option<String> {
+        drafts::edit(&mut lock(&self.state), id)
     }
 
     /// A current access token with these scopes.

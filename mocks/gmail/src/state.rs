@@ -216,6 +216,9 @@ pub struct State {
     /// `users.settings.filters`, by id, as Gmail keeps them.
     pub filters: BTreeMap<String, Value>,
     pub next_filter: u64,
+    /// `users.drafts`: each draft's id and the id of the message it is now.
+    pub drafts: BTreeMap<String, String>,
+    pub next_draft: u64,
 }
 
 /// The client the tests and the demo sign in with, a Desktop app client as Google's console

@@ -184,6 +184,36 @@ expect_error(404, filters.get(userId="me", id=made["id"]), "a deleted filter")
 if call("users.settings.filters.list", filters.list(userId="me")) != {}:
     fail("no filter is an empty answer")
 
+# Drafts: made as JSON (message.raw) and as a media upload of the message; read; deleted.
+import base64
+from googleapiclient.http import MediaInMemoryUpload
+source = (b"From: me@mock.example\r\nTo: bob@example.org\r\nSubject: Hello\r\n"
+          b"Message-ID: <d1@mock.example>\r\n\r\nHi Bob\r\n")
+drafts = users.drafts()
+
+
+def plain(request):
+    """The client writes an upload's URL with https whatever the endpoint; the mock is http."""
+    request.uri = request.uri.replace("https://", "http://", 1)
+    return request
+
+
+as_json = call("users.drafts.create", drafts.create(
+    userId="me", body={"message": {"raw": base64.urlsafe_b64encode(source).decode()}}))
+uploaded = call("users.drafts.create", plain(drafts.create(
+    userId="me", body={}, media_body=MediaInMemoryUpload(source, mimetype="message/rfc822"))))
+for made_draft in (as_json, uploaded):
+    got = call("users.drafts.get", drafts.get(userId="me", id=made_draft["id"], format="minimal"))
+    if got["message"]["id"] != made_draft["message"]["id"] or "DRAFT" not in got["message"]["labelIds"]:
+        fail(f"a draft reads back otherwise: {got}")
+expect_error(400, plain(drafts.create(userId="me", body={}, media_body=MediaInMemoryUpload(
+    b"hello", mimetype="text/plain"))), "a draft uploaded as text/plain")
+expect_error(400, drafts.create(userId="me", body={"message": {"raw": base64.urlsafe_b64encode(
+    b"Subject: nobody\r\n\r\nx").decode()}}), "a draft without a recipient")
+call("users.drafts.delete", drafts.delete(userId="me", id=as_json["id"]))
+expect_error(404, drafts.get(userId="me", id=as_json["id"]), "a deleted draft")
+call("users.drafts.delete", drafts.delete(userId="me", id=uploaded["id"]))
+
 expect_error(403, users.messages().batchDelete(userId="me", body={"ids": ids[-2:]}), "batchDelete without scope")
 call("users.messages.batchDelete",
      service(FULL).users().messages().batchDelete(userId="me", body={"ids": ids[-2:]}))

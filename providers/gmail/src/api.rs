@@ -39,6 +39,7 @@ mod cost {
     pub const PROFILE: u32 = 1;
     pub const FILTER_READ: u32 = 1;
     pub const FILTER_WRITE: u32 = 5;
+    pub const DRAFT: u32 = 10;
 }
 
 /// batchModify and batchDelete take at most this many ids.
@@ -510,4 +511,60 @@ pub fn touched(records: &[History]) -> (HashSet<String>, HashSet<String>) {
     }
     changed.retain(|id| !deleted.contains(id));
     (deleted, changed)
+}
+
+/// Makes a draft of `source` (RFC 5322), in `thread` when it answers one: the message goes as
+/// a media upload (`message/rfc822`), as the generated call sends it. Never sends it.
+pub async fn create_draft(
+    client: &Client,
+    source: &[u8],
+    thread: Option<String>,
+) -> Result<gmail::Draft> {
+    let request = gmail::Draft {
+        message: Some(gmail::Message {
+            thread_id: thread,
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let source = source.to_vec();
+    let (_, draft) = client
+        .call(Kind::Write, cost::DRAFT, "drafts.create", |hub, dlg| {
+            let (request, source) = (request.clone(), source.clone());
+            Box::pin(async move {
+                let mime: mime::Mime = "message/rfc822".parse().unwrap_or(mime::TEXT_PLAIN);
+                (hub.users().drafts_create(request, ME))
+                    .delegate(dlg)
+                    .add_scope(SCOPE_MODIFY)
+                    .upload(std::io::Cursor::new(source), mime)
+                    .await
+            })
+        })
+        .await?;
+    Ok(draft)
+}
+
+/// A draft, with its message's id (which an edit replaces).
+pub async fn draft(client: &Client, id: &str) -> Result<gmail::Draft> {
+    let id = id.to_string();
+    let (_, draft) = gmail_call!(client, Kind::Read, cost::GET, "drafts.get", [id], |users| {
+        users.drafts_get(ME, &id).format("minimal")
+    })
+    .await?;
+    Ok(draft)
+}
+
+/// Deletes a draft for good (Gmail does not keep it in the trash).
+pub async fn delete_draft(client: &Client, id: &str) -> Result<()> {
+    let id = id.to_string();
+    gmail_call!(
+        client,
+        Kind::Write,
+        cost::DRAFT,
+        "drafts.delete",
+        [id],
+        |users| { users.drafts_delete(ME, &id) }
+    )
+    .await
+    .map(drop)
 }

@@ -30,6 +30,7 @@ mod adapter;
 pub mod api;
 pub mod client;
 pub mod convert;
+mod drafts;
 pub mod filters;
 pub mod oauth;
 mod rules;
@@ -155,6 +156,19 @@ impl Provider for GmailProvider {
 
     fn commands_sent(&self) -> u64 {
         self.client.requests()
+    }
+
+    async fn create_draft(
+        &mut self,
+        draft: &mailbroker_core::Draft,
+        source: &[u8],
+        drafts: Option<&MailboxInfo>,
+    ) -> Result<mailbroker_core::PlacedDraft> {
+        drafts::create(&self.client, draft, source, drafts).await
+    }
+
+    async fn remove_draft(&mut self, placed: &mailbroker_core::PlacedDraft) -> Result<()> {
+        drafts::remove(&self.client, placed).await
     }
 
     async fn rules(&mut self, ours: &[mailbroker_core::Rule]) -> Result<Vec<ServerRule>> {
