@@ -75,9 +75,9 @@ pub async fn authorize(AxState(gate): AxState<Gate>, request: Request, next: Nex
     let (bytes, media) = match path.starts_with("/upload/") {
         true => match crate::drafts::upload(&parts.headers, &query, &bytes) {
             Ok((metadata, media)) => (metadata, Some(media)),
-            Err(refused) => return refused,
+            Err(why) => return error(StatusCode::BAD_REQUEST, "badRequest", why),
         },
-        false => (bytes.to_vec().into(), None),
+        false => (bytes.to_vec(), None),
     };
     if let Some(media) = &media
         && let Err(refusal) = gate

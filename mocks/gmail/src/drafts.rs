@@ -28,37 +28,38 @@ fn bad(message: &str) -> Response {
     error(StatusCode::BAD_REQUEST, "badRequest", message)
 }
 
-/// Reads a `multipart/related` upload: its JSON metadata and its media.
+/// Reads a `multipart/related` upload: its JSON metadata and its media; else why not (a
+/// `400 badRequest`).
 pub fn upload(
     headers: &HeaderMap,
     query: &[(String, String)],
     body: &[u8],
-) -> Result<(Vec<u8>, Media), Response> {
+) -> Result<(Vec<u8>, Media), &'static str> {
     let kind = query
         .iter()
         .find(|(k, _)| k == "uploadType")
         .map(|(_, v)| v.as_str());
     if kind != Some("multipart") {
-        return Err(bad("The mock takes uploadType=multipart uploads only."));
+        return Err("The mock takes uploadType=multipart uploads only.");
     }
     let content_type = (headers.get(header::CONTENT_TYPE))
         .and_then(|v| v.to_str().ok())
         .filter(|v| v.to_ascii_lowercase().starts_with("multipart/related"))
-        .ok_or_else(|| bad("A multipart upload must be multipart/related."))?;
+        .ok_or("A multipart upload must be multipart/related.")?;
     let mut whole = format!("Content-Type: {content_type}\r\n\r\n").into_bytes();
     whole.extend_from_slice(body);
     let parsed = MessageParser::default()
         .parse(&whole[..])
-        .ok_or_else(|| bad("The multipart body could not be read."))?;
+        .ok_or("The multipart body could not be read.")?;
     let PartType::Multipart(children) = &parsed.parts[0].body else {
-        return Err(bad("The multipart body could not be read."));
+        return Err("The multipart body could not be read.");
     };
     let parts: Vec<_> = children
         .iter()
         .filter_map(|i| parsed.parts.get(*i as usize))
         .collect();
     let [metadata, media] = parts[..] else {
-        return Err(bad("A multipart upload has two parts: metadata and media."));
+        return Err("A multipart upload has two parts: metadata and media.");
     };
     let media_type = (media.headers.iter())
         .find(|h| h.name.as_str().eq_ignore_ascii_case("Content-Type"))
