@@ -307,3 +307,65 @@ async fn a_reply_draft_on_gmail_joins_the_thread_and_is_undone_while_unchanged()
     let paths: Vec<String> = mock.requests().iter().map(|r| r.path.clone()).collect();
     assert_nothing_sent(&paths);
 }
+
+/// On the Graph mock: `createReplyAll` (Graph threads it) then a `PATCH` of the draft's own
+/// body and recipients; undone by `DELETE` while its changeKey is unchanged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_draft_on_graph_is_made_by_create_reply_and_undone_while_unchanged() {
+    use mailbroker_mock_graph::GraphMock;
+    let mock = GraphMock::start("me@mock.example").await.unwrap();
+    let original = mock.seed(1, "inbox", "alice@example.test", true).remove(0);
+    mock.set_conversation(&original, "conv-lunch");
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    common::graph::add_account(&mock, h).await;
+    ok(h, &["sync"]);
+    let id = common::message_ids(&ok(h, &["search", "subject:\"Message 0\""]))[0].to_string();
+    let body = body_file(h, "Noon suits me. — Dana\n");
+    let reply = ["draft", "--reply-to", &id, "--all", "--body-file", &body];
+    let drafts = |mock: &GraphMock| -> Vec<Value> {
+        (mock.messages().into_iter())
+            .filter(|m| m["isDraft"] == true)
+            .collect()
+    };
+
+    let saved = ok(h, &reply);
+    let made = drafts(&mock);
+    assert_eq!(made.len(), 1, "{made:?}");
+    let draft = &made[0];
+    assert_eq!(draft["parentFolderId"], mock.folder_id("drafts").unwrap());
+    assert_eq!(draft["conversationId"], "conv-lunch");
+    assert_eq!(draft["subject"], "Re: Message 0");
+    assert_eq!(
+        draft["toRecipients"][0]["emailAddress"]["address"],
+        "alice@example.test"
+    );
+    assert!(
+        draft["body"]["content"]
+            .as_str()
+            .unwrap()
+            .contains("Noon suits me")
+    );
+    let answered = mock.draft_answers(draft["id"].as_str().unwrap());
+    assert_eq!(
+        answered,
+        mock.message(&original).unwrap()["internetMessageId"]
+            .as_str()
+            .map(String::from)
+    );
+    ok(h, &["undo", &saved["change_id"].to_string()]);
+    assert!(drafts(&mock).is_empty(), "undo deletes it");
+
+    let saved = ok(h, &reply);
+    let draft = drafts(&mock)[0]["id"].as_str().unwrap().to_string();
+    mock.edit(&draft);
+    let refused = mb(h, &["undo", &saved["change_id"].to_string()]);
+    assert_eq!(
+        refused.json["error_type"], "stale_state",
+        "{}",
+        refused.stdout
+    );
+    assert_eq!(drafts(&mock).len(), 1, "an edited draft is kept");
+    let paths: Vec<String> = mock.requests().iter().map(|r| r.path.clone()).collect();
+    assert_nothing_sent(&paths);
+}

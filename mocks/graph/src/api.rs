@@ -134,6 +134,11 @@ fn endpoint(method: &str, parts: &[&str]) -> Option<(&'static str, Body)> {
         }
         ("GET", ["me", "messages", _] | ["me", "messages", _, "$value"]) => ("Message", Body::None),
         ("PATCH", ["me", "messages", _]) => ("Message", Body::Entity("Message")),
+        ("POST", ["me", "messages"]) => ("Message", Body::Entity("Message")),
+        ("DELETE", ["me", "messages", _]) => ("Message", Body::None),
+        ("POST", ["me", "messages", _, "createReply" | "createReplyAll"]) => {
+            ("Message", Body::Action(&["message", "comment"]))
+        }
         // Actions' parameters are in Microsoft's reference pages (message: move,
         // permanentDelete), not in the type definitions.
         ("POST", ["me", "messages", _, "move"]) => ("Message", Body::Action(&["destinationId"])),
@@ -268,6 +273,14 @@ fn route(
             None => not_found("message"),
         },
         ("PATCH", ["me", "messages", id]) => patch(state, id, req),
+        ("POST", ["me", "messages"]) => crate::drafts::create(state, &req.body),
+        ("DELETE", ["me", "messages", id]) => crate::drafts::delete(state, id),
+        ("POST", ["me", "messages", id, "createReply"]) => {
+            crate::drafts::create_reply(state, id, false)
+        }
+        ("POST", ["me", "messages", id, "createReplyAll"]) => {
+            crate::drafts::create_reply(state, id, true)
+        }
         ("POST", ["me", "messages", id, "move"]) => move_message(state, id, req),
         ("POST", ["me", "messages", id, "permanentDelete"]) => match state.delete_message(id) {
             true => answer(204, Value::Null),
@@ -508,6 +521,9 @@ fn patch(state: &mut State, id: &str, req: &Inner) -> Answer {
     let Value::Object(fields) = &req.body else {
         return error(400, "ErrorInvalidRequest", "the body must be a JSON object");
     };
+    if let Some(answered) = crate::drafts::patch(state, id, fields) {
+        return answered;
+    }
     let writable = ["isRead", "flag", "categories", "@odata.type"];
     if let Some(bad) = fields.keys().find(|k| !writable.contains(&k.as_str())) {
         return error(

@@ -11,6 +11,7 @@
 //! and tokens, and read the request log.
 
 mod api;
+mod drafts;
 mod oauth;
 mod rules;
 pub mod schema;
@@ -518,6 +519,17 @@ impl GraphMock {
             .values()
             .map(|m| m.json())
             .collect()
+    }
+
+    /// The Internet Message-ID the draft `id` answers, as `createReply` set it.
+    pub fn draft_answers(&self, id: &str) -> Option<String> {
+        let s = lock(&self.state);
+        s.messages.get(id)?.draft.as_ref()?.in_reply_to.clone()
+    }
+
+    /// Changes message `id` as the person would in Outlook (a new changeKey).
+    pub fn edit(&self, id: &str) {
+        lock(&self.state).touch(id);
     }
 
     /// The names in the mailbox's master category list.

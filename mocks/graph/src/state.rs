@@ -48,6 +48,23 @@ pub struct Message {
     pub internet_headers: Vec<(String, String)>,
     /// The sequence number of its last change; its changeKey is derived from it.
     pub changed: u64,
+    /// What a draft has that the mock keeps of no other message.
+    pub draft: Option<DraftPart>,
+}
+
+/// A draft's recipients, text body and the message it answers.
+#[derive(Debug, Clone, Default)]
+pub struct DraftPart {
+    pub to: Vec<String>,
+    pub cc: Vec<String>,
+    pub body: String,
+    pub in_reply_to: Option<String>,
+}
+
+fn recipients(list: &[String]) -> Value {
+    list.iter()
+        .map(|a| json!({ "emailAddress": { "name": "", "address": a } }))
+        .collect()
 }
 
 impl Message {
@@ -107,7 +124,19 @@ impl Message {
             "conversationId": self.conversation.clone().unwrap_or_else(|| format!("conv-{}", self.id)),
             "hasAttachments": false,
             "bodyPreview": format!("Preview of {}", self.subject),
+            "isDraft": self.draft.is_some(),
         })
+        .as_object()
+        .cloned()
+        .map(|mut v| {
+            if let Some(d) = &self.draft {
+                v.insert("toRecipients".into(), recipients(&d.to));
+                v.insert("ccRecipients".into(), recipients(&d.cc));
+                v.insert("body".into(), json!({ "contentType": "text", "content": d.body }));
+            }
+            Value::Object(v)
+        })
+        .unwrap_or_default()
     }
 }
 
@@ -324,11 +353,17 @@ impl State {
                         internet_headers: Vec::new(),
                         conversation: None,
                         changed,
+                        draft: None,
                     },
                 );
                 id
             })
             .collect()
+    }
+
+    /// The change sequence number of something made now.
+    pub fn touch_next(&mut self) -> u64 {
+        self.bump()
     }
 
     /// Marks `id` changed now (a new changeKey; listed by deltas from before now).

@@ -24,6 +24,11 @@ from msgraph.generated.models.message_rule import MessageRule
 from msgraph.generated.models.message_rule_actions import MessageRuleActions
 from msgraph.generated.models.message_rule_predicates import MessageRulePredicates
 from msgraph.generated.models.recipient import Recipient
+from msgraph.generated.models.item_body import ItemBody
+from msgraph.generated.users.item.messages.item.create_reply_all.create_reply_all_post_request_body import (
+    CreateReplyAllPostRequestBody,
+)
+from msgraph.generated.models.body_type import BodyType
 from msgraph.generated.models.email_address import EmailAddress
 from msgraph.generated.models.followup_flag import FollowupFlag
 from msgraph.generated.models.followup_flag_status import FollowupFlagStatus
@@ -222,6 +227,26 @@ async def main():
     await rules.by_message_rule_id(made.id).delete()
     await expect_error(rules.by_message_rule_id(made.id).get(), 404, "ErrorItemNotFound")
     summary["rules"] = True
+
+    # Drafts: createReplyAll in the original's conversation, a draft's own fields by PATCH,
+    # a new draft by POST, DELETE; a message that is not a draft keeps its subject.
+    reply = await client.me.messages.by_message_id(ids[5]).create_reply_all.post(CreateReplyAllPostRequestBody(comment=""))
+    original = await client.me.messages.by_message_id(ids[5]).get()
+    check(reply.is_draft and reply.conversation_id == original.conversation_id, "reply threaded")
+    check(reply.parent_folder_id == names["Drafts"].id, "reply in Drafts")
+    to = [Recipient(email_address=EmailAddress(address="bob@example.org"))]
+    edited = await client.me.messages.by_message_id(reply.id).patch(Message(
+        subject="Re: lunch", to_recipients=to, body=ItemBody(content_type=BodyType.Text, content="Noon.")))
+    check(edited.subject == "Re: lunch" and edited.body.content == "Noon.", "draft patched")
+    check(edited.to_recipients[0].email_address.address == "bob@example.org", "draft recipients")
+    await expect_error(client.me.messages.by_message_id(ids[5]).patch(Message(subject="x")), 400,
+                       "ErrorInvalidPropertyUpdateSentAsReadOnly")
+    new = await client.me.messages.post(Message(subject="Hello", to_recipients=to))
+    check(new.is_draft and new.parent_folder_id == names["Drafts"].id, "a new draft")
+    for made_draft in (reply, new):
+        await client.me.messages.by_message_id(made_draft.id).delete()
+        await expect_error(client.me.messages.by_message_id(made_draft.id).get(), 404, "ErrorItemNotFound")
+    summary["drafts"] = True
 
     # permanentDelete: gone for good.
     await client.me.messages.by_message_id(ids[2]).permanent_delete.post()

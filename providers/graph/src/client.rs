@@ -288,15 +288,18 @@ impl Client {
     }
 
     pub async fn post(&self, path: &str, body: &Value) -> Result<Value> {
-        let sent = self
-            .send(
-                reqwest::Method::POST,
-                path,
-                IMMUTABLE_IDS,
-                Some(body),
-                |e| self.unreachable(e),
-            )
-            .await?;
+        self.write(reqwest::Method::POST, path, body).await
+    }
+
+    pub async fn patch(&self, path: &str, body: &Value) -> Result<Value> {
+        self.write(reqwest::Method::PATCH, path, body).await
+    }
+
+    async fn write(&self, method: reqwest::Method, path: &str, body: &Value) -> Result<Value> {
+        let sent = (self.send(method, path, IMMUTABLE_IDS, Some(body), |e| {
+            self.unreachable(e)
+        }))
+        .await?;
         self.json(sent).await
     }
 

@@ -49,6 +49,7 @@
 mod adapter;
 pub mod client;
 pub mod convert;
+mod drafts;
 pub mod oauth;
 pub mod rules;
 mod sync;
@@ -220,6 +221,19 @@ impl Provider for GraphProvider {
 
     fn commands_sent(&self) -> u64 {
         self.client.requests_sent()
+    }
+
+    async fn create_draft(
+        &mut self,
+        draft: &mailbroker_core::Draft,
+        _source: &[u8],
+        drafts: Option<&MailboxInfo>,
+    ) -> Result<mailbroker_core::PlacedDraft> {
+        drafts::create(&self.client, draft, drafts).await
+    }
+
+    async fn remove_draft(&mut self, placed: &mailbroker_core::PlacedDraft) -> Result<()> {
+        drafts::remove(&self.client, placed).await
     }
 
     async fn rules(
