@@ -369,3 +369,57 @@ async fn a_reply_draft_on_graph_is_made_by_create_reply_and_undone_while_unchang
     let paths: Vec<String> = mock.requests().iter().map(|r| r.path.clone()).collect();
     assert_nothing_sent(&paths);
 }
+
+/// An assistant saves a reply with `create_draft` (Dovecot): in Drafts with `\Draft`, the
+/// result names it; an address that would add a header is refused before anything is sent;
+/// `undo_change` removes the draft.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_assistant_saves_a_reply_draft_and_undoes_it() {
+    use serde_json::json;
+    let Some(server) = common::server() else {
+        return;
+    };
+    let (port, user) = (server.imap_port, "drafts-mcp");
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let mut client = ImapClient::connect_port(port, user).await.unwrap();
+    client.append("INBOX", "", &original()).await.unwrap();
+    assert_eq!(common::mb_args(h, &imap_account(port, user, "dm")).code, 0);
+    ok(h, &["sync"]);
+    let id = common::message_ids(&ok(h, &["search", "subject:\"Lunch plans\""]))[0];
+
+    let client_of = common::mcp::client(None, rmcp::model::ProtocolVersion::V_2025_11_25);
+    let session = common::mcp::connect(h, client_of).await;
+    let injected = json!({ "account": "dm", "to": ["a@example.org\r\nBcc: x@evil.test"],
+        "subject": "Hi", "body": "Hello" });
+    let refused = common::mcp::err_call(&session, "create_draft", injected).await;
+    assert_eq!(refused["error_type"], "validation_error", "{refused}");
+    assert!(
+        client.sources("Drafts").await.unwrap().is_empty(),
+        "nothing saved"
+    );
+
+    let args = json!({ "reply_to": id, "all": true, "body": "Noon suits me. — Dana" });
+    let saved = common::mcp::ok_call(&session, "create_draft", args).await;
+    assert_eq!(saved["draft"]["mailbox"], "Drafts", "{saved}");
+    assert_eq!(
+        saved["draft"]["to"],
+        json!(["alice@example.test"]),
+        "{saved}"
+    );
+    let message_id = saved["draft"]["message_id"].as_str().unwrap();
+    let (_, flags, source) = find(&mut client, "Drafts", message_id)
+        .await
+        .expect("saved");
+    assert!(flags.iter().any(|f| f == "\\Draft"));
+    let parsed = MessageParser::default().parse(&source[..]).unwrap();
+    assert_eq!(parsed.in_reply_to().as_text(), Some("orig1@example.test"));
+
+    let undo = json!({ "change_id": saved["change_id"] });
+    common::mcp::ok_call(&session, "undo_change", undo).await;
+    assert!(
+        find(&mut client, "Drafts", message_id).await.is_none(),
+        "undone"
+    );
+    session.cancel().await.unwrap();
+}

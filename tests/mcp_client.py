@@ -20,7 +20,8 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 import mcp.types as types
 
 TOOLS = {"list_accounts", "list_mailboxes", "search_messages", "get_messages",
-         "update_message", "list_changes", "undo_change", "sync_accounts", "propose_rule"}
+         "update_message", "list_changes", "undo_change", "sync_accounts", "propose_rule",
+         "create_draft"}
 
 
 def check(cond, what):

@@ -38,8 +38,9 @@ use mailbroker_core::Error;
 
 /// Tools that change mail or the index: hidden and refused over HTTP without
 /// `--http-allow-writes`.
-pub const WRITE_TOOLS: [&str; 4] = [
+pub const WRITE_TOOLS: [&str; 5] = [
     "update_message",
+    "create_draft",
     "undo_change",
     "sync_accounts",
     "propose_rule",

@@ -39,7 +39,9 @@ pub fn output_schema<T: JsonSchema + std::any::Any>() -> Arc<JsonObject> {
 /// the union spelt out.
 fn type_only(field: &Value) -> Value {
     match field.get("type") {
-        Some(Value::String(kind)) => json!({ "type": kind }),
+        Some(Value::String(kind)) if kind != "integer" && kind != "boolean" => {
+            json!({ "type": kind })
+        }
         _ => json!({}),
     }
 }

@@ -340,6 +340,32 @@ impl McpServer {
     }
 }
 
+impl McpServer {
+    async fn draft(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        args: super::views::DraftArgs,
+    ) -> Result<CallToolResponse> {
+        let account = args.account.as_deref().map(str::parse).transpose()?;
+        let request = crate::change::draft::DraftRequest {
+            account,
+            reply_to: args.reply_to,
+            all: args.all.unwrap_or(false),
+            to: args.to.clone().unwrap_or_default(),
+            cc: args.cc.clone().unwrap_or_default(),
+            subject: args.subject.clone(),
+            body: args.body.clone(),
+            quote: false,
+        };
+        let operation = Operation::Draft {
+            request,
+            scope: self.scope.clone(),
+        };
+        let call = ToolCall::of("create_draft", &args, false, None)?;
+        self.change(ctx, operation, call).await
+    }
+}
+
 /// A positive size argument, or its default when left out.
 fn at_least_one(name: &str, value: Option<u32>, default: u32) -> Result<usize> {
     match value {
@@ -475,6 +501,20 @@ impl McpServer {
         InputResponses(responses): InputResponses,
     ) -> WriteResult {
         write_answer(self.undo(&ctx, args, (state, responses)).await)
+    }
+
+    #[tool(
+        title = "Save a draft",
+        description = "Save a reply (threaded; all: Cc everyone) or new message in Drafts for the user to edit and send; never sent. undo_change deletes it unless edited.",
+        output_schema = output_schema::<super::views::DraftOut>(),
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = true)
+    )]
+    async fn create_draft(
+        &self,
+        Parameters(args): Parameters<super::views::DraftArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> WriteResult {
+        write_answer(self.draft(&ctx, args).await)
     }
 
     #[tool(

@@ -118,6 +118,34 @@ impl From<DeleteArg> for mailbroker_core::DeleteMode {
     }
 }
 
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct DraftArgs {
+    /// Message id to reply to.
+    pub reply_to: Option<i64>,
+    /// Reply to all.
+    pub all: Option<bool>,
+    /// For a new message.
+    pub account: Option<String>,
+    pub to: Option<Vec<String>>,
+    pub cc: Option<Vec<String>>,
+    pub subject: Option<String>,
+    /// Plain text.
+    pub body: String,
+}
+
+/// What `create_draft` answers: a change report's fields that a draft has.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct DraftOut {
+    pub success: bool,
+    pub error: Option<String>,
+    pub error_type: Option<String>,
+    pub next_step: Option<String>,
+    pub change_id: Option<i64>,
+    pub plan: Vec<String>,
+    #[schemars(with = "Option<serde_json::Value>")]
+    pub draft: Option<crate::change::draft::SavedDraft>,
+}
+
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ListChangesArgs {
     /// One change in full.
@@ -362,6 +390,11 @@ pub struct ChangeOut {
     pub summary: Option<SummaryOut>,
     /// What the user does next, when something is left to them.
     pub next_step: Option<String>,
+    /// For create_draft: the draft saved (account, recipients, subject, mailbox); its own
+    /// output schema names it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(skip)]
+    pub draft: Option<crate::change::draft::SavedDraft>,
     /// Messages a fallback route carried (the account's own was unavailable), by route. Not
     /// in the output schema: it is rare, and every conversation would pay for it.
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
@@ -392,6 +425,7 @@ impl ChangeOut {
                 })
                 .collect(),
             routes: report.routes.clone(),
+            draft: report.draft.clone(),
             next_step: shortfall
                 .as_ref()
                 .and_then(|b| b.next_step.as_deref())
