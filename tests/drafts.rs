@@ -423,3 +423,59 @@ async fn an_assistant_saves_a_reply_draft_and_undoes_it() {
     );
     session.cancel().await.unwrap();
 }
+
+/// No code path can send: no product source names a provider's send method or scope, and no
+/// SMTP client is linked. (The mocks, for their part, serve no send route.)
+#[test]
+fn no_code_path_sends_mail() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let forbidden = [
+        "sendMail",
+        "/send\"",
+        "/reply\"",
+        "/replyAll\"",
+        "/forward\"",
+        "createForward",
+        "drafts_send",
+        "messages_send",
+        "drafts().send",
+        "gmail.send",
+        "gmail.compose",
+        "Mail.Send",
+        "SMTP",
+    ];
+    let mut read = 0;
+    let mut stack: Vec<std::path::PathBuf> = ["src", "crates", "providers"]
+        .iter()
+        .map(|d| root.join(d))
+        .collect();
+    while let Some(path) = stack.pop() {
+        if path.is_dir() {
+            stack.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
+            continue;
+        }
+        if path.extension().is_none_or(|e| e != "rs") {
+            continue;
+        }
+        read += 1;
+        let text = std::fs::read_to_string(&path).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            let code = line.trim_start();
+            if code.starts_with("//") {
+                continue;
+            }
+            if let Some(word) = forbidden.iter().find(|w| code.contains(*w)) {
+                panic!("{}:{}: {word}: {line}", path.display(), n + 1);
+            }
+        }
+    }
+    assert!(read > 100, "read {read} files");
+    let lock = std::fs::read_to_string(root.join("Cargo.lock")).unwrap();
+    for smtp in [
+        "name = \"lettre\"",
+        "name = \"mail-send\"",
+        "name = \"async-smtp\"",
+    ] {
+        assert!(!lock.contains(smtp), "{smtp} is linked");
+    }
+}
