@@ -13,7 +13,8 @@ pub mod output;
 pub mod serve;
 
 pub use mailbroker_engine::{
-    accounts, change, fallback, freshness, listing, read, registry, rules, scope, sessions, sync,
+    accounts, attachments, change, fallback, freshness, listing, read, registry, rules, scope,
+    sessions, sync,
 };
 pub use mailbroker_query as search;
 pub use mailbroker_store as store;

@@ -16,6 +16,7 @@ mod account;
 mod add;
 mod approve;
 mod args;
+mod attachments;
 mod delete;
 mod draft;
 mod rule;
@@ -92,6 +93,8 @@ pub enum Command {
         #[arg(long, default_value_t = 0)]
         offset: usize,
     },
+    /// List a message's attachments, or save them into a directory with --to.
+    Attachments(attachments::AttachmentsArgs),
     /// Stage messages for deletion (a manifest); nothing is deleted until delete-staged.
     StageDelete(delete::StageArgs),
     /// List, show, cancel or run staged deletions.
@@ -283,6 +286,7 @@ async fn dispatch(home: &Home, store: &Store, command: Command, json: bool) -> R
             false => show(store, id, json).await,
             true => show_body(store, id, (offset, max_chars), json).await,
         },
+        Command::Attachments(args) => attachments::run(store, &args, json).await,
         Command::StageDelete(args) => delete::stage(home, store, args, json).await,
         Command::DeleteStaged(args) => return delete::delete_staged(home, store, args, json).await,
         Command::Rule(cmd) => return rule::rule(home, store, cmd, json).await,
@@ -392,7 +396,8 @@ async fn show_body(
     print_message(&row);
     for a in &text.attachments {
         println!(
-            "attachment: {} ({}, {} bytes)",
+            "attachment {}: {} ({}, {} bytes)",
+            a.part,
             output::one_line(a.name.as_deref().unwrap_or("(unnamed)")),
             output::one_line(&a.content_type),
             a.size

@@ -189,6 +189,7 @@ impl McpServer {
                     .attachments
                     .into_iter()
                     .map(|a| AttachmentView {
+                        part: a.part,
                         name: a.name,
                         content_type: a.content_type,
                         size: a.size,

@@ -299,6 +299,7 @@ pub struct SearchOut {
 
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct AttachmentView {
+    pub part: String,
     pub name: Option<String>,
     pub content_type: String,
     pub size: u64,

@@ -8,6 +8,7 @@
 //! Not a surface: it prints nothing and parses no command line.
 
 pub mod accounts;
+pub mod attachments;
 pub mod change;
 pub mod fallback;
 pub mod freshness;

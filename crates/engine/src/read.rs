@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use mail_parser::{MessageParser, MimeHeaders};
+use mail_parser::MessageParser;
 use serde::Serialize;
 
 use crate::registry;
@@ -19,12 +19,7 @@ pub const MAX_MESSAGES: usize = 20;
 /// Line width for HTML converted to text; wide, so sentences are not broken mid-way.
 const HTML_WIDTH: usize = 200;
 
-#[derive(Debug, Clone, Serialize)]
-pub struct Attachment {
-    pub name: Option<String>,
-    pub content_type: String,
-    pub size: u64,
-}
+pub use crate::attachments::Attachment;
 
 /// A message's text and attachments, as read from the server.
 #[derive(Debug, Clone, Serialize)]
@@ -76,19 +71,8 @@ pub fn text_of(source: &[u8]) -> Result<MessageText> {
     {
         body = html_text(&html);
     }
-    let attachments = message
-        .attachments()
-        .map(|a| Attachment {
-            name: a.attachment_name().map(str::to_string),
-            content_type: a
-                .content_type()
-                .map(|c| match c.subtype() {
-                    Some(sub) => format!("{}/{sub}", c.ctype()),
-                    None => c.ctype().to_string(),
-                })
-                .unwrap_or_else(|| "application/octet-stream".into()),
-            size: a.len() as u64,
-        })
+    let attachments = (crate::attachments::parts(&message).into_iter())
+        .map(|(a, _)| a)
         .collect();
     Ok(MessageText { body, attachments })
 }

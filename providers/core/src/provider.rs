@@ -341,6 +341,19 @@ pub trait Provider: Send {
         ))
     }
 
+    /// One part of a message (`part`, an IMAP section number such as `2` or `1.2`) as its
+    /// MIME header followed by its body, so a large attachment is read without the rest of
+    /// its message; `None` where the provider reads whole messages only (the caller then
+    /// reads the source), or when the message or part is not there.
+    async fn fetch_part(
+        &mut self,
+        _mailbox: &str,
+        _id: &RemoteId,
+        _part: &str,
+    ) -> Result<Option<Vec<u8>>> {
+        Ok(None)
+    }
+
     /// Waits on this session until the server announces a change in `mailbox` (IMAP IDLE), for
     /// at most `timeout`, or until `stop` completes; then leaves the session ready for other
     /// commands (a sync on the same connection). `unsupported` where the server cannot

@@ -51,3 +51,64 @@ impl ImapProvider {
         Ok(out)
     }
 }
+
+impl ImapProvider {
+    /// `BODY.PEEK[part.MIME]` and `BODY.PEEK[part]` of one message: the part's own header and
+    /// body, without the rest of the message. `None` when the message or part is not there.
+    pub(crate) async fn read_part(
+        &mut self,
+        mailbox: &str,
+        id: &RemoteId,
+        part: &str,
+    ) -> Result<Option<Vec<u8>>> {
+        if part.is_empty()
+            || !part
+                .split('.')
+                .all(|n| n.parse::<u32>().is_ok_and(|n| n > 0))
+        {
+            return Ok(None);
+        }
+        let Some((uidvalidity, uid)) = ids::parse(id) else {
+            return Ok(None);
+        };
+        let selected = self.select(mailbox, false).await?;
+        if selected.uid_validity != Some(uidvalidity) {
+            return Ok(None);
+        }
+        let (mut header, mut body) = (None, None);
+        let command = format!("UID FETCH {uid} (UID BODY.PEEK[{part}.MIME] BODY.PEEK[{part}])");
+        self.command(&command, |resp| {
+            if let Response::Fetch(_, attrs) = resp {
+                for a in attrs {
+                    if let AttributeValue::BodySection {
+                        section,
+                        data: Some(data),
+                        ..
+                    } = a
+                    {
+                        let is_mime = matches!(
+                            section,
+                            Some(async_imap::imap_proto::SectionPath::Part(
+                                _,
+                                Some(async_imap::imap_proto::MessageSection::Mime)
+                            ))
+                        );
+                        match is_mime {
+                            true => header = Some(data.to_vec()),
+                            false => body = Some(data.to_vec()),
+                        }
+                    }
+                }
+            }
+        })
+        .await?;
+        Ok(match (header, body) {
+            // A part the message does not have is answered empty (or NIL).
+            (Some(mut header), Some(body)) if !header.is_empty() => {
+                header.extend_from_slice(&body);
+                Some(header)
+            }
+            _ => None,
+        })
+    }
+}

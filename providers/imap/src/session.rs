@@ -200,6 +200,15 @@ impl Provider for ImapProvider {
         self.read_sources(mailbox, ids).await
     }
 
+    async fn fetch_part(
+        &mut self,
+        mailbox: &str,
+        id: &RemoteId,
+        part: &str,
+    ) -> Result<Option<Vec<u8>>> {
+        self.read_part(mailbox, id, part).await
+    }
+
     async fn watch(
         &mut self,
         mailbox: &str,

@@ -1,0 +1,219 @@
+//! Attachments through the real binary on Dovecot: listed by part, saved as safe files inside
+//! the directory given (never outside it, never over a file, 0600), one part read alone.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::time::Duration;
+
+use common::{mb, ok};
+use mailbroker_testkit::{ImapClient, Proxy};
+
+/// One attachment part named `name` (RFC 2231, so any character can be sent), holding `body`.
+fn part(name: &str, body: &str) -> String {
+    let encoded: String = (name.bytes())
+        .map(|b| match b.is_ascii_alphanumeric() || b"._-".contains(&b) {
+            true => (b as char).to_string(),
+            false => format!("%{b:02X}"),
+        })
+        .collect();
+    format!(
+        "--b\r\nContent-Type: application/octet-stream\r\n\
+         Content-Disposition: attachment; filename*=utf-8''{encoded}\r\n\r\n{body}\r\n"
+    )
+}
+
+const HOSTILE: [&str; 9] = [
+    "../../.bashrc",
+    "/etc/passwd",
+    ".hidden",
+    "con",
+    "invoice\u{202e}fdp.exe",
+    "nul\0byte.txt",
+    "report.pdf",
+    "report.pdf",
+    "",
+];
+
+fn message() -> Vec<u8> {
+    let long = "x".repeat(300) + ".txt";
+    let mut names: Vec<String> = HOSTILE.iter().map(|s| s.to_string()).collect();
+    names.push(long);
+    let mut text = String::from(
+        "From: mallory@example.test\r\nTo: user@example.test\r\nSubject: Files\r\n\
+         Message-ID: <files@example.test>\r\nMIME-Version: 1.0\r\n\
+         Content-Type: multipart/mixed; boundary=b\r\n\r\n\
+         --b\r\nContent-Type: text/plain\r\n\r\nSee attached.\r\n",
+    );
+    for (n, name) in names.iter().enumerate() {
+        text.push_str(&part(name, &format!("contents {n}")));
+    }
+    text.push_str(
+        "--b\r\nContent-Type: message/rfc822\r\n\r\nFrom: a@example.test\r\nSubject: Forwarded\r\n\r\ninner\r\n",
+    );
+    text.push_str(&part("big.bin", &"B".repeat(4096)));
+    text.push_str("--b--\r\n");
+    text.into_bytes()
+}
+
+fn names_in(dir: &Path) -> BTreeSet<String> {
+    (std::fs::read_dir(dir).unwrap())
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_names_are_saved_as_safe_files_inside_the_directory() {
+    let Some(server) = common::server() else {
+        return;
+    };
+    let user = "attachments";
+    let mut client = ImapClient::connect(server, user).await.unwrap();
+    client.append("INBOX", "", &message()).await.unwrap();
+    let proxy = Proxy::start(server.imap_port, Duration::ZERO).unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    common::add_proxied(h, "a", proxy.port, user);
+    ok(h, &["sync"]);
+    let id = common::message_ids(&ok(h, &["search", "subject:Files"]))[0].to_string();
+
+    let listed = ok(h, &["attachments", &id]);
+    let listed = listed["attachments"].as_array().unwrap().clone();
+    assert_eq!(listed.len(), 12, "{listed:?}");
+    let forwarded = listed
+        .iter()
+        .find(|a| a["content_type"] == "message/rfc822")
+        .unwrap();
+    assert_eq!(forwarded["name"], "Forwarded.eml");
+    assert_eq!(forwarded["part"], "12");
+
+    // A directory inside another, with a file a name would collide with.
+    let outer = tempfile::tempdir().unwrap();
+    let dir = outer.path().join("saved");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(dir.join("passwd"), "mine").unwrap();
+    let refused = mb(
+        h,
+        &[
+            "attachments",
+            &id,
+            "--to",
+            dir.to_str().unwrap(),
+            "--max-bytes",
+            "1000",
+        ],
+    );
+    assert_eq!(
+        refused.json["error_type"], "limit_exceeded",
+        "{}",
+        refused.stdout
+    );
+    assert!(
+        refused.json["next_step"]
+            .as_str()
+            .unwrap()
+            .contains("--max-bytes")
+    );
+    assert_eq!(
+        names_in(&dir),
+        BTreeSet::from(["passwd".to_string()]),
+        "nothing written"
+    );
+
+    let saved = ok(h, &["attachments", &id, "--to", dir.to_str().unwrap()]);
+    let saved = saved["saved"].as_array().unwrap().clone();
+    assert_eq!(saved.len(), 12);
+    assert_eq!(
+        std::fs::read_to_string(dir.join("passwd")).unwrap(),
+        "mine",
+        "not overwritten"
+    );
+    assert_eq!(
+        names_in(outer.path()),
+        BTreeSet::from(["saved".to_string()]),
+        "nothing outside"
+    );
+    let names = names_in(&dir);
+    assert_eq!(
+        names.len(),
+        13,
+        "one file each, and the person's own: {names:?}"
+    );
+    for name in &names {
+        assert!(!name.starts_with('.'), "{name:?}");
+        assert!(name.len() <= 128, "{name:?}");
+        assert!(
+            !name.chars().any(|c| c.is_control() || c == '\u{202e}'),
+            "{name:?}"
+        );
+    }
+    for expected in [
+        "bashrc",
+        "passwd (1)",
+        "hidden",
+        "_con",
+        "report.pdf",
+        "report (1).pdf",
+        "attachment",
+        "Forwarded.eml",
+    ] {
+        assert!(names.contains(expected), "{expected} in {names:?}");
+    }
+    for s in &saved {
+        let path = Path::new(s["path"].as_str().unwrap());
+        assert_eq!(path.parent().unwrap(), dir, "{path:?}");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o600, "{path:?}");
+        }
+    }
+    let inner = std::fs::read_to_string(dir.join("Forwarded.eml")).unwrap();
+    assert!(
+        inner.contains("Subject: Forwarded") && inner.contains("inner"),
+        "{inner}"
+    );
+
+    // One part is read alone: its MIME header and body, not the whole message.
+    proxy.take_sent();
+    let one = ok(
+        h,
+        &[
+            "attachments",
+            &id,
+            "--part",
+            "8",
+            "--to",
+            dir.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(
+        one["saved"][0]["path"].as_str().unwrap(),
+        dir.join("report (2).pdf").to_str().unwrap()
+    );
+    let sent = proxy.take_sent();
+    assert!(sent.contains("BODY.PEEK[8.MIME] BODY.PEEK[8]"), "{sent}");
+    assert!(!sent.contains("BODY.PEEK[]"), "{sent}");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("report (2).pdf")).unwrap(),
+        "contents 6"
+    );
+    let missing = mb(
+        h,
+        &[
+            "attachments",
+            &id,
+            "--part",
+            "99",
+            "--to",
+            dir.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(
+        missing.json["error_type"], "not_found",
+        "{}",
+        missing.stdout
+    );
+}
