@@ -23,6 +23,18 @@ pub struct AttachmentsArgs {
     max_bytes: u64,
 }
 
+/// One attachment as a person reads it: `2: bill.pdf (application/pdf, 1234 bytes)`; the
+/// name, a stranger's text, on one line.
+pub(super) fn line(a: &attachments::Attachment) -> String {
+    format!(
+        "{}: {} ({}, {} bytes)",
+        a.part,
+        output::one_line(a.name.as_deref().unwrap_or("(unnamed)")),
+        output::one_line(&a.content_type),
+        a.size
+    )
+}
+
 pub(super) async fn run(store: &Store, args: &AttachmentsArgs, json: bool) -> Result<()> {
     let owner = crate::scope::Scope::Owner;
     let Some(dir) = &args.to else {
@@ -41,13 +53,7 @@ pub(super) async fn run(store: &Store, args: &AttachmentsArgs, json: bool) -> Re
             crate::say!("message {} has no attachments", args.id);
         }
         for a in &listed {
-            println!(
-                "{}\t{}\t{}\t{} bytes",
-                a.part,
-                output::one_line(a.name.as_deref().unwrap_or("(unnamed)")),
-                output::one_line(&a.content_type),
-                a.size
-            );
+            println!("{}", line(a));
         }
         return Ok(());
     };

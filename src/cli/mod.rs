@@ -395,13 +395,7 @@ async fn show_body(
     }
     print_message(&row);
     for a in &text.attachments {
-        println!(
-            "attachment {}: {} ({}, {} bytes)",
-            a.part,
-            output::one_line(a.name.as_deref().unwrap_or("(unnamed)")),
-            output::one_line(&a.content_type),
-            a.size
-        );
+        println!("attachment {}", attachments::line(a));
     }
     println!();
     println!("{}", output::body_text(&body));
