@@ -217,3 +217,81 @@ async fn hostile_names_are_saved_as_safe_files_inside_the_directory() {
         missing.stdout
     );
 }
+
+/// `save_attachments` writes only into the directory the person configured, answers each
+/// file as a resource link, and `resources/read` serves it from there alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_assistant_saves_attachments_and_reads_them_as_resources() {
+    use rmcp::model::{CallToolRequestParams, ReadResourceRequestParams, ResourceContents};
+    use serde_json::json;
+    let Some(server) = common::server() else {
+        return;
+    };
+    let user = "attachments-mcp";
+    let mut client = ImapClient::connect(server, user).await.unwrap();
+    client.append("INBOX", "", &message()).await.unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    common::add_proxied(h, "m", server.imap_port, user);
+    ok(h, &["sync"]);
+    let id = common::message_ids(&ok(h, &["search", "subject:Files"]))[0];
+    let version = rmcp::model::ProtocolVersion::V_2025_11_25;
+
+    let unset = common::mcp::connect(h, common::mcp::client(None, version.clone())).await;
+    let args = json!({ "ids": [id], "part": "8" });
+    let refused = common::mcp::err_call(&unset, "save_attachments", args.clone()).await;
+    assert_eq!(refused["error_type"], "unsupported", "{refused}");
+    assert!(
+        refused["next_step"]
+            .as_str()
+            .unwrap()
+            .contains("--attachments-dir")
+    );
+    unset.cancel().await.unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let options = mailbroker::mcp::McpOptions {
+        attachments: Some(dir.path().to_path_buf()),
+        ..Default::default()
+    };
+    let session = common::mcp::connect_with(h, common::mcp::client(None, version), options).await;
+    let call = CallToolRequestParams::new("save_attachments")
+        .with_arguments(args.as_object().cloned().unwrap());
+    let result = session.call_tool(call).await.unwrap();
+    let body = result.structured_content.clone().unwrap();
+    assert_eq!(body["success"], true, "{body}");
+    assert_eq!(
+        body["saved"][0]["path"],
+        dir.path().join("report.pdf").to_str().unwrap()
+    );
+    let uri = body["saved"][0]["uri"].as_str().unwrap().to_string();
+    let linked: Vec<String> = (result.content.iter())
+        .filter_map(|c| match c {
+            rmcp::model::ContentBlock::ResourceLink(r) => Some(r.uri.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(linked, std::slice::from_ref(&uri));
+
+    let read = session
+        .read_resource(ReadResourceRequestParams::new(uri))
+        .await
+        .unwrap();
+    let ResourceContents::BlobResourceContents { blob, .. } = &read.contents[0] else {
+        panic!("{read:?}");
+    };
+    let bytes = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, blob).unwrap();
+    assert_eq!(bytes, b"contents 6");
+    std::fs::write(home.path().join("secret"), "no").unwrap();
+    for outside in [
+        "mailbroker://attachment/..%2Fsecret",
+        "mailbroker://attachment/%2Fetc%2Fpasswd",
+        "file:///etc/passwd",
+    ] {
+        let refused = session
+            .read_resource(ReadResourceRequestParams::new(outside))
+            .await;
+        assert!(refused.is_err(), "{outside} was served");
+    }
+    session.cancel().await.unwrap();
+}

@@ -600,7 +600,7 @@ fn stdio_speaks_only_protocol_and_answers_unknown_methods() {
     let listed = mailbroker_testkit::tokens::of(&bpe, &tools["result"]["tools"]);
     assert!(listed <= 2_200, "tools/list is {listed} tokens");
     eprintln!("tools/list: {listed} o200k tokens");
-    assert_eq!(tools["result"]["tools"].as_array().unwrap().len(), 10);
+    assert_eq!(tools["result"]["tools"].as_array().unwrap().len(), 11);
     drop(stdin);
     assert!(child.wait().unwrap().success());
 

@@ -21,7 +21,7 @@ import mcp.types as types
 
 TOOLS = {"list_accounts", "list_mailboxes", "search_messages", "get_messages",
          "update_message", "list_changes", "undo_change", "sync_accounts", "propose_rule",
-         "create_draft"}
+         "create_draft", "save_attachments"}
 
 
 def check(cond, what):

@@ -90,7 +90,7 @@ async fn the_typescript_sdk_gets_every_answer_as_a_result() {
 
 fn check_run(seen: &Value, transport: &str) {
     let tools = seen["tools"].as_array().unwrap();
-    assert_eq!(tools.len(), 10, "{seen}");
+    assert_eq!(tools.len(), 11, "{seen}");
     assert_eq!(seen["schema_rejects"], serde_json::json!([]), "{transport}");
     assert_eq!(
         answered(seen, "accounts")["accounts"]

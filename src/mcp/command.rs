@@ -62,6 +62,10 @@ pub struct HttpControls {
     /// token in the home).
     #[arg(long, value_name = "FILE")]
     pub http_token_file: Option<PathBuf>,
+    /// The directory save_attachments writes into (an existing one); without it, the tool
+    /// says how to set it.
+    #[arg(long, value_name = "DIR", env = "MAILBROKER_ATTACHMENTS_DIR")]
+    pub attachments_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -92,6 +96,7 @@ pub async fn run(home: &Home, store: &Store, args: McpArgs, json: bool) -> Resul
                 confirm_with_token: args.confirm_with_token && !approvals.passkey_only(),
                 approvals,
                 console: crate::approvals::Approvals::console(store).await?,
+                attachments: args.controls.attachments_dir.clone(),
                 ..McpOptions::default()
             };
             match args.http {

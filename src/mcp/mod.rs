@@ -5,6 +5,7 @@
 //! own lives here: tool descriptions, confirmation by elicitation or token (`confirm.rs`),
 //! and the HTTP transport with its controls (`http.rs`).
 
+mod attachments;
 mod by_console;
 mod change;
 pub mod command;
@@ -38,9 +39,10 @@ use mailbroker_core::Error;
 
 /// Tools that change mail or the index: hidden and refused over HTTP without
 /// `--http-allow-writes`.
-pub const WRITE_TOOLS: [&str; 5] = [
+pub const WRITE_TOOLS: [&str; 6] = [
     "update_message",
     "create_draft",
+    "save_attachments",
     "undo_change",
     "sync_accounts",
     "propose_rule",
@@ -87,6 +89,8 @@ pub struct McpOptions {
     /// Writes in flight: each runs to its end even when its request is dropped, and `serve`
     /// waits for them before it exits.
     pub work: tokio_util::task::TaskTracker,
+    /// Where `save_attachments` writes (`--attachments-dir`); none, and it says how to set it.
+    pub attachments: Option<std::path::PathBuf>,
 }
 
 impl Default for McpOptions {
@@ -100,6 +104,7 @@ impl Default for McpOptions {
             console: crate::approvals::DEFAULT_CONSOLE.to_string(),
             freshness: None,
             work: tokio_util::task::TaskTracker::new(),
+            attachments: None,
         }
     }
 }
@@ -167,6 +172,7 @@ impl ServerHandler for McpServer {
         ServerConfig::new(
             ServerCapabilities::builder()
                 .enable_tools()
+                .enable_resources()
                 .enable_tasks()
                 .build(),
         )
@@ -201,6 +207,16 @@ impl ServerHandler for McpServer {
             rmcp::model::DiscoverResult::from_server_info(versions, self.get_info())
                 .with_ttl_ms(CACHE_TTL_MS),
         )
+    }
+
+    async fn read_resource(
+        &self,
+        request: rmcp::model::ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> std::result::Result<rmcp::model::ReadResourceResponse, ErrorData> {
+        attachments::read(self.options.attachments.as_deref(), &request.uri)
+            .map(Into::into)
+            .map_err(|e| ErrorData::resource_not_found(e.message().to_string(), None))
     }
 
     fn get_tool(&self, name: &str) -> Option<rmcp::model::Tool> {

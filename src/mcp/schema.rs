@@ -13,7 +13,7 @@ use serde_json::{Map, Value, json};
 
 use mailbroker_core::Error;
 
-/// The output schema of a tool answering `T`: its top-level fields by JSON type, only
+/// The output schema of a tool answering `T`: its top-level fields by name (any value), only
 /// `success` required. An error result (`success: false`, `error`, `error_type`,
 /// `next_step`) satisfies it too, since a client built on the TypeScript SDK validates
 /// error results against it as well, and throws on a mismatch instead of showing the error.
@@ -23,8 +23,10 @@ pub fn output_schema<T: JsonSchema + std::any::Any>() -> Arc<JsonObject> {
     let full = schema_for_output::<T>();
     let mut properties = Map::new();
     if let Some(Value::Object(fields)) = full.get("properties") {
-        for (name, field) in fields {
-            properties.insert(name.clone(), type_only(field));
+        // Named only: the descriptions say what each holds, and the types of eleven tools'
+        // fields cost every conversation more than a tool (BENCHMARKS.md, MCP).
+        for name in fields.keys() {
+            properties.insert(name.clone(), json!({}));
         }
     }
     let mut schema = JsonObject::new();
@@ -34,21 +36,10 @@ pub fn output_schema<T: JsonSchema + std::any::Any>() -> Arc<JsonObject> {
     Arc::new(schema)
 }
 
-/// A property's schema reduced to its JSON type where it has one; a field that may be null
-/// (or a union, or a reference) is any value, which costs a model fewer tokens to read than
-/// the union spelt out.
-fn type_only(field: &Value) -> Value {
-    match field.get("type") {
-        Some(Value::String(kind)) if kind != "integer" && kind != "boolean" => {
-            json!({ "type": kind })
-        }
-        _ => json!({}),
-    }
-}
-
 /// An input schema as generated (draft 2020-12, `Option<T>` as `[T, "null"]`, enums behind
 /// `$ref`) made compact: references inlined, a left-out argument's `null` dropped (leaving
-/// it out says the same), `format` dropped (`minimum` says what a model needs of it), and
+/// it out says the same), `format` and a `minimum` of 0 dropped (an unsigned argument refuses
+/// a negative number when it is read), and
 /// doc-comment line breaks joined.
 pub fn compact_input(schema: &JsonObject) -> JsonObject {
     let defs = schema.get("$defs").cloned().unwrap_or(Value::Null);
@@ -85,8 +76,10 @@ fn compact_field(field: &Value, defs: &Value) -> Value {
     for (key, value) in object {
         match key.as_str() {
             "anyOf" | "$ref" | "format" | "title" => {}
-            // A flag left out is false: saying so costs every conversation tokens.
-            "default" if value == &json!(false) => {}
+            // A flag left out is false, a list left out empty, a count not below zero:
+            // saying so costs every conversation tokens.
+            "default" if value == &json!(false) || value == &json!([]) => {}
+            "minimum" if value == &json!(0) => {}
             "type" => {
                 out.insert(key.clone(), without_null(value));
             }
@@ -294,7 +287,7 @@ mod tests {
         for name in ["success", "rows", "next"] {
             assert!(props.contains_key(name), "{name}: {schema:?}");
         }
-        assert_eq!(props["rows"], json!({ "type": "array" }));
+        assert_eq!(props["rows"], json!({}));
         assert!(!serde_json::to_string(&*schema).unwrap().contains("$defs"));
     }
 
@@ -340,7 +333,7 @@ mod tests {
         let props = &schema["properties"];
         assert_eq!(
             props["limit"],
-            json!({"description": "How many, at most.", "type": "integer", "minimum": 0})
+            json!({"description": "How many, at most.", "type": "integer"})
         );
         assert_eq!(props["mode"]["enum"], json!(["trash", "permanent"]));
         assert_eq!(props["cursor"]["type"], json!(["integer", "string"]));
@@ -392,11 +385,8 @@ mod tests {
             "{}",
             e.message()
         );
-        let e = check(json!({ "ids": [], "limit": -5 })).unwrap();
-        assert_eq!(
-            e.message(),
-            "update_message: limit must be an integer of at least 0, not the integer -5"
-        );
+        // A count below zero is refused where the arguments are read (an unsigned type).
+        assert!(check(json!({ "ids": [], "limit": -5 })).is_none());
         let e = check(json!({ "ids": [], "mode": "bin" })).unwrap();
         assert_eq!(
             e.message(),

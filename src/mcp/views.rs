@@ -120,11 +120,8 @@ impl From<DeleteArg> for mailbroker_core::DeleteMode {
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct DraftArgs {
-    /// Message id to reply to.
     pub reply_to: Option<i64>,
-    /// Reply to all.
     pub all: Option<bool>,
-    /// For a new message.
     pub account: Option<String>,
     pub to: Option<Vec<String>>,
     pub cc: Option<Vec<String>>,

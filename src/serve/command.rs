@@ -100,6 +100,7 @@ pub async fn serve(home: &Home, store: &Store, args: ServeArgs, json: bool) -> R
                 confirm_above: args.confirm_above,
                 confirm_window: args.confirm_window,
                 approvals,
+                attachments: args.controls.attachments_dir.clone(),
                 ..McpOptions::default()
             },
             sessions: SessionLimits::default(),
