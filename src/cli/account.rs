@@ -86,6 +86,13 @@ pub struct SetArgs {
     /// Take that back: permanent deletions ask at a terminal again.
     #[arg(long, conflicts_with_all = ["fallback", "no_fallback"])]
     pub no_unattended_deletions: bool,
+    /// The authserv-id the account's own server stamps in Authentication-Results (repeat for
+    /// more): only its verdicts are shown. Gmail's (mx.google.com) is known.
+    #[arg(long, value_name = "ID", conflicts_with_all = ["fallback", "no_fallback", "unattended_deletions", "no_unattended_deletions"])]
+    pub authserv_id: Vec<String>,
+    /// Trust no Authentication-Results but the provider's known one.
+    #[arg(long, conflicts_with = "authserv_id")]
+    pub no_authserv_id: bool,
 }
 
 pub(super) fn print_account(view: &accounts::AccountView, json: bool) -> Result<()> {
@@ -155,6 +162,9 @@ pub(super) async fn account(store: &Store, cmd: AccountCommand, json: bool) -> R
 /// its mail may run unattended.
 async fn set(store: &Store, args: &SetArgs, json: bool) -> Result<()> {
     let id: AccountId = args.id.parse()?;
+    if !args.authserv_id.is_empty() || args.no_authserv_id {
+        return set_authserv(store, &id, &args.authserv_id, json).await;
+    }
     if args.unattended_deletions || args.no_unattended_deletions {
         return set_unattended(store, &id, args.unattended_deletions, json).await;
     }
@@ -181,6 +191,38 @@ async fn set(store: &Store, args: &SetArgs, json: bool) -> Result<()> {
             f.settings
         ),
         None => crate::say!("account {id}: its own route only"),
+    }
+    Ok(())
+}
+
+/// Names the servers whose `Authentication-Results` the account trusts.
+async fn set_authserv(store: &Store, id: &AccountId, ids: &[String], json: bool) -> Result<()> {
+    let bad = ids.iter().find(|i| {
+        i.is_empty()
+            || !i
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || ".-_".contains(c))
+    });
+    if let Some(bad) = bad {
+        return Err(Error::validation(format!("{bad:?} is not an authserv-id"))
+            .with_next_step("give the host name the server writes first in its Authentication-Results, e.g. mx.example.org"));
+    }
+    super::owner(store).account(id).await?;
+    store.set_authserv_ids(id, ids).await?;
+    if json {
+        return print_json(
+            None,
+            &serde_json::json!({ "account": id, "authserv_ids": ids }),
+        );
+    }
+    match ids.is_empty() {
+        true => {
+            crate::say!("account {id}: only its provider's known Authentication-Results are read")
+        }
+        false => crate::say!(
+            "account {id}: Authentication-Results of {} are read",
+            ids.join(", ")
+        ),
     }
     Ok(())
 }

@@ -388,7 +388,8 @@ async fn show_body(
         return print_json(
             Some("message"),
             &serde_json::json!({
-                "message": views::MessageJson::from(&row), "attachments": text.attachments, "body": body,
+                "message": views::MessageJson::from(&row), "attachments": text.attachments,
+                "auth": text.auth, "body": body,
                 "offset": offset, "body_chars": total, "has_more": has_more,
             }),
         );
@@ -396,6 +397,15 @@ async fn show_body(
     print_message(&row);
     for a in &text.attachments {
         println!("attachment {}", attachments::line(a));
+    }
+    if let Some(v) = &text.auth {
+        let word = |v: mailbroker_core::Verdict| serde_json::to_value(v).unwrap_or_default();
+        println!(
+            "authentication (the account's server): spf={} dkim={} dmarc={}",
+            word(v.spf).as_str().unwrap_or("none"),
+            word(v.dkim).as_str().unwrap_or("none"),
+            word(v.dmarc).as_str().unwrap_or("none")
+        );
     }
     println!();
     println!("{}", output::body_text(&body));

@@ -195,6 +195,7 @@ impl McpServer {
                         size: a.size,
                     })
                     .collect(),
+                auth: text.auth,
                 body: fenced(&fence, &body),
                 offset: offset as u64,
                 body_chars: total as u64,

@@ -27,6 +27,8 @@ pub struct MessageText {
     /// The whole plain-text body (HTML converted when there is no text part).
     pub body: String,
     pub attachments: Vec<Attachment>,
+    /// The account's own server's verdicts (`Authentication-Results`), where it stated them.
+    pub auth: Option<mailbroker_core::AuthVerdicts>,
 }
 
 /// A window of `text`, in characters: (the window, total characters, whether more follows).
@@ -74,7 +76,11 @@ pub fn text_of(source: &[u8]) -> Result<MessageText> {
     let attachments = (crate::attachments::parts(&message).into_iter())
         .map(|(a, _)| a)
         .collect();
-    Ok(MessageText { body, attachments })
+    Ok(MessageText {
+        body,
+        attachments,
+        auth: None,
+    })
 }
 
 /// One message asked for: its row and text, or why it could not be read.
@@ -134,7 +140,9 @@ pub async fn read_messages(store: &Store, ids: &[i64], scope: &Scope) -> Result<
             .push(p.remote_id.clone());
     }
     let mut sources = Sources::new();
+    let mut trust = BTreeMap::new();
     for (account, mailboxes) in groups {
+        trust.insert(account.clone(), trusted(store, &account).await);
         read_account(store, &account, mailboxes, &mut sources).await;
     }
     Ok(rows
@@ -142,7 +150,7 @@ pub async fn read_messages(store: &Store, ids: &[i64], scope: &Scope) -> Result<
         .map(|(id, row)| Read {
             id,
             account: row.as_ref().ok().map(|r| r.place.account.clone()),
-            result: row.and_then(|row| text_from(&sources, row)),
+            result: row.and_then(|row| text_from(&sources, row, &trust)),
         })
         .collect())
 }
@@ -150,6 +158,34 @@ pub async fn read_messages(store: &Store, ids: &[i64], scope: &Scope) -> Result<
 /// What each mailbox of each account answered: its sources by id, or the error that
 /// stopped it.
 type Sources = BTreeMap<(AccountId, String), Result<BTreeMap<RemoteId, Vec<u8>>>>;
+
+/// The authserv-ids whose verdicts the account trusts: those the person set, else its
+/// provider's own (Gmail stamps `mx.google.com`); none for a server nobody named.
+async fn trusted(store: &Store, account: &AccountId) -> Vec<String> {
+    let set = store.authserv_ids(account).await.unwrap_or_default();
+    if !set.is_empty() {
+        return set;
+    }
+    match store.account(account).await.map(|r| r.provider) {
+        Ok(mailbroker_core::ProviderKind::Gmail) => vec!["mx.google.com".to_string()],
+        _ => Vec::new(),
+    }
+}
+
+/// The verdicts of the topmost `Authentication-Results` of `source`, when `trusted` names
+/// its server (`mailbroker_core::verdicts`).
+pub fn auth_of(source: &[u8], trusted: &[String]) -> Option<mailbroker_core::AuthVerdicts> {
+    let message = MessageParser::default().parse_headers(source)?;
+    let values: Vec<&str> = (message.headers().iter())
+        .filter(|h| {
+            h.name
+                .as_str()
+                .eq_ignore_ascii_case("Authentication-Results")
+        })
+        .filter_map(|h| h.value.as_text())
+        .collect();
+    mailbroker_core::verdicts(&values, trusted)
+}
 
 /// Reads one account's messages, mailbox by mailbox, on one session.
 async fn read_account(
@@ -180,7 +216,11 @@ async fn read_account(
 }
 
 /// A row's text from what its mailbox answered; an error names the account.
-fn text_from(sources: &Sources, row: MessageRow) -> Result<(MessageRow, MessageText)> {
+fn text_from(
+    sources: &Sources,
+    row: MessageRow,
+    trust: &BTreeMap<AccountId, Vec<String>>,
+) -> Result<(MessageRow, MessageText)> {
     let p = &row.place;
     let answered = sources.get(&(p.account.clone(), p.mailbox.clone()));
     let source = match answered {
@@ -192,7 +232,12 @@ fn text_from(sources: &Sources, row: MessageRow) -> Result<(MessageRow, MessageT
         None => Err(Error::internal("the message's mailbox was not read")),
     };
     let account = p.account.clone();
-    let text = source.and_then(|s| text_of(s));
+    let trusted = trust.get(&account).map(Vec::as_slice).unwrap_or_default();
+    let text = source.and_then(|s| {
+        let mut text = text_of(s)?;
+        text.auth = auth_of(s, trusted);
+        Ok(text)
+    });
     match text {
         Ok(text) => Ok((row, text)),
         Err(e) => Err(e.in_account(&account)),

@@ -14,6 +14,7 @@ pub mod util;
 
 mod accounts;
 mod approvals;
+mod authserv;
 mod batches;
 mod budget;
 mod console;

@@ -1,0 +1,39 @@
+//! The authserv-ids each account trusts in `Authentication-Results` (`mailbroker_core::verdicts`).
+
+use mailbroker_core::{AccountId, Error};
+
+use super::{Store, db_error};
+
+fn bad(e: serde_json::Error) -> Error {
+    Error::internal(format!("an account's authserv-ids: {e}"))
+}
+
+impl Store {
+    /// The authserv-ids `account` trusts (`account set --authserv-id`); empty when none set.
+    pub async fn authserv_ids(&self, account: &AccountId) -> Result<Vec<String>, Error> {
+        let row: Option<(String,)> =
+            sqlx::query_as("SELECT authserv_ids FROM accounts WHERE id = $1")
+                .bind(account.as_str())
+                .fetch_optional(self.pool())
+                .await
+                .map_err(db_error)?;
+        let Some((ids,)) = row else {
+            return Err(Error::not_found(format!("no account {account}")));
+        };
+        serde_json::from_str(&ids).map_err(bad)
+    }
+
+    pub async fn set_authserv_ids(&self, account: &AccountId, ids: &[String]) -> Result<(), Error> {
+        let json = serde_json::to_string(ids).map_err(bad)?;
+        let done = sqlx::query("UPDATE accounts SET authserv_ids = $1 WHERE id = $2")
+            .bind(json)
+            .bind(account.as_str())
+            .execute(self.pool())
+            .await
+            .map_err(db_error)?;
+        match done.rows_affected() {
+            0 => Err(Error::not_found(format!("no account {account}"))),
+            _ => Ok(()),
+        }
+    }
+}
