@@ -295,3 +295,74 @@ async fn an_assistant_saves_attachments_and_reads_them_as_resources() {
     }
     session.cancel().await.unwrap();
 }
+
+/// Over JMAP on Cyrus, one part is its body structure's blob, downloaded alone and decoded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_part_over_jmap_is_its_own_blob() {
+    let Some(cyrus) = mailbroker_testkit::cyrus::shared() else {
+        return;
+    };
+    let user = "attachments-jmap";
+    cyrus.add_user(user).await.unwrap();
+    let mut client = ImapClient::connect_port(cyrus.imap_port, user)
+        .await
+        .unwrap();
+    client.append("INBOX", "", &message()).await.unwrap();
+    let proxy = Proxy::start(cyrus.port, Duration::ZERO).unwrap();
+    let url = format!("http://127.0.0.1:{}", proxy.port);
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let add = mailbroker_testkit::cyrus::account_add_args("j", &url, user, "MB_TEST_PW");
+    assert_eq!(common::mb_args(h, &add).code, 0);
+    ok(h, &["sync"]);
+    let id = common::message_ids(&ok(h, &["search", "subject:Files"]))[0].to_string();
+    let listed = ok(h, &["attachments", &id]);
+    assert_eq!(
+        listed["attachments"].as_array().unwrap().len(),
+        12,
+        "{listed}"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    proxy.take_sent();
+    let saved = ok(
+        h,
+        &[
+            "attachments",
+            &id,
+            "--part",
+            "8",
+            "--to",
+            dir.path().to_str().unwrap(),
+        ],
+    );
+    assert_eq!(
+        saved["saved"][0]["path"],
+        dir.path().join("report.pdf").to_str().unwrap()
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("report.pdf")).unwrap(),
+        "contents 6"
+    );
+    let sent = proxy.take_sent();
+    assert!(sent.contains("bodyStructure"), "{sent}");
+    assert_eq!(sent.matches("/download/").count(), 1, "one blob: {sent}");
+    let forwarded = ok(
+        h,
+        &[
+            "attachments",
+            &id,
+            "--part",
+            "12",
+            "--to",
+            dir.path().to_str().unwrap(),
+        ],
+    );
+    let path = forwarded["saved"][0]["path"].as_str().unwrap();
+    assert!(
+        std::fs::read_to_string(path)
+            .unwrap()
+            .contains("Subject: Forwarded"),
+        "{path}"
+    );
+}

@@ -63,7 +63,10 @@ async fn only_the_accounts_own_server_is_believed() {
         "{shown}"
     );
     let shown = ok(h, &["show", &relayed, "--body"]);
-    assert!(shown["message"]["auth"].is_null(), "another server's header: {shown}");
+    assert!(
+        shown["message"]["auth"].is_null(),
+        "another server's header: {shown}"
+    );
 
     let client_of = common::mcp::client(None, rmcp::model::ProtocolVersion::V_2025_11_25);
     let session = common::mcp::connect(h, client_of).await;

@@ -67,22 +67,25 @@ fn visit(message: &Message<'_>, index: usize, number: &str, out: &mut Vec<(Attac
     let Some(part) = message.parts.get(index) else {
         return;
     };
-    let forwarded = match &part.body {
-        PartType::Message(inner) => Some(inner.subject().unwrap_or("message").to_string()),
-        _ => None,
-    };
-    if forwarded.is_none() && !message.attachments.contains(&(index as u32)) {
+    let forwarded = matches!(part.body, PartType::Message(_));
+    if !forwarded && !message.attachments.contains(&(index as u32)) {
         return;
     }
-    let name = (part.attachment_name().map(str::to_string))
-        .or_else(|| forwarded.map(|subject| format!("{subject}.eml")));
     let attachment = Attachment {
         part: number.to_string(),
-        name,
+        name: name_of(part),
         content_type: content_type(part),
         size: part.contents().len() as u64,
     };
     out.push((attachment, index));
+}
+
+/// A part's file name as sent; a forwarded message's, its subject and `.eml`.
+fn name_of(part: &mail_parser::MessagePart<'_>) -> Option<String> {
+    (part.attachment_name().map(str::to_string)).or_else(|| match &part.body {
+        PartType::Message(inner) => Some(format!("{}.eml", inner.subject().unwrap_or("message"))),
+        _ => None,
+    })
 }
 
 /// The attachment `part` of `source` (a whole message) and its decoded contents.
@@ -352,6 +355,33 @@ pub async fn save_from(
     Ok(saved)
 }
 
+/// A part its provider read alone, as listed and decoded.
+fn alone_part(part: &str, alone: mailbroker_core::FetchedPart) -> Result<(Attachment, Vec<u8>)> {
+    let (name, content_type, bytes) = match alone {
+        mailbroker_core::FetchedPart::Decoded {
+            name,
+            content_type,
+            bytes,
+        } => (name, content_type, bytes),
+        mailbroker_core::FetchedPart::Mime(mime) => {
+            let message = parse(&mime)?;
+            let first = message.parts.first().ok_or_else(|| no_part(part))?;
+            (
+                name_of(first),
+                content_type(first),
+                first.contents().to_vec(),
+            )
+        }
+    };
+    let attachment = Attachment {
+        part: part.to_string(),
+        name,
+        content_type,
+        size: bytes.len() as u64,
+    };
+    Ok((attachment, bytes))
+}
+
 /// The attachments asked for, with their contents.
 async fn read_parts(
     provider: &mut dyn mailbroker_core::Provider,
@@ -362,24 +392,7 @@ async fn read_parts(
     if let Some(part) = part
         && let Some(alone) = provider.fetch_part(mailbox, id, part).await?
     {
-        let message = parse(&alone)?;
-        let Some(first) = message.parts.first() else {
-            return Err(no_part(part));
-        };
-        let name = (first.attachment_name().map(str::to_string)).or_else(|| match &first.body {
-            PartType::Message(inner) => {
-                Some(format!("{}.eml", inner.subject().unwrap_or("message")))
-            }
-            _ => None,
-        });
-        let attachment = Attachment {
-            part: part.to_string(),
-            name,
-            content_type: content_type(first),
-            size: first.contents().len() as u64,
-        };
-        let bytes = first.contents().to_vec();
-        return Ok(vec![(attachment, bytes)]);
+        return alone_part(part, alone).map(|one| vec![one]);
     }
     let source = (provider
         .fetch_sources(mailbox, std::slice::from_ref(id))

@@ -35,8 +35,8 @@ pub use model::{
     plausible_date,
 };
 pub use provider::{
-    ApplyEach, Arrival, MailboxSyncReport, Provider, SameMessage, Seen, Settled, SyncRequest,
-    SyncSink, Watched, place,
+    ApplyEach, Arrival, FetchedPart, MailboxSyncReport, Provider, SameMessage, Seen, Settled,
+    SyncRequest, SyncSink, Watched, place,
 };
 pub use rule::{Condition, Rule, RulesBefore, ServerRule};
 pub use summary::{Sender, Summary};

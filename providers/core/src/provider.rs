@@ -293,6 +293,20 @@ fn no_rules() -> Error {
     )
 }
 
+/// One part of a message as a provider read it alone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FetchedPart {
+    /// Its MIME header followed by its body, as IMAP's `BODY[n.MIME]` and `BODY[n]` give
+    /// them: the caller decodes it (with a MIME library).
+    Mime(Vec<u8>),
+    /// Decoded already, with what the provider says of it (JMAP's body structure).
+    Decoded {
+        name: Option<String>,
+        content_type: String,
+        bytes: Vec<u8>,
+    },
+}
+
 fn no_drafts() -> Error {
     Error::unsupported("mailbroker cannot save drafts on this account's server")
         .with_next_step("write the reply in the mail client")
@@ -341,16 +355,16 @@ pub trait Provider: Send {
         ))
     }
 
-    /// One part of a message (`part`, an IMAP section number such as `2` or `1.2`) as its
-    /// MIME header followed by its body, so a large attachment is read without the rest of
-    /// its message; `None` where the provider reads whole messages only (the caller then
-    /// reads the source), or when the message or part is not there.
+    /// One part of a message (`part`, an IMAP section number such as `2` or `1.2`), so a
+    /// large attachment is read without the rest of its message; `None` where the provider
+    /// reads whole messages only (the caller then reads the source), or when the message or
+    /// part is not there.
     async fn fetch_part(
         &mut self,
         _mailbox: &str,
         _id: &RemoteId,
         _part: &str,
-    ) -> Result<Option<Vec<u8>>> {
+    ) -> Result<Option<FetchedPart>> {
         Ok(None)
     }
 

@@ -205,8 +205,9 @@ impl Provider for ImapProvider {
         mailbox: &str,
         id: &RemoteId,
         part: &str,
-    ) -> Result<Option<Vec<u8>>> {
-        self.read_part(mailbox, id, part).await
+    ) -> Result<Option<mailbroker_core::FetchedPart>> {
+        let read = self.read_part(mailbox, id, part).await?;
+        Ok(read.map(mailbroker_core::FetchedPart::Mime))
     }
 
     async fn watch(

@@ -32,6 +32,7 @@ pub mod convert;
 mod delete;
 mod drafts;
 pub mod labels;
+mod parts;
 mod push;
 mod rules;
 mod sync;
@@ -184,6 +185,15 @@ impl Provider for JmapProvider {
             out.push((RemoteId::new(email.id), self.client.download(&blob).await?));
         }
         Ok(out)
+    }
+
+    async fn fetch_part(
+        &mut self,
+        _mailbox: &str,
+        id: &RemoteId,
+        part: &str,
+    ) -> Result<Option<mailbroker_core::FetchedPart>> {
+        parts::fetch(&mut self.client, id, part).await
     }
 
     /// Waits on the session's event source (push) for a change since the last sync.

@@ -154,6 +154,8 @@ pub enum Call {
     EmailDestroy(Vec<String>),
     /// Messages uploaded as blobs, made emails (RFC 8621 §4.8), by creation id.
     EmailImport(BTreeMap<String, Value>),
+    /// One email's body structure: each part's id, blob, type, name and sub-parts.
+    EmailParts(String),
 }
 
 /// The arguments of a `/get`.
@@ -217,6 +219,7 @@ impl Call {
             Call::EmailGet { .. } => "Email/get",
             Call::EmailUpdate(_) | Call::EmailDestroy(_) => "Email/set",
             Call::EmailImport(_) => "Email/import",
+            Call::EmailParts(_) => "Email/get",
         }
     }
 
@@ -265,6 +268,11 @@ impl Call {
             Call::EmailUpdate(update) => set(Some(update), None),
             Call::EmailDestroy(ids) => set(None, Some(&ids[..])),
             Call::EmailImport(emails) => Ok(serde_json::json!({ "emails": emails })),
+            Call::EmailParts(id) => Ok(serde_json::json!({
+                "ids": [id],
+                "properties": ["bodyStructure"],
+                "bodyProperties": ["partId", "blobId", "type", "name", "subParts"],
+            })),
         };
         arguments.map_err(|e| Error::internal(format!("jmap {}: {e}", self.name())))
     }
