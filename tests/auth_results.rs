@@ -36,7 +36,12 @@ async fn only_the_accounts_own_server_is_believed() {
         .unwrap();
     let elsewhere = "relay.evil.example; dkim=pass; spf=pass; dmarc=pass";
     client
-        .append("INBOX", "", &mail("relayed", &[elsewhere, forged]))
+        .append("INBOX", "", &mail("relayed", &[elsewhere]))
+        .await
+        .unwrap();
+    // A sender's header above the server's own, naming another server, is passed over.
+    client
+        .append("INBOX", "", &mail("stacked", &[elsewhere, own]))
         .await
         .unwrap();
     let home = tempfile::tempdir().unwrap();
@@ -44,7 +49,11 @@ async fn only_the_accounts_own_server_is_believed() {
     common::add_proxied(h, "r", server.imap_port, user);
     ok(h, &["sync"]);
     let id = |q: &str| common::message_ids(&ok(h, &["search", q]))[0].to_string();
-    let (phish, relayed) = (id("subject:phish"), id("subject:relayed"));
+    let (phish, relayed, above) = (
+        id("subject:phish"),
+        id("subject:relayed"),
+        id("subject:stacked"),
+    );
 
     // Nobody named this server: nothing is believed.
     let shown = ok(h, &["show", &phish, "--body"]);
@@ -66,6 +75,11 @@ async fn only_the_accounts_own_server_is_believed() {
     assert!(
         shown["message"]["auth"].is_null(),
         "another server's header: {shown}"
+    );
+    let shown = ok(h, &["show", &above, "--body"]);
+    assert_eq!(
+        shown["message"]["auth"]["dmarc"], "fail",
+        "the server's own, below: {shown}"
     );
 
     let client_of = common::mcp::client(None, rmcp::model::ProtocolVersion::V_2025_11_25);

@@ -1,11 +1,11 @@
 //! The receiving server's verdicts on a message (`Authentication-Results`, RFC 8601): SPF,
 //! DKIM and DMARC, pass, fail or none.
 //!
-//! Architecture Invariant: only a header the account's own provider added counts. The
-//! receiving server puts its header on top, above anything the message arrived with, so the
-//! topmost `Authentication-Results` is read, and only when its authserv-id is one the account
-//! names (`mx.google.com` for Gmail by default; `account set ID --authserv-id` otherwise).
-//! A header a sender wrote below it, or one naming another server, is never read.
+//! Architecture Invariant: only a header the account's own provider added counts: the topmost
+//! `Authentication-Results` whose authserv-id is one the account names (`mx.google.com` for
+//! Gmail by default; `account set ID --authserv-id` otherwise). The receiving server puts its
+//! own above what the message arrived with and removes any that claims its name (RFC 8601
+//! §5), so one a sender wrote is either below it or names another server, and is never read.
 
 use serde::{Deserialize, Serialize};
 
@@ -44,18 +44,22 @@ impl AuthVerdicts {
 }
 
 /// The verdicts in the topmost of `headers` (each `Authentication-Results` value, in the
-/// order the message has them) when its authserv-id is one of `trusted`; else `None`.
+/// order the message has them) whose authserv-id is one of `trusted`; else `None`.
 pub fn verdicts(headers: &[&str], trusted: &[String]) -> Option<AuthVerdicts> {
-    let top = headers.first()?;
-    let mut parts = split_unquoted(top, ';').into_iter();
-    let id = parts
-        .next()?
-        .split_whitespace()
-        .next()?
-        .to_ascii_lowercase();
-    if !trusted.iter().any(|t| t.eq_ignore_ascii_case(&id)) {
-        return None;
-    }
+    let authserv_id = |h: &str| -> Option<String> {
+        let first = split_unquoted(h, ';').into_iter().next()?;
+        Some(
+            without_comments(&first)
+                .split_whitespace()
+                .next()?
+                .to_ascii_lowercase(),
+        )
+    };
+    let own = headers.iter().find(|h| {
+        authserv_id(h).is_some_and(|id| trusted.iter().any(|t| t.eq_ignore_ascii_case(&id)))
+    })?;
+    let mut parts = split_unquoted(own, ';').into_iter();
+    parts.next();
     let mut found = AuthVerdicts {
         spf: Verdict::None,
         dkim: Verdict::None,
@@ -167,9 +171,13 @@ mod tests {
             verdicts(&[own, forged], &trusted).unwrap().overall(),
             Verdict::Fail
         );
-        // A header naming another server, or none at all, says nothing.
+        // A header naming another server says nothing, above the server's own or alone.
         let other = "relay.evil.example; dmarc=pass";
-        assert_eq!(verdicts(&[other, forged], &trusted), None);
+        assert_eq!(
+            verdicts(&[other, own], &trusted).unwrap().overall(),
+            Verdict::Fail
+        );
+        assert_eq!(verdicts(&[other], &trusted), None);
         assert_eq!(verdicts(&[], &trusted), None);
         assert_eq!(verdicts(&[forged], &[]), None);
         // A comment cannot smuggle a verdict in.
