@@ -220,7 +220,8 @@ async fn set_authserv(store: &Store, id: &AccountId, ids: &[String], json: bool)
             crate::say!("account {id}: only its provider's known Authentication-Results are read")
         }
         false => crate::say!(
-            "account {id}: Authentication-Results of {} are read",
+            "account {id}: Authentication-Results of {} are read; for mail indexed before, run: \
+             mailbroker sync --account {id} --full",
             ids.join(", ")
         ),
     }

@@ -142,7 +142,11 @@ pub async fn read_messages(store: &Store, ids: &[i64], scope: &Scope) -> Result<
     let mut sources = Sources::new();
     let mut trust = BTreeMap::new();
     for (account, mailboxes) in groups {
-        trust.insert(account.clone(), trusted(store, &account).await);
+        let trusted = store
+            .trusted_authserv_ids(&account)
+            .await
+            .unwrap_or_default();
+        trust.insert(account.clone(), trusted);
         read_account(store, &account, mailboxes, &mut sources).await;
     }
     Ok(rows
@@ -158,19 +162,6 @@ pub async fn read_messages(store: &Store, ids: &[i64], scope: &Scope) -> Result<
 /// What each mailbox of each account answered: its sources by id, or the error that
 /// stopped it.
 type Sources = BTreeMap<(AccountId, String), Result<BTreeMap<RemoteId, Vec<u8>>>>;
-
-/// The authserv-ids whose verdicts the account trusts: those the person set, else its
-/// provider's own (Gmail stamps `mx.google.com`); none for a server nobody named.
-async fn trusted(store: &Store, account: &AccountId) -> Vec<String> {
-    let set = store.authserv_ids(account).await.unwrap_or_default();
-    if !set.is_empty() {
-        return set;
-    }
-    match store.account(account).await.map(|r| r.provider) {
-        Ok(mailbroker_core::ProviderKind::Gmail) => vec!["mx.google.com".to_string()],
-        _ => Vec::new(),
-    }
-}
 
 /// The verdicts of the topmost `Authentication-Results` of `source`, when `trusted` names
 /// its server (`mailbroker_core::verdicts`).

@@ -53,6 +53,7 @@ fn term_of(term: &Term) -> Result<Condition> {
             return Err(refused("is:read, is:unread or is:flagged"));
         }
         Term::Thread(v) => return Err(refused(&format!("thread:{v}"))),
+        Term::Auth(v) => return Err(refused(&format!("auth:{v}"))),
         Term::Before(_) | Term::After(_) => {
             return Err(refused(
                 "a date (before:, after:, older_than:, newer_than:)",

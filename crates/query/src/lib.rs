@@ -36,6 +36,9 @@ pub enum Term {
     List(Option<String>),
     /// In this conversation (the `thread` id search rows carry).
     Thread(String),
+    /// The account's own server's verdict (`Authentication-Results`): `pass`, `fail`, or
+    /// `none` (no verdict, or not read).
+    Auth(String),
     /// Seconds since the epoch: the message date is before / on-or-after this instant.
     Before(i64),
     After(i64),

@@ -153,6 +153,14 @@ pub(super) fn term_of(token: &str, now: i64) -> Result<Term, Error> {
         "list" if value == "*" => Term::List(None),
         "list" => Term::List(Some(value)),
         "thread" => Term::Thread(value),
+        "auth" => match value.to_ascii_lowercase().as_str() {
+            v @ ("pass" | "fail" | "none") => Term::Auth(v.to_string()),
+            _ => {
+                return Err(Error::validation(format!(
+                    "{token:?}: auth: takes pass, fail or none"
+                )));
+            }
+        },
         "is" => match value.to_ascii_lowercase().as_str() {
             "unread" => Term::Read(false),
             "read" => Term::Read(true),

@@ -23,6 +23,17 @@ impl Store {
         serde_json::from_str(&ids).map_err(bad)
     }
 
+    /// The authserv-ids whose verdicts `account` trusts: those set, else its provider's known
+    /// ones (`mailbroker_core::known_authserv_ids`).
+    pub async fn trusted_authserv_ids(&self, account: &AccountId) -> Result<Vec<String>, Error> {
+        let set = self.authserv_ids(account).await?;
+        if !set.is_empty() {
+            return Ok(set);
+        }
+        let provider = self.account(account).await?.provider;
+        Ok(mailbroker_core::known_authserv_ids(provider))
+    }
+
     pub async fn set_authserv_ids(&self, account: &AccountId, ids: &[String]) -> Result<(), Error> {
         let json = serde_json::to_string(ids).map_err(bad)?;
         let done = sqlx::query("UPDATE accounts SET authserv_ids = $1 WHERE id = $2")

@@ -474,6 +474,16 @@ fn push_term(q: &mut Sql, term: &Term, over: Over) {
         Term::Thread(v) => {
             q.push("m.thread_id = ").push_bind(v.to_ascii_lowercase());
         }
+        // No verdict, or one not read (an index from before `auth`), is `none`.
+        Term::Auth(v) if v == "none" => {
+            q.push("(m.auth IS NULL OR m.auth = 'none')");
+        }
+        // NOT of a comparison with NULL is NULL: `-auth:fail` must still match no verdict.
+        Term::Auth(v) => {
+            q.push("(m.auth IS NOT NULL AND m.auth = ")
+                .push_bind(v.clone())
+                .push(")");
+        }
         Term::List(None) => {
             q.push("m.list_id IS NOT NULL");
         }

@@ -110,6 +110,8 @@ pub struct StoreSink {
     account: AccountId,
     /// Mailbox name → row id.
     mailboxes: HashMap<String, i64>,
+    /// The authserv-ids whose verdicts the account trusts, read on first use.
+    trusted: Option<Vec<String>>,
     on_progress: Option<Box<dyn FnMut(SyncProgress) + Send + Sync>>,
     /// Message batches are written by a separate task, so fetching the next batch from the
     /// server overlaps with writing the last one. Everything else waits for it (`flush`).
@@ -131,7 +133,8 @@ const MANY: usize = 1000;
 
 /// What the writer task writes: new messages (headers), or the text of indexed ones.
 enum Batch {
-    Messages(i64, Vec<MessageMeta>),
+    /// New rows, each with the account's own server's verdict (`auth:`).
+    Messages(i64, Vec<MessageMeta>, Vec<Option<&'static str>>),
     Text(i64, Vec<MessageText>),
 }
 
@@ -143,6 +146,7 @@ impl StoreSink {
             store,
             account,
             mailboxes: HashMap::new(),
+            trusted: None,
             on_progress: None,
             writer: None,
             lease: None,
@@ -218,8 +222,8 @@ impl StoreSink {
                 while let Some(batch) = rx.recv().await {
                     let tx = Fence::begin(fence.as_ref(), &store).await?;
                     match batch {
-                        Batch::Messages(mailbox, rows) => {
-                            insert_batch(tx, &account, mailbox, &rows).await?
+                        Batch::Messages(mailbox, rows, auth) => {
+                            insert_batch(tx, &account, mailbox, (&rows, &auth)).await?
                         }
                         Batch::Text(mailbox, texts) => write_text(tx, mailbox, &texts).await?,
                     }
@@ -329,7 +333,18 @@ impl ApplyEach for StoreSink {
     async fn upsert_messages(&mut self, mailbox: &str, messages: Vec<MessageMeta>) -> Result<()> {
         let mailbox_id = self.mailbox(mailbox)?;
         self.arrived += messages.len();
-        self.write(Batch::Messages(mailbox_id, messages)).await
+        if self.trusted.is_none() {
+            self.trusted = Some(self.store.trusted_authserv_ids(&self.account).await?);
+        }
+        let trusted = self.trusted.as_deref().unwrap_or_default();
+        let auth = (messages.iter())
+            .map(|m| {
+                let headers: Vec<&str> = m.auth_results.iter().map(String::as_str).collect();
+                mailbroker_core::verdicts(&headers, trusted).map(|v| v.overall().as_str())
+            })
+            .collect();
+        self.write(Batch::Messages(mailbox_id, messages, auth))
+            .await
     }
 
     async fn fill_text(&mut self, mailbox: &str, texts: Vec<MessageText>) -> Result<()> {
@@ -548,17 +563,17 @@ async fn insert_batch(
     mut tx: sqlx::Transaction<'static, Any>,
     account: &AccountId,
     mailbox_id: i64,
-    messages: &[MessageMeta],
+    (messages, auth): (&[MessageMeta], &[Option<&'static str>]),
 ) -> Result<()> {
     let backend = Backend::of(&tx);
-    for chunk in messages.chunks(INSERT_CHUNK) {
+    for (chunk, verdicts) in messages.chunks(INSERT_CHUNK).zip(auth.chunks(INSERT_CHUNK)) {
         let mut q = Sql::new(
             backend,
             "INSERT INTO messages (mailbox_id, remote_id, message_id, from_addr,
                    to_addr, cc_addr, subject, date, size, has_attachments, text_pending, list_id,
-                   thread_id) ",
+                   thread_id, auth) ",
         );
-        q.push_values(chunk, |mut row, m| {
+        q.push_values(chunk.iter().zip(verdicts), |mut row, (m, verdict)| {
             row.push_bind(mailbox_id)
                 .push_bind(m.id.as_str())
                 .push_bind(m.message_id.clone())
@@ -575,14 +590,15 @@ async fn insert_batch(
                     m.thread
                         .as_ref()
                         .map(|c| thread_id(account.as_str(), c, &m.subject)),
-                );
+                )
+                .push_bind(*verdict);
         });
         // A message indexed before keeps its row and id (the update makes RETURNING report
         // that id too), and takes the list and conversation its headers say now: an index
         // from before those columns learns them from a `sync --full`.
         q.push(
             " ON CONFLICT(mailbox_id, remote_id) DO UPDATE SET remote_id = excluded.remote_id,
-                 list_id = excluded.list_id, thread_id = excluded.thread_id
+                 list_id = excluded.list_id, thread_id = excluded.thread_id, auth = excluded.auth
                  RETURNING id, remote_id",
         );
         let ids: Vec<(i64, String)> = q

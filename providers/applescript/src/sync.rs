@@ -118,6 +118,7 @@ fn meta_of(m: &Value) -> Option<MessageMeta> {
         snippet: String::new(),
         body_prefix: String::new(),
         text_pending: false,
+        auth_results: Vec::new(),
         thread: None,
         list: None,
     })

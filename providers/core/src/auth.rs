@@ -43,6 +43,24 @@ impl AuthVerdicts {
     }
 }
 
+/// The authserv-ids a provider is known to stamp, trusted unless the person names others.
+pub fn known_authserv_ids(provider: crate::ProviderKind) -> Vec<String> {
+    match provider {
+        crate::ProviderKind::Gmail => vec!["mx.google.com".to_string()],
+        _ => Vec::new(),
+    }
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Pass => "pass",
+            Verdict::Fail => "fail",
+            Verdict::None => "none",
+        }
+    }
+}
+
 /// The verdicts in the topmost of `headers` (each `Authentication-Results` value, in the
 /// order the message has them) whose authserv-id is one of `trusted`; else `None`.
 pub fn verdicts(headers: &[&str], trusted: &[String]) -> Option<AuthVerdicts> {

@@ -25,7 +25,7 @@ pub use adapter::{
     AccountInfo, Adapter, Connector, Consent, DoctorReport, Grouping, NewAccount, Operation, Ready,
     Secrets, Upgrade,
 };
-pub use auth::{AuthVerdicts, Verdict, verdicts};
+pub use auth::{AuthVerdicts, Verdict, known_authserv_ids, verdicts};
 pub use draft::{Draft, MAX_DRAFT_BODY, PlacedDraft, Recipient, ReplyOf, draft_changed};
 pub use error::{Error, ErrorFields, Result};
 pub use headers::{conversation_root, conversation_subject, list_of};

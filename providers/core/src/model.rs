@@ -323,6 +323,11 @@ pub struct MessageMeta {
     /// the rest.
     #[serde(default)]
     pub text_pending: bool,
+    /// Its `Authentication-Results` values, in the order it has them, where the provider
+    /// reads them: the index keeps the verdict of the account's own server
+    /// (`crate::verdicts`), never the headers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub auth_results: Vec<String>,
 }
 
 /// What a second pass brings for a message whose headers are indexed: its text, for

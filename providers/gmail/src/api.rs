@@ -47,7 +47,8 @@ pub const MAX_BATCH: usize = 1000;
 /// The largest page messages.list and history.list give.
 const PAGE: u32 = 500;
 /// Headers `format=metadata` asks for: what the index keeps.
-pub const HEADERS: [&str; 8] = [
+pub const HEADERS: [&str; 9] = [
+    "Authentication-Results",
     "Subject",
     "From",
     "To",

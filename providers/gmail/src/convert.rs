@@ -165,6 +165,10 @@ impl Cursor {
             body_prefix: String::new(),
             // Gmail's metadata carries the snippet: there is no second pass.
             text_pending: false,
+            auth_results: (m.headers.iter())
+                .filter(|(n, _)| n.eq_ignore_ascii_case("Authentication-Results"))
+                .map(|(_, v)| v.clone())
+                .collect(),
             thread: m
                 .thread_id
                 .clone()

@@ -125,6 +125,7 @@ pub fn meta_of(m: &Value) -> Option<MessageMeta> {
         snippet: text(m, "bodyPreview").to_string(),
         body_prefix: text(m, "bodyPreview").to_string(),
         text_pending: false,
+        auth_results: Vec::new(),
         thread: m["conversationId"]
             .as_str()
             .map(|c| mailbroker_core::Conversation::Server(c.to_string())),

@@ -329,6 +329,14 @@ pub(crate) fn meta_of(fetch: &Fetch, uidvalidity: UidValidity) -> Option<Message
         ..MessageMeta::default()
     };
     if let Some(msg) = parsed {
+        meta.auth_results = (msg.headers().iter())
+            .filter(|h| {
+                h.name
+                    .as_str()
+                    .eq_ignore_ascii_case("Authentication-Results")
+            })
+            .filter_map(|h| h.value.as_text().map(str::to_string))
+            .collect();
         meta.message_id = msg.message_id().map(str::to_string);
         meta.from = addresses(msg.from());
         meta.to = addresses(msg.to());

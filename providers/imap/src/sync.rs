@@ -48,7 +48,7 @@ const BATCH: usize = 1000;
 /// index keeps, which servers cache (Dovecot answers this about as fast as ENVELOPE). PEEK
 /// keeps `\Seen` untouched. The index is searchable by these once the pass ends.
 pub const NEW_MESSAGE_ITEMS: &str = "UID FLAGS RFC822.SIZE INTERNALDATE \
-     BODY.PEEK[HEADER.FIELDS (FROM TO CC SUBJECT DATE MESSAGE-ID LIST-ID LIST-UNSUBSCRIBE REFERENCES IN-REPLY-TO)]";
+     BODY.PEEK[HEADER.FIELDS (FROM TO CC SUBJECT DATE MESSAGE-ID LIST-ID LIST-UNSUBSCRIBE REFERENCES IN-REPLY-TO AUTHENTICATION-RESULTS)]";
 
 /// The second pass, for messages whose headers are indexed: the structure (attachments), the
 /// content header fields that say how to decode the text, and a prefix of the text for the

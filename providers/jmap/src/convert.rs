@@ -9,7 +9,7 @@ use mailbroker_core::{
 };
 
 /// The email properties a sync reads.
-pub const EMAIL_PROPERTIES: [&str; 16] = [
+pub const EMAIL_PROPERTIES: [&str; 17] = [
     "id",
     "mailboxIds",
     "keywords",
@@ -26,6 +26,7 @@ pub const EMAIL_PROPERTIES: [&str; 16] = [
     "threadId",
     LIST_ID,
     LIST_UNSUBSCRIBE,
+    crate::wire::AUTH_RESULTS,
 ];
 
 /// Keywords that are our read and flagged state, not tags.
@@ -198,6 +199,7 @@ pub fn meta_of(email: &Email, state: &str) -> MessageMeta {
             .clone()
             .map(mailbroker_core::Conversation::Server),
         list: mailbroker_core::list_of(email.list_id.as_deref(), &unsubscribe),
+        auth_results: email.auth_results.clone(),
     }
 }
 

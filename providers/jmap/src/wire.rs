@@ -404,6 +404,8 @@ pub struct EmailAddress {
 /// text, List-Unsubscribe only raw or as its URLs (a server refuses text).
 pub const LIST_ID: &str = "header:List-Id:asText";
 pub const LIST_UNSUBSCRIBE: &str = "header:List-Unsubscribe:asURLs";
+/// Every `Authentication-Results`, in the order the message has them (RFC 8621 §4.1.3).
+pub const AUTH_RESULTS: &str = "header:Authentication-Results:asText:all";
 
 /// An email (RFC 8621 §4), with the properties mailbroker asks for; one not asked for is
 /// empty.
@@ -443,6 +445,12 @@ pub struct Email {
         deserialize_with = "nullable"
     )]
     pub list_unsubscribe: Vec<String>,
+    #[serde(
+        rename = "header:Authentication-Results:asText:all",
+        default,
+        deserialize_with = "nullable"
+    )]
+    pub auth_results: Vec<String>,
 }
 
 impl Email {
