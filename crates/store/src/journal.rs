@@ -182,6 +182,34 @@ pub struct ChangeRecord {
     pub items: Vec<JournalItem>,
 }
 
+impl ChangeRecord {
+    /// The intent of a change of one thing (a rule change, a draft), as journaled before
+    /// anything is sent: executing, nothing tallied yet.
+    pub fn intent(
+        origin: &str,
+        selection: Chosen,
+        patch: Asked,
+        plan: Vec<String>,
+    ) -> ChangeRecord {
+        ChangeRecord {
+            id: 0,
+            created_at: 0,
+            origin: origin.to_string(),
+            undo_of: match &selection {
+                Chosen::UndoOf { undo_of } => Some(*undo_of),
+                _ => None,
+            },
+            selection,
+            patch,
+            plan,
+            undone_by: None,
+            tally: Tally::default(),
+            status: ChangeStatus::Executing,
+            items: Vec::new(),
+        }
+    }
+}
+
 /// Where a change stands. Stored as its lowercase name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ChangeStatus {

@@ -9,7 +9,7 @@ use mailbroker_core::{
     AccountId, Draft, Error, MailboxInfo, Outcome, PlacedDraft, Recipient, ReplyOf, Result, Role,
     Tally,
 };
-use mailbroker_store::{Asked, ChangeRecord, ChangeStatus, Chosen, Store};
+use mailbroker_store::{Asked, ChangeRecord, Chosen, Store};
 use serde::Serialize;
 
 use super::update::ChangeReport;
@@ -140,22 +140,7 @@ async fn settle(
 }
 
 fn record(origin: &str, selection: Chosen, plan: Vec<String>) -> ChangeRecord {
-    ChangeRecord {
-        id: 0,
-        created_at: 0,
-        origin: origin.to_string(),
-        undo_of: match &selection {
-            Chosen::UndoOf { undo_of } => Some(*undo_of),
-            _ => None,
-        },
-        selection,
-        patch: Asked::Draft { draft: true },
-        plan,
-        undone_by: None,
-        tally: Tally::default(),
-        status: ChangeStatus::Executing,
-        items: Vec::new(),
-    }
+    ChangeRecord::intent(origin, selection, Asked::Draft { draft: true }, plan)
 }
 
 /// The account's drafts mailbox as the index knows it (role `drafts`).

@@ -5,9 +5,7 @@
 //! replaced; an undo puts that back.
 
 use mailbroker_core::{AccountId, Error, Outcome, Result, Rule, RulesBefore, ServerRule, Tally};
-use mailbroker_store::{
-    Asked, ChangeRecord, ChangeStatus, Chosen, RuleAction, RuleManifest, RuleStatus, Store,
-};
+use mailbroker_store::{Asked, ChangeRecord, Chosen, RuleAction, RuleManifest, RuleStatus, Store};
 
 use super::update::ChangeReport;
 use crate::{registry, sessions};
@@ -73,22 +71,7 @@ async fn ours(store: &Store, account: &AccountId, name: &str) -> Result<Rule> {
 
 /// A change of rules as its journal line and report have it.
 fn record(origin: &str, selection: Chosen, patch: Asked, plan: Vec<String>) -> ChangeRecord {
-    ChangeRecord {
-        id: 0,
-        created_at: 0,
-        origin: origin.to_string(),
-        undo_of: match &selection {
-            Chosen::UndoOf { undo_of } => Some(*undo_of),
-            _ => None,
-        },
-        selection,
-        patch,
-        plan,
-        undone_by: None,
-        tally: Tally::default(),
-        status: ChangeStatus::Executing,
-        items: Vec::new(),
-    }
+    ChangeRecord::intent(origin, selection, patch, plan)
 }
 
 fn report(change_id: i64, plan: Vec<String>) -> ChangeReport {
