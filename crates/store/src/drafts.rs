@@ -24,22 +24,15 @@ impl Store {
             .execute(&mut *tx)
             .await
             .map_err(db_error)?;
-        sqlx::query("UPDATE changes SET applied = 1 WHERE id = $1")
-            .bind(change_id)
-            .execute(&mut *tx)
-            .await
-            .map_err(db_error)?;
+        applied_one(&mut tx, change_id).await?;
         tx.commit().await.map_err(db_error)
     }
 
     /// Counts a change of one thing (an undone draft) applied.
     pub async fn mark_applied(&self, change_id: i64) -> Result<(), Error> {
-        sqlx::query("UPDATE changes SET applied = 1 WHERE id = $1")
-            .bind(change_id)
-            .execute(self.pool())
-            .await
-            .map(|_| ())
-            .map_err(db_error)
+        let mut tx = self.write_tx().await?;
+        applied_one(&mut tx, change_id).await?;
+        tx.commit().await.map_err(db_error)
     }
 
     /// The draft change `change_id` saved, if it is a change that saved one.
@@ -61,4 +54,18 @@ impl Store {
             serde_json::from_str(&placed).map_err(bad)?,
         )))
     }
+}
+
+/// Counts change `change_id`, a change of one thing (a rule change, a draft), applied: the
+/// journal tallies it, and an undo finds it done.
+pub(crate) async fn applied_one(
+    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    change_id: i64,
+) -> Result<(), Error> {
+    sqlx::query("UPDATE changes SET applied = 1 WHERE id = $1")
+        .bind(change_id)
+        .execute(&mut **tx)
+        .await
+        .map(drop)
+        .map_err(db_error)
 }

@@ -214,12 +214,7 @@ impl Store {
         .execute(&mut *tx)
         .await
         .map_err(db_error)?;
-        // One rule change applied: the journal counts it, and an undo finds it done.
-        sqlx::query("UPDATE changes SET applied = 1 WHERE id = $1")
-            .bind(change_id)
-            .execute(&mut *tx)
-            .await
-            .map_err(db_error)?;
+        super::drafts::applied_one(&mut tx, change_id).await?;
         sqlx::query("DELETE FROM account_rules WHERE account = $1")
             .bind(account.as_str())
             .execute(&mut *tx)

@@ -7,7 +7,7 @@
 //! answered 404 and logged.
 
 use axum::Json;
-use axum::extract::{Path, Query, State as AxState};
+use axum::extract::{Path, State as AxState};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
@@ -15,6 +15,7 @@ use mail_parser::{MessageParser, PartType};
 use serde_json::{Value, json};
 
 use crate::api::{Shared, error, lock};
+use crate::filters::not_found;
 use crate::state::State;
 
 /// The media of an upload, beside its JSON metadata.
@@ -165,18 +166,9 @@ pub async fn create(
     Json(draft_json(&s, &draft_id)).into_response()
 }
 
-fn not_found() -> Response {
-    error(
-        StatusCode::NOT_FOUND,
-        "notFound",
-        "Requested entity was not found.",
-    )
-}
-
 pub async fn get(
     AxState(state): AxState<Shared>,
     Path((_, id)): Path<(String, String)>,
-    Query(_): Query<Vec<(String, String)>>,
 ) -> Response {
     match draft_json(&lock(&state), &id) {
         Some(draft) => Json(draft).into_response(),

@@ -116,7 +116,7 @@ pub async fn list(AxState(state): AxState<Shared>) -> Response {
     }
 }
 
-fn not_found() -> Response {
+pub(crate) fn not_found() -> Response {
     error(
         StatusCode::NOT_FOUND,
         "notFound",
