@@ -464,3 +464,86 @@ async fn the_fallback_never_takes_one_of_two_messages_that_share_a_message_id() 
     let still = common::ok(&home, &["search", "in:inbox"]);
     assert_eq!(still["total"], 2, "{still}");
 }
+
+/// A reply draft in Mail.app: Mail's own `reply` to the original (so Mail threads it), with
+/// the recipients, subject and body mailbroker made, saved in Drafts and never sent; `undo`
+/// deletes it while it is as saved, and leaves one Mail saved anew after the person's edit.
+#[test]
+fn a_reply_draft_in_mail_app_is_threaded_and_undone_while_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let mut original = message(1, "orig1@example.test", "Lunch plans", false);
+    original["source"] = json!(
+        "From: Alice <alice@example.test>\r\nTo: user@example.test, carol@example.test\r\n\
+         Cc: dave@example.test\r\nSubject: Lunch plans\r\nMessage-ID: <orig1@example.test>\r\n\
+         \r\nShall we meet at noon?\r\n"
+    );
+    let fake = FakeMail::new(
+        dir.path(),
+        json!({ "Work": { "mailboxes": { "INBOX": [original], "Drafts": [], "Trash": [] },
+            "trash": "Trash" } }),
+    );
+    let mut add = ADD.to_vec();
+    add.extend(["--email", "user@example.test"]);
+    ok(&home, &fake, &add);
+    ok(&home, &fake, &["sync"]);
+    let found = common::ok(&home, &["search", "subject:\"Lunch plans\""]);
+    let id = common::message_ids(&found)[0].to_string();
+    let body = dir.path().join("body.txt");
+    std::fs::write(&body, "Noon suits me.\n").unwrap();
+    let body = body.to_str().unwrap();
+    let reply = ["draft", "--reply-to", &id, "--all", "--body-file", body];
+
+    let saved = ok(&home, &fake, &reply);
+    assert_eq!(saved["applied"], 1, "{saved}");
+    let drafts = mailbox(&fake.read(), "Drafts").clone();
+    assert_eq!(drafts.len(), 1, "{drafts:?}");
+    let d = &drafts[0];
+    assert_eq!(
+        d["in_reply_to"], "orig1@example.test",
+        "Mail's reply threads it"
+    );
+    assert_eq!(d["reply_all"], true);
+    assert_eq!(d["subject"], "Re: Lunch plans");
+    assert_eq!(d["to"], json!(["alice@example.test"]));
+    assert_eq!(d["cc"], json!(["carol@example.test", "dave@example.test"]));
+    assert_eq!(d["content"], "Noon suits me.\n");
+    assert_eq!(
+        fake.kinds().iter().filter(|k| *k == "draft").count(),
+        1,
+        "{:?}",
+        fake.kinds()
+    );
+    let undone = ok(&home, &fake, &["undo", &saved["change_id"].to_string()]);
+    assert_eq!(undone["applied"], 1, "{undone}");
+    assert!(
+        mailbox(&fake.read(), "Drafts").is_empty(),
+        "undo deletes it"
+    );
+    assert_eq!(mailbox(&fake.read(), "Trash").len(), 1);
+
+    let saved = ok(&home, &fake, &reply);
+    // The person edits it in Mail, which saves it as a new message.
+    fake.update(|s| {
+        let drafts = s["accounts"]["Work"]["mailboxes"]["Drafts"]
+            .as_array_mut()
+            .unwrap();
+        drafts[0]["id"] = json!(5000);
+        drafts[0]["message_id"] = json!("edited@fake-mail.local");
+    });
+    let refused = mb_with(
+        &home,
+        &["undo", &saved["change_id"].to_string()],
+        &env(&fake),
+    );
+    assert_eq!(
+        refused.json["error_type"], "stale_state",
+        "{}",
+        refused.stdout
+    );
+    assert_eq!(
+        mailbox(&fake.read(), "Drafts").len(),
+        1,
+        "an edited draft is kept"
+    );
+}

@@ -1,5 +1,6 @@
 //! Attachments through the real binary on Dovecot: listed by part, saved as safe files inside
-//! the directory given (never outside it, never over a file, 0600), one part read alone.
+//! the directory given (never outside it, never over a file, 0600); one part read alone over
+//! IMAP, Cyrus JMAP and the Gmail mock.
 
 mod common;
 
@@ -249,6 +250,20 @@ async fn an_assistant_saves_attachments_and_reads_them_as_resources() {
     );
     unset.cancel().await.unwrap();
 
+    // The person sets the home's directory at a terminal; a server started without one uses it.
+    let homed = tempfile::tempdir().unwrap();
+    ok(
+        h,
+        &["mcp", "attachments-dir", homed.path().to_str().unwrap()],
+    );
+    let set = common::mcp::connect(h, common::mcp::client(None, version.clone())).await;
+    let body = common::mcp::ok_call(&set, "save_attachments", args.clone()).await;
+    let want = homed.path().canonicalize().unwrap().join("report.pdf");
+    assert_eq!(body["saved"][0]["path"], want.to_str().unwrap(), "{body}");
+    set.cancel().await.unwrap();
+    let cleared = ok(h, &["mcp", "attachments-dir", "--none"]);
+    assert!(cleared["attachments_dir"].is_null(), "{cleared}");
+
     let dir = tempfile::tempdir().unwrap();
     let options = mailbroker::mcp::McpOptions {
         attachments: Some(dir.path().to_path_buf()),
@@ -325,44 +340,131 @@ async fn one_part_over_jmap_is_its_own_blob() {
 
     let dir = tempfile::tempdir().unwrap();
     proxy.take_sent();
-    let saved = ok(
-        h,
-        &[
-            "attachments",
-            &id,
-            "--part",
-            "8",
-            "--to",
-            dir.path().to_str().unwrap(),
-        ],
+    save_report(h, &id, dir.path());
+    let sent = proxy.take_sent();
+    assert!(sent.contains("bodyStructure"), "{sent}");
+    assert_eq!(sent.matches("/download/").count(), 1, "one blob: {sent}");
+    save_forwarded(h, &id, dir.path());
+}
+
+/// Over Gmail, one part is found in the message's tree of parts (`format=full`) and read by
+/// its attachment id, the rest of the message never downloaded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_part_over_gmail_is_read_by_its_attachment_id() {
+    let mock = mailbroker_mock_gmail::GmailMock::start("me@mock.example")
+        .await
+        .unwrap();
+    let source = String::from_utf8(message()).unwrap();
+    let (head, body) = source.split_once("\r\n\r\n").unwrap();
+    let headers: Vec<(&str, &str)> = (head.split("\r\n"))
+        .map(|line| line.split_once(": ").unwrap())
+        .collect();
+    let gmail_id = mock.add_message(&headers, body, &["INBOX"]);
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    common::gmail::add_account(&mock, h, "g", &[]).await;
+    ok(h, &["sync"]);
+    let id = common::message_ids(&ok(h, &["search", "subject:Files"]))[0].to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let before = mock.requests().len();
+    save_report(h, &id, dir.path());
+    let paths: Vec<String> = (mock.requests().into_iter().skip(before))
+        .map(|r| r.path)
+        .collect();
+    let reads = |tail: &str| paths.iter().filter(|p| p.ends_with(tail)).count();
+    assert_eq!(reads(&format!("/messages/{gmail_id}")), 1, "{paths:?}");
+    assert_eq!(
+        (paths.iter())
+            .filter(|p| p.contains(&format!("/messages/{gmail_id}/attachments/")))
+            .count(),
+        1,
+        "{paths:?}"
     );
+    save_forwarded(h, &id, dir.path());
+}
+
+/// Saves part 8 of `message()` (the first `report.pdf`) alone into `dir`.
+fn save_report(h: &Path, id: &str, dir: &Path) {
+    let to = dir.to_str().unwrap();
+    let saved = ok(h, &["attachments", id, "--part", "8", "--to", to]);
+    let want = dir.join("report.pdf");
+    assert_eq!(saved["saved"][0]["path"], want.to_str().unwrap());
+    assert_eq!(std::fs::read_to_string(want).unwrap(), "contents 6");
+}
+
+/// Saves part 12 of `message()` (the forwarded message) alone into `dir`.
+fn save_forwarded(h: &Path, id: &str, dir: &Path) {
+    let to = dir.to_str().unwrap();
+    let forwarded = ok(h, &["attachments", id, "--part", "12", "--to", to]);
+    let path = forwarded["saved"][0]["path"].as_str().unwrap();
+    let text = std::fs::read_to_string(path).unwrap();
+    assert!(text.contains("Subject: Forwarded"), "{path}");
+}
+
+/// Over Outlook, whose attachments carry no section number, a part listed from the message's
+/// source is found among Graph's attachments by its name and place among its namesakes, and
+/// read alone by `attachments/{id}/$value`; a part never listed is read from the source.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_part_over_graph_is_its_attachments_value() {
+    let mock = mailbroker_mock_graph::GraphMock::start("me@mock.example")
+        .await
+        .unwrap();
+    let message = mock
+        .seed(1, "inbox", "mallory@example.test", true)
+        .remove(0);
+    for (name, text) in [
+        ("report.pdf", "first"),
+        ("notes.txt", "n"),
+        ("report.pdf", "second"),
+    ] {
+        mock.add_attachment(&message, name, "application/pdf", text.as_bytes())
+            .unwrap();
+    }
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    common::graph::add_account(&mock, h).await;
+    ok(h, &["sync"]);
+    let id = common::message_ids(&ok(h, &["search", "subject:\"Message 0\""]))[0].to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let to = dir.path().to_str().unwrap();
+    let paths_since = |from: usize| -> Vec<String> {
+        (mock.requests().into_iter().skip(from))
+            .map(|r| r.path)
+            .collect()
+    };
+
+    // Never listed: the part is read from the message's source.
+    let before = mock.requests().len();
+    let saved = ok(h, &["attachments", &id, "--part", "4", "--to", to]);
     assert_eq!(
         saved["saved"][0]["path"],
         dir.path().join("report.pdf").to_str().unwrap()
     );
+    let paths = paths_since(before);
+    let whole = |p: &&String| p.ends_with("/$value") && !p.contains("/attachments/");
+    assert_eq!(paths.iter().filter(whole).count(), 1, "{paths:?}");
+
+    let listed = ok(h, &["attachments", &id]);
+    let parts: Vec<&str> = (listed["attachments"].as_array().unwrap().iter())
+        .map(|a| a["part"].as_str().unwrap())
+        .collect();
+    assert_eq!(parts, ["2", "3", "4"], "{listed}");
+    let before = mock.requests().len();
+    let saved = ok(h, &["attachments", &id, "--part", "4", "--to", to]);
+    let path = saved["saved"][0]["path"].as_str().unwrap();
+    assert_eq!(path, dir.path().join("report (1).pdf").to_str().unwrap());
+    assert_eq!(std::fs::read_to_string(path).unwrap(), "second");
+    let paths = paths_since(before);
+    let reads = |f: &dyn Fn(&String) -> bool| paths.iter().filter(|p| f(p)).count();
+    assert_eq!(reads(&|p| p.ends_with("/attachments")), 1, "{paths:?}");
     assert_eq!(
-        std::fs::read_to_string(dir.path().join("report.pdf")).unwrap(),
-        "contents 6"
+        reads(&|p| p.contains("/attachments/") && p.ends_with("/$value")),
+        1,
+        "{paths:?}"
     );
-    let sent = proxy.take_sent();
-    assert!(sent.contains("bodyStructure"), "{sent}");
-    assert_eq!(sent.matches("/download/").count(), 1, "one blob: {sent}");
-    let forwarded = ok(
-        h,
-        &[
-            "attachments",
-            &id,
-            "--part",
-            "12",
-            "--to",
-            dir.path().to_str().unwrap(),
-        ],
-    );
-    let path = forwarded["saved"][0]["path"].as_str().unwrap();
-    assert!(
-        std::fs::read_to_string(path)
-            .unwrap()
-            .contains("Subject: Forwarded"),
-        "{path}"
+    assert_eq!(
+        reads(&|p| p.ends_with("/$value") && !p.contains("/attachments/")),
+        0,
+        "{paths:?}"
     );
 }

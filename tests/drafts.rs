@@ -281,7 +281,7 @@ async fn a_reply_draft_on_gmail_joins_the_thread_and_is_undone_while_unchanged()
     assert_eq!(drafts.len(), 1, "{drafts:?}");
     assert!(drafts[0].labels.contains(&"DRAFT".to_string()));
     assert_eq!(drafts[0].thread, original, "in the original's thread");
-    check_reply(&drafts[0].source());
+    check_reply(&drafts[0].source);
     let undone = ok(h, &["undo", &change]);
     assert_eq!(undone["applied"], 1, "{undone}");
     assert!(mock.drafts().is_empty(), "undo deletes it");
@@ -302,8 +302,8 @@ async fn a_reply_draft_on_gmail_joins_the_thread_and_is_undone_while_unchanged()
     let made = mock.drafts();
     let made = made
         .iter()
-        .find(|d| d.source().windows(id.len()).any(|w| w == id.as_bytes()));
-    assert_no_injected_header(&made.expect("the new draft").source());
+        .find(|d| d.source.windows(id.len()).any(|w| w == id.as_bytes()));
+    assert_no_injected_header(&made.expect("the new draft").source);
     let paths: Vec<String> = mock.requests().iter().map(|r| r.path.clone()).collect();
     assert_nothing_sent(&paths);
 }
@@ -424,8 +424,8 @@ async fn an_assistant_saves_a_reply_draft_and_undoes_it() {
     session.cancel().await.unwrap();
 }
 
-/// No code path can send: no product source names a provider's send method or scope, and no
-/// SMTP client is linked. (The mocks, for their part, serve no send route.)
+/// No code path can send: no product source names a provider's send method or scope (or
+/// Mail.app's `send` command), and no SMTP client is linked. (The mocks, for their part, serve no send route.)
 #[test]
 fn no_code_path_sends_mail() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -466,6 +466,10 @@ fn no_code_path_sends_mail() {
             }
             if let Some(word) = forbidden.iter().find(|w| code.contains(*w)) {
                 panic!("{}:{}: {word}: {line}", path.display(), n + 1);
+            }
+            // Mail.app's own command, in a script: `send m`, `tell m to send`.
+            if code.starts_with("send ") || code.ends_with(" to send") {
+                panic!("{}:{}: AppleScript send: {line}", path.display(), n + 1);
             }
         }
     }

@@ -19,6 +19,7 @@ mod notmuch;
 mod postgres;
 mod search;
 mod serve;
+mod team;
 
 struct Measured {
     wall: Duration,
@@ -289,8 +290,17 @@ async fn main() -> Result<()> {
         Some("search") => search::bench_search(messages.unwrap_or(100_000)).await,
         Some("postgres") => postgres::bench_postgres(messages.unwrap_or(100_000)).await,
         Some("serve") => serve::bench_serve(messages.unwrap_or(50)).await,
+        Some("team") => {
+            let accounts = match args.iter().position(|a| a == "--accounts") {
+                Some(i) => args.get(i + 1).context("--accounts N")?.parse()?,
+                None => 1000,
+            };
+            team::bench_team(accounts, messages.unwrap_or(50)).await
+        }
         _ => {
-            bail!("usage: bench sync|write|mcp|delete|gmail|graph|jmap|search|serve [--messages N]")
+            bail!(
+                "usage: bench sync|write|mcp|delete|gmail|graph|jmap|search|serve|postgres|team [--messages N] [--accounts N]"
+            )
         }
     }
 }

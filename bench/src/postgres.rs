@@ -10,10 +10,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use mailbroker_testkit::Dovecot;
 use mailbroker_testkit::postgres::Postgres;
-use mailbroker_testkit::{Dovecot, ImapClient, message};
 
-use super::mcp::Session;
 use super::search::{QUERIES, varied_message};
 
 /// First syncs of each engine, alternating.
@@ -25,6 +24,7 @@ const ACCOUNTS: usize = 40;
 const PER_ACCOUNT: usize = 500;
 
 pub async fn bench_postgres(messages: usize) -> Result<()> {
+    let _key = super::team::sealing_key()?;
     let bin = super::mailbroker_binary()?;
     let server = Dovecot::start()?;
     server.import_flagged("bench", (0..messages).map(|i| varied_message(i, messages)))?;
@@ -44,13 +44,19 @@ pub async fn bench_postgres(messages: usize) -> Result<()> {
             server.import_messages(&format!("team-{engine}-{n}"), mail)?;
         }
     }
-    two_nodes(&bin, &server, None).await?;
-    two_nodes(&bin, &server, Some(&cluster.database()?)).await
-}
-
-/// `--database URL` for a run on PostgreSQL; nothing for SQLite in the home.
-fn on(database: Option<&str>) -> Vec<&str> {
-    database.map_or_else(Vec::new, |url| vec!["--database", url])
+    let team = |database| super::team::Team {
+        database,
+        accounts: ACCOUNTS,
+        per_account: PER_ACCOUNT,
+        prefix: if database.is_some() {
+            "team-pg"
+        } else {
+            "team-sqlite"
+        },
+        nodes: &[],
+    };
+    super::team::two_nodes(&bin, &server, &team(None)).await?;
+    super::team::two_nodes(&bin, &server, &team(Some(&cluster.database()?))).await
 }
 
 /// First syncs into fresh indexes, alternating engines: each one's searchable-by-header and
@@ -67,7 +73,7 @@ fn first_syncs(
         let home = tempfile::tempdir()?;
         let url = cluster.database()?;
         let database = postgres.then_some(url.as_str());
-        let first = super::first_sync_on(bin, server, home.path(), &on(database))?;
+        let first = super::first_sync_on(bin, server, home.path(), &super::team::on(database))?;
         times[usize::from(postgres)].push((
             super::searchable_after(&first).as_secs_f64(),
             first.wall.as_secs_f64(),
@@ -141,87 +147,5 @@ async fn queries(sqlite_home: &Path, pg_url: &str) -> Result<()> {
     for store in stores {
         store.close().await;
     }
-    Ok(())
-}
-
-/// Two `serve` nodes (on PostgreSQL each in a home of its own, on SQLite in one home) given
-/// the 40 accounts never synced: how long until all are synced, then one arrival on each
-/// account timed until it is searchable over MCP, through the nodes in turn.
-async fn two_nodes(bin: &Path, server: &Dovecot, database: Option<&str>) -> Result<()> {
-    let homes = [tempfile::tempdir()?, tempfile::tempdir()?];
-    let node_home = |n: usize| match database {
-        Some(_) => homes[n].path(),
-        None => homes[0].path(),
-    };
-    let global = on(database);
-    let engine = if database.is_some() { "pg" } else { "sqlite" };
-    let user_of = |n: usize| format!("team-{engine}-{n}");
-    for n in 0..ACCOUNTS {
-        let user = user_of(n);
-        let mut add = global.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        add.extend(mailbroker_testkit::account_add_args(
-            &user,
-            "127.0.0.1",
-            server.imap_port,
-            &user,
-            "BENCH_PW",
-        ));
-        add.extend(["--tls".into(), "none".into()]);
-        let add: Vec<&str> = add.iter().map(String::as_str).collect();
-        super::run_mailbroker(bin, node_home(0), &add)?;
-    }
-    let started = Instant::now();
-    let mut nodes = Vec::new();
-    for n in 0..2 {
-        let mut args = global.clone();
-        args.extend(["serve", "--http", "127.0.0.1:0", "--http-allow-writes"]);
-        nodes.push(Session::start_with(bin, node_home(n), &args).await?);
-    }
-    let mut status = global.clone();
-    status.extend(["serve", "status"]);
-    loop {
-        let seen = super::run_mailbroker(bin, node_home(1), &status)?;
-        let accounts = &seen.json["serve"]["accounts"];
-        let synced = (0..ACCOUNTS)
-            .filter(|n| accounts[user_of(*n)]["last_sync_at"].is_i64())
-            .count();
-        if synced == ACCOUNTS {
-            break;
-        }
-        if started.elapsed() > Duration::from_secs(900) {
-            bail!("first syncs not done within 15 minutes: {synced} of {ACCOUNTS}");
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    let synced_in = started.elapsed();
-    let mut times = Vec::with_capacity(ACCOUNTS);
-    for n in 0..ACCOUNTS {
-        let mut other = ImapClient::connect(server, &user_of(n)).await?;
-        let subject = format!("Arrival {n}");
-        other
-            .append(
-                "INBOX",
-                "",
-                &message(900_000 + n, "a@example.test", &subject, "b"),
-            )
-            .await?;
-        let query = format!("account:{} subject:\"{subject}\"", user_of(n));
-        times.push(nodes[n % 2].until_found(&query, Instant::now()).await?);
-    }
-    times.sort();
-    println!(
-        "  {:<10} first syncs of all {} messages in {:.1} s ({:.0} messages/s); APPEND to \
-         searchable through either node: p50 {:.0} ms, p95 {:.0} ms",
-        if database.is_some() {
-            "PostgreSQL"
-        } else {
-            "SQLite"
-        },
-        ACCOUNTS * PER_ACCOUNT,
-        synced_in.as_secs_f64(),
-        (ACCOUNTS * PER_ACCOUNT) as f64 / synced_in.as_secs_f64(),
-        super::percentile(&times, 0.5),
-        super::percentile(&times, 0.95)
-    );
     Ok(())
 }

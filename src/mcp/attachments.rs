@@ -1,9 +1,9 @@
 //! `save_attachments`: attachments saved into the one directory the person configured
-//! (`--attachments-dir`), each answered as a `resource_link` (`mailbroker://attachment/NAME`)
+//! (`--attachments-dir`, else the home's `mcp attachments-dir`), each answered as a `resource_link` (`mailbroker://attachment/NAME`)
 //! that `resources/read` serves from that directory alone, within `MAX_READ`, so a client
 //! reads a file when it needs it instead of receiving it inline.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use mailbroker_core::{Error, Result};
 use rmcp::model::{CallToolResult, ContentBlock, ReadResourceResult, Resource, ResourceContents};
@@ -16,6 +16,8 @@ use crate::attachments::{self, SaveRequest};
 /// The largest file `resources/read` serves.
 pub const MAX_READ: u64 = 10 * 1024 * 1024;
 const SCHEME: &str = "mailbroker://attachment/";
+/// The home setting a person makes with `mailbroker mcp attachments-dir DIR`.
+const SETTING: &str = "attachments_dir";
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct SaveArgs {
@@ -62,9 +64,53 @@ impl Brief for SavedOut {
 
 fn unconfigured() -> Error {
     Error::unsupported("no directory to save attachments in was configured").with_next_step(
-        "ask the user to start the server with --attachments-dir DIR (or set \
-         MAILBROKER_ATTACHMENTS_DIR), or to run: mailbroker attachments ID --to DIR",
+        "ask the user to run: mailbroker mcp attachments-dir DIR (or to start the server \
+         with --attachments-dir DIR), or to save them: mailbroker attachments ID --to DIR",
     )
+}
+
+/// Where attachments go: the server's own directory (`--attachments-dir`), else the one the
+/// person set for the home, read at each call so a change needs no restart.
+pub async fn directory(store: &crate::store::Store, flag: Option<&Path>) -> Result<PathBuf> {
+    match flag {
+        Some(dir) => Ok(dir.to_path_buf()),
+        None => home_directory(store).await?.ok_or_else(unconfigured),
+    }
+}
+
+/// Sets the home's attachments directory (an existing directory, kept as its absolute path),
+/// or clears it (`None`); the directory now set.
+pub async fn set_directory(
+    store: &crate::store::Store,
+    dir: Option<&Path>,
+) -> Result<Option<PathBuf>> {
+    let absolute = match dir {
+        None => None,
+        Some(dir) => {
+            let absolute = (dir.canonicalize().ok())
+                .filter(|d| d.is_dir())
+                .ok_or_else(|| {
+                    Error::validation(format!("{} is not a directory", dir.display()))
+                        .with_next_step("make the directory first, or give one that exists")
+                })?;
+            Some(absolute)
+        }
+    };
+    let value = match &absolute {
+        None => String::new(),
+        Some(dir) => dir.to_str().map(str::to_string).ok_or_else(|| {
+            Error::validation("the directory's path is not UTF-8")
+                .with_next_step("give a directory whose path is UTF-8")
+        })?,
+    };
+    store.set_home_setting(SETTING, &value, "cli").await?;
+    Ok(absolute)
+}
+
+/// The home's attachments directory, if the person set one (cleared is kept as empty).
+pub async fn home_directory(store: &crate::store::Store) -> Result<Option<PathBuf>> {
+    let set = store.home_setting(SETTING).await?;
+    Ok(set.filter(|dir| !dir.is_empty()).map(PathBuf::from))
 }
 
 /// A saved file's URI: its base name, percent-encoded.
@@ -85,7 +131,7 @@ pub async fn save(
     args: SaveArgs,
     scope: &crate::scope::Scope,
 ) -> Result<CallToolResult> {
-    let dir = dir.ok_or_else(unconfigured)?;
+    let dir = &directory(store, dir).await?;
     if args.ids.is_empty() || args.ids.len() > 20 {
         return Err(Error::validation("give 1 to 20 message ids"));
     }
@@ -149,9 +195,14 @@ pub async fn save(
     Ok(result)
 }
 
-/// `resources/read` of a saved attachment: the file of that base name in `dir`, as base64.
-pub fn read(dir: Option<&Path>, uri: &str) -> Result<ReadResourceResult> {
-    let dir = dir.ok_or_else(unconfigured)?;
+/// `resources/read` of a saved attachment: the file of that base name in the directory, as
+/// base64.
+pub async fn read(
+    store: &crate::store::Store,
+    dir: Option<&Path>,
+    uri: &str,
+) -> Result<ReadResourceResult> {
+    let dir = directory(store, dir).await?;
     let encoded = uri
         .strip_prefix(SCHEME)
         .ok_or_else(|| Error::not_found(format!("no resource {uri}")))?;

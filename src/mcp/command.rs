@@ -1,7 +1,7 @@
 //! `mailbroker mcp …`: serving MCP, listing running listeners, printing client configuration.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand};
 
@@ -73,6 +73,14 @@ pub enum McpCommand {
     /// List running HTTP listeners (url, pid, where the token is kept; never the token) and,
     /// for `serve`'s, each account's freshness.
     Status,
+    /// Show, set (DIR, an existing directory) or clear (--none) the home's directory that
+    /// save_attachments writes into when the server is given no --attachments-dir.
+    AttachmentsDir {
+        dir: Option<PathBuf>,
+        /// Clear it: save_attachments then refuses until one is set.
+        #[arg(long, conflicts_with = "dir")]
+        none: bool,
+    },
     /// Print configuration for Claude Desktop / Claude Code, for stdio and for HTTP.
     Config {
         /// The HTTP address the snippet should point at.
@@ -85,6 +93,9 @@ pub async fn run(home: &Home, store: &Store, args: McpArgs, json: bool) -> Resul
     match args.command {
         Some(McpCommand::Status) => status(home, store, json).await,
         Some(McpCommand::Config { http }) => config(home, &http, json),
+        Some(McpCommand::AttachmentsDir { dir, none }) => {
+            attachments_dir(store, dir.as_deref(), none, json).await
+        }
         None => {
             let passkey = args.approvals == ApprovalsFlag::Passkey;
             let approvals = crate::approvals::Approvals::of(store, passkey).await?;
@@ -163,6 +174,24 @@ async fn status(home: &Home, store: &Store, json: bool) -> Result<()> {
         if let Some(accounts) = accounts {
             crate::output::print_freshness(accounts);
         }
+    }
+    Ok(())
+}
+
+async fn attachments_dir(store: &Store, dir: Option<&Path>, none: bool, json: bool) -> Result<()> {
+    let now = match (dir, none) {
+        (None, false) => super::attachments::home_directory(store).await?,
+        (dir, _) => super::attachments::set_directory(store, dir).await?,
+    };
+    if json {
+        return print_json(Some("attachments_dir"), &now);
+    }
+    match now {
+        Some(dir) => crate::say!("save_attachments writes into {}", dir.display()),
+        None => crate::say!(
+            "no attachments directory is set: save_attachments refuses unless the server \
+             is given --attachments-dir"
+        ),
     }
     Ok(())
 }

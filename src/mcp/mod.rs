@@ -214,9 +214,14 @@ impl ServerHandler for McpServer {
         request: rmcp::model::ReadResourceRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> std::result::Result<rmcp::model::ReadResourceResponse, ErrorData> {
-        attachments::read(self.options.attachments.as_deref(), &request.uri)
-            .map(Into::into)
-            .map_err(|e| ErrorData::resource_not_found(e.message().to_string(), None))
+        attachments::read(
+            &self.store,
+            self.options.attachments.as_deref(),
+            &request.uri,
+        )
+        .await
+        .map(Into::into)
+        .map_err(|e| ErrorData::resource_not_found(e.message().to_string(), None))
     }
 
     fn get_tool(&self, name: &str) -> Option<rmcp::model::Tool> {

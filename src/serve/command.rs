@@ -89,6 +89,7 @@ pub async fn serve(home: &Home, store: &Store, args: ServeArgs, json: bool) -> R
     if let Some(ServeCommand::Status) = args.command {
         return show_status(home, store, json).await;
     }
+    super::limits::check(store).await?;
     let approvals = Approvals::of(store, args.approvals == ApprovalsFlag::Passkey).await?;
     let options = ServeOptions {
         http: HttpOptions {

@@ -30,6 +30,7 @@
 //! cursors.
 
 pub mod command;
+mod limits;
 mod watch;
 
 use std::collections::BTreeMap;

@@ -181,12 +181,18 @@ namespace inbox {{
 protocol imap {{
   mail_max_userip_connections = 1000
 }}
+# A team of a thousand accounts on two nodes keeps a thousand sessions and their syncs open;
+# over TLS each keeps its login process too, as the proxy of its encryption.
+service imap {{
+  process_limit = 4096
+}}
 service anvil {{
   unix_listener anvil-auth-penalty {{
     mode = 0
   }}
 }}
 service imap-login {{
+  process_limit = 4096
   inet_listener imap {{
     address = 127.0.0.1
     port = {imap_port}

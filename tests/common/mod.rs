@@ -160,6 +160,33 @@ pub fn postgres_database() -> Option<String> {
 }
 
 fn run_binary(home: &Path, args: &[&str], env: &[(&str, &str)]) -> Run {
+    let mut cmd = command(home, args, env);
+    finish(&mut cmd, args)
+}
+
+/// `mailbroker --json ARGS…` with at most `open_files` open files (its soft and hard limit).
+#[allow(dead_code)]
+pub fn mb_open_files(home: &Path, args: &[&str], open_files: u64) -> Run {
+    let mut all = vec!["--json"];
+    all.extend(args);
+    let mut cmd = command(home, &all, &[]);
+    let limit = libc::rlimit {
+        rlim_cur: open_files,
+        rlim_max: open_files,
+    };
+    // SAFETY: setrlimit is async-signal-safe and touches only this child.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
+            match libc::setrlimit(libc::RLIMIT_NOFILE, &limit) {
+                0 => Ok(()),
+                _ => Err(std::io::Error::last_os_error()),
+            }
+        });
+    }
+    finish(&mut cmd, &all)
+}
+
+fn command(home: &Path, args: &[&str], env: &[(&str, &str)]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_mailbroker"));
     cmd.envs(database_env(home));
     cmd.arg("--home")
@@ -175,6 +202,10 @@ fn run_binary(home: &Path, args: &[&str], env: &[(&str, &str)]) -> Run {
     for (k, v) in env {
         cmd.env(k, v);
     }
+    cmd
+}
+
+fn finish(cmd: &mut Command, args: &[&str]) -> Run {
     let out = cmd.output().expect("run mailbroker");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();

@@ -66,6 +66,12 @@ impl Serve {
         self.log.lock().unwrap().clone()
     }
 
+    /// Its process id, while it runs.
+    #[allow(dead_code)]
+    pub fn pid(&self) -> Option<u64> {
+        self.child.as_ref().map(|c| u64::from(c.id()))
+    }
+
     pub fn signal(&self) {
         if let Some(child) = &self.child {
             unsafe {

@@ -19,16 +19,7 @@ pub const MAX_NAME: usize = 120;
 /// The largest attachment saved unless the person says otherwise.
 pub const DEFAULT_MAX_BYTES: u64 = 50 * 1024 * 1024;
 
-/// An attachment of a message, as listed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Attachment {
-    /// Its part (the IMAP section number): what `attachments --part` and a save name.
-    pub part: String,
-    /// Its file name as sent (decoded), if it has one; untrusted.
-    pub name: Option<String>,
-    pub content_type: String,
-    pub size: u64,
-}
+pub use mailbroker_core::Attachment;
 
 fn content_type(part: &mail_parser::MessagePart<'_>) -> String {
     part.content_type()
@@ -315,12 +306,13 @@ pub async fn save_from(
                 false => Err(mailbroker_store::no_message(req.id)),
             })?;
     let place = row.place;
+    let listed = store.listed_parts(req.id).await?;
     let mut session = crate::sessions::open(store, &place.account).await?;
     let got = read_parts(
         &mut *session.provider,
-        &place.mailbox,
-        &place.remote_id,
+        (&place.mailbox, &place.remote_id),
         req.part,
+        &listed,
     )
     .await;
     session.close().await;
@@ -385,12 +377,12 @@ fn alone_part(part: &str, alone: mailbroker_core::FetchedPart) -> Result<(Attach
 /// The attachments asked for, with their contents.
 async fn read_parts(
     provider: &mut dyn mailbroker_core::Provider,
-    mailbox: &str,
-    id: &mailbroker_core::RemoteId,
+    (mailbox, id): (&str, &mailbroker_core::RemoteId),
     part: Option<&str>,
+    listed: &[Attachment],
 ) -> Result<Vec<(Attachment, Vec<u8>)>> {
     if let Some(part) = part
-        && let Some(alone) = provider.fetch_part(mailbox, id, part).await?
+        && let Some(alone) = provider.fetch_part(mailbox, id, part, listed).await?
     {
         return alone_part(part, alone).map(|one| vec![one]);
     }

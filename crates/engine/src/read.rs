@@ -149,14 +149,20 @@ pub async fn read_messages(store: &Store, ids: &[i64], scope: &Scope) -> Result<
         trust.insert(account.clone(), trusted);
         read_account(store, &account, mailboxes, &mut sources).await;
     }
-    Ok(rows
-        .into_iter()
+    let reads: Vec<Read> = (rows.into_iter())
         .map(|(id, row)| Read {
             id,
             account: row.as_ref().ok().map(|r| r.place.account.clone()),
             result: row.and_then(|row| text_from(&sources, row, &trust)),
         })
-        .collect())
+        .collect();
+    for read in &reads {
+        if let Ok((_, text)) = &read.result {
+            // Only a hint for reading one part alone later: a failure here costs nothing.
+            let _ = store.remember_parts(read.id, &text.attachments).await;
+        }
+    }
+    Ok(reads)
 }
 
 /// What each mailbox of each account answered: its sources by id, or the error that

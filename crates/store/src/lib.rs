@@ -26,6 +26,7 @@ mod manifests;
 mod messages;
 mod nodes;
 mod oauth;
+mod parts;
 mod postings;
 mod query;
 mod rethread;

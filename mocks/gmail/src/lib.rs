@@ -11,6 +11,7 @@ pub mod discovery;
 mod drafts;
 mod filters;
 mod oauth;
+mod parts;
 mod state;
 
 use std::sync::{Arc, Mutex};
@@ -65,21 +66,11 @@ pub struct MockDraft {
     pub thread: String,
     pub labels: Vec<String>,
     pub headers: Vec<(String, String)>,
-    pub body: String,
+    /// The message as Gmail would give it in `format=raw`.
+    pub source: Vec<u8>,
 }
 
 impl MockDraft {
-    /// The message as Gmail would give it in `format=raw`.
-    pub fn source(&self) -> Vec<u8> {
-        let mut out = String::new();
-        for (n, v) in &self.headers {
-            out.push_str(&format!("{n}: {v}\r\n"));
-        }
-        out.push_str("\r\n");
-        out.push_str(&self.body);
-        out.into_bytes()
-    }
-
     /// Its header field `name`, each value.
     pub fn header(&self, name: &str) -> Vec<&str> {
         (self.headers.iter())
@@ -114,6 +105,10 @@ fn router(gate: api::Gate) -> axum::Router {
             post(api::messages_batch_delete),
         )
         .route(&format!("{user}/messages/{{id}}"), get(api::messages_get))
+        .route(
+            &format!("{user}/messages/{{id}}/attachments/{{attachment}}"),
+            get(parts::get),
+        )
         .route(
             &format!("{user}/messages/{{id}}/modify"),
             post(api::messages_modify),
@@ -356,7 +351,7 @@ impl GmailMock {
                     thread: m.thread_id.clone(),
                     labels: m.labels.iter().cloned().collect(),
                     headers: m.headers.clone(),
-                    body: m.body.clone(),
+                    source: m.source(),
                 })
             })
             .collect()

@@ -66,6 +66,17 @@ impl Message {
             .map(|(_, v)| v.as_str())
     }
 
+    /// Its RFC 5322 source.
+    pub fn source(&self) -> Vec<u8> {
+        let mut source = String::new();
+        for (n, val) in &self.headers {
+            source.push_str(&format!("{n}: {val}\r\n"));
+        }
+        source.push_str("\r\n");
+        source.push_str(&self.body);
+        source.into_bytes()
+    }
+
     fn size(&self) -> usize {
         self.headers
             .iter()
@@ -102,29 +113,13 @@ impl Message {
                     json!({ "mimeType": "text/plain", "headers": headers(!wanted.is_empty()) });
             }
             "raw" => {
-                let mut source = String::new();
-                for (n, val) in &self.headers {
-                    source.push_str(&format!("{n}: {val}\r\n"));
-                }
-                source.push_str("\r\n");
-                source.push_str(&self.body);
                 v["raw"] = base64::Engine::encode(
                     &base64::engine::general_purpose::URL_SAFE,
-                    source.as_bytes(),
+                    self.source(),
                 )
                 .into();
             }
-            _ => {
-                let data = base64::Engine::encode(
-                    &base64::engine::general_purpose::URL_SAFE,
-                    self.body.as_bytes(),
-                );
-                v["payload"] = json!({
-                    "partId": "", "mimeType": "text/plain", "filename": "",
-                    "headers": headers(false),
-                    "body": { "size": self.body.len(), "data": data },
-                });
-            }
+            _ => v["payload"] = crate::parts::payload(&self.source(), &self.id),
         }
         v
     }

@@ -206,6 +206,26 @@ for made_draft in (as_json, uploaded):
     got = call("users.drafts.get", drafts.get(userId="me", id=made_draft["id"], format="minimal"))
     if got["message"]["id"] != made_draft["message"]["id"] or "DRAFT" not in got["message"]["labelIds"]:
         fail(f"a draft reads back otherwise: {got}")
+# An attachment: listed in format=full under an attachmentId, read by messages.attachments.get.
+mixed = (b"From: me@mock.example\r\nTo: bob@example.org\r\nSubject: Bill\r\nMIME-Version: 1.0\r\n"
+         b"Content-Type: multipart/mixed; boundary=b\r\n\r\n--b\r\nContent-Type: text/plain\r\n\r\nSee it\r\n"
+         b"--b\r\nContent-Type: application/pdf\r\nContent-Disposition: attachment; filename=bill.pdf\r\n"
+         b"Content-Transfer-Encoding: base64\r\n\r\nUERGREFUQQ==\r\n--b--\r\n")
+with_file = call("users.drafts.create", plain(drafts.create(
+    userId="me", body={}, media_body=MediaInMemoryUpload(mixed, mimetype="message/rfc822"))))
+full = call("users.messages.get", users.messages().get(userId="me", id=with_file["message"]["id"], format="full"))
+pdf = full["payload"]["parts"][1]
+if pdf["filename"] != "bill.pdf" or "attachmentId" not in pdf["body"] or "data" in pdf["body"]:
+    fail(f"an attachment is not kept apart: {pdf}")
+if "data" not in full["payload"]["parts"][0]["body"]:
+    fail("a text part is not inline")
+got = call("users.messages.attachments.get", users.messages().attachments().get(
+    userId="me", messageId=with_file["message"]["id"], id=pdf["body"]["attachmentId"]))
+if base64.urlsafe_b64decode(got["data"]) != b"PDFDATA" or got["size"] != 7:
+    fail(f"an attachment reads back otherwise: {got}")
+expect_error(404, users.messages().attachments().get(
+    userId="me", messageId=ids[0], id=pdf["body"]["attachmentId"]), "an attachment of another message")
+call("users.drafts.delete", drafts.delete(userId="me", id=with_file["id"]))
 expect_error(400, plain(drafts.create(userId="me", body={}, media_body=MediaInMemoryUpload(
     b"hello", mimetype="text/plain"))), "a draft uploaded as text/plain")
 expect_error(400, drafts.create(userId="me", body={"message": {"raw": base64.urlsafe_b64encode(

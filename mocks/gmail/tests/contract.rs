@@ -69,6 +69,8 @@ async fn googles_client_and_discovery_document_accept_the_mock() {
         "Profile",
         "Filter",
         "ListFiltersResponse",
+        "MessagePartBody",
+        "MessagePart",
     ] {
         assert!(
             summary["schemas_checked"][schema].as_u64().unwrap_or(0) > 0,

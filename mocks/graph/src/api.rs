@@ -20,12 +20,29 @@ pub struct Inner {
 }
 
 /// An answer: status, JSON body (`Value::Null` for none), and `Retry-After` for a 429; or,
-/// for a message's MIME source (`$value`), the raw bytes.
+/// for a `$value` (a message's MIME source, an attachment's contents), the raw bytes.
 pub struct Answer {
     pub status: u16,
     pub body: Value,
     pub retry_after: Option<u64>,
-    pub raw: Option<String>,
+    pub raw: Option<Raw>,
+}
+
+/// Raw contents and their media type.
+pub struct Raw {
+    pub bytes: Vec<u8>,
+    pub content_type: String,
+}
+
+/// An answer of raw contents.
+pub(crate) fn raw(bytes: Vec<u8>, content_type: &str) -> Answer {
+    Answer {
+        raw: Some(Raw {
+            bytes,
+            content_type: content_type.to_string(),
+        }),
+        ..answer(200, Value::Null)
+    }
 }
 
 pub(crate) fn error(status: u16, code: &str, message: &str) -> Answer {
@@ -72,6 +89,7 @@ fn required(method: &str, parts: &[&str]) -> &'static [&'static str] {
         }
         (_, ["me", "mailFolders", _, "messageRules", ..]) => &["MailboxSettings.ReadWrite"],
         ("GET", ["me", "messages", _, "$value"]) => &["Mail.Read", "Mail.ReadWrite"],
+        ("GET", ["me", "messages", _, "attachments", ..]) => &["Mail.Read", "Mail.ReadWrite"],
         ("GET", _) => MAIL_READ,
         _ => &["Mail.ReadWrite"],
     }
@@ -133,6 +151,8 @@ fn endpoint(method: &str, parts: &[&str]) -> Option<(&'static str, Body)> {
             ("Message", Body::None)
         }
         ("GET", ["me", "messages", _] | ["me", "messages", _, "$value"]) => ("Message", Body::None),
+        // `$value` of an attachment: its raw contents, as the attachment reference documents.
+        ("GET", ["me", "messages", _, "attachments", ..]) => ("Attachment", Body::None),
         ("PATCH", ["me", "messages", _]) => ("Message", Body::Entity("Message")),
         ("POST", ["me", "messages"]) => ("Message", Body::Entity("Message")),
         ("DELETE", ["me", "messages", _]) => ("Message", Body::None),
@@ -266,12 +286,13 @@ fn route(
             None => not_found("message"),
         },
         ("GET", ["me", "messages", id, "$value"]) => match state.messages.get(*id) {
-            Some(m) => Answer {
-                raw: Some(m.mime()),
-                ..answer(200, Value::Null)
-            },
+            Some(m) => raw(m.mime().into_bytes(), "text/plain"),
             None => not_found("message"),
         },
+        ("GET", ["me", "messages", id, "attachments"]) => crate::attachments::list(state, id, req),
+        ("GET", ["me", "messages", id, "attachments", attachment, "$value"]) => {
+            crate::attachments::value(state, id, attachment)
+        }
         ("PATCH", ["me", "messages", id]) => patch(state, id, req),
         ("POST", ["me", "messages"]) => crate::drafts::create(state, &req.body),
         ("DELETE", ["me", "messages", id]) => crate::drafts::delete(state, id),
@@ -368,7 +389,7 @@ fn extended_ids(expand: &str) -> Vec<String> {
 }
 
 /// Keeps only the `$select`ed properties (and `id`, which Graph always returns).
-fn select(message: Value, selected: Option<&String>) -> Value {
+pub(crate) fn select(message: Value, selected: Option<&String>) -> Value {
     let Some(selected) = selected else {
         return message;
     };
@@ -674,8 +695,10 @@ fn batch(state: &mut State, base: &str, req: &Inner) -> Answer {
         let body = match &answer.raw {
             Some(raw) => {
                 use base64::Engine;
-                headers["Content-Type"] = "text/plain".into();
-                base64::engine::general_purpose::STANDARD.encode(raw).into()
+                headers["Content-Type"] = raw.content_type.clone().into();
+                base64::engine::general_purpose::STANDARD
+                    .encode(&raw.bytes)
+                    .into()
             }
             None => answer.body,
         };

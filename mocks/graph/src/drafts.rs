@@ -60,6 +60,7 @@ fn new_draft(
         conversation,
         changed,
         draft: Some(part),
+        attachments: Vec::new(),
     };
     let json = m.json();
     state.messages.insert(id, m);

@@ -11,6 +11,7 @@
 //! and tokens, and read the request log.
 
 mod api;
+mod attachments;
 mod drafts;
 mod oauth;
 mod rules;
@@ -80,6 +81,7 @@ fn router(app: App) -> axum::Router {
         .route("/_mock/faults", post(control_faults))
         .route("/_mock/seed", post(control_seed))
         .route("/_mock/folder", post(control_folder))
+        .route("/_mock/attachment", post(control_attachment))
         .route("/_mock/modify", post(control_modify))
         .route("/_mock/expire-delta", post(control_expire_delta))
         .route("/_mock/log", get(control_log))
@@ -162,7 +164,12 @@ async fn graph(
         return dropped();
     }
     let mut response = match (answer.raw, answer.body) {
-        (Some(raw), _) => (status, [(header::CONTENT_TYPE, "text/plain")], raw).into_response(),
+        (Some(raw), _) => (
+            status,
+            [(header::CONTENT_TYPE, raw.content_type)],
+            raw.bytes,
+        )
+            .into_response(),
         (None, Value::Null) => status.into_response(),
         (None, body) => (status, Json(body)).into_response(),
     };
@@ -334,6 +341,27 @@ async fn control_seed(AxState(app): AxState<App>, Json(seed): Json<Seed>) -> imp
 }
 
 #[derive(Deserialize)]
+struct NewAttachment {
+    message: String,
+    name: String,
+    content_type: String,
+    text: String,
+}
+
+async fn control_attachment(
+    AxState(app): AxState<App>,
+    Json(new): Json<NewAttachment>,
+) -> impl IntoResponse {
+    let file = crate::state::FileAttachment {
+        name: new.name,
+        content_type: new.content_type,
+        bytes: new.text.into_bytes(),
+        ..Default::default()
+    };
+    Json(json!({ "id": lock(&app.state).attach(&new.message, file) }))
+}
+
+#[derive(Deserialize)]
 struct NewFolder {
     name: String,
     parent: Option<String>,
@@ -472,6 +500,24 @@ impl GraphMock {
     /// Adds `count` messages to `folder` (an id or a well-known name); returns their ids.
     pub fn seed(&self, count: usize, folder: &str, from: &str, unread: bool) -> Vec<String> {
         lock(&self.state).seed(count, folder, from, unread)
+    }
+
+    /// Adds a file attachment to message `id` (after those it has, as its MIME source lists
+    /// them); its attachment id, or `None` when there is no such message.
+    pub fn add_attachment(
+        &self,
+        id: &str,
+        name: &str,
+        content_type: &str,
+        bytes: &[u8],
+    ) -> Option<String> {
+        let file = crate::state::FileAttachment {
+            name: name.to_string(),
+            content_type: content_type.to_string(),
+            bytes: bytes.to_vec(),
+            ..Default::default()
+        };
+        lock(&self.state).attach(id, file)
     }
 
     /// Gives message `id` these Internet headers (`List-Id`, `List-Unsubscribe`), kept as

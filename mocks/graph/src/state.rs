@@ -50,6 +50,17 @@ pub struct Message {
     pub changed: u64,
     /// What a draft has that the mock keeps of no other message.
     pub draft: Option<DraftPart>,
+    /// Its file attachments, in the order of its MIME parts.
+    pub attachments: Vec<FileAttachment>,
+}
+
+/// A file attachment (`microsoft.graph.fileAttachment`).
+#[derive(Debug, Clone, Default)]
+pub struct FileAttachment {
+    pub id: String,
+    pub name: String,
+    pub content_type: String,
+    pub bytes: Vec<u8>,
 }
 
 /// A draft's recipients, text body and the message it answers.
@@ -79,14 +90,33 @@ impl Message {
             .iter()
             .map(|(name, value)| format!("{name}: {value}\r\n"))
             .collect();
-        format!(
+        let head = format!(
             "From: {from}\r\nTo: me@mock.example\r\nSubject: {subject}\r\n{extra}\
-             Message-ID: {mid}\r\nMIME-Version: 1.0\r\n\
-             Content-Type: text/plain; charset=utf-8\r\n\r\nBody of {subject}.\r\n",
+             Message-ID: {mid}\r\nMIME-Version: 1.0\r\n",
             from = self.from,
             subject = self.subject,
             mid = self.internet_message_id,
-        )
+        );
+        let text = format!(
+            "Content-Type: text/plain; charset=utf-8\r\n\r\nBody of {}.\r\n",
+            self.subject
+        );
+        if self.attachments.is_empty() {
+            return format!("{head}{text}");
+        }
+        let mut out = format!("{head}Content-Type: multipart/mixed; boundary=mockpart\r\n\r\n");
+        out.push_str(&format!("--mockpart\r\n{text}"));
+        for a in &self.attachments {
+            use base64::Engine;
+            let data = base64::engine::general_purpose::STANDARD.encode(&a.bytes);
+            out.push_str(&format!(
+                "--mockpart\r\nContent-Type: {}\r\nContent-Disposition: attachment; \
+                 filename=\"{}\"\r\nContent-Transfer-Encoding: base64\r\n\r\n{data}\r\n",
+                a.content_type, a.name
+            ));
+        }
+        out.push_str("--mockpart--\r\n");
+        out
     }
 
     /// Its single-value extended properties whose ids are among `ids` (compared as Exchange
@@ -122,7 +152,7 @@ impl Message {
             "categories": self.categories,
             "internetMessageId": self.internet_message_id,
             "conversationId": self.conversation.clone().unwrap_or_else(|| format!("conv-{}", self.id)),
-            "hasAttachments": false,
+            "hasAttachments": !self.attachments.is_empty(),
             "bodyPreview": format!("Preview of {}", self.subject),
             "isDraft": self.draft.is_some(),
         })
@@ -354,6 +384,7 @@ impl State {
                         conversation: None,
                         changed,
                         draft: None,
+                        attachments: Vec::new(),
                     },
                 );
                 id
@@ -364,6 +395,16 @@ impl State {
     /// The change sequence number of something made now.
     pub fn touch_next(&mut self) -> u64 {
         self.bump()
+    }
+
+    /// Adds `file` to message `id`'s attachments (after those it has) under a new id; that
+    /// id, or `None` when there is no such message.
+    pub fn attach(&mut self, id: &str, mut file: FileAttachment) -> Option<String> {
+        file.id = self.new_id("att");
+        let attachment = file.id.clone();
+        self.messages.get_mut(id)?.attachments.push(file);
+        self.touch(id);
+        Some(attachment)
     }
 
     /// Marks `id` changed now (a new changeKey; listed by deltas from before now).

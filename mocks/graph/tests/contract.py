@@ -18,6 +18,11 @@ from kiota_abstractions.authentication import (
     BaseBearerTokenAuthenticationProvider,
 )
 from kiota_abstractions.base_request_configuration import RequestConfiguration
+from kiota_abstractions.method import Method
+from msgraph.generated.users.item.messages.item.attachments.attachments_request_builder import (
+    AttachmentsRequestBuilder,
+)
+from kiota_abstractions.request_information import RequestInformation
 from msgraph import GraphRequestAdapter, GraphServiceClient
 from msgraph.generated.models.message import Message
 from msgraph.generated.models.message_rule import MessageRule
@@ -247,6 +252,21 @@ async def main():
         await client.me.messages.by_message_id(made_draft.id).delete()
         await expect_error(client.me.messages.by_message_id(made_draft.id).get(), 404, "ErrorItemNotFound")
     summary["drafts"] = True
+
+    # Attachments: listed as fileAttachment ($select honoured), and each one's raw contents
+    # by `$value`, as the attachment reference documents (the SDK has no builder for it).
+    made = control("attachment", {"message": ids[6], "name": "bill.pdf",
+                                  "content_type": "application/pdf", "text": "PDFDATA"})
+    selected = AttachmentsRequestBuilder.AttachmentsRequestBuilderGetQueryParameters(
+        select=["id", "name", "contentType", "size"])
+    listed = await client.me.messages.by_message_id(ids[6]).attachments.get(
+        RequestConfiguration(query_parameters=selected))
+    check([(a.odata_type, a.name, a.content_type, a.size) for a in listed.value]
+          == [("#microsoft.graph.fileAttachment", "bill.pdf", "application/pdf", 7)], "attachments listed")
+    info = RequestInformation(Method.GET, f"{URL}/v1.0/me/messages/{ids[6]}/attachments/{made['id']}/$value")
+    raw = await client.request_adapter.send_primitive_async(info, "bytes", {})
+    check(raw == b"PDFDATA", f"an attachment's $value: {raw!r}")
+    summary["attachments"] = True
 
     # permanentDelete: gone for good.
     await client.me.messages.by_message_id(ids[2]).permanent_delete.post()

@@ -46,6 +46,7 @@ async fn microsofts_graph_sdk_drives_the_mock() {
         .unwrap();
     assert_eq!(summary["batch"], 2, "{summary}");
     assert_eq!(summary["rules"], true, "{summary}");
+    assert_eq!(summary["attachments"], true, "{summary}");
     assert!(mock.rules().is_empty());
 
     // What the SDK saw is what the mock holds.

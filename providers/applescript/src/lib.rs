@@ -3,8 +3,8 @@
 //! Used for an account that exists only in Mail.app (`account add applescript`), or, for an
 //! account that opted in (`account set ID --fallback applescript`), when its server route
 //! fails with `provider_unavailable` or `auth_required`. It changes read and flagged status
-//! and moves messages (junk and trash included) and deletes to the trash; tags and permanent
-//! deletion are `unsupported`, with a sentence that says why. Every change is verified by
+//! and moves messages (junk and trash included), deletes to the trash and saves drafts; tags
+//! and permanent deletion are `unsupported`, with a sentence that says why. Every change is verified by
 //! reading the message back.
 //!
 //! - `script.rs`: the scripts, made by pure functions (every outside value one escaped
@@ -18,6 +18,7 @@
 //!
 //! The route of last resort: macOS Mail.app driven by `osascript`, for an account that exists only in Mail.app (`account add applescript`) and as the fallback an account can opt into.
 //! It changes read and flagged status and mailboxes (junk and trash included) and deletes to the trash; tags and permanent deletion are refused by `check` before anything is planned, with the reason.
+//! It reads a message's source (`source of m`) and saves drafts (`drafts.rs`): Mail's own `reply` to the original, so Mail threads it, or a new outgoing message, given mailbroker's recipients, subject and body, then `save`, never `send`; the draft is the one message with its subject that was not in Drafts before, and an undo deletes it only while it is that message (Mail saves an edited draft anew).
 //!
 //! - `script.rs`: every script is made by a pure function: a first line naming it (`-- mailbroker apply`), one `set params to {…}` record holding every value from outside, fixed handlers, a constant body that reads only `params`.
 //!   Messages are found by Mail's `id`, then by Message-ID, in separate `whose` clauses (a message found by id whose Message-ID differs is not touched; a Message-ID several messages of the mailbox share finds none: `stale_state` where the change would start, `outcome_unknown` where a move's read-back looks in the target); mailboxes by walking the list of names along their path (scripts name and answer a mailbox as that list, so a name holding a slash stays one name; `mail.rs` turns it into our path with `mailbroker_core::path`); junk by `junk mailbox of account` with name fallbacks.
@@ -36,6 +37,7 @@
 //! Tested against a fake `osascript` (`testkit/src/bin/fake-osascript.rs`: it reads each generated script from stdin, recognises it by its first line, reads its `params` with the tokenizer, and does to a Mail.app kept as JSON what Mail would, faults included).
 
 mod adapter;
+mod drafts;
 mod mail;
 pub mod runner;
 pub mod script;

@@ -327,6 +327,51 @@ impl Provider for MailApp {
         ))
     }
 
+    /// Each message's source, found by Mail's id (an AppleScript account's own ids only).
+    async fn fetch_sources(
+        &mut self,
+        mailbox: &str,
+        ids: &[RemoteId],
+    ) -> Result<Vec<(RemoteId, Vec<u8>)>> {
+        if self.ids != Ids::Mail {
+            return Err(Error::unsupported(
+                "Mail.app cannot find this account's messages by their ids",
+            ));
+        }
+        let mut out = Vec::with_capacity(ids.len());
+        for chunk in ids.chunks(PER_SCRIPT) {
+            let list: Vec<Target> = (chunk.iter())
+                .map(|id| Target {
+                    mail_id: Some(id.as_str().to_string()),
+                    message_id: None,
+                })
+                .collect();
+            let script = script::sources(&self.account, mailbox, &list, self.runner.timeout_secs);
+            let answer = self.runner.run(&script, Kind::Read).await?;
+            for found in answer["results"].as_array().into_iter().flatten() {
+                if let (Some(id), Some(source)) =
+                    (found["mail_id"].as_str(), found["source"].as_str())
+                {
+                    out.push((RemoteId::new(id), source.as_bytes().to_vec()));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    async fn create_draft(
+        &mut self,
+        draft: &mailbroker_core::Draft,
+        _source: &[u8],
+        drafts: Option<&MailboxInfo>,
+    ) -> Result<mailbroker_core::PlacedDraft> {
+        self.save_draft(draft, drafts).await
+    }
+
+    async fn remove_draft(&mut self, placed: &mailbroker_core::PlacedDraft) -> Result<()> {
+        self.remove_saved_draft(placed).await
+    }
+
     async fn delete(&mut self, batch: &DeleteBatch) -> Result<Vec<ItemResult>> {
         if batch.mode == DeleteMode::Permanent {
             return Err(crate::adapter::no_permanent());
@@ -357,6 +402,14 @@ impl Provider for MailApp {
 }
 
 impl MailApp {
+    pub(crate) fn account(&self) -> &str {
+        &self.account
+    }
+
+    pub(crate) fn runner(&self) -> &Runner {
+        &self.runner
+    }
+
     pub(crate) fn ids(&self) -> Ids {
         self.ids
     }

@@ -112,15 +112,87 @@ pub fn apply(
     assemble("apply", &params, timeout, APPLY)
 }
 
-/// Deletes each target (Mail moves it to the account's trash), then reads back where it is.
-pub fn delete(account: &str, mailbox: &str, list: &[Target], timeout: u32) -> String {
-    let params = format!(
+/// The params of a script over some messages of one mailbox.
+fn in_mailbox(account: &str, mailbox: &str, list: &[Target]) -> String {
+    format!(
         "{{acctName:{}, boxPath:{}, targets:{}}}",
         literal(account),
         path_literal(Some(mailbox)),
         targets(list)
+    )
+}
+
+/// Deletes each target (Mail moves it to the account's trash), then reads back where it is.
+pub fn delete(account: &str, mailbox: &str, list: &[Target], timeout: u32) -> String {
+    assemble(
+        "delete",
+        &in_mailbox(account, mailbox, list),
+        timeout,
+        DELETE,
+    )
+}
+
+/// The raw source of each target (Mail's `source` of a message).
+pub fn sources(account: &str, mailbox: &str, list: &[Target], timeout: u32) -> String {
+    assemble(
+        "sources",
+        &in_mailbox(account, mailbox, list),
+        timeout,
+        SOURCES,
+    )
+}
+
+/// A draft Mail.app is to save: a reply to `original` (in `mailbox`), or a new message.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DraftScript<'a> {
+    pub drafts: &'a str,
+    pub original: Option<(&'a str, Target)>,
+    pub reply_all: bool,
+    /// Each recipient's address and name (empty when none).
+    pub to: Vec<(&'a str, &'a str)>,
+    pub cc: Vec<(&'a str, &'a str)>,
+    pub subject: &'a str,
+    pub body: &'a str,
+    pub sender: &'a str,
+}
+
+fn recipients(list: &[(&str, &str)]) -> String {
+    let items: Vec<String> = (list.iter())
+        .map(|(address, name)| format!("{{addr:{}, nm:{}}}", literal(address), literal(name)))
+        .collect();
+    format!("{{{}}}", items.join(", "))
+}
+
+/// Saves a draft in the account's drafts mailbox, never sending it: Mail's `reply` to the
+/// original (so Mail threads it) or a new outgoing message, its recipients, subject and body
+/// made ours, then `save`; answers the one message that appeared in the drafts mailbox.
+pub fn draft(account: &str, d: &DraftScript<'_>, timeout: u32) -> String {
+    let (box_path, original) = match &d.original {
+        Some((mailbox, t)) => (
+            path_literal(Some(mailbox)),
+            targets(std::slice::from_ref(t)),
+        ),
+        None => (path_literal(None), "{}".to_string()),
+    };
+    let params = format!(
+        "{{acctName:{}, draftsPath:{}, boxPath:{box_path}, original:{original}, replyAll:{}, \
+         toList:{}, ccList:{}, subjectText:{}, bodyText:{}, senderText:{}}}",
+        literal(account),
+        path_literal(Some(d.drafts)),
+        flag(Some(d.reply_all)),
+        recipients(&d.to),
+        recipients(&d.cc),
+        literal(d.subject),
+        literal(d.body),
+        literal(d.sender)
     );
-    assemble("delete", &params, timeout, DELETE)
+    assemble("draft", &params, timeout, DRAFT)
+}
+
+/// Deletes the draft `target` from the drafts mailbox, if it is still there as saved.
+pub fn remove_draft(account: &str, drafts: &str, target: &Target, timeout: u32) -> String {
+    let params = in_mailbox(account, drafts, std::slice::from_ref(target));
+    assemble("remove_draft", &params, timeout, REMOVE_DRAFT)
 }
 
 /// A mailbox path as the list of names along it (`{"Clients", "Acme"}`), each a literal: a
@@ -388,6 +460,73 @@ const DELETE: &str = r#"tell application "Mail"
 	return "{\"results\":[" & my joinList(out, ",") & "]}"
 end tell"#;
 
+const SOURCES: &str = r#"tell application "Mail"
+	set acct to account (acctName of params)
+	set box to my findMailbox(acct, boxPath of params)
+	set out to {}
+	repeat with t in (targets of params)
+		try
+			set m to my findMessage(box, t)
+			if m is not missing value then set end of out to "{\"mail_id\":" & my jsonText((id of m) as text) & ",\"source\":" & my jsonText(source of m) & "}"
+		end try
+	end repeat
+	return "{\"results\":[" & my joinList(out, ",") & "]}"
+end tell"#;
+
+const DRAFT: &str = r#"tell application "Mail"
+	set acct to account (acctName of params)
+	set drafts to my findMailbox(acct, draftsPath of params)
+	set before to id of (messages of drafts whose subject is (subjectText of params))
+	if (count of (boxPath of params)) > 0 then
+		set orig to my findMessage(my findMailbox(acct, boxPath of params), item 1 of (original of params))
+		if orig is missing value then error "the message it answers is not there" number -1728
+		set m to reply orig opening window false reply to all ((replyAll of params) is "true")
+		delete every to recipient of m
+		delete every cc recipient of m
+		set subject of m to (subjectText of params)
+		set content of m to (bodyText of params)
+	else
+		set m to make new outgoing message with properties {subject:(subjectText of params), content:(bodyText of params), visible:false}
+	end if
+	if (senderText of params) is not "" then set sender of m to (senderText of params)
+	tell m
+		repeat with r in (toList of params)
+			make new to recipient at end of to recipients with properties {address:(addr of r), name:(nm of r)}
+		end repeat
+		repeat with r in (ccList of params)
+			make new cc recipient at end of cc recipients with properties {address:(addr of r), name:(nm of r)}
+		end repeat
+	end tell
+	save m
+	set made to {}
+	repeat 20 times
+		set made to {}
+		repeat with d in (messages of drafts whose subject is (subjectText of params))
+			if before does not contain (id of d) then set end of made to contents of d
+		end repeat
+		if (count of made) > 0 then exit repeat
+		delay 0.5
+	end repeat
+	if (count of made) is not 1 then return "{\"saved\":" & (count of made) & "}"
+	set d to item 1 of made
+	return "{\"saved\":1,\"mail_id\":" & my jsonText((id of d) as text) & ",\"message_id\":" & my jsonText(message id of d) & ",\"mailbox\":" & my jsonPath(mailbox of d) & ",\"read\":" & my jsonBool(read status of d) & ",\"flagged\":" & my jsonBool(flagged status of d) & "}"
+end tell"#;
+
+const REMOVE_DRAFT: &str = r#"tell application "Mail"
+	set acct to account (acctName of params)
+	set box to my findMailbox(acct, boxPath of params)
+	set t to item 1 of (targets of params)
+	try
+		set m to my findMessage(box, t)
+	on error msg number num
+		return my failed(t, msg, num)
+	end try
+	if m is missing value then return my failed(t, "not in the drafts mailbox", -1728)
+	delete m
+	set again to my findMessage(box, {mailId:"", messageId:messageId of t})
+	return "{\"found\":true,\"gone\":" & my jsonBool(again is missing value) & "}"
+end tell"#;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -410,6 +549,9 @@ mod tests {
             ("messages", messages("Work", "INBOX", 1, 50, 30)),
             ("apply", apply("Work", "INBOX", &t, &Change::default(), 30)),
             ("delete", delete("Work", "INBOX", &t, 30)),
+            ("sources", sources("Work", "INBOX", &t, 30)),
+            ("draft", draft("Work", &DraftScript::default(), 30)),
+            ("remove_draft", remove_draft("Work", "Drafts", &t[0], 30)),
         ] {
             assert!(script.starts_with(&format!("-- mailbroker {kind}\n")));
             assert_eq!(script.matches("set params to").count(), 1);

@@ -30,11 +30,24 @@ fn scripts(name: &str) -> Vec<String> {
         flagged: Some(false),
         move_to: Some(mailbox.clone()),
     };
+    let draft = script::DraftScript {
+        drafts: &mailbox,
+        original: Some((&mailbox, targets[0].clone())),
+        reply_all: true,
+        to: vec![(name, name)],
+        cc: vec![(name, name)],
+        subject: name,
+        body: name,
+        sender: name,
+    };
     vec![
         script::mailboxes(name, 60),
         script::messages(name, &mailbox, 1, 500, 60),
         script::apply(name, &mailbox, &targets, &change, 60),
         script::delete(name, &mailbox, &targets, 60),
+        script::sources(name, &mailbox, &targets, 60),
+        script::draft(name, &draft, 60),
+        script::remove_draft(name, &mailbox, &targets[0], 60),
     ]
 }
 

@@ -11,6 +11,7 @@ mod draft;
 mod error;
 mod headers;
 mod model;
+mod part;
 mod provider;
 mod rule;
 mod summary;
@@ -34,9 +35,10 @@ pub use model::{
     MessageMeta, MessageText, ProviderKind, RemoteId, Role, RoleSource, SyncMode, Version,
     plausible_date,
 };
+pub use part::{Attachment, FetchedPart, section};
 pub use provider::{
-    ApplyEach, Arrival, FetchedPart, MailboxSyncReport, Provider, SameMessage, Seen, Settled,
-    SyncRequest, SyncSink, Watched, place,
+    ApplyEach, Arrival, MailboxSyncReport, Provider, SameMessage, Seen, Settled, SyncRequest,
+    SyncSink, Watched, place,
 };
 pub use rule::{Condition, Rule, RulesBefore, ServerRule};
 pub use summary::{Sender, Summary};

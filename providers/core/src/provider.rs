@@ -24,7 +24,7 @@ use crate::MessageText;
 use crate::WriteBatch;
 use crate::{Capabilities, MailboxCursor, MailboxInfo, MailboxName, MessageFlags, MessageMeta};
 use crate::{DeleteBatch, Error, ItemResult, RemoteId, Result, SyncMode, Version};
-use crate::{Draft, PlacedDraft, Rule, RulesBefore, ServerRule};
+use crate::{Draft, FetchedPart, PlacedDraft, Rule, RulesBefore, ServerRule};
 
 /// What the core asks of one sync.
 #[derive(Debug, Clone, Default)]
@@ -293,20 +293,6 @@ fn no_rules() -> Error {
     )
 }
 
-/// One part of a message as a provider read it alone.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum FetchedPart {
-    /// Its MIME header followed by its body, as IMAP's `BODY[n.MIME]` and `BODY[n]` give
-    /// them: the caller decodes it (with a MIME library).
-    Mime(Vec<u8>),
-    /// Decoded already, with what the provider says of it (JMAP's body structure).
-    Decoded {
-        name: Option<String>,
-        content_type: String,
-        bytes: Vec<u8>,
-    },
-}
-
 fn no_drafts() -> Error {
     Error::unsupported("mailbroker cannot save drafts on this account's server")
         .with_next_step("write the reply in the mail client")
@@ -358,12 +344,14 @@ pub trait Provider: Send {
     /// One part of a message (`part`, an IMAP section number such as `2` or `1.2`), so a
     /// large attachment is read without the rest of its message; `None` where the provider
     /// reads whole messages only (the caller then reads the source), or when the message or
-    /// part is not there.
+    /// part is not there. `listed` is the message's attachments as last listed from its
+    /// source (empty when never), for a provider whose attachments carry no section number.
     async fn fetch_part(
         &mut self,
         _mailbox: &str,
         _id: &RemoteId,
         _part: &str,
+        _listed: &[crate::Attachment],
     ) -> Result<Option<FetchedPart>> {
         Ok(None)
     }

@@ -278,7 +278,8 @@ pub async fn all_ids(client: &Client, mut progress: impl FnMut(usize)) -> Result
     }
 }
 
-async fn get(client: &Client, id: &str, format: &'static str) -> Result<Message> {
+/// One message resource in `format`.
+async fn resource(client: &Client, id: &str, format: &'static str) -> Result<gmail::Message> {
     let id = id.to_string();
     let (_, message) = gmail_call!(
         client,
@@ -297,7 +298,11 @@ async fn get(client: &Client, id: &str, format: &'static str) -> Result<Message>
         }
     )
     .await?;
-    Ok(message_of(message))
+    Ok(message)
+}
+
+async fn get(client: &Client, id: &str, format: &'static str) -> Result<Message> {
+    resource(client, id, format).await.map(message_of)
 }
 
 /// One message's labels, history id and the headers the index keeps.
@@ -308,6 +313,26 @@ pub async fn metadata(client: &Client, id: &str) -> Result<Message> {
 /// One message's source (RFC 5322) in `raw`.
 pub async fn raw(client: &Client, id: &str) -> Result<Message> {
     get(client, id, "raw").await
+}
+
+/// One message's tree of parts (`format=full`), each with its data or its attachment's id.
+pub async fn parts(client: &Client, id: &str) -> Result<Option<gmail::MessagePart>> {
+    Ok(resource(client, id, "full").await?.payload)
+}
+
+/// One attachment of a message, decoded.
+pub async fn attachment(client: &Client, message: &str, id: &str) -> Result<Vec<u8>> {
+    let (message, id) = (message.to_string(), id.to_string());
+    let (_, body) = gmail_call!(
+        client,
+        Kind::Read,
+        cost::GET,
+        "messages.attachments.get",
+        [message, id],
+        |users| users.messages_attachments_get(ME, &message, &id)
+    )
+    .await?;
+    Ok(body.data.unwrap_or_default())
 }
 
 /// Every history record after `start`, all pages. A `not_found` error means `start` is too old

@@ -33,6 +33,7 @@ pub mod convert;
 mod drafts;
 pub mod filters;
 pub mod oauth;
+mod parts;
 mod rules;
 mod sync;
 mod window;
@@ -152,6 +153,16 @@ impl Provider for GmailProvider {
             out.push((id.clone(), bytes));
         }
         Ok(out)
+    }
+
+    async fn fetch_part(
+        &mut self,
+        _mailbox: &str,
+        id: &RemoteId,
+        part: &str,
+        _listed: &[mailbroker_core::Attachment],
+    ) -> Result<Option<mailbroker_core::FetchedPart>> {
+        parts::fetch(&self.client, id, part).await
     }
 
     fn commands_sent(&self) -> u64 {

@@ -51,6 +51,7 @@ pub mod client;
 pub mod convert;
 mod drafts;
 pub mod oauth;
+mod parts;
 pub mod rules;
 mod sync;
 mod verify;
@@ -273,6 +274,16 @@ impl Provider for GraphProvider {
             }
         }
         Ok(out)
+    }
+
+    async fn fetch_part(
+        &mut self,
+        _mailbox: &str,
+        id: &RemoteId,
+        part: &str,
+        listed: &[mailbroker_core::Attachment],
+    ) -> Result<Option<mailbroker_core::FetchedPart>> {
+        parts::fetch(&self.client, id, part, listed).await
     }
 
     async fn delete(&mut self, batch: &DeleteBatch) -> Result<Vec<ItemResult>> {

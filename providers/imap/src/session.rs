@@ -205,6 +205,7 @@ impl Provider for ImapProvider {
         mailbox: &str,
         id: &RemoteId,
         part: &str,
+        _listed: &[mailbroker_core::Attachment],
     ) -> Result<Option<mailbroker_core::FetchedPart>> {
         let read = self.read_part(mailbox, id, part).await?;
         Ok(read.map(mailbroker_core::FetchedPart::Mime))

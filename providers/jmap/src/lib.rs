@@ -192,6 +192,7 @@ impl Provider for JmapProvider {
         _mailbox: &str,
         id: &RemoteId,
         part: &str,
+        _listed: &[mailbroker_core::Attachment],
     ) -> Result<Option<mailbroker_core::FetchedPart>> {
         parts::fetch(&mut self.client, id, part).await
     }

@@ -9,22 +9,17 @@ use serde_json::Value;
 use crate::client::Client;
 use crate::wire::{Call, nth};
 
-/// The part numbered `wanted` in `part` (numbered `number`), if there is one.
-fn find<'a>(part: &'a Value, number: &str, wanted: &str) -> Option<&'a Value> {
-    let children = part["subParts"].as_array().filter(|c| !c.is_empty());
-    let is_multipart = part["type"]
-        .as_str()
-        .is_some_and(|t| t.starts_with("multipart/"));
-    match (is_multipart, children) {
-        (true, Some(children)) => children.iter().enumerate().find_map(|(n, child)| {
-            let child_number = match number {
-                "" => (n + 1).to_string(),
-                _ => format!("{number}.{}", n + 1),
-            };
-            find(child, &child_number, wanted)
-        }),
-        _ => (number == wanted || number.is_empty() && wanted == "1").then_some(part),
-    }
+/// The part numbered `wanted` in an email's body structure.
+fn find<'a>(structure: &'a Value, wanted: &str) -> Option<&'a Value> {
+    let children = |part: &'a Value| -> Option<&'a [Value]> {
+        let is_multipart = part["type"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("multipart/"));
+        (part["subParts"].as_array())
+            .filter(|c| is_multipart && !c.is_empty())
+            .map(Vec::as_slice)
+    };
+    mailbroker_core::section(structure, wanted, &children)
 }
 
 pub async fn fetch(
@@ -36,7 +31,7 @@ pub async fn fetch(
         .call(vec![Call::EmailParts(id.as_str().to_string())])
         .await?;
     let got: Value = nth(&answers, 0, "Email/get")?;
-    let Some(part) = find(&got["list"][0]["bodyStructure"], "", wanted) else {
+    let Some(part) = find(&got["list"][0]["bodyStructure"], wanted) else {
         return Ok(None);
     };
     let Some(blob) = part["blobId"].as_str() else {
@@ -65,15 +60,15 @@ mod tests {
                 { "type": "text/plain", "blobId": "t" }, { "type": "text/html", "blobId": "h" } ] },
             { "type": "application/pdf", "blobId": "p", "name": "bill.pdf" },
             { "type": "message/rfc822", "blobId": "m" } ] });
-        assert_eq!(find(&structure, "", "1.2").unwrap()["blobId"], "h");
-        assert_eq!(find(&structure, "", "2").unwrap()["blobId"], "p");
-        assert_eq!(find(&structure, "", "3").unwrap()["blobId"], "m");
-        assert!(find(&structure, "", "4").is_none());
+        assert_eq!(find(&structure, "1.2").unwrap()["blobId"], "h");
+        assert_eq!(find(&structure, "2").unwrap()["blobId"], "p");
+        assert_eq!(find(&structure, "3").unwrap()["blobId"], "m");
+        assert!(find(&structure, "4").is_none());
         assert!(
-            find(&structure, "", "1").is_none(),
+            find(&structure, "1").is_none(),
             "a multipart is no attachment"
         );
         let single = json!({ "type": "application/pdf", "blobId": "s" });
-        assert_eq!(find(&single, "", "1").unwrap()["blobId"], "s");
+        assert_eq!(find(&single, "1").unwrap()["blobId"], "s");
     }
 }

@@ -9,6 +9,8 @@
 //! a PATH being mailbroker's path of the mailbox (`Clients/Acme`, `Clients\/Acme` for one
 //! whose own name holds the slash); scripts name mailboxes as lists of names, as Mail does,
 //! a message being `{"id", "message_id", "subject", "sender", "date", "read", "flagged"}`.
+//! A draft script saves its draft in the drafts mailbox with `to`, `cc`, `content` and
+//! `in_reply_to` (the original's Message-ID: Mail's `reply` threads it) beside those.
 //! Faults: `timeout` (Mail does not answer within the script's timeout: -1712), `hang_secs`
 //! (osascript itself never returns in time), `misfile_to` (a move lands there instead, as
 //! Mail has done with Gmail moves), `fail_message_ids` (those messages fail alone).
@@ -110,6 +112,22 @@ fn answer(state: &mut Value, kind: &str, p: &Value) -> Result<Answer> {
                 .collect();
             json!({ "results": results })
         }
+        "sources" => {
+            let source = path_param(p, "boxPath");
+            let Some(list) = state["accounts"][&name]["mailboxes"][&source].as_array() else {
+                return Ok(no_mailbox(&source));
+            };
+            let results: Vec<Value> = (p["targets"].as_array().into_iter().flatten())
+                .filter_map(|t| {
+                    let at = find(list, str_of(t, "mailId"), str_of(t, "messageId")).ok()?;
+                    let m = &list[at];
+                    Some(json!({ "mail_id": m["id"].to_string(), "source": source_of(m) }))
+                })
+                .collect();
+            json!({ "results": results })
+        }
+        "draft" => return Ok(draft(state, &name, p)),
+        "remove_draft" => return Ok(remove_draft(state, &name, p)),
         other => return Err(anyhow!("a script this fake does not know: {other}")),
     };
     Ok(Answer::Printed(out.to_string()))
@@ -170,6 +188,106 @@ fn mailboxes(account: &Value) -> Value {
     json!({ "mailboxes": list, "junk": names(&account["junk"]), "trash": names(&account["trash"]) })
 }
 
+/// Where the script's `findMessage` finds a message in `list`: by Mail's id (not one whose
+/// Message-ID is another: 4001), else by Message-ID (several sharing it are none: 4002).
+fn find(list: &[Value], mail_id: &str, message_id: &str) -> Result<usize, (String, i64)> {
+    match list.iter().position(|m| has_id(m, mail_id)) {
+        Some(i) if !message_id.is_empty() && list[i]["message_id"] != message_id => {
+            Err(("another message has this id now".into(), 4001))
+        }
+        Some(i) => Ok(i),
+        None => {
+            let sharing = |m: &&Value| !message_id.is_empty() && m["message_id"] == message_id;
+            let n = list.iter().filter(sharing).count();
+            if n > 1 {
+                return Err((format!("{n} messages there share its Message-ID"), 4002));
+            }
+            (list.iter().position(|m| sharing(&m))).ok_or(("not found".into(), -1728))
+        }
+    }
+}
+
+/// A message's source: its own `source`, else one made of its fields.
+fn source_of(m: &Value) -> String {
+    if let Some(source) = m["source"].as_str() {
+        return source.to_string();
+    }
+    format!(
+        "From: {}\r\nSubject: {}\r\nMessage-ID: <{}>\r\n\r\n{}\r\n",
+        str_of(m, "sender"),
+        str_of(m, "subject"),
+        str_of(m, "message_id"),
+        str_of(m, "content")
+    )
+}
+
+/// A draft script: the original found (a reply) and the draft put in the drafts mailbox as
+/// Mail saves it, with a Message-ID of Mail's making; `reply` threads it (`in_reply_to`).
+fn draft(state: &mut Value, account: &str, p: &Value) -> Answer {
+    let drafts = path_param(p, "draftsPath");
+    if state["accounts"][account]["mailboxes"]
+        .get(&drafts)
+        .is_none()
+    {
+        return no_mailbox(&drafts);
+    }
+    let mut in_reply_to = Value::Null;
+    let source = path_param(p, "boxPath");
+    if !source.is_empty() {
+        let Some(list) = state["accounts"][account]["mailboxes"][&source].as_array() else {
+            return no_mailbox(&source);
+        };
+        let t = &p["original"][0];
+        match find(list, str_of(t, "mailId"), str_of(t, "messageId")) {
+            Ok(at) => in_reply_to = list[at]["message_id"].clone(),
+            Err((msg, number)) => return Answer::AppleEvent(msg, number),
+        }
+    }
+    let id = state["next_id"].as_i64().unwrap_or(1000);
+    state["next_id"] = json!(id + 1);
+    let addresses = |key: &str| -> Vec<Value> {
+        (p[key].as_array().into_iter().flatten())
+            .map(|r| r["addr"].clone())
+            .collect()
+    };
+    let saved = json!({
+        "id": id, "message_id": format!("{id}.draft@fake-mail.local"),
+        "subject": p["subjectText"], "sender": p["senderText"], "date": 1_800_000_000 + id,
+        "read": true, "flagged": false, "to": addresses("toList"), "cc": addresses("ccList"),
+        "content": p["bodyText"], "in_reply_to": in_reply_to, "reply_all": p["replyAll"] == "true",
+    });
+    if let Some(list) = state["accounts"][account]["mailboxes"][&drafts].as_array_mut() {
+        list.push(saved.clone());
+    }
+    let answer = json!({ "saved": 1, "mail_id": id.to_string(), "message_id": saved["message_id"],
+        "mailbox": path::split_path(&drafts), "read": true, "flagged": false });
+    Answer::Printed(answer.to_string())
+}
+
+/// A remove_draft script: the draft deleted (to the trash) if it is there as saved.
+fn remove_draft(state: &mut Value, account: &str, p: &Value) -> Answer {
+    let source = path_param(p, "boxPath");
+    let t = &p["targets"][0];
+    let (mail_id, message_id) = (str_of(t, "mailId"), str_of(t, "messageId"));
+    let trash = str_of(&state["accounts"][account], "trash").to_string();
+    let Some(list) = state["accounts"][account]["mailboxes"][&source].as_array_mut() else {
+        return no_mailbox(&source);
+    };
+    let at = match find(list, mail_id, message_id) {
+        Ok(at) => at,
+        Err((msg, number)) => {
+            let failed = json!({ "mail_id": mail_id, "message_id": message_id, "found": false,
+                "error": msg, "number": number });
+            return Answer::Printed(failed.to_string());
+        }
+    };
+    let gone = list.remove(at);
+    if let Some(bin) = state["accounts"][account]["mailboxes"][&trash].as_array_mut() {
+        bin.push(gone);
+    }
+    Answer::Printed(json!({ "found": true, "gone": true }).to_string())
+}
+
 /// One target of an apply or delete script, as the script's loop treats it.
 fn change(state: &mut Value, account: &str, kind: &str, p: &Value, t: &Value) -> Value {
     let (mail_id, message_id) = (str_of(t, "mailId"), str_of(t, "messageId"));
@@ -180,23 +298,9 @@ fn change(state: &mut Value, account: &str, kind: &str, p: &Value, t: &Value) ->
     let Some(list) = boxes[source].as_array_mut() else {
         return failed("no mailbox", -1728);
     };
-    let by_id = list.iter().position(|m| has_id(m, mail_id));
-    let at = match by_id {
-        Some(i) if !message_id.is_empty() && list[i]["message_id"] != message_id => {
-            return failed("another message has this id now", 4001);
-        }
-        Some(i) => Some(i),
-        None => {
-            let sharing = |m: &&Value| !message_id.is_empty() && m["message_id"] == message_id;
-            let n = list.iter().filter(sharing).count();
-            if n > 1 {
-                return failed(&format!("{n} messages there share its Message-ID"), 4002);
-            }
-            list.iter().position(|m| sharing(&m))
-        }
-    };
-    let Some(at) = at else {
-        return failed("not found", -1728);
+    let at = match find(list, mail_id, message_id) {
+        Ok(at) => at,
+        Err((msg, number)) => return failed(&msg, number),
     };
     let fail_ids = state["faults"]["fail_message_ids"]
         .as_array()
