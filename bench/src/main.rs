@@ -219,11 +219,12 @@ fn report_first_sync(first: &Measured, floor_warm: Duration) {
     let usable = searchable_after(first);
     println!(
         "first sync: searchable by header after {:.3} s ({:.2}x the warm floor), complete after \
-         {:.3} s ({:.2}x)",
+         {:.3} s ({:.2}x), peak RSS {} MB",
         secs(usable),
         secs(usable) / secs(floor_warm),
         secs(first.wall),
-        secs(first.wall) / secs(floor_warm)
+        secs(first.wall) / secs(floor_warm),
+        first.max_rss_kb / 1024
     );
 }
 

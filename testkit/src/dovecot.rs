@@ -28,8 +28,20 @@ pub struct Dovecot {
     pub ca: TestCa,
 }
 
+/// A loopback port free now and never handed out before in this process: the kernel may give
+/// the same one to two binds in a row once the first listener is dropped.
 pub(crate) fn free_port() -> Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut given = GIVEN
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        if !given.contains(&port) {
+            given.push(port);
+            return Ok(port);
+        }
+    }
 }
 
 fn find_binary(name: &str) -> Option<PathBuf> {
@@ -91,7 +103,23 @@ impl Dovecot {
     }
 
     /// Starts a private Dovecot and waits until it accepts connections.
+    /// Between choosing a free port and Dovecot binding it, another process's outgoing
+    /// connection may take it; a failed start is tried again on new ports, twice.
     pub fn start() -> Result<Dovecot> {
+        let mut attempt = 1;
+        loop {
+            match Dovecot::start_once() {
+                Ok(server) => return Ok(server),
+                Err(e) if attempt < 3 => {
+                    eprintln!("dovecot start {attempt} failed, trying new ports: {e:#}");
+                    attempt += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    fn start_once() -> Result<Dovecot> {
         let binary = find_binary("dovecot")
             .ok_or_else(|| anyhow!("dovecot is not installed (apt-get install dovecot-imapd)"))?;
         let dir = tempfile::Builder::new()

@@ -376,10 +376,11 @@ impl Store {
     /// What a query finds before its page is read: the number of matches, or, when its posting
     /// lists are merged here, the matches themselves.
     async fn found(&self, query: &Query, lexicon: &Option<Arc<Lexicon>>) -> Result<Found, Error> {
-        // Merging posting lists in the process is SQLite's alone (`postings`): PostgreSQL
-        // plans the same set algebra itself.
-        if let Some((expr, lists)) = merged(query).filter(|_| self.backend() == Backend::Sqlite) {
-            return Ok(Found::Ids(postings::matches(self, &expr, &lists).await?));
+        // Both engines: PostgreSQL's own plans for the same set algebra read each list again
+        // for the count and for the page, and walked every match's row for its date
+        // (BENCHMARKS.md, "The index on PostgreSQL").
+        if let Some(merged) = merged(query, self.backend()) {
+            return Ok(Found::Ids(postings::matches(self, &merged, lexicon).await?));
         }
         let n: i64 = count_sql(query, self.query_sql("", lexicon))
             .build_query_scalar()

@@ -10,7 +10,9 @@ use super::sql::Sql;
 use mailbroker_core::Error;
 
 use super::query::Posting;
+use super::words::Lexicon;
 use super::{Store, db_error};
+use std::sync::Arc;
 
 /// A set-algebra expression over numbered posting lists.
 #[derive(Debug)]
@@ -27,18 +29,21 @@ pub(super) enum SetExpr {
 /// The sorted ids of `expr`'s matches, its lists read from the index.
 pub(super) async fn matches(
     store: &Store,
-    expr: &SetExpr,
-    lists: &[Posting],
+    (expr, lists): &(SetExpr, Vec<Posting>),
+    lexicon: &Option<Arc<Lexicon>>,
 ) -> Result<Vec<i64>, Error> {
     // All lists in one statement: a fresh process pays for each statement it prepares.
-    let mut q = Sql::new(store.backend(), "SELECT ");
+    let mut q = Sql::new(store.backend(), "SELECT ").with_lexicon(lexicon.clone());
     for (i, posting) in lists.iter().enumerate() {
         if i > 0 {
             q.push(", ");
         }
-        q.push("(SELECT group_concat(id) FROM (");
+        let concat = q
+            .backend()
+            .pick("group_concat(id)", "string_agg(CAST(id AS TEXT), ',')");
+        q.push(format_args!("(SELECT {concat} FROM ("));
         posting.push_select(&mut q);
-        q.push("))");
+        q.push(") AS list)");
     }
     let row = q.build().fetch_one(store.pool()).await.map_err(db_error)?;
     let mut read = Vec::with_capacity(lists.len());
@@ -68,11 +73,14 @@ pub(super) async fn page_of(
     let (mut page, mut seen) = (Vec::new(), 0u64);
     let (mut walked, mut run) = (0u64, FIRST_WALK.max(wanted.saturating_mul(16)));
     loop {
-        let text: Option<String> = sqlx::query_scalar(
+        let text: Option<String> = sqlx::query_scalar(store.backend().pick(
             "SELECT group_concat(id, ',' ORDER BY date DESC, id DESC) FROM (SELECT id, date \
              FROM messages INDEXED BY messages_date ORDER BY date DESC, id DESC \
              LIMIT $1 OFFSET $2)",
-        )
+            "SELECT string_agg(CAST(id AS TEXT), ',' ORDER BY date DESC, id DESC) FROM \
+             (SELECT id, date FROM messages ORDER BY date DESC, id DESC LIMIT $1 OFFSET $2) \
+             AS walked",
+        ))
         .bind(run as i64)
         .bind(walked as i64)
         .fetch_one(store.pool())
@@ -98,7 +106,7 @@ pub(super) async fn page_of(
     }
 }
 
-/// Sorted, distinct ids from SQLite's comma-separated list.
+/// Sorted, distinct ids from the index's comma-separated list.
 fn ids_of(text: &str) -> Result<Vec<i64>, Error> {
     let mut ids = in_order(text)?;
     ids.sort_unstable();
@@ -106,7 +114,7 @@ fn ids_of(text: &str) -> Result<Vec<i64>, Error> {
     Ok(ids)
 }
 
-/// Ids from SQLite's comma-separated list, in its order. Read byte by byte in one pass: a
+/// Ids from the index's comma-separated list, in its order. Read byte by byte in one pass: a
 /// merged query reads tens of thousands of them, and splitting on a `char` pattern and parsing
 /// each as a `str` took a tenth of its time.
 fn in_order(text: &str) -> Result<Vec<i64>, Error> {
@@ -214,17 +222,25 @@ mod tests {
 
     #[test]
     fn a_full_text_expression_alone_is_read_as_ids_once() {
-        let merged = |text: &str| {
+        use super::super::Backend::{Postgres, Sqlite};
+        let merged = |text: &str, backend| {
             let query = mailbroker_query::parse(text, 0).unwrap();
-            super::super::query::merged(&query).map(|(_, lists)| lists.len())
+            super::super::query::merged(&query, backend).map(|(_, lists)| lists.len())
         };
-        assert_eq!(merged("\"quarterly report\""), Some(1));
-        assert_eq!(merged("budget OR invoice"), Some(1), "one FTS5 expression");
-        assert_eq!(merged("budget -tag:Work"), Some(2));
+        assert_eq!(merged("\"quarterly report\"", Sqlite), Some(1));
+        assert_eq!(
+            merged("budget OR invoice", Sqlite),
+            Some(1),
+            "one FTS5 expression"
+        );
+        assert_eq!(merged("budget -tag:Work", Sqlite), Some(2));
         // Counted from their own index by SQLite, without a second evaluation to avoid.
-        assert_eq!(merged("from:alice"), None);
-        assert_eq!(merged("tag:Work"), None);
-        assert_eq!(merged("larger:100K"), None);
+        assert_eq!(merged("from:alice", Sqlite), None);
+        assert_eq!(merged("tag:Work", Sqlite), None);
+        assert_eq!(merged("larger:100K", Sqlite), None);
+        // PostgreSQL reads a header list's rows to count them: read once.
+        assert_eq!(merged("from:alice OR from:bob", Postgres), Some(1));
+        assert_eq!(merged("tag:Work", Postgres), None);
     }
 
     /// 3,000 messages, three to a date and the oldest undated: pages of a walk that meets its

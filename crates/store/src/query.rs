@@ -224,10 +224,14 @@ fn posting_of(expr: &Expr) -> Option<Posting> {
 /// merges them); `None` for any other query. A full-text expression alone is read once as ids
 /// here: counted by SQLite, its page evaluated it again (a phrase's positions twice; p95
 /// in-process about 10 → 5.8 ms, BENCHMARKS.md). One header or tag list alone SQLite counts
-/// from its index without that cost.
-pub(super) fn merged(query: &Query) -> Option<(SetExpr, Vec<Posting>)> {
+/// from its index without that cost; PostgreSQL reads a header list's rows to count them, so
+/// there it is read once too. A tag list alone either counts from its index.
+pub(super) fn merged(query: &Query, backend: Backend) -> Option<(SetExpr, Vec<Posting>)> {
     match posting_of(&query.root) {
         Some(text @ Posting::Text(_)) => return Some((SetExpr::List(0), vec![text])),
+        Some(headers @ Posting::Headers(..)) if backend == Backend::Postgres => {
+            return Some((SetExpr::List(0), vec![headers]));
+        }
         Some(_) => return None,
         None => {}
     }
