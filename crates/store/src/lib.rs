@@ -495,6 +495,20 @@ impl Store {
         }
     }
 
+    /// Tells PostgreSQL's planner about the message rows a sync just wrote, before it reads
+    /// them back one batch at a time. A refusal only leaves it to autovacuum.
+    pub(crate) async fn analyze_messages(&self) {
+        if self.backend != Backend::Postgres {
+            return;
+        }
+        let analyzed = sqlx::raw_sql("ANALYZE messages, message_state")
+            .execute(&self.pool)
+            .await;
+        if let Err(e) = analyzed {
+            tracing::warn!(error = %db_error(e), "index: statistics not refreshed");
+        }
+    }
+
     pub async fn close(&self) {
         self.pool.close().await;
     }

@@ -2,6 +2,7 @@
 //! batch in one transaction.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use super::sql::Sql;
 use async_trait::async_trait;
@@ -16,6 +17,7 @@ use super::leases::{AccountLock, Fence};
 use super::words::{self, Document};
 use super::{Backend, Store, db_error, now_secs, replace_tags};
 
+mod fulltext;
 mod moves;
 
 /// Rows per multi-row INSERT: 17 bound values each stays far below SQLite's variable limit.
@@ -125,6 +127,8 @@ pub struct StoreSink {
     fence: Option<Fence>,
     /// Messages handed to the writer so far.
     arrived: usize,
+    /// `arrived` when the planner last learnt of the rows (`Store::analyze_messages`).
+    analyzed: usize,
 }
 
 /// Messages a sync brings after which the planner's statistics are refreshed at its end
@@ -135,7 +139,8 @@ const MANY: usize = 1000;
 enum Batch {
     /// New rows, each with the account's own server's verdict (`auth:`).
     Messages(i64, Vec<MessageMeta>, Vec<Option<&'static str>>),
-    Text(i64, Vec<MessageText>),
+    /// With its full-text rows being made meanwhile, on PostgreSQL.
+    Text(i64, Arc<Vec<MessageText>>, Option<fulltext::Ahead>),
 }
 
 type Writer = (mpsc::Sender<Batch>, tokio::task::JoinHandle<Result<()>>);
@@ -152,6 +157,7 @@ impl StoreSink {
             lease: None,
             fence: None,
             arrived: 0,
+            analyzed: 0,
         }
     }
 
@@ -220,12 +226,17 @@ impl StoreSink {
             let account = self.account.clone();
             let task = tokio::spawn(async move {
                 while let Some(batch) = rx.recv().await {
-                    let tx = Fence::begin(fence.as_ref(), &store).await?;
                     match batch {
                         Batch::Messages(mailbox, rows, auth) => {
+                            let tx = Fence::begin(fence.as_ref(), &store).await?;
                             insert_batch(tx, &account, mailbox, (&rows, &auth)).await?
                         }
-                        Batch::Text(mailbox, texts) => write_text(tx, mailbox, &texts).await?,
+                        Batch::Text(mailbox, texts, ahead) => {
+                            // Made before the transaction opens, which holds the lease's row.
+                            let made = fulltext::made_ahead(ahead).await?;
+                            let tx = Fence::begin(fence.as_ref(), &store).await?;
+                            write_text(tx, mailbox, &texts, made).await?
+                        }
                     }
                 }
                 Ok(())
@@ -349,7 +360,11 @@ impl ApplyEach for StoreSink {
 
     async fn fill_text(&mut self, mailbox: &str, texts: Vec<MessageText>) -> Result<()> {
         let mailbox_id = self.mailbox(mailbox)?;
-        self.write(Batch::Text(mailbox_id, texts)).await
+        let texts = Arc::new(texts);
+        // PostgreSQL's words are cut while the writer writes the batch before.
+        let ahead = (self.store.backend() == Backend::Postgres)
+            .then(|| fulltext::ahead(&self.store, mailbox_id, texts.clone()));
+        self.write(Batch::Text(mailbox_id, texts, ahead)).await
     }
 
     async fn update_flags(
@@ -437,6 +452,13 @@ impl SyncSink for StoreSink {
 
     async fn text_pending(&mut self, mailbox: &str) -> Result<Vec<RemoteId>> {
         self.flush().await?;
+        // The text pass finds each message by its remote id: planned for the empty table a
+        // first sync starts from, every batch of it read the whole mailbox (BENCHMARKS.md,
+        // "The index on PostgreSQL beside SQLite").
+        if self.arrived - self.analyzed >= MANY {
+            self.store.analyze_messages().await;
+            self.analyzed = self.arrived;
+        }
         let mailbox_id = self.mailbox(mailbox)?;
         let ids: Vec<String> = sqlx::query_scalar(
             "SELECT remote_id FROM messages WHERE mailbox_id = $1 AND text_pending = 1 ORDER BY id",
@@ -698,6 +720,7 @@ async fn write_text(
     mut tx: sqlx::Transaction<'static, Any>,
     mailbox_id: i64,
     texts: &[MessageText],
+    mut made: fulltext::Made,
 ) -> Result<()> {
     // Each statement (before and after the mailbox id) with whether it reads the body
     // prefix, the one large value: the others get NULL there rather than a copy of it.
@@ -747,51 +770,8 @@ async fn write_text(
             q.build().execute(&mut *tx).await.map_err(db_error)?;
         }
         if backend == Backend::Postgres {
-            words_of_texts(&mut tx, mailbox_id, chunk).await?;
+            fulltext::write(&mut tx, mailbox_id, chunk, &mut made).await?;
         }
     }
     tx.commit().await.map_err(db_error)
-}
-
-/// PostgreSQL's full-text rows of messages whose text just came (`write_text`): their
-/// header fields are read back from their rows.
-async fn words_of_texts(
-    conn: &mut sqlx::AnyConnection,
-    mailbox_id: i64,
-    texts: &[MessageText],
-) -> Result<()> {
-    let mut q = Sql::new(
-        Backend::of(conn),
-        "SELECT remote_id, id, subject, from_addr, to_addr, cc_addr FROM messages
-         WHERE mailbox_id = ",
-    );
-    q.push_bind(mailbox_id).push(" AND remote_id IN (");
-    let mut list = q.separated(", ");
-    for t in texts {
-        list.push_bind(t.id.as_str());
-    }
-    q.push(")");
-    type Headers = (String, i64, String, String, String, String);
-    let rows: Vec<Headers> = q
-        .build_query_as()
-        .fetch_all(&mut *conn)
-        .await
-        .map_err(db_error)?;
-    let by_remote: HashMap<&str, &Headers> = rows.iter().map(|r| (r.0.as_str(), r)).collect();
-    let documents: Vec<Document> = texts
-        .iter()
-        .filter_map(|t| {
-            let (_, id, subject, from, to, cc) = by_remote.get(t.id.as_str())?;
-            Some(Document {
-                id: *id,
-                subject,
-                from,
-                to,
-                cc,
-                snippet: &t.snippet,
-                body: &t.body_prefix,
-            })
-        })
-        .collect();
-    words::write(conn, &documents).await
 }

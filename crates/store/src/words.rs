@@ -77,17 +77,34 @@ pub(super) async fn cut(texts: &[&str]) -> Result<Vec<Vec<String>>, Error> {
         });
         insert.build().execute(&mut *tx).await.map_err(db_error)?;
     }
-    let rows: Vec<(i64, String)> =
-        sqlx::query_as("SELECT doc, term FROM cut_words ORDER BY doc, offset")
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(db_error)?;
+    // A row a distinct word, with where it stands ("doc offset doc offset ..."): the index's
+    // own order, with no sort, and a few thousand rows instead of one a word of every text
+    // (each row crossed threads, which made the text pass of a first sync client-bound).
+    let rows: Vec<(String, String)> = sqlx::query_as(
+        "SELECT term, group_concat(doc || ' ' || offset, ' ') FROM cut_words GROUP BY term",
+    )
+    .fetch_all(&mut *tx)
+    .await
+    .map_err(db_error)?;
     // Nothing is kept: the next text starts from an empty table.
     tx.rollback().await.map_err(db_error)?;
-    for (doc, term) in rows {
-        if let Some(words) = usize::try_from(doc).ok().and_then(|d| out.get_mut(d)) {
-            words.push(term);
+    let mut placed: Vec<Vec<(usize, usize)>> = vec![Vec::new(); texts.len()];
+    for (word, (_, at)) in rows.iter().enumerate() {
+        let mut numbers = at.split(' ').map(str::parse::<usize>);
+        while let (Some(doc), Some(offset)) = (numbers.next(), numbers.next()) {
+            let (Ok(doc), Ok(offset)) = (doc, offset) else {
+                return Err(Error::internal(
+                    "the word index gave a position that is no number",
+                ));
+            };
+            if let Some(words) = placed.get_mut(doc) {
+                words.push((offset, word));
+            }
         }
+    }
+    for (words, placed) in out.iter_mut().zip(&mut placed) {
+        placed.sort_unstable();
+        words.extend(placed.iter().map(|(_, word)| rows[*word].0.clone()));
     }
     Ok(out)
 }
@@ -137,16 +154,20 @@ pub(super) struct Document<'a> {
     pub body: &'a str,
 }
 
-/// Writes (or rewrites) the full-text rows of complete messages: their words (subject,
-/// addresses, snippet, body: `messages_fts`'s columns), and their header fields' words.
-pub(super) async fn write(
-    conn: &mut sqlx::AnyConnection,
-    documents: &[Document<'_>],
-) -> Result<(), Error> {
-    if documents.is_empty() {
-        return Ok(());
-    }
-    let mut texts = Vec::with_capacity(documents.len() * 7);
+/// One message's full-text rows as PostgreSQL takes them: its words (subject, addresses,
+/// snippet, body: `messages_fts`'s columns), and its header fields' words.
+pub(super) struct Words {
+    pub id: i64,
+    /// Its `words` in each of `TABLES`.
+    words: [String; 2],
+}
+
+/// The tables of a message's full-text rows.
+const TABLES: [&str; 2] = ["message_words", "message_header_words"];
+
+/// The full-text rows of complete messages.
+pub(super) async fn rows(documents: &[Document<'_>]) -> Result<Vec<Words>, Error> {
+    let mut texts = Vec::with_capacity(documents.len() * 6);
     for d in documents {
         let snippet = match d.body.starts_with(d.snippet) {
             true => "",
@@ -155,48 +176,59 @@ pub(super) async fn write(
         texts.extend([d.from, d.to, d.cc, d.subject, snippet, d.body]);
     }
     let cut = cut(&texts).await?;
-    let mut text = Sql::new(
-        Backend::Postgres,
-        "INSERT INTO message_words (id, words) VALUES ",
-    );
-    let mut headers = Sql::new(
-        Backend::Postgres,
-        "INSERT INTO message_header_words (id, words) VALUES ",
-    );
-    for (i, (d, w)) in documents.iter().zip(cut.chunks(6)).enumerate() {
-        if i > 0 {
-            text.push(", ");
-            headers.push(", ");
-        }
+    let rows = documents.iter().zip(cut.chunks(6)).map(|(d, w)| {
         let addresses: Vec<String> = w[..3].concat();
-        let words = tsvector(&[(&w[3], ""), (&addresses, ""), (&w[4], ""), (&w[5], "")]);
         let fields: Vec<(&[String], &str)> = FIELDS
             .iter()
             .zip(&w[..4])
             .map(|((_, tag), words)| (words.as_slice(), *tag))
             .collect();
-        text.push("(")
-            .push_bind(d.id)
-            .push(", CAST(")
-            .push_bind(words)
-            .push(" AS tsvector))");
-        headers
-            .push("(")
-            .push_bind(d.id)
-            .push(", CAST(")
-            .push_bind(tsvector(&fields))
-            .push(" AS tsvector))");
+        Words {
+            id: d.id,
+            words: [
+                tsvector(&[(&w[3], ""), (&addresses, ""), (&w[4], ""), (&w[5], "")]),
+                tsvector(&fields),
+            ],
+        }
+    });
+    Ok(rows.collect())
+}
+
+/// Writes (or rewrites) full-text rows.
+pub(super) async fn insert(
+    conn: &mut sqlx::AnyConnection,
+    mut rows: Vec<Words>,
+) -> Result<(), Error> {
+    if rows.is_empty() {
+        return Ok(());
     }
-    text.push(" ON CONFLICT (id) DO UPDATE SET words = excluded.words");
-    headers.push(" ON CONFLICT (id) DO UPDATE SET words = excluded.words");
-    for mut statement in [text, headers] {
-        statement
-            .build()
-            .execute(&mut *conn)
-            .await
-            .map_err(db_error)?;
+    for (at, table) in TABLES.iter().enumerate() {
+        let mut q = Sql::new(
+            Backend::Postgres,
+            format!("INSERT INTO {table} (id, words) VALUES "),
+        );
+        for (i, row) in rows.iter_mut().enumerate() {
+            if i > 0 {
+                q.push(", ");
+            }
+            q.push("(")
+                .push_bind(row.id)
+                .push(", CAST(")
+                .push_bind(std::mem::take(&mut row.words[at]))
+                .push(" AS tsvector))");
+        }
+        q.push(" ON CONFLICT (id) DO UPDATE SET words = excluded.words");
+        q.build().execute(&mut *conn).await.map_err(db_error)?;
     }
     Ok(())
+}
+
+/// Writes (or rewrites) the full-text rows of complete messages.
+pub(super) async fn write(
+    conn: &mut sqlx::AnyConnection,
+    documents: &[Document<'_>],
+) -> Result<(), Error> {
+    insert(conn, rows(documents).await?).await
 }
 
 /// The words of every phrase a query holds (word terms and header terms), cut once before
