@@ -89,7 +89,7 @@ pub async fn serve(home: &Home, store: &Store, args: ServeArgs, json: bool) -> R
     if let Some(ServeCommand::Status) = args.command {
         return show_status(home, store, json).await;
     }
-    super::limits::check(store).await?;
+    let fits = super::limits::check(store).await?;
     let approvals = Approvals::of(store, args.approvals == ApprovalsFlag::Passkey).await?;
     let options = ServeOptions {
         http: HttpOptions {
@@ -126,6 +126,7 @@ pub async fn serve(home: &Home, store: &Store, args: ServeArgs, json: bool) -> R
         poll: Duration::from_secs(args.poll),
         takeover: Duration::from_secs(args.takeover),
         first_syncs: args.first_syncs,
+        watches: fits,
     };
     run(home.clone(), store.clone(), options).await
 }

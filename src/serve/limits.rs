@@ -2,7 +2,8 @@
 //! another for each sync it runs, and a node that takes the others' accounts over holds them
 //! all. Its soft limit is raised to its hard limit at start; where even that cannot hold every
 //! account of the index, the node refuses to start and says how to raise it, rather than
-//! failing account by account later.
+//! failing account by account later. Accounts added while it runs are watched only as far as
+//! the limit holds them; the rest are left unwatched, and the node says so and how to raise it.
 
 use mailbroker_core::{Error, Result};
 
@@ -37,20 +38,36 @@ fn raise() -> u64 {
     limit.rlim_cur
 }
 
-/// Whether this node may hold every account of the index, after raising its limit.
-pub async fn check(store: &Store) -> Result<()> {
+/// Whether this node may hold every account of the index, after raising its limit; the
+/// number of accounts it may watch.
+pub async fn check(store: &Store) -> Result<usize> {
     let accounts = store.accounts().await?.len() as u64;
-    let needs = accounts * PER_ACCOUNT + SPARE;
     let limit = raise();
-    if limit >= needs {
-        return Ok(());
+    match accounts * PER_ACCOUNT + SPARE <= limit {
+        true => Ok(fits(limit)),
+        false => Err(too_many(accounts, limit, "a node may come to watch all")),
     }
-    Err(Error::limit_exceeded(format!(
-        "a node may come to watch all {accounts} accounts of this index, which takes about \
-         {needs} open files; this process may open {limit}"
+}
+
+/// How many accounts `limit` open files hold.
+fn fits(limit: u64) -> usize {
+    usize::try_from(limit.saturating_sub(SPARE) / PER_ACCOUNT).unwrap_or(usize::MAX)
+}
+
+/// Why a node watches only `fits` of the `accounts` it was given, and what to do.
+pub fn unwatched(accounts: usize, fits: usize) -> Error {
+    let limit = fits as u64 * PER_ACCOUNT + SPARE;
+    too_many(accounts as u64, limit, "this node was given")
+}
+
+fn too_many(accounts: u64, limit: u64, given: &str) -> Error {
+    let needs = accounts * PER_ACCOUNT + SPARE;
+    Error::limit_exceeded(format!(
+        "{given} {accounts} accounts of this index, which takes about {needs} open files; \
+         this process may open {limit}"
     ))
     .with_next_step(format!(
         "raise the limit (ulimit -n {needs} in its shell, or LimitNOFILE={needs} in its \
          service unit) and start it again"
-    )))
+    ))
 }

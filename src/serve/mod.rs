@@ -57,6 +57,8 @@ pub struct ServeOptions {
     pub takeover: Duration,
     /// How many first syncs the nodes of the index run at once, over all of them.
     pub first_syncs: u32,
+    /// How many accounts this node may watch within its open files (`limits.rs`).
+    pub watches: usize,
 }
 
 /// How long a stopping `serve` waits for writes in flight and watchers to end.
@@ -81,6 +83,8 @@ pub async fn run(home: Home, store: Store, mut options: ServeOptions) -> Result<
         running: BTreeMap::new(),
         tasks: tokio::task::JoinSet::new(),
         watching: std::collections::HashMap::new(),
+        watches: options.watches,
+        unwatched: 0,
     };
     node.beat(&stop, options.takeover).await?;
     let node_id = node.id.clone();
@@ -150,6 +154,10 @@ struct Node {
     running: BTreeMap<AccountId, tokio_util::sync::CancellationToken>,
     tasks: tokio::task::JoinSet<()>,
     watching: std::collections::HashMap<tokio::task::Id, AccountId>,
+    /// How many accounts it may watch within its open files, and how many of those it was
+    /// given it left unwatched at its last beat.
+    watches: usize,
+    unwatched: usize,
 }
 
 impl Node {
@@ -196,8 +204,14 @@ impl Node {
             }
             kept
         });
+        let given = mine.len();
+        let mut unwatched = 0;
         for account in mine {
             if self.running.contains_key(&account) {
+                continue;
+            }
+            if self.running.len() >= self.watches {
+                unwatched += 1;
                 continue;
             }
             let token = stop.child_token();
@@ -216,6 +230,12 @@ impl Node {
             self.watching.insert(task.id(), account.clone());
             self.running.insert(account, token);
         }
+        // Said once each time the count changes, not at every beat.
+        if unwatched != self.unwatched && unwatched > 0 {
+            let e = limits::unwatched(given, self.watches);
+            tracing::error!(unwatched, error = %e, "serve: accounts left unwatched");
+        }
+        self.unwatched = unwatched;
         Ok(())
     }
 }

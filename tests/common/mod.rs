@@ -170,20 +170,25 @@ pub fn mb_open_files(home: &Path, args: &[&str], open_files: u64) -> Run {
     let mut all = vec!["--json"];
     all.extend(args);
     let mut cmd = command(home, &all, &[]);
+    limit_open_files(&mut cmd, open_files);
+    finish(&mut cmd, &all)
+}
+
+/// `cmd`'s process may open at most `open_files` files (its soft and hard limit).
+pub fn limit_open_files(cmd: &mut Command, open_files: u64) {
     let limit = libc::rlimit {
         rlim_cur: open_files,
         rlim_max: open_files,
     };
     // SAFETY: setrlimit is async-signal-safe and touches only this child.
     unsafe {
-        std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
+        std::os::unix::process::CommandExt::pre_exec(cmd, move || {
             match libc::setrlimit(libc::RLIMIT_NOFILE, &limit) {
                 0 => Ok(()),
                 _ => Err(std::io::Error::last_os_error()),
             }
         });
     }
-    finish(&mut cmd, &all)
 }
 
 fn command(home: &Path, args: &[&str], env: &[(&str, &str)]) -> Command {

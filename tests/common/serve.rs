@@ -24,8 +24,22 @@ impl Serve {
     }
 
     pub fn start_with(home: &Path, args: &[&str]) -> Serve {
+        Serve::spawn(home, args, None)
+    }
+
+    /// Started with at most `open_files` open files (its soft and hard limit).
+    #[allow(dead_code)]
+    pub fn start_with_open_files(home: &Path, args: &[&str], open_files: u64) -> Serve {
+        Serve::spawn(home, args, Some(open_files))
+    }
+
+    fn spawn(home: &Path, args: &[&str], open_files: Option<u64>) -> Serve {
         let token = super::mcp::token_file(home);
-        let mut child = Command::new(env!("CARGO_BIN_EXE_mailbroker"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_mailbroker"));
+        if let Some(open_files) = open_files {
+            super::limit_open_files(&mut command, open_files);
+        }
+        let mut child = command
             .arg("--home")
             .arg(home)
             .args(["serve", "--http", "127.0.0.1:0", "--http-allow-writes"])
