@@ -195,7 +195,10 @@ impl StoreSink {
             lease.release().await;
         }
         if self.arrived >= MANY {
-            self.store.refresh_statistics().await;
+            // A refusal only leaves the work to autovacuum.
+            if let Err(e) = self.store.refresh_statistics(self.arrived).await {
+                tracing::warn!(error = %e, "index: statistics not refreshed");
+            }
         }
         flushed
     }
