@@ -655,6 +655,22 @@ pub(crate) async fn test_stores() -> Vec<(Option<tempfile::TempDir>, Store)> {
     out
 }
 
+/// Messages 1 to `n` (remote ids their numbers) in the INBOX of an account `a`, for tests of
+/// the store.
+#[cfg(test)]
+pub(crate) async fn test_messages(store: &Store, n: usize) {
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "INSERT INTO accounts (id, provider, settings, capabilities, created_at) \
+         VALUES ('a', 'imap', '{{}}', '{{}}', 0); \
+         INSERT INTO mailboxes (id, account_id, name) VALUES (1, 'a', 'INBOX'); \
+         WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {n}) \
+         INSERT INTO messages (id, mailbox_id, remote_id) SELECT i, 1, CAST(i AS TEXT) FROM n"
+    )))
+    .execute(store.pool())
+    .await
+    .expect("messages for a test");
+}
+
 #[cfg(test)]
 mod tls_tests {
     #[test]
@@ -693,17 +709,7 @@ mod tests {
     #[tokio::test]
     async fn statistics_are_refreshed_after_few_arrivals_and_after_many() {
         for (_dir, store) in crate::test_stores().await {
-            sqlx::raw_sql(
-                "INSERT INTO accounts (id, provider, settings, capabilities, created_at) \
-                 VALUES ('a', 'imap', '{}', '{}', 0); \
-                 INSERT INTO mailboxes (id, account_id, name) VALUES (1, 'a', 'INBOX'); \
-                 WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100) \
-                 INSERT INTO messages (id, mailbox_id, remote_id) \
-                 SELECT i, 1, CAST(i AS TEXT) FROM n",
-            )
-            .execute(store.pool())
-            .await
-            .unwrap();
+            crate::test_messages(&store, 100).await;
             // All 100 arrived (VACUUM), then 1 of 100 (ANALYZE).
             store.refresh_statistics(100).await.unwrap();
             store.refresh_statistics(1).await.unwrap();

@@ -46,15 +46,7 @@ mod tests {
     #[tokio::test]
     async fn a_listing_is_written_only_when_it_changed() {
         for (_dir, store) in crate::test_stores().await {
-            sqlx::raw_sql(
-                "INSERT INTO accounts (id, provider, settings, capabilities, created_at) \
-                 VALUES ('a', 'graph', '{}', '{}', 0); \
-                 INSERT INTO mailboxes (id, account_id, name) VALUES (1, 'a', 'INBOX'); \
-                 INSERT INTO messages (id, mailbox_id, remote_id) VALUES (7, 1, 'm7');",
-            )
-            .execute(store.pool())
-            .await
-            .unwrap();
+            crate::test_messages(&store, 7).await;
             let part = |name: &str| Attachment {
                 part: "2".into(),
                 name: Some(name.into()),
