@@ -28,10 +28,13 @@ pub(in crate::sink) fn ahead(
 ) -> Ahead {
     let store = store.clone();
     tokio::spawn(async move {
-        let headers = {
+        let mut headers = Vec::with_capacity(texts.len());
+        {
             let mut conn = store.pool().acquire().await.map_err(db_error)?;
-            headers_of(&mut conn, mailbox_id, texts.iter()).await?
-        };
+            for chunk in texts.chunks(super::INSERT_CHUNK) {
+                headers.extend(headers_of(&mut conn, mailbox_id, chunk.iter()).await?);
+            }
+        }
         made(&headers, texts.iter()).await
     })
 }
