@@ -508,17 +508,16 @@ impl Store {
     }
 
     /// Tells PostgreSQL's planner about the message rows a sync just wrote, before it reads
-    /// them back one batch at a time. A refusal only leaves it to autovacuum.
-    pub(crate) async fn analyze_messages(&self) {
+    /// them back one batch at a time.
+    pub(crate) async fn analyze_messages(&self) -> Result<(), Error> {
         if self.backend != Backend::Postgres {
-            return;
+            return Ok(());
         }
-        let analyzed = sqlx::raw_sql("ANALYZE messages, message_state")
+        sqlx::raw_sql("ANALYZE messages, message_state")
             .execute(&self.pool)
-            .await;
-        if let Err(e) = analyzed {
-            tracing::warn!(error = %db_error(e), "index: statistics not refreshed");
-        }
+            .await
+            .map_err(db_error)?;
+        Ok(())
     }
 
     pub async fn close(&self) {

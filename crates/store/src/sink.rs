@@ -135,6 +135,14 @@ pub struct StoreSink {
 /// (`Store::refresh_statistics`): a first sync, say.
 const MANY: usize = 1000;
 
+/// Whether PostgreSQL's statistics were refreshed: a refusal only leaves the work to
+/// autovacuum, so the sync goes on.
+fn refreshed(done: Result<()>) {
+    if let Err(e) = done {
+        tracing::warn!(error = %e, "index: statistics not refreshed");
+    }
+}
+
 /// What the writer task writes: new messages (headers), or the text of indexed ones.
 enum Batch {
     /// New rows, each with the account's own server's verdict (`auth:`).
@@ -195,10 +203,7 @@ impl StoreSink {
             lease.release().await;
         }
         if self.arrived >= MANY {
-            // A refusal only leaves the work to autovacuum.
-            if let Err(e) = self.store.refresh_statistics(self.arrived).await {
-                tracing::warn!(error = %e, "index: statistics not refreshed");
-            }
+            refreshed(self.store.refresh_statistics(self.arrived).await);
         }
         flushed
     }
@@ -459,7 +464,7 @@ impl SyncSink for StoreSink {
         // first sync starts from, every batch of it read the whole mailbox (BENCHMARKS.md,
         // "The index on PostgreSQL beside SQLite").
         if self.arrived - self.analyzed >= MANY {
-            self.store.analyze_messages().await;
+            refreshed(self.store.analyze_messages().await);
             self.analyzed = self.arrived;
         }
         let mailbox_id = self.mailbox(mailbox)?;
