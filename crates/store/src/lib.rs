@@ -68,6 +68,18 @@ pub struct Store {
     pool: AnyPool,
     backend: Backend,
     reads: std::sync::Arc<Reads>,
+    /// A command that only reads, on a large index: connections for the posting lists read
+    /// beside the first (`postings::matches`), apart from `pool`'s one. sqlx returns a
+    /// connection to its pool by a task of its own, so a pool of more than one opens a second
+    /// connection for the next statement of the same search (a millisecond of a fresh process).
+    side: Option<std::sync::Arc<Side>>,
+}
+
+/// The pool of `Store::side`, made when a search first reads lists side by side.
+#[derive(Debug)]
+struct Side {
+    url: AnyConnectOptions,
+    pool: std::sync::OnceLock<AnyPool>,
 }
 
 /// How many account rows, mailbox lists and message rows this store (and its clones) has
@@ -269,6 +281,16 @@ const SQLITE_WRITER_PRAGMAS: &[&str] = &[
     "PRAGMA temp_store = MEMORY",
 ];
 
+/// Connections a command that only reads may open besides its one, for posting lists read
+/// side by side.
+const SIDE_READERS: u32 = 3;
+
+/// The index size from which a command that only reads reads a search's lists side by side.
+/// Opening a connection costs a fresh process about a millisecond, more than lists of a
+/// 100,000-message index (70 MB) take to read; a million messages' (700 MB) take 20 ms
+/// (BENCHMARKS.md, "At a million messages").
+const SIDE_BY_SIDE_FROM: u64 = 256 << 20;
+
 /// A pool of the index file whose every new connection first sets `SQLITE_PRAGMAS`, and the
 /// writer's too when it may write.
 fn sqlite_pool(max: u32, writes: bool) -> AnyPoolOptions {
@@ -313,6 +335,7 @@ impl Store {
             pool,
             backend,
             reads: Default::default(),
+            side: None,
         }
     }
 
@@ -386,11 +409,12 @@ impl Store {
     }
 
     /// Opens an existing index for one command that only reads it (`search`): one read-only
-    /// connection, no migration check beyond SQLite's header, and nothing written on the way
-    /// out. A read-write connection that closes last checkpoints and removes the WAL and its
-    /// shared-memory file, which the next command then creates again: a fifth of an empty
-    /// search's time (BENCHMARKS.md). An index that is missing, not private, at another schema
-    /// version or not readable this way is opened by `open`, which mends all of those.
+    /// connection (and, on a large index, `side`'s for lists read beside it), no migration
+    /// check beyond SQLite's header, and nothing written on the way out. A read-write
+    /// connection that closes last checkpoints and removes the WAL and its shared-memory file,
+    /// which the next command then creates again: a fifth of an empty search's time
+    /// (BENCHMARKS.md). An index that is missing, not private, at another schema version or
+    /// not readable this way is opened by `open`, which mends all of those.
     pub async fn open_reader(path: &Path) -> Result<Store, Error> {
         if !private(path) {
             return Store::open(path).await;
@@ -402,15 +426,26 @@ impl Store {
     }
 
     async fn try_reader(path: &Path) -> Option<Store> {
-        let pool = sqlite_pool(1, false)
-            .connect_with(prepared(sqlite_url(path, true).ok()?))
-            .await
-            .ok()?;
+        Self::reader(path, SIDE_BY_SIDE_FROM).await
+    }
+
+    /// A reader of `path`, reading lists side by side when the file holds `side_from` bytes.
+    async fn reader(path: &Path, side_from: u64) -> Option<Store> {
+        let url = prepared(sqlite_url(path, true).ok()?);
+        let pool = sqlite_pool(1, false).connect_with(url.clone()).await.ok()?;
         if stamped_version(&pool).await.ok()? != latest_version() {
             pool.close().await;
             return None;
         }
-        Some(Store::with_pool(pool, Backend::Sqlite))
+        let large = std::fs::metadata(path).is_ok_and(|m| m.len() >= side_from);
+        let side = large.then(|| Side {
+            url,
+            pool: Default::default(),
+        });
+        Some(Store {
+            side: side.map(std::sync::Arc::new),
+            ..Store::with_pool(pool, Backend::Sqlite)
+        })
     }
 
     pub fn backend(&self) -> Backend {
@@ -419,6 +454,17 @@ impl Store {
 
     pub(crate) fn pool(&self) -> &AnyPool {
         &self.pool
+    }
+
+    /// Where the `n`th of several statements read at once goes: the first to `pool`, the
+    /// rest to `side` when the store has one.
+    pub(crate) fn beside(&self, n: usize) -> &AnyPool {
+        match &self.side {
+            Some(side) if n > 0 => side.pool.get_or_init(|| {
+                sqlite_pool(SIDE_READERS, false).connect_lazy_with(side.url.clone())
+            }),
+            _ => &self.pool,
+        }
     }
 
     /// The rows read so far (see `Reads`).
@@ -521,6 +567,9 @@ impl Store {
     }
 
     pub async fn close(&self) {
+        if let Some(side) = self.side.as_ref().and_then(|s| s.pool.get()) {
+            side.close().await;
+        }
         self.pool.close().await;
     }
 }

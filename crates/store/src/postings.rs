@@ -32,27 +32,39 @@ pub(super) async fn matches(
     (expr, lists): &(SetExpr, Vec<Posting>),
     lexicon: &Option<Arc<Lexicon>>,
 ) -> Result<Vec<i64>, Error> {
-    // All lists in one statement: a fresh process pays for each statement it prepares.
-    let mut q = Sql::new(store.backend(), "SELECT ").with_lexicon(lexicon.clone());
-    for (i, posting) in lists.iter().enumerate() {
-        if i > 0 {
-            q.push(", ");
-        }
-        let concat = q
-            .backend()
-            .pick("group_concat(id)", "string_agg(CAST(id AS TEXT), ',')");
-        q.push(format_args!("(SELECT {concat} FROM ("));
-        posting.push_select(&mut q);
-        q.push(") AS list)");
-    }
-    let row = q.build().fetch_one(store.pool()).await.map_err(db_error)?;
-    let mut read = Vec::with_capacity(lists.len());
-    for i in 0..lists.len() {
-        // Borrowed from the row: a list is tens of kilobytes, and a copy is fresh pages.
-        let text: Option<&str> = sqlx::Row::try_get(&row, i).map_err(db_error)?;
-        read.push(ids_of(text.unwrap_or_default())?);
-    }
+    // Each list in a statement of its own, all at once: on connections of their own (a pool
+    // of several, or a large index's side connections, `Store::beside`) they are read side by
+    // side, and each is parsed while the others are still read. One statement of all of them
+    // took their sum (BENCHMARKS.md, "At a million messages"). Like the page read after them,
+    // they may read either side of a sync's commit.
+    let reads = lists.iter().enumerate();
+    let mut read =
+        futures::future::try_join_all(reads.map(|(n, l)| list(store, n, l, lexicon))).await?;
     Ok(eval(expr, &mut read))
+}
+
+/// The sorted ids of one posting list, the `n`th read at once.
+async fn list(
+    store: &Store,
+    n: usize,
+    posting: &Posting,
+    lexicon: &Option<Arc<Lexicon>>,
+) -> Result<Vec<i64>, Error> {
+    let mut q = Sql::new(store.backend(), "SELECT ").with_lexicon(lexicon.clone());
+    let concat = q
+        .backend()
+        .pick("group_concat(id)", "string_agg(CAST(id AS TEXT), ',')");
+    q.push(format_args!("(SELECT {concat} FROM ("));
+    posting.push_select(&mut q);
+    q.push(") AS list)");
+    let row = q
+        .build()
+        .fetch_one(store.beside(n))
+        .await
+        .map_err(db_error)?;
+    // Borrowed from the row: a list is tens of kilobytes, and a copy is fresh pages.
+    let text: Option<&str> = sqlx::Row::try_get(&row, 0).map_err(db_error)?;
+    ids_of(text.unwrap_or_default())
 }
 
 /// Ids walked from the date index at first, newest first; each further statement walks
@@ -165,44 +177,60 @@ fn eval(expr: &SetExpr, lists: &mut [Vec<i64>]) -> Vec<i64> {
                 .reduce(|a, b| intersection(&a, &b))
                 .unwrap_or_default();
             for e in none {
-                acc = difference(&acc, &eval(e, lists));
+                acc = subtract(acc, e, lists);
             }
             acc
         }
     }
 }
 
-/// Merges two sorted lists, keeping what `keep(in a, in b)` says of each id.
-fn merge(a: &[i64], b: &[i64], keep: fn(bool, bool) -> bool) -> Vec<i64> {
-    let mut out = Vec::with_capacity(a.len().max(b.len()));
+/// `acc` without the ids of `expr`: without each of an OR's items in turn, which never builds
+/// their union.
+fn subtract(acc: Vec<i64>, expr: &SetExpr, lists: &mut [Vec<i64>]) -> Vec<i64> {
+    match expr {
+        SetExpr::Any(items) => items.iter().fold(acc, |acc, e| subtract(acc, e, lists)),
+        other => difference(acc, &eval(other, lists)),
+    }
+}
+
+/// The ids in either of two sorted lists of distinct ids, sorted.
+fn union(a: &[i64], b: &[i64]) -> Vec<i64> {
+    let mut out = Vec::with_capacity(a.len() + b.len());
     let (mut i, mut j) = (0, 0);
-    while i < a.len() || j < b.len() {
-        let (id, in_a, in_b) = match (a.get(i), b.get(j)) {
-            (Some(x), Some(y)) if x == y => (*x, true, true),
-            (Some(x), Some(y)) if x < y => (*x, true, false),
-            (Some(x), None) => (*x, true, false),
-            (_, Some(y)) => (*y, false, true),
-            (None, None) => break,
-        };
-        i += usize::from(in_a);
-        j += usize::from(in_b);
-        if keep(in_a, in_b) {
-            out.push(id);
+    while let (Some(&x), Some(&y)) = (a.get(i), b.get(j)) {
+        out.push(x.min(y));
+        i += usize::from(x <= y);
+        j += usize::from(y <= x);
+    }
+    out.extend_from_slice(&a[i..]);
+    out.extend_from_slice(&b[j..]);
+    out
+}
+
+/// The ids in both.
+fn intersection(a: &[i64], b: &[i64]) -> Vec<i64> {
+    let mut out = Vec::with_capacity(a.len().min(b.len()));
+    let (mut i, mut j) = (0, 0);
+    while let (Some(&x), Some(&y)) = (a.get(i), b.get(j)) {
+        if x == y {
+            out.push(x);
         }
+        i += usize::from(x <= y);
+        j += usize::from(y <= x);
     }
     out
 }
 
-fn union(a: &[i64], b: &[i64]) -> Vec<i64> {
-    merge(a, b, |x, y| x || y)
-}
-
-fn intersection(a: &[i64], b: &[i64]) -> Vec<i64> {
-    merge(a, b, |x, y| x && y)
-}
-
-fn difference(a: &[i64], b: &[i64]) -> Vec<i64> {
-    merge(a, b, |x, y| x && !y)
+/// `a` without `b`'s ids, in place: a negated group takes each of its lists from the one set.
+fn difference(mut a: Vec<i64>, b: &[i64]) -> Vec<i64> {
+    let mut j = 0;
+    a.retain(|&x| {
+        while b.get(j).is_some_and(|&y| y < x) {
+            j += 1;
+        }
+        b.get(j) != Some(&x)
+    });
+    a
 }
 
 #[cfg(test)]
@@ -214,8 +242,10 @@ mod tests {
         let (a, b) = (vec![1, 3, 5, 7], vec![2, 3, 7, 9]);
         assert_eq!(union(&a, &b), vec![1, 2, 3, 5, 7, 9]);
         assert_eq!(intersection(&a, &b), vec![3, 7]);
-        assert_eq!(difference(&a, &b), vec![1, 5]);
-        assert_eq!(difference(&b, &a), vec![2, 9]);
+        assert_eq!(difference(a.clone(), &b), vec![1, 5]);
+        assert_eq!(difference(b.clone(), &a), vec![2, 9]);
+        assert_eq!(difference(a.clone(), &[]), a);
+        assert_eq!(union(&a, &[]), a);
         assert_eq!(union(&[], &b), b);
         assert_eq!(intersection(&a, &[]), Vec::<i64>::new());
     }
@@ -284,6 +314,59 @@ mod tests {
         }
     }
 
+    /// A command that only reads reads a query's lists on its one connection, or on a large
+    /// index side by side on connections beside it, and finds what the index open for writing
+    /// finds.
+    #[tokio::test]
+    async fn a_reader_reads_lists_side_by_side_and_finds_the_same() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("index.db");
+        let store = Store::open(&path).await.unwrap();
+        crate::test_messages(&store, 3000).await;
+        sqlx::raw_sql(
+            "INSERT INTO message_state (id, mailbox_id) SELECT id, mailbox_id FROM messages; \
+             INSERT INTO message_tags (message_id, tag) SELECT id, 'Work' FROM messages \
+             WHERE id % 3 = 0; \
+             INSERT INTO message_tags (message_id, tag) SELECT id, 'Home' FROM messages \
+             WHERE id % 5 = 0 AND id % 3 != 0; \
+             INSERT INTO messages_fts (rowid, subject, addresses, snippet, body) \
+             SELECT id, 'newsletter', '', '', '' FROM messages WHERE id % 2 = 0",
+        )
+        .execute(store.pool())
+        .await
+        .unwrap();
+        let query = mailbroker_query::parse("newsletter -(tag:Work OR tag:Home)", 0).unwrap();
+        let truth: Vec<i64> = (1..=3000)
+            .rev()
+            .filter(|i| i % 2 == 0 && i % 3 != 0 && i % 5 != 0)
+            .collect();
+        let ids = |page: crate::SearchPage| -> Vec<i64> {
+            page.rows.iter().map(|r| r.place.id).collect()
+        };
+        let written = store.search_page(&query, 20, 0).await.unwrap();
+        assert_eq!(written.total, truth.len() as u64);
+        assert_eq!(ids(written), truth[..20]);
+        store.close().await;
+        // A small index is read on the one connection; a large one (here from 0 bytes) side by
+        // side.
+        let small = Store::open_reader(&path).await.unwrap();
+        assert!(small.side.is_none());
+        let read = small.search_page(&query, 20, 40).await.unwrap();
+        assert_eq!(read.total, truth.len() as u64);
+        assert_eq!(ids(read), truth[40..60]);
+        small.close().await;
+        let large = Store::reader(&path, 0).await.unwrap();
+        let read = large.search_page(&query, 20, 40).await.unwrap();
+        assert_eq!(read.total, truth.len() as u64);
+        assert_eq!(ids(read), truth[40..60]);
+        let side = large.side.as_ref().and_then(|s| s.pool.get());
+        assert!(
+            side.is_some_and(|pool| pool.size() > 0),
+            "lists read beside the first"
+        );
+        large.close().await;
+    }
+
     #[test]
     fn an_expression_is_evaluated_as_its_sets() {
         // (l0 OR l1) AND l2, none of l3.
@@ -296,6 +379,13 @@ mod tests {
             none: vec![SetExpr::List(3)],
         };
         assert_eq!(eval(&expr, &mut lists), vec![2, 4]);
+        // l0 and none of (l1 OR l2): each taken away in turn.
+        let mut lists = vec![vec![1, 2, 3, 4, 5, 6], vec![2, 9], vec![3, 4, 7]];
+        let expr = SetExpr::All {
+            all: vec![SetExpr::List(0)],
+            none: vec![SetExpr::Any(vec![SetExpr::List(1), SetExpr::List(2)])],
+        };
+        assert_eq!(eval(&expr, &mut lists), vec![1, 5, 6]);
         assert_eq!(ids_of("9,2,2,5").unwrap(), vec![2, 5, 9]);
         assert_eq!(ids_of("").unwrap(), Vec::<i64>::new());
         assert!(ids_of("1,x").is_err());
