@@ -422,9 +422,11 @@ fn a_form_waits_in_the_console_too(h: &Path, mcp_url: &str, origin: &str, p: &Pe
     let Some(py) = common::mcp::python_sdk() else {
         return p.credentials.clone();
     };
+    // The 2025-11-25 client keeps its form open after the person decided (`hold_open`): the
+    // call's end must close it, whether the browser is done before or after that.
     let cases = ["legacy", "auto"].map(|mode| {
         json!({ "mode": mode, "args": { "query": "from:promo", "move_to": "trash" },
-                "decide": "decline", "timeout": null,
+                "decide": "decline", "timeout": null, "hold_open": mode == "legacy",
                 "console": format!("{origin}/console"), "match": "from:promo" })
     });
     let config = json!({

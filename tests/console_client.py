@@ -8,11 +8,13 @@ CONFIG: {"url": MCP URL, "token": bearer, "person": [argv of the browser script]
          "browser": {its config without "url"},
          "cases": [{"mode": "legacy"|"auto", "args": {...}, "decide": "approve"|"decline"|null,
                     "timeout": seconds or null, "console": the console's list page,
-                    "match": text of the request's card}]}
+                    "match": text of the request's card,
+                    "hold_open": keep the form open after the person decided}]}
 A case whose decide is null is a client that accepts without any person: the server must
 keep waiting, so the call ends only by the client's timeout. A form (not a URL) with a
 "console" in its case: the person decides on the console's list instead, and the client
-then accepts its form anyway (the person's answer there must win).
+then accepts its form anyway (the person's answer there must win), or, with "hold_open",
+leaves it open until the call's end closes it.
 Prints one JSON line: for each case the elicitation asked and what the call answered.
 """
 
@@ -50,6 +52,9 @@ async def run_case(cfg, case, browser):
         # their browser is a task of its own, awaited again once the call is over.
         seen["browsing"] = asyncio.ensure_future(person(cfg, config))
         await asyncio.shield(seen["browsing"])
+        if case.get("hold_open"):
+            # A form still open on the person's screen: only the call's end closes it.
+            await asyncio.sleep(60)
         return accept
 
     http = create_mcp_http_client(headers={"Authorization": f"Bearer {cfg['token']}"})
