@@ -72,14 +72,8 @@ pub struct Store {
     /// beside the first (`postings::matches`), apart from `pool`'s one. sqlx returns a
     /// connection to its pool by a task of its own, so a pool of more than one opens a second
     /// connection for the next statement of the same search (a millisecond of a fresh process).
-    side: Option<std::sync::Arc<Side>>,
-}
-
-/// The pool of `Store::side`, made when a search first reads lists side by side.
-#[derive(Debug)]
-struct Side {
-    url: AnyConnectOptions,
-    pool: std::sync::OnceLock<AnyPool>,
+    /// Lazy: it opens a connection only when a search first reads lists side by side.
+    side: Option<AnyPool>,
 }
 
 /// How many account rows, mailbox lists and message rows this store (and its clones) has
@@ -438,12 +432,9 @@ impl Store {
             return None;
         }
         let large = std::fs::metadata(path).is_ok_and(|m| m.len() >= side_from);
-        let side = large.then(|| Side {
-            url,
-            pool: Default::default(),
-        });
+        let side = large.then(|| sqlite_pool(SIDE_READERS, false).connect_lazy_with(url));
         Some(Store {
-            side: side.map(std::sync::Arc::new),
+            side,
             ..Store::with_pool(pool, Backend::Sqlite)
         })
     }
@@ -460,9 +451,7 @@ impl Store {
     /// rest to `side` when the store has one.
     pub(crate) fn beside(&self, n: usize) -> &AnyPool {
         match &self.side {
-            Some(side) if n > 0 => side.pool.get_or_init(|| {
-                sqlite_pool(SIDE_READERS, false).connect_lazy_with(side.url.clone())
-            }),
+            Some(side) if n > 0 => side,
             _ => &self.pool,
         }
     }
@@ -567,7 +556,7 @@ impl Store {
     }
 
     pub async fn close(&self) {
-        if let Some(side) = self.side.as_ref().and_then(|s| s.pool.get()) {
+        if let Some(side) = &self.side {
             side.close().await;
         }
         self.pool.close().await;

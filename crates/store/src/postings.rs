@@ -359,7 +359,7 @@ mod tests {
         let read = large.search_page(&query, 20, 40).await.unwrap();
         assert_eq!(read.total, truth.len() as u64);
         assert_eq!(ids(read), truth[40..60]);
-        let side = large.side.as_ref().and_then(|s| s.pool.get());
+        let side = large.side.as_ref();
         assert!(
             side.is_some_and(|pool| pool.size() > 0),
             "lists read beside the first"
