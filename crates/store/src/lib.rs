@@ -19,6 +19,7 @@ mod batches;
 mod budget;
 mod console;
 mod drafts;
+mod frequent;
 mod journal;
 mod leases;
 mod mailboxes;

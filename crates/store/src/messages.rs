@@ -4,8 +4,10 @@ use mailbroker_core::{AccountId, Error, RemoteId, Version};
 
 use super::sql::Sql;
 
+use super::frequent::Frequent;
 use super::query::{
-    SORTED_PAGE_UP_TO, count_sql, merged, push_page_ids, push_page_of_ids, push_terms,
+    SORTED_PAGE_UP_TO, count_sql, merged, push_page_ids, push_page_of_frequent, push_page_of_ids,
+    push_terms,
 };
 use std::sync::Arc;
 
@@ -25,6 +27,8 @@ enum Found {
     Counted(u64),
     /// The matches, sorted, when the count merged posting lists to find them.
     Ids(Vec<i64>),
+    /// One frequent word alone: counted as the index was written, its matches never read.
+    Frequent(Frequent),
 }
 
 impl Found {
@@ -32,6 +36,7 @@ impl Found {
         match self {
             Found::Counted(n) => *n,
             Found::Ids(ids) => ids.len() as u64,
+            Found::Frequent(word) => word.messages,
         }
     }
 }
@@ -379,6 +384,9 @@ impl Store {
         // Both engines: PostgreSQL's own plans for the same set algebra read each list again
         // for the count and for the page, and walked every match's row for its date
         // (BENCHMARKS.md, "The index on PostgreSQL").
+        if let Some(word) = self.frequent(query).await? {
+            return Ok(Found::Frequent(word));
+        }
         if let Some(merged) = merged(query, self.backend()) {
             return Ok(Found::Ids(postings::matches(self, &merged, lexicon).await?));
         }
@@ -438,6 +446,7 @@ impl Store {
             }
             Found::Ids(ids) => push_page_of_ids(&mut q, json_ids(ids)?, matches, limit, offset),
             Found::Counted(_) => push_page_ids(&mut q, query, matches, limit, offset),
+            Found::Frequent(word) => push_page_of_frequent(&mut q, word.slot, limit, offset),
         }
         q.push(") ORDER BY m.date DESC, m.id DESC");
         let rows: Vec<Row> = q
@@ -449,7 +458,7 @@ impl Store {
     }
 }
 
-/// Ids as the JSON array `push_page_of_ids` binds.
-fn json_ids(ids: &[i64]) -> Result<String, Error> {
+/// Ids as the JSON array a statement reads with `json_each`.
+pub(super) fn json_ids(ids: &[i64]) -> Result<String, Error> {
     serde_json::to_string(ids).map_err(|e| Error::internal(format!("index: page ids: {e}")))
 }

@@ -119,7 +119,7 @@ pub(super) async fn page_of(
 }
 
 /// Sorted, distinct ids from the index's comma-separated list.
-fn ids_of(text: &str) -> Result<Vec<i64>, Error> {
+pub(super) fn ids_of(text: &str) -> Result<Vec<i64>, Error> {
     let mut ids = in_order(text)?;
     ids.sort_unstable();
     ids.dedup();

@@ -320,6 +320,18 @@ pub(super) fn push_page_of_ids(q: &mut Sql, ids: String, matches: u64, limit: u3
     push_page_end(q, limit, offset);
 }
 
+/// The ids of one page of the messages holding the frequent word in `slot` (`frequent`),
+/// newest first: the date index walked from the newest message, each message's bits read by
+/// its id, about `limit × all / matches` of them.
+pub(super) fn push_page_of_frequent(q: &mut Sql, slot: i64, limit: u32, offset: u64) {
+    q.push(
+        "SELECT m.id FROM messages m INDEXED BY messages_date \
+         CROSS JOIN message_frequent_words f ON f.id = m.id WHERE (f.slots >> ",
+    );
+    q.push_bind(slot).push(") & 1 = 1");
+    push_page_end(q, limit, offset);
+}
+
 /// `SELECT m.id FROM … WHERE ` of a page: its matches sorted when few, else the date index
 /// walked from the newest message.
 fn push_page_from(q: &mut Sql, matches: u64, state: bool) {

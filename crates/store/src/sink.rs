@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 
 use super::leases::{AccountLock, Fence};
 use super::words::{self, Document};
-use super::{Backend, Store, db_error, now_secs, replace_tags};
+use super::{Backend, Store, db_error, frequent, now_secs, replace_tags};
 
 mod fulltext;
 mod moves;
@@ -135,8 +135,9 @@ pub struct StoreSink {
 /// (`Store::refresh_statistics`): a first sync, say.
 const MANY: usize = 1000;
 
-/// Whether PostgreSQL's statistics were refreshed: a refusal only leaves the work to
-/// autovacuum, so the sync goes on.
+/// Whether the index's statistics were refreshed (PostgreSQL's planner's, SQLite's frequent
+/// words): a refusal only leaves the work to autovacuum, or searches reading a word's ids, so
+/// the sync goes on.
 fn refreshed(done: Result<()>) {
     if let Err(e) = done {
         tracing::warn!(error = %e, "index: statistics not refreshed");
@@ -204,6 +205,9 @@ impl StoreSink {
         }
         if self.arrived >= MANY {
             refreshed(self.store.refresh_statistics(self.arrived).await);
+        }
+        if self.arrived > 0 {
+            refreshed(self.store.refresh_frequent_words().await);
         }
         flushed
     }
@@ -703,7 +707,7 @@ async fn insert_batch(
             backend,
             "WITH v(id, subject, addresses, snippet, body) AS (",
         );
-        fts.push_values(complete, |mut row, m| {
+        fts.push_values(&complete, |mut row, m| {
             row.push_bind(local(m))
                 .push_bind(m.subject.clone())
                 .push_bind(format!("{} {} {}", m.from, m.to, m.cc))
@@ -717,6 +721,8 @@ async fn insert_batch(
             ", v.body FROM v"
         ));
         fts.build().execute(&mut *tx).await.map_err(db_error)?;
+        let written: Vec<i64> = complete.iter().filter_map(|m| local(m)).collect();
+        frequent::recount(&mut tx, &written).await?;
     }
     tx.commit().await.map_err(db_error)
 }
@@ -777,9 +783,33 @@ async fn write_text(
                 .push(tail);
             q.build().execute(&mut *tx).await.map_err(db_error)?;
         }
-        if backend == Backend::Postgres {
-            fulltext::write(&mut tx, mailbox_id, chunk, &mut made).await?;
+        match backend {
+            Backend::Postgres => fulltext::write(&mut tx, mailbox_id, chunk, &mut made).await?,
+            Backend::Sqlite => {
+                let written = local_ids(&mut tx, mailbox_id, chunk).await?;
+                frequent::recount(&mut tx, &written).await?;
+            }
         }
     }
     tx.commit().await.map_err(db_error)
+}
+
+/// The local ids of `texts`' messages in one mailbox.
+async fn local_ids(
+    tx: &mut AnyConnection,
+    mailbox_id: i64,
+    texts: &[MessageText],
+) -> Result<Vec<i64>> {
+    let remote: Vec<&str> = texts.iter().map(|t| t.id.as_str()).collect();
+    let list = serde_json::to_string(&remote)
+        .map_err(|e| Error::internal(format!("index: text ids: {e}")))?;
+    sqlx::query_scalar(
+        "SELECT id FROM messages WHERE mailbox_id = $1
+         AND remote_id IN (SELECT value FROM json_each($2))",
+    )
+    .bind(mailbox_id)
+    .bind(list)
+    .fetch_all(&mut *tx)
+    .await
+    .map_err(db_error)
 }
