@@ -255,13 +255,13 @@ fn sqlite_url(path: &Path, read_only: bool) -> Result<AnyConnectOptions, Error> 
         .map_err(|e| Error::internal(format!("index path {}: {e}", path.display())))
 }
 
+/// How much of the index file a connection maps (`SQLITE_PRAGMAS`).
+pub(crate) const MMAP_SIZE: &str = "PRAGMA mmap_size = 1073741824";
+
 /// What every connection to the index file sets, reading or writing. Reads map the file
 /// rather than copy its pages through a per-connection cache: searches and their counts over
 /// 100,000 messages take 1.3–3× less (BENCHMARKS.md).
-const SQLITE_PRAGMAS: &[&str] = &[
-    "PRAGMA busy_timeout = 30000",
-    "PRAGMA mmap_size = 1073741824",
-];
+const SQLITE_PRAGMAS: &[&str] = &["PRAGMA busy_timeout = 30000", MMAP_SIZE];
 
 /// What a connection that may write sets besides. The WAL is checkpointed every 64 MB rather
 /// than every 4 MB: a 10,000-message change otherwise pays for a checkpoint inside its own
