@@ -107,7 +107,7 @@ pub async fn bench_search(messages: usize) -> Result<()> {
         // Kept by an earlier build, perhaps: brought up to this one as its next sync would.
         let store = mailbroker_store::Store::open(&home.join("index.sqlite3")).await?;
         let start = Instant::now();
-        store.refresh_frequent_words().await?;
+        store.refresh_frequent_words(0).await?;
         println!(
             "kept index brought up to this build in {:.2} s",
             start.elapsed().as_secs_f64()

@@ -1,16 +1,20 @@
 -- The words many messages hold (at most 63, chosen by `store::frequent` after a sync once the
--- index has grown or shrunk by a quarter since they were last chosen), each with the number of
--- messages whose full-text row holds it, kept exact by every write of `messages_fts`: a search
--- for one of them alone takes its count from here instead of reading every id it matches.
--- SQLite's alone: PostgreSQL counts from its own index.
+-- messages arrived since they were last chosen are a quarter of the index), each with the
+-- number of messages whose full-text row holds it, kept exact by every write of `messages_fts`:
+-- a search for one of them alone takes its count from here instead of reading every id it
+-- matches. SQLite's alone: PostgreSQL counts from its own index.
 CREATE TABLE frequent_words (
     slot     INTEGER PRIMARY KEY CHECK (slot BETWEEN 0 AND 62),
     word     TEXT NOT NULL UNIQUE,
     messages INTEGER NOT NULL
 ) STRICT;
 
--- How many messages the index held when they were last chosen (one row, none before).
-CREATE TABLE frequent_words_chosen (messages INTEGER NOT NULL) STRICT;
+-- How many messages the index held when they were last chosen, and how many arrived since
+-- (one row, none before they first were).
+CREATE TABLE frequent_words_chosen (
+    messages INTEGER NOT NULL,
+    arrived  INTEGER NOT NULL DEFAULT 0
+) STRICT;
 
 -- Which of them a message's full-text row holds, one bit a slot; no row for none of them.
 CREATE TABLE message_frequent_words (

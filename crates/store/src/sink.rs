@@ -207,7 +207,7 @@ impl StoreSink {
             refreshed(self.store.refresh_statistics(self.arrived).await);
         }
         if self.arrived > 0 {
-            refreshed(self.store.refresh_frequent_words().await);
+            refreshed(self.store.refresh_frequent_words(self.arrived).await);
         }
         flushed
     }
