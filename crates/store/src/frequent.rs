@@ -195,14 +195,7 @@ async fn choose(conn: &mut AnyConnection, from: i64) -> Result<usize, Error> {
 /// written (added, or replaced) in the transaction `conn` is in: their bits as the index now
 /// holds them, and each word's count by what changed.
 pub(super) async fn recount(conn: &mut AnyConnection, ids: &[i64]) -> Result<(), Error> {
-    if ids.is_empty() || Backend::of(conn) != Backend::Sqlite {
-        return Ok(());
-    }
-    let chosen: i64 = sqlx::query_scalar("SELECT count(*) FROM frequent_words")
-        .fetch_one(&mut *conn)
-        .await
-        .map_err(db_error)?;
-    if chosen == 0 {
+    if ids.is_empty() || Backend::of(conn) != Backend::Sqlite || !any_chosen(conn).await? {
         return Ok(());
     }
     let mut ids = ids.to_vec();
@@ -258,6 +251,15 @@ pub(super) async fn recount(conn: &mut AnyConnection, ids: &[i64]) -> Result<(),
             .map_err(db_error)?;
     }
     Ok(())
+}
+
+/// Whether any word is chosen, so writes of the full-text index have words to recount.
+pub(super) async fn any_chosen(conn: &mut AnyConnection) -> Result<bool, Error> {
+    let any: i64 = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM frequent_words)")
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(db_error)?;
+    Ok(any == 1)
 }
 
 /// The ranges of the index to read for the sorted `ids`: runs of near ids, or, when they

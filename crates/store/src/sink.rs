@@ -785,10 +785,13 @@ async fn write_text(
         }
         match backend {
             Backend::Postgres => fulltext::write(&mut tx, mailbox_id, chunk, &mut made).await?,
-            Backend::Sqlite => {
+            // Their ids are read only where there are words to recount: reading them took a
+            // first sync of 100,000 messages 0.2 s more.
+            Backend::Sqlite if frequent::any_chosen(&mut tx).await? => {
                 let written = local_ids(&mut tx, mailbox_id, chunk).await?;
                 frequent::recount(&mut tx, &written).await?;
             }
+            Backend::Sqlite => {}
         }
     }
     tx.commit().await.map_err(db_error)
