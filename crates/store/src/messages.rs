@@ -378,15 +378,16 @@ impl Store {
         Ok(self.found(query, &lexicon).await?.count())
     }
 
-    /// What a query finds before its page is read: the number of matches, or, when its posting
-    /// lists are merged here, the matches themselves.
+    /// What a query finds before its page is read: the number of matches (counted, or kept for
+    /// a frequent word alone), or, when its posting lists are merged here, the matches
+    /// themselves.
     async fn found(&self, query: &Query, lexicon: &Option<Arc<Lexicon>>) -> Result<Found, Error> {
-        // Both engines: PostgreSQL's own plans for the same set algebra read each list again
-        // for the count and for the page, and walked every match's row for its date
-        // (BENCHMARKS.md, "The index on PostgreSQL").
         if let Some(word) = self.frequent(query).await? {
             return Ok(Found::Frequent(word));
         }
+        // Both engines: PostgreSQL's own plans for the same set algebra read each list again
+        // for the count and for the page, and walked every match's row for its date
+        // (BENCHMARKS.md, "The index on PostgreSQL").
         if let Some(merged) = merged(query, self.backend()) {
             return Ok(Found::Ids(postings::matches(self, &merged, lexicon).await?));
         }
@@ -460,5 +461,5 @@ impl Store {
 
 /// Ids as the JSON array a statement reads with `json_each`.
 pub(super) fn json_ids(ids: &[i64]) -> Result<String, Error> {
-    serde_json::to_string(ids).map_err(|e| Error::internal(format!("index: page ids: {e}")))
+    serde_json::to_string(ids).map_err(|e| Error::internal(format!("index: message ids: {e}")))
 }
