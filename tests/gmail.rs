@@ -24,7 +24,11 @@ async fn oauth_setup_refresh_and_revocation() {
 
     let added = with_browser(
         home.path(),
-        oauth_args(&mock, &["account", "add", "gmail", "--id", "g"]),
+        oauth_args(
+            &mock,
+            home.path(),
+            &["account", "add", "gmail", "--id", "g"],
+        ),
     )
     .await;
     assert_eq!(added.code, 0, "{}\n{}", added.stdout, added.stderr);
@@ -81,7 +85,11 @@ async fn a_forged_redirect_neither_ends_nor_aborts_the_sign_in() {
     let mock = GmailMock::start("me@mock.example").await.unwrap();
     let home = tempfile::tempdir().unwrap();
     let bin = std::path::Path::new(env!("CARGO_BIN_EXE_mailbroker"));
-    let args = oauth_args(&mock, &["account", "add", "gmail", "--id", "g"]);
+    let args = oauth_args(
+        &mock,
+        home.path(),
+        &["account", "add", "gmail", "--id", "g"],
+    );
     let run = mailbroker_testkit::oauth::with_browser_after_forgeries(bin, home.path(), &args)
         .await
         .unwrap();
@@ -186,7 +194,7 @@ async fn an_expired_testing_grant_explains_itself_and_login_recovers() {
 async fn a_client_file_with_a_byte_order_mark_works_and_a_huge_one_is_refused() {
     let mock = GmailMock::start("me@mock.example").await.unwrap();
     let home = tempfile::tempdir().unwrap();
-    let plain = mailbroker_testkit::oauth::client_file(&mock.url);
+    let plain = mailbroker_testkit::oauth::client_file(home.path(), &mock.url);
     let marked = home.path().join("client_secret_bom.json");
     let text = std::fs::read_to_string(&plain).unwrap();
     std::fs::write(&marked, format!("\u{feff}{text}")).unwrap();

@@ -297,7 +297,11 @@ async fn oauth_tokens_are_sealed_through_a_refresh(engine: Engine) {
     std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
     let key = key.display().to_string();
     let env = [("MAILBROKER_SECRET_KEY_FILE", key.as_str())];
-    let args = common::gmail::oauth_args(&mock, &["account", "add", "gmail", "--id", "g"]);
+    let args = common::gmail::oauth_args(
+        &mock,
+        home.path(),
+        &["account", "add", "gmail", "--id", "g"],
+    );
     let added = common::gmail::with_browser_env(home.path(), args, &env).await;
     assert_eq!(added.code, 0, "{}\n{}", added.stdout, added.stderr);
     assert_eq!(

@@ -85,7 +85,7 @@ async fn no_oauth_token_in_logs_at_trace_level() {
     let home = tempfile::tempdir().unwrap();
     let first = ["account", "add", "gmail", "--id", "g", "--quota", "1000000"];
     // `with_browser_env` fails the test if a token appears on stdout or stderr.
-    let added = with_browser_env(home.path(), oauth_args(&mock, &first), &TRACE).await;
+    let added = with_browser_env(home.path(), oauth_args(&mock, home.path(), &first), &TRACE).await;
     assert_eq!(added.code, 0, "{}", added.stdout);
     assert!(added.stderr.contains("TRACE"), "not traced");
     let expire = reqwest::Client::new()

@@ -48,7 +48,12 @@ pub async fn bench_gmail(n: usize) -> Result<()> {
     let api = format!("http://127.0.0.1:{}", proxy.port);
     let home = tempfile::tempdir()?;
     let add = ["account", "add", "gmail", "--id", "g", "--quota", "1000000"];
-    let added = oauth::with_browser(&bin, home.path(), &oauth::mock_args(&api, &add)).await?;
+    let added = oauth::with_browser(
+        &bin,
+        home.path(),
+        &oauth::mock_args(home.path(), &api, &add),
+    )
+    .await?;
     if !added.output.status.success() {
         bail!("account add failed: {}", added.stderr);
     }

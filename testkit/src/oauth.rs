@@ -5,7 +5,6 @@
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::OnceLock;
 
 use anyhow::{Context, Result, bail};
 
@@ -106,31 +105,22 @@ async fn browse(
     })
 }
 
-/// The client file Google's console would download for the mock's Desktop client, written
-/// once per test process (its id and secret are the same for every mock).
-pub fn client_file(mock_url: &str) -> PathBuf {
-    static FILE: OnceLock<PathBuf> = OnceLock::new();
-    FILE.get_or_init(|| {
-        let dir = tempfile::Builder::new()
-            .prefix("mailbroker-client-")
-            .tempdir()
-            .expect("a temporary directory")
-            .keep();
-        let path = dir.join("client_secret_mock.apps.googleusercontent.com.json");
-        let json = mailbroker_mock_gmail::client_file(mock_url);
-        std::fs::write(&path, json.to_string()).expect("the client file is written");
-        path
-    })
-    .clone()
+/// The client file Google's console would download for the mock at `mock_url`'s Desktop
+/// client, saved in `dir` (a test's own directory, removed with it).
+pub fn client_file(dir: &Path, mock_url: &str) -> PathBuf {
+    let path = dir.join("client_secret_mock.apps.googleusercontent.com.json");
+    let json = mailbroker_mock_gmail::client_file(mock_url);
+    std::fs::write(&path, json.to_string()).expect("the client file is written");
+    path
 }
 
 /// The arguments that point an OAuth command at the mock at `mock_url`; an `account add`
-/// signs in with the client file (`--credentials`), as a person would.
-pub fn mock_args(mock_url: &str, first: &[&str]) -> Vec<String> {
+/// signs in with the client file (`--credentials`), saved in `dir`, as a person would.
+pub fn mock_args(dir: &Path, mock_url: &str, first: &[&str]) -> Vec<String> {
     let mut args: Vec<String> = first.iter().map(|s| s.to_string()).collect();
     if first.get(1) == Some(&"add") {
         args.push("--credentials".into());
-        args.push(client_file(mock_url).display().to_string());
+        args.push(client_file(dir, mock_url).display().to_string());
     }
     args.extend(endpoint_args(mock_url));
     args

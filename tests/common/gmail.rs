@@ -47,8 +47,9 @@ pub async fn with_browser_env(home: &Path, args: Vec<String>, env: &[(&str, &str
 /// How the mock's access and refresh tokens begin: none may ever be printed or logged.
 pub const TOKEN_PREFIXES: [&str; 2] = ["ya29.", "1//mock-"];
 
-pub fn oauth_args(mock: &GmailMock, first: &[&str]) -> Vec<String> {
-    oauth::mock_args(&mock.url, first)
+/// The arguments of an OAuth command against `mock`, its client file saved in `home`.
+pub fn oauth_args(mock: &GmailMock, home: &Path, first: &[&str]) -> Vec<String> {
+    oauth::mock_args(home, &mock.url, first)
 }
 
 /// Runs `account login ID --no-browser` and consents, as the person would; it must succeed.
@@ -69,7 +70,7 @@ pub async fn control(mock: &GmailMock, path: &str, body: Value) -> Value {
 pub async fn add_account(mock: &GmailMock, home: &Path, id: &str, extra: &[&str]) -> Value {
     let mut first = vec!["account", "add", "gmail", "--id", id, "--quota", "1000000"];
     first.extend(extra);
-    let added = with_browser(home, oauth_args(mock, &first)).await;
+    let added = with_browser(home, oauth_args(mock, home, &first)).await;
     assert_eq!(added.code, 0, "{}\n{}", added.stdout, added.stderr);
     json!(added.json)
 }
