@@ -803,15 +803,13 @@ async fn local_ids(
     mailbox_id: i64,
     texts: &[MessageText],
 ) -> Result<Vec<i64>> {
-    let remote: Vec<&str> = texts.iter().map(|t| t.id.as_str()).collect();
-    let list = serde_json::to_string(&remote)
-        .map_err(|e| Error::internal(format!("index: text ids: {e}")))?;
+    let remote: Vec<RemoteId> = texts.iter().map(|t| t.id.clone()).collect();
     sqlx::query_scalar(
         "SELECT id FROM messages WHERE mailbox_id = $1
          AND remote_id IN (SELECT value FROM json_each($2))",
     )
     .bind(mailbox_id)
-    .bind(list)
+    .bind(json_ids(&remote)?)
     .fetch_all(&mut *tx)
     .await
     .map_err(db_error)
